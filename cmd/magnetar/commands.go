@@ -6,9 +6,20 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// subcommands lists every top-level subcommand. Each lives in its own file.
+// registry holds the constructors of the top-level subcommands. Each subcommand lives in its
+// own file and registers itself from an init function, so files never edit a shared list.
+var registry []func() *cobra.Command
+
+// register adds a top-level subcommand constructor.
+func register(f func() *cobra.Command) { registry = append(registry, f) }
+
+// subcommands builds every registered top-level subcommand.
 func subcommands() []*cobra.Command {
-	return []*cobra.Command{}
+	cmds := make([]*cobra.Command, 0, len(registry))
+	for _, f := range registry {
+		cmds = append(cmds, f())
+	}
+	return cmds
 }
 
 // isCobraUsage recognises cobra's own argument errors (unknown command, wrong arg count).
