@@ -1,0 +1,357 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/proto/bk"
+)
+
+// DefaultDialTimeout bounds connection establishment when Options.DialTimeout is zero.
+const DefaultDialTimeout = 10 * time.Second
+
+// maxSpareQueue is the largest write buffer the writer keeps for reuse; a bigger one (after a
+// burst of large entries) is dropped so an idle connection does not pin it.
+const maxSpareQueue = 1 << 20
+
+var (
+	// ErrConnClosed is matched (errors.Is) by every error reported for requests that a failed
+	// or closed connection did not complete. The concrete error is a *ConnError carrying the
+	// cause.
+	ErrConnClosed = errors.New("client: connection closed")
+	// ErrProtocol is the cause of a connection failure when the bookie violates the protocol:
+	// a response to no pending request, or of the wrong op.
+	ErrProtocol = errors.New("client: protocol violation")
+	// errClosedByCaller is the cause recorded when Close is called.
+	errClosedByCaller = errors.New("closed by caller")
+)
+
+// ConnError reports that a connection to Addr failed or was closed, and why. It matches
+// ErrConnClosed and unwraps to the cause. It is retriable (bk.IsRetriable): the request may
+// or may not have reached the bookie, and bookie requests may be resent.
+type ConnError struct {
+	Addr string
+	Err  error // the cause: errClosedByCaller, a read/write error, or a protocol error
+}
+
+func (e *ConnError) Error() string {
+	return fmt.Sprintf("client: connection to %s closed: %v", e.Addr, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// Is matches ErrConnClosed.
+func (e *ConnError) Is(target error) bool { return target == ErrConnClosed }
+
+// Retriable reports true: see ConnError.
+func (e *ConnError) Retriable() bool { return true }
+
+// Options configure a Conn (and every Conn of a Pool).
+type Options struct {
+	// DialTimeout bounds connection establishment; zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// MaxFrameLen is the largest frame (after the length prefix) sent or accepted; zero means
+	// bk.MaxFrameLen. A larger response closes the connection; a larger request fails alone.
+	MaxFrameLen int
+	// Logger receives connection lifecycle events; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.MaxFrameLen <= 0 {
+		o.MaxFrameLen = bk.MaxFrameLen
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Callback receives the outcome of one request. See Conn.Send.
+type Callback func(bk.Response, error)
+
+// pending is a request awaiting its response.
+type pending struct {
+	op bk.Op
+	cb Callback
+}
+
+// Conn is a pipelined connection to one bookie. It is safe for concurrent use. See doc.go for
+// its goroutines.
+type Conn struct {
+	addr string
+	nc   net.Conn
+	opts Options
+	log  *slog.Logger
+
+	wake chan struct{} // cap 1: Send tells the writer the queue is non-empty
+	done chan struct{} // closed by fail: the connection is dead
+	wg   sync.WaitGroup
+
+	mu struct {
+		sync.Mutex // guards all fields below; leaf lock, held for no I/O
+		// nextID is the id of the next request; ids start at 1.
+		nextID uint64
+		// pending holds every request sent and not yet answered. nil once the reader has
+		// drained it on its way out; Send then fails requests itself.
+		pending map[uint64]pending
+		// queue holds encoded frames the writer has not taken yet.
+		queue []byte
+		// err is nil while the connection is alive, then the *ConnError that killed it.
+		// Invariant: err != nil iff done is closed.
+		err error
+	}
+}
+
+// Dial connects to the bookie at addr and starts the connection's reader and writer
+// goroutines. ctx bounds only the dial.
+func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
+	opts = opts.withDefaults()
+	d := net.Dialer{Timeout: opts.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	c := &Conn{
+		addr: addr,
+		nc:   nc,
+		opts: opts,
+		log:  opts.Logger.With("bookie", addr),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	c.mu.nextID = 1
+	c.mu.pending = make(map[uint64]pending)
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	c.log.Debug("bookie connection open", "local", nc.LocalAddr().String())
+	return c, nil
+}
+
+// Addr returns the address the connection was dialled to.
+func (c *Conn) Addr() string { return c.addr }
+
+// Send queues req and returns without waiting. It assigns req.RequestID (the only field it
+// writes); req and its Body are not retained and may be reused once Send returns.
+//
+// cb is called exactly once:
+//   - from the reader goroutine with the response (whatever its Status) and a nil error;
+//     Body, LACBody and Ranges are owned copies, safe to keep after cb returns;
+//   - from the reader goroutine with a *ConnError (errors.Is ErrConnClosed) if the
+//     connection fails or is closed before the response arrives;
+//   - before Send returns, on the caller's goroutine, with a *ConnError if the connection is
+//     already dead, or with an error if req cannot be sent (undefined op, or a frame larger
+//     than Options.MaxFrameLen: bk.ErrFrameTooLarge).
+//
+// Callbacks from the reader goroutine run one at a time in response order, and failed
+// requests are reported in request-id order. cb must not block: it stalls every response on
+// the connection. Send never blocks and does not bound the queue; the caller bounds its
+// outstanding requests.
+func (c *Conn) Send(req *bk.Request, cb Callback) {
+	if !req.Op.Valid() {
+		cb(bk.Response{}, fmt.Errorf("client: send %v: undefined op", req.Op))
+		return
+	}
+	c.mu.Lock()
+	if c.mu.pending == nil || c.mu.err != nil {
+		err := c.mu.err
+		c.mu.Unlock()
+		cb(bk.Response{}, err)
+		return
+	}
+	id := c.mu.nextID
+	c.mu.nextID++
+	req.RequestID = id
+	start := len(c.mu.queue)
+	c.mu.queue = bk.AppendRequest(c.mu.queue, req)
+	if n := len(c.mu.queue) - start - bk.LengthPrefixLen; n > c.opts.MaxFrameLen {
+		c.mu.queue = c.mu.queue[:start]
+		c.mu.Unlock()
+		cb(bk.Response{}, fmt.Errorf("client: send %v ledger %d: %w: %d bytes, limit %d",
+			req.Op, req.LedgerID, bk.ErrFrameTooLarge, n, c.opts.MaxFrameLen))
+		return
+	}
+	c.mu.pending[id] = pending{op: req.Op, cb: cb}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // the writer is already due to look at the queue
+	}
+}
+
+// Do sends req and waits for its response. A response with a non-OK status is returned along
+// with its status error (bk.Status.Err), so callers can test errors.Is(err, bk.ErrFenced).
+// If ctx ends first, Do returns ctx.Err(); the request stays in flight and its response is
+// discarded.
+func (c *Conn) Do(ctx context.Context, req *bk.Request) (bk.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return bk.Response{}, err
+	}
+	type result struct {
+		resp bk.Response
+		err  error
+	}
+	ch := make(chan result, 1) // buffered: cb never blocks, even after Do gave up
+	c.Send(req, func(resp bk.Response, err error) { ch <- result{resp, err} })
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			return bk.Response{}, res.err
+		}
+		return res.resp, res.resp.Status.Err()
+	case <-ctx.Done():
+		return bk.Response{}, ctx.Err()
+	}
+}
+
+// Done returns a channel closed when the connection has failed or been closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns nil while the connection is alive, then the *ConnError that ended it.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.err
+}
+
+// Close closes the connection, fails every pending request with a *ConnError, and waits for
+// the reader and writer goroutines (and so for every callback) to finish. It is idempotent
+// and always returns nil. It must not be called from a callback (it would wait for itself).
+func (c *Conn) Close() error {
+	c.fail(errClosedByCaller)
+	c.wg.Wait()
+	return nil
+}
+
+// fail marks the connection dead with cause (the first cause wins) and closes the socket,
+// which stops both goroutines. The reader then fails the pending requests.
+func (c *Conn) fail(cause error) {
+	c.mu.Lock()
+	if c.mu.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.err = &ConnError{Addr: c.addr, Err: cause}
+	c.mu.queue = nil
+	close(c.done)
+	c.mu.Unlock()
+	if cause == errClosedByCaller {
+		c.log.Debug("bookie connection closed")
+	} else {
+		c.log.Warn("bookie connection failed", "err", cause)
+	}
+	_ = c.nc.Close()
+}
+
+// writeLoop is the writer goroutine: it takes the whole queue at once and writes it in one
+// call, so frames queued while a write is in progress go out together in the next one.
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	var buf []byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		c.mu.Lock()
+		buf, c.mu.queue = c.mu.queue, buf[:0]
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(fmt.Errorf("write: %w", err))
+			return
+		}
+		if cap(buf) > maxSpareQueue {
+			buf = nil
+		}
+	}
+}
+
+// readLoop is the reader goroutine: it matches each response to its pending request and runs
+// the callback. On any error it fails the connection and then every pending request.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer c.failPending()
+	fr := bk.NewFrameReader(c.nc, c.opts.MaxFrameLen)
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		resp, err := bk.DecodeResponse(frame)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		p, ok := c.mu.pending[resp.RequestID]
+		delete(c.mu.pending, resp.RequestID)
+		c.mu.Unlock()
+		if !ok {
+			c.fail(fmt.Errorf("%w: response %v to unknown request %d", ErrProtocol, resp.Op, resp.RequestID))
+			return
+		}
+		if resp.Op != p.op {
+			err := fmt.Errorf("%w: %v response to %v request %d", ErrProtocol, resp.Op, p.op, resp.RequestID)
+			c.fail(err)
+			p.cb(bk.Response{}, c.Err())
+			return
+		}
+		p.cb(own(resp), nil)
+	}
+}
+
+// failPending runs on the reader goroutine after fail: it takes the pending map (so that Send
+// fails new requests inline from now on) and fails each request in id order.
+func (c *Conn) failPending() {
+	c.mu.Lock()
+	pend := c.mu.pending
+	c.mu.pending = nil
+	err := c.mu.err
+	c.mu.Unlock()
+	ids := make([]uint64, 0, len(pend))
+	for id := range pend {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		pend[id].cb(bk.Response{}, err)
+	}
+}
+
+// own returns resp with its byte slices copied out of the frame buffer (one allocation for
+// both). Ranges are already freshly allocated by the decoder.
+func own(resp bk.Response) bk.Response {
+	n := len(resp.Body) + len(resp.LACBody)
+	if n == 0 {
+		resp.Body, resp.LACBody = nil, nil
+		return resp
+	}
+	b := make([]byte, n)
+	copy(b, resp.Body)
+	copy(b[len(resp.Body):], resp.LACBody)
+	body, lac := b[:len(resp.Body):len(resp.Body)], b[len(resp.Body):]
+	resp.Body, resp.LACBody = nil, nil
+	if len(body) > 0 {
+		resp.Body = body
+	}
+	if len(lac) > 0 {
+		resp.LACBody = lac
+	}
+	return resp
+}
