@@ -1,0 +1,214 @@
+package bookie
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// Info is the value of a bookie's registration key.
+type Info struct {
+	ID      string    `json:"id"`
+	Address string    `json:"address"`
+	State   string    `json:"state"`
+	Started time.Time `json:"started"`
+}
+
+// registrar owns the bookie's metadata session and registration key. Its goroutine (run)
+// is the only writer of Bookie.state after Start: it checks disk usage on a ticker, moves the
+// registration between the available and read-only prefixes, and re-creates the session if it
+// expires (e.g. after a partition from etcd).
+type registrar struct {
+	b       *Bookie
+	started time.Time
+	sess    metadata.Session // owned by run after register returns
+	done    chan struct{}
+}
+
+func newRegistrar(b *Bookie) *registrar {
+	return &registrar{b: b, started: time.Now(), done: make(chan struct{})}
+}
+
+func (r *registrar) key(s State) string {
+	if s == StateReadOnly {
+		return metadata.ReadOnlyBookieKey(r.b.id)
+	}
+	return metadata.AvailableBookieKey(r.b.id)
+}
+
+// register creates the session and the registration key for the initial state.
+func (r *registrar) register(ctx context.Context) error {
+	s := StateWritable
+	if r.overThreshold(r.b.cfg.DiskThreshold) {
+		s = StateReadOnly
+	}
+	sess, err := r.b.cfg.Store.NewSession(ctx, r.b.cfg.SessionTTL)
+	if err != nil {
+		return fmt.Errorf("bookie: metadata session: %w", err)
+	}
+	r.sess = sess
+	if err := r.publish(ctx, s); err != nil {
+		sess.Close()
+		return err
+	}
+	return nil
+}
+
+// publish writes the registration key for state s through the current session and removes the
+// other one. A key left by a previous incarnation (whose lease has not expired yet) is
+// overwritten: the cookie guarantees no other live process owns this id.
+func (r *registrar) publish(ctx context.Context, s State) error {
+	info := Info{ID: r.b.id, Address: r.b.addr, State: s.String(), Started: r.started}
+	v, _ := json.Marshal(info)
+	if _, err := r.sess.Put(ctx, r.key(s), v, metadata.AnyVersion); err != nil {
+		return fmt.Errorf("bookie: register %s: %w", s, err)
+	}
+	other := StateReadOnly
+	if s == StateReadOnly {
+		other = StateWritable
+	}
+	if err := r.b.cfg.Store.Delete(ctx, r.key(other), metadata.AnyVersion); err != nil {
+		return fmt.Errorf("bookie: unregister %s: %w", other, err)
+	}
+	prev := State(r.b.state.Swap(uint32(s)))
+	if s == StateReadOnly {
+		r.b.m.readOnly.Set(1)
+	} else {
+		r.b.m.readOnly.Set(0)
+	}
+	if prev != s {
+		r.b.log.Info("bookie registered", "state", s.String(), "key", r.key(s))
+	}
+	return nil
+}
+
+func (r *registrar) overThreshold(th float64) bool {
+	u, err := r.b.cfg.DiskUsage(r.b.cfg.DataDir)
+	if err != nil {
+		r.b.log.Warn("disk usage check failed", "err", err)
+		return false
+	}
+	return u >= th
+}
+
+func (r *registrar) run() {
+	defer r.b.wg.Done()
+	defer close(r.done)
+	ctx := r.b.ctx
+	tick := time.NewTicker(r.b.cfg.DiskCheckInterval)
+	defer tick.Stop()
+	backoff := 100 * time.Millisecond
+	for {
+		var expired <-chan struct{}
+		if r.sess != nil {
+			expired = r.sess.Done()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if r.sess == nil {
+				r.renew(ctx, &backoff)
+				continue
+			}
+			cur := r.b.State()
+			want := cur
+			switch {
+			case cur == StateWritable && r.overThreshold(r.b.cfg.DiskThreshold):
+				want = StateReadOnly
+			case cur == StateReadOnly && !r.overThreshold(r.b.cfg.DiskThreshold-0.05):
+				want = StateWritable
+			}
+			if want != cur {
+				if err := r.publish(ctx, want); err != nil {
+					r.b.log.Error("re-register failed", "state", want.String(), "err", err)
+				}
+			}
+		case <-expired:
+			r.b.log.Warn("metadata session expired; registering again")
+			r.sess = nil
+			r.renew(ctx, &backoff)
+		}
+	}
+}
+
+// renew creates a new session and re-publishes the current state, backing off on failure.
+func (r *registrar) renew(ctx context.Context, backoff *time.Duration) {
+	for ctx.Err() == nil {
+		sess, err := r.b.cfg.Store.NewSession(ctx, r.b.cfg.SessionTTL)
+		if err == nil {
+			r.sess = sess
+			s := r.b.State()
+			if s != StateReadOnly {
+				s = StateWritable
+			}
+			if err = r.publish(ctx, s); err == nil {
+				*backoff = 100 * time.Millisecond
+				return
+			}
+			sess.Close()
+			r.sess = nil
+		}
+		r.b.log.Warn("metadata session failed; retrying", "err", err, "backoff", backoff.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(*backoff):
+		}
+		*backoff = min(*backoff*2, 5*time.Second)
+	}
+}
+
+// close revokes the session (deleting the registration). Called after run has returned.
+func (r *registrar) close() error {
+	<-r.done
+	if r.sess == nil {
+		return nil
+	}
+	err := r.sess.Close()
+	if errors.Is(err, metadata.ErrSessionExpired) {
+		return nil
+	}
+	return err
+}
+
+// ListBookies returns the registered bookies, writable and read-only. With all, bookies known
+// only from their cookies (not running) are included with state "down".
+func ListBookies(ctx context.Context, store metadata.Store, all bool) ([]Info, error) {
+	var out []Info
+	seen := map[string]bool{}
+	for _, p := range []string{metadata.PrefixAvailable, metadata.PrefixReadOnly} {
+		kvs, _, err := store.List(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range kvs {
+			var info Info
+			if err := json.Unmarshal(kv.Value, &info); err != nil {
+				return nil, fmt.Errorf("bookie registration %s: %w", kv.Key, err)
+			}
+			seen[info.ID] = true
+			out = append(out, info)
+		}
+	}
+	if all {
+		kvs, _, err := store.List(ctx, metadata.PrefixCookies)
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range kvs {
+			var c Cookie
+			if err := json.Unmarshal(kv.Value, &c); err != nil {
+				return nil, fmt.Errorf("cookie %s: %w", kv.Key, err)
+			}
+			if !seen[c.BookieID] {
+				out = append(out, Info{ID: c.BookieID, Address: c.BookieID, State: "down"})
+			}
+		}
+	}
+	return out, nil
+}

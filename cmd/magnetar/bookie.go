@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/journal"
+)
+
+func init() { register(newBookieCmd) }
+
+func newBookieCmd() *cobra.Command {
+	var (
+		metaURL, dataDir, listen, advertise, id, httpAddr, logLevel string
+		ttl, groupWait, gcInterval                                  time.Duration
+		threshold                                                   float64
+	)
+	c := &cobra.Command{
+		Use:   "bookie",
+		Short: "Run a bookie (storage node); see also 'bookie list'",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := setupLogging(logLevel); err != nil {
+				return err
+			}
+			if dataDir == "" {
+				return usageError{fmt.Errorf("--data-dir is required")}
+			}
+			if threshold <= 0 || threshold > 1 {
+				return usageError{fmt.Errorf("--disk-threshold must be in (0,1], got %v", threshold)}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			store, err := openStore(ctx, metaURL)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			b, err := bookie.Start(ctx, bookie.Config{
+				ID: id, Listen: listen, Advertise: advertise, DataDir: dataDir, Store: store,
+				SessionTTL: ttl, DiskThreshold: threshold, GCInterval: gcInterval,
+				Journal: journal.Options{MaxGroupWait: groupWait},
+				Logger:  slog.Default(),
+			})
+			if err != nil {
+				return err
+			}
+			if httpAddr != "" {
+				mux := http.NewServeMux()
+				mux.Handle("/metrics", b.MetricsHandler())
+				a, err := serveHTTP(ctx, httpAddr, mux)
+				if err != nil {
+					b.Close()
+					return err
+				}
+				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
+			}
+			fmt.Fprintf(os.Stdout, "bookie %s listening on %s\n", b.ID(), b.Addr())
+			<-ctx.Done()
+			return b.Close()
+		},
+	}
+	f := c.Flags()
+	addMetadataFlag(c, &metaURL)
+	f.StringVar(&dataDir, "data-dir", "", "data directory (cookie, journal, entry logs, index)")
+	f.StringVar(&listen, "listen", "127.0.0.1:3181", "protocol listen address")
+	f.StringVar(&advertise, "advertise", "", "address clients dial (default: the listen address)")
+	f.StringVar(&id, "bookie-id", "", "bookie id (default: the advertised address)")
+	f.StringVar(&httpAddr, "http", "127.0.0.1:8000", "metrics HTTP address (empty disables)")
+	f.DurationVar(&ttl, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead bookie stays registered")
+	f.Float64Var(&threshold, "disk-threshold", 0.95, "disk usage fraction at which the bookie turns read-only")
+	f.DurationVar(&groupWait, "journal-group-wait", time.Millisecond, "longest wait for a journal group commit")
+	f.DurationVar(&gcInterval, "gc-interval", 10*time.Minute, "how often to reclaim deleted ledgers")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	c.AddCommand(newBookieListCmd())
+	return c
+}
+
+func newBookieListCmd() *cobra.Command {
+	var (
+		metaURL string
+		all     bool
+		out     outputFlag
+	)
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List live bookies and their state (writable or read-only)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			store, err := openStore(ctx, metaURL)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			infos, err := bookie.ListBookies(ctx, store, all)
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				if infos == nil {
+					infos = []bookie.Info{}
+				}
+				return printJSON(os.Stdout, infos)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tADDRESS\tSTATE")
+			for _, i := range infos {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", i.ID, i.Address, i.State)
+			}
+			return tw.Flush()
+		},
+	}
+	addMetadataFlag(c, &metaURL)
+	c.Flags().BoolVar(&all, "all", false, "also list bookies known from cookies but not alive")
+	out.add(c)
+	return c
+}
