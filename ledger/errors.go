@@ -77,3 +77,7 @@ func assertionFailedf(format string, args ...any) error {
 	}
 	return err
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func errorsIsConflict(err error) bool { return errors.Is(err, ErrMetadataConflict) }
