@@ -3,7 +3,9 @@ package itest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -201,5 +203,42 @@ func TestBookieSIGTERMAndBadFlags(t *testing.T) {
 	<-unknown.done
 	if code := unknown.cmd.ProcessState.ExitCode(); code != 2 {
 		t.Fatalf("unknown flag exit code = %d, want 2", code)
+	}
+}
+
+// TestBookieListCommand: `magnetar bookie list -o json` prints the live bookies with id,
+// address and state; --all adds a stopped one as "down".
+func TestBookieListCommand(t *testing.T) {
+	_, metaURL := StartEtcd(t)
+	store := openStore(t, metaURL)
+	a1, a2 := FreeAddr(t), FreeAddr(t)
+	startBookie(t, metaURL, t.TempDir(), a1)
+	p2 := startBookie(t, metaURL, t.TempDir(), a2)
+	waitBookies(t, store, 30*time.Second, a1, a2)
+	if err := p2.Stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	list := func(args ...string) []map[string]string {
+		out, err := exec.Command(Binary(t), append([]string{"bookie", "list", "--metadata-url", metaURL, "-o", "json"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("bookie list: %v", err)
+		}
+		var v []map[string]string
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("bookie list output %q: %v", out, err)
+		}
+		return v
+	}
+	live := list()
+	if len(live) != 1 || live[0]["id"] != a1 || live[0]["address"] != a1 || live[0]["state"] != "writable" {
+		t.Fatalf("bookie list = %v", live)
+	}
+	all := list("--all")
+	states := map[string]string{}
+	for _, b := range all {
+		states[b["id"]] = b["state"]
+	}
+	if len(all) != 2 || states[a1] != "writable" || states[a2] != "down" {
+		t.Fatalf("bookie list --all = %v", all)
 	}
 }
