@@ -41,6 +41,8 @@ var (
 	ErrDigest = errors.New("ledger: digest mismatch")
 	// ErrInvalidConfig: bad quorum sizes, digest or options.
 	ErrInvalidConfig = errors.New("ledger: invalid configuration")
+	// ErrInvalidArgument: a bad entry range or entry id.
+	ErrInvalidArgument = errors.New("ledger: invalid argument")
 	// ErrStopped: the handle's owner goroutine has stopped.
 	ErrStopped = errors.New("ledger: handle stopped")
 	// ErrIllegalTransition: a state machine was asked to take an edge it does not have. It

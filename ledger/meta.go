@@ -54,17 +54,25 @@ func (s *State) UnmarshalText(b []byte) error {
 	return fmt.Errorf("%w: state %q", ErrBadMetadata, b)
 }
 
-// Digest is how entries of a ledger are protected. Its values equal proto/bk's DigestType.
+// Digest is how entries of a ledger are protected. The zero value is CRC32C, the default.
+// (The JSON record stores names; Wire gives the wire value.)
 type Digest uint8
 
 // Digests.
 const (
-	DigestNone   = Digest(bk.DigestNone)
-	DigestCRC32C = Digest(bk.DigestCRC32C)
+	// DigestCRC32C: a 4-byte CRC32C over header and payload (the default).
+	DigestCRC32C Digest = iota
+	// DigestNone: no digest.
+	DigestNone
 )
 
 // Wire returns the wire digest type.
-func (d Digest) Wire() bk.DigestType { return bk.DigestType(d) }
+func (d Digest) Wire() bk.DigestType {
+	if d == DigestNone {
+		return bk.DigestNone
+	}
+	return bk.DigestCRC32C
+}
 
 // String returns the JSON name of d.
 func (d Digest) String() string {
