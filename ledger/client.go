@@ -387,8 +387,8 @@ func (c *Client) watchBookies() {
 
 // randomPlacement picks writable bookies uniformly at random.
 type randomPlacement struct {
-	set *bookieSet
-	mu  sync.Mutex // guards rand
+	set  *bookieSet
+	mu   sync.Mutex // guards rand
 	rand *rand.Rand
 }
 

@@ -62,7 +62,9 @@ func (c *cluster) bookie(id string) *bookie.Bookie {
 	return nil
 }
 
-func payload(i int) []byte { return []byte(fmt.Sprintf("entry-%04d-%s", i, bytes.Repeat([]byte{'x'}, i%50))) }
+func payload(i int) []byte {
+	return []byte(fmt.Sprintf("entry-%04d-%s", i, bytes.Repeat([]byte{'x'}, i%50)))
+}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
