@@ -2,23 +2,27 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/magnetar-io/magnetar/ledger"
 )
 
 func init() { register(newPerfCmd) }
 
 func newPerfCmd() *cobra.Command {
 	c := &cobra.Command{Use: "perf", Short: "Measure performance (and the physical references to compare with)"}
-	c.AddCommand(newPerfDiskCmd())
+	c.AddCommand(newPerfDiskCmd(), newPerfLedgerCmd())
 	return c
 }
 
@@ -79,12 +83,11 @@ func perfDisk(ctx context.Context, dir string, size, group int, d time.Duration,
 		buf[i] = byte(i)
 	}
 	var (
-		off        int64
-		entries    int64
-		lat        []time.Duration
-		start      = time.Now()
-		lastReport = start
-		lastCount  int64
+		off     int64
+		entries int64
+		lat     latencies
+		pr      = newProgress(size, progress)
+		start   = time.Now()
 	)
 	for time.Since(start) < d && ctx.Err() == nil {
 		t0 := time.Now()
@@ -97,23 +100,122 @@ func perfDisk(ctx context.Context, dir string, size, group int, d time.Duration,
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			return "", err
 		}
-		lat = append(lat, time.Since(t0))
+		lat.add(time.Since(t0))
 		off += int64(len(buf))
 		entries += int64(group)
-		if now := time.Now(); now.Sub(lastReport) >= time.Second {
-			rate := float64(entries-lastCount) / now.Sub(lastReport).Seconds()
-			progress(fmt.Sprintf("%6.0fs  %10.0f entries/s  %8.2f MB/s", now.Sub(start).Seconds(), rate, rate*float64(size)/1e6))
-			lastReport, lastCount = now, entries
+		pr.tick(entries)
+	}
+	return fmt.Sprintf("disk (groups of %d, fdatasync each): %s; fdatasync %s", group, pr.throughput(entries), lat.summary()), nil
+}
+
+func newPerfLedgerCmd() *cobra.Command {
+	var (
+		f        ledgerFlags
+		q        quorumFlags
+		size     int
+		duration time.Duration
+		rate     float64
+		keep     bool
+	)
+	c := &cobra.Command{
+		Use:   "ledger",
+		Short: "Write one ledger as fast as possible (or at --rate) and report throughput and add latency",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := q.options(f.password)
+			if err != nil {
+				return err
+			}
+			if size <= 0 || duration <= 0 || rate < 0 {
+				return usageError{fmt.Errorf("--size and --duration must be positive, --rate not negative")}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			env, err := f.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			res, err := perfLedger(ctx, env, opts, size, duration, rate, keep, func(s string) { fmt.Println(s) })
+			if err != nil {
+				return err
+			}
+			fmt.Println(res)
+			return nil
+		},
+	}
+	f.add(c)
+	q.add(c)
+	c.Flags().IntVar(&size, "size", 1024, "entry size in bytes")
+	c.Flags().DurationVar(&duration, "duration", 30*time.Second, "how long to write")
+	c.Flags().Float64Var(&rate, "rate", 0, "entries per second (0: as fast as possible)")
+	c.Flags().BoolVar(&keep, "keep", false, "keep the ledger afterwards (default: delete it)")
+	return c
+}
+
+// perfLedger appends to one ledger for d, pacing at rate if > 0. Latency is counted from the
+// scheduled send time, so a stalled writer shows up in the percentiles.
+func perfLedger(ctx context.Context, env *ledgerEnv, opts ledger.CreateOptions, size int, d time.Duration,
+	rate float64, keep bool, progress func(string)) (string, error) {
+	h, err := env.client.Create(ctx, opts)
+	if err != nil {
+		return "", err
+	}
+	payload := make([]byte, size)
+	var (
+		lat      latencies
+		acked    atomic.Int64
+		failed   atomic.Int64
+		firstErr atomic.Value
+		inflight sync.WaitGroup
+	)
+	pr := newProgress(size, progress)
+	start := time.Now()
+	var interval time.Duration
+	if rate > 0 {
+		interval = time.Duration(float64(time.Second) / rate)
+	}
+	for i := int64(0); ctx.Err() == nil; i++ {
+		sched := time.Now()
+		if interval > 0 {
+			sched = start.Add(time.Duration(i) * interval)
+			if wait := time.Until(sched); wait > 0 {
+				time.Sleep(wait) // pacing the load generator, not synchronisation
+			}
+		}
+		if time.Since(start) >= d {
+			break
+		}
+		inflight.Add(1)
+		h.AppendAsync(ctx, payload, func(_ int64, err error) {
+			defer inflight.Done()
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+				return
+			}
+			lat.add(time.Since(sched))
+			acked.Add(1)
+		})
+		pr.tick(acked.Load())
+		if failed.Load() > 0 {
+			break
 		}
 	}
-	el := time.Since(start).Seconds()
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration {
-		if len(lat) == 0 {
-			return 0
+	inflight.Wait()
+	n := acked.Load()
+	summary := fmt.Sprintf("ledger %d (E=%d WQ=%d AQ=%d): %s; add latency %s",
+		h.ID(), opts.Ensemble, opts.WriteQuorum, opts.AckQuorum, pr.throughput(n), lat.summary())
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	closeErr := h.Close(cctx)
+	if !keep {
+		if err := env.client.Delete(cctx, h.ID()); err != nil {
+			closeErr = errors.Join(closeErr, err)
 		}
-		return lat[min(len(lat)-1, int(float64(len(lat))*p))]
 	}
-	return fmt.Sprintf("disk: %d entries of %d B in groups of %d: %.0f entries/s, %.2f MB/s, fdatasync p50 %v p99 %v max %v",
-		entries, size, group, float64(entries)/el, float64(entries)*float64(size)/el/1e6, pct(0.5), pct(0.99), pct(1)), nil
+	if e, ok := firstErr.Load().(error); ok {
+		return summary, fmt.Errorf("%d adds failed, first: %w", failed.Load(), e)
+	}
+	return summary, closeErr
 }
