@@ -1,0 +1,87 @@
+// Package ledger is the client side of BookKeeper-style ledgers: create, append (striped over
+// an ensemble of E bookies, each entry written to WQ of them and confirmed at AQ), read, tail,
+// close, recover and delete. Metadata lives in the metadata store (metadata.LedgerKey, JSON,
+// see Metadata); entries live on bookies (proto/bk, bookie/client).
+//
+// # Usage
+//
+//	pool := client.NewPool(client.Options{})
+//	c := ledger.NewClient(store, pool, ledger.Options{})
+//	defer c.Close()
+//	h, err := c.Create(ctx, ledger.CreateOptions{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2, Password: pw})
+//	id, err := h.Append(ctx, []byte("hello"))           // or AppendAsync(ctx, p, cb) to pipeline
+//	err = h.Close(ctx)                                  // records lastEntryId and length: CLOSED
+//
+//	r, err := c.Open(ctx, h.ID(), ledger.OpenOptions{Recovery: true, Password: pw})
+//	entries, err := r.Read(ctx, 0, r.LAC())
+//
+// Caller obligations:
+//  1. Close every writer Handle (it owns a goroutine), even after an error; then the Client.
+//  2. Callbacks of AppendAsync run on the handle's owner goroutine, in entry order: they must
+//     not block or call back into the same handle synchronously.
+//  3. Do not modify a payload until its append completed.
+//  4. Read only up to the LAC of an OPEN ledger (Read enforces it, L4): to learn the real end
+//     of a ledger whose writer is gone, open it with Recovery.
+//
+// # Structure: sans-I/O cores and drivers
+//
+// The protocol lives in two pure, thread-unsafe cores in the style of etcd-io/raft's RawNode;
+// they import no net, os or time:
+//
+//   - Writer (writer.go): Append, Close, Tick and Step(AddResult|MetaResult); Ready returns
+//     the adds, explicit-LAC writes and metadata compare-and-swaps to perform and the
+//     completions to deliver. States Open → Draining → Closing → Closed, or Fenced / Failed.
+//   - Recovery (recovery.go): Start and Step(ReadResult|AddResult|MetaResult). States
+//     Marking → Fencing → Reading → Closing → Done, or Failed.
+//
+// The pure quorum arithmetic (write sets, ack sets, coverage, the "no such entry" rule) is in
+// ledger/quorum. Drivers perform Ready and feed results back (core.go lists their
+// obligations): the real one here (Client, Handle, transport) and the deterministic
+// simulation in the tests (sim_test.go on package sim).
+//
+// Every request a core issues carries a token (bookie requests) or a sequence number
+// (metadata writes); an answer whose token is no longer outstanding, or that arrives in a
+// state that did not ask for it, is ignored. So a late callback can never undo a decision:
+// an ack from a replaced bookie, a metadata result after the writer was fenced, a read
+// answer after recovery decided the entry.
+//
+// # Goroutines
+//
+//   - Client.watchBookies (one per Client, when the default placement is used): lists the
+//     bookie registrations (metadata.PrefixAvailable, PrefixReadOnly) and watches them,
+//     updating the bookieSet (a mutex-guarded leaf) that placement reads. Stopped by
+//     Client.Close.
+//   - Handle.run (one per writer Handle): the owner of the Writer core and its transport. It
+//     selects over appendc (AppendAsync; nil-ed while MaxPendingAdds are in flight), closec,
+//     the transport's inbox (bookie answers, dial results, metadata results), and a ticker
+//     (explicit-LAC flush and request timeouts). It performs each Ready, calls completion
+//     callbacks, and publishes a snapshot (metadata, LAC) under Handle.mu for readers. It
+//     exits once the close finished (or the client closed).
+//   - Transport helpers, owned by the goroutine that owns the transport: a short-lived
+//     goroutine per dial and per metadata compare-and-swap; they only push to the inbox.
+//     Callbacks of bookie/client connections also only push to the inbox (never block).
+//   - Open with Recovery drives the Recovery core on the caller's goroutine, with the same
+//     transport and inbox; Read, ReadLAC and LongPollRead run on the caller's goroutine
+//     and collect answers on a channel.
+//
+// Locks: Handle.mu, bookieSet.mu, inbox.mu and randomPlacement.mu are leaves; none is held
+// across I/O or a callback.
+//
+// # Invariants (DESIGN.md L1–L3; checked after every step by TestSim*)
+//
+//   - L1: an entry is acknowledged only when AQ bookies of its write set (in the ensemble in
+//     force for it) fsynced it, and strictly in entry order; LAC = the highest entry with all
+//     of 0..LAC acknowledged. While an ensemble change is in flight the LAC does not move, so
+//     the new ensemble's first entry (LAC+1) never covers an acknowledged entry.
+//   - L2: recovery fences with the coverage rule, reads forward with fencing reads, declares
+//     an entry absent only when WQ-AQ+1 members of its write set said so, re-adds every entry
+//     it keeps to AQ bookies, and only then closes. So every acknowledged entry is <= the
+//     closed last entry and readable. A writer that sees a fenced bookie stops at once.
+//   - L3: every metadata change is a compare-and-swap; OPEN→IN_RECOVERY, OPEN→CLOSED and
+//     IN_RECOVERY→CLOSED are the only state edges; a writer whose CAS finds IN_RECOVERY or
+//     CLOSED fails with ErrFenced or ErrClosed; a recovery that loses the close adopts the
+//     CLOSED record it finds, so concurrent recoveries return the same last entry.
+//
+// Not yet: recovery does not replace a bookie that fails during its re-adds (it fails with
+// ErrRecoveryIncomplete and Open retries); placement is not rack-aware.
+package ledger
