@@ -23,12 +23,12 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	store   metadata.Store
 	bookies []*bookie.Bookie
 }
 
-func newCluster(t *testing.T, n int) *cluster {
+func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	eps := metadatatest.Embedded(t)
 	c := &cluster{t: t, store: metadatatest.NewStore(t, eps)}
@@ -227,5 +227,36 @@ func TestClientCreateErrors(t *testing.T) {
 	}
 	if _, err := lc.Create(ctx, ledger.CreateOptions{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2}); !errors.Is(err, ledger.ErrNotEnoughBookies) {
 		t.Fatalf("too few bookies: %v", err)
+	}
+}
+
+// BenchmarkAppend measures pipelined 1 KiB appends on local bookies (which share one disk).
+func BenchmarkAppend(b *testing.B) {
+	for _, q := range []struct{ e, wq, aq int }{{1, 1, 1}, {3, 2, 2}} {
+		b.Run(fmt.Sprintf("E=%d,WQ=%d,AQ=%d", q.e, q.wq, q.aq), func(b *testing.B) {
+			c := newCluster(b, q.e)
+			ctx := context.Background()
+			h, err := c.client(ledger.Options{}).Create(ctx, ledger.CreateOptions{Ensemble: q.e, WriteQuorum: q.wq, AckQuorum: q.aq})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := bytes.Repeat([]byte{'x'}, 1024)
+			var wg sync.WaitGroup
+			b.SetBytes(int64(len(p)))
+			b.ResetTimer()
+			for b.Loop() {
+				wg.Add(1)
+				h.AppendAsync(ctx, p, func(_ int64, err error) {
+					if err != nil {
+						b.Error(err)
+					}
+					wg.Done()
+				})
+			}
+			wg.Wait()
+			// Stop the timer before teardown: closing the ledger is not part of the add path.
+			b.StopTimer()
+			h.Close(ctx)
+		})
 	}
 }
