@@ -12,6 +12,15 @@ import "fmt"
 //	/bookies/readonly/<id>             ephemeral: bookie <id> is up and read-only (value: BookieInfo JSON)
 //	/bookies/cookies/<id>              cookie of bookie <id> (value: Cookie JSON)
 //	/ledgers/<20-digit id>             ledger metadata record (value: JSON, written by CAS)
+//	/managed-ledgers/<name>            managed ledger record: ledger list, terminated position (JSON, CAS)
+//	/managed-ledgers/<name>/cursors/<c> durable cursor record of managed ledger <name> (JSON, CAS)
+//	/admin/tenants/<tenant>            tenant record (broker; JSON)
+//	/admin/namespaces/<tenant>/<ns>    namespace policies (broker; JSON)
+//	/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>  partitioned-topic metadata (JSON)
+//	/topics/<tenant>/<ns>/<domain>/<topic>  topic record: the topic exists (broker; JSON)
+//	/schemas/<tenant>/<ns>/<topic>/<20-digit version>  schema version of a (base) topic (JSON)
+//	/ownership/<tenant>/<ns>/<domain>/<topic>  ephemeral: the broker serving the topic (JSON)
+//	/brokers/available/<id>            ephemeral: broker <id> is up (value: BrokerInfo JSON)
 const (
 	KeyClusterInstance = "/cluster/instance"
 	PrefixCounters     = "/counters/"
@@ -47,3 +56,76 @@ func LedgerIDFromKey(key string) (int64, error) {
 	}
 	return id, nil
 }
+
+// PrefixManagedLedgers is the prefix of every managed ledger record.
+const PrefixManagedLedgers = "/managed-ledgers/"
+
+// ManagedLedgerKey holds the record of managed ledger name (its ledger list and terminated
+// position). Names may contain '/' (e.g. "tenant/ns/persistent/topic").
+func ManagedLedgerKey(name string) string { return PrefixManagedLedgers + name }
+
+// ManagedCursorPrefix is the prefix of the cursor records of managed ledger name.
+func ManagedCursorPrefix(name string) string { return PrefixManagedLedgers + name + "/cursors/" }
+
+// ManagedCursorKey holds the record of cursor of managed ledger name.
+func ManagedCursorKey(name, cursor string) string { return ManagedCursorPrefix(name) + cursor }
+
+// Broker keys. Topic keys take the parts of a parsed topic name (broker/topicname); the
+// local name never contains '/'. Prefixes end with '/' so a listing never matches a longer
+// sibling name.
+const (
+	PrefixTenants           = "/admin/tenants/"
+	PrefixNamespaces        = "/admin/namespaces/"
+	PrefixPartitionedTopics = "/admin/partitioned-topics/"
+	PrefixTopics            = "/topics/"
+	PrefixSchemas           = "/schemas/"
+	PrefixOwnership         = "/ownership/"
+	PrefixBrokers           = "/brokers/available/"
+)
+
+// TenantKey holds the record of tenant.
+func TenantKey(tenant string) string { return PrefixTenants + tenant }
+
+// NamespacePrefix is the prefix of the namespace records of tenant.
+func NamespacePrefix(tenant string) string { return PrefixNamespaces + tenant + "/" }
+
+// NamespaceKey holds the policies of namespace tenant/ns.
+func NamespaceKey(tenant, ns string) string { return NamespacePrefix(tenant) + ns }
+
+// PartitionedTopicPrefix is the prefix of the partitioned-topic records of tenant/ns.
+func PartitionedTopicPrefix(tenant, ns string) string {
+	return PrefixPartitionedTopics + tenant + "/" + ns + "/"
+}
+
+// PartitionedTopicKey holds the partition count of a partitioned topic.
+func PartitionedTopicKey(tenant, ns, domain, topic string) string {
+	return PartitionedTopicPrefix(tenant, ns) + domain + "/" + topic
+}
+
+// TopicPrefix is the prefix of the topic records of tenant/ns.
+func TopicPrefix(tenant, ns string) string { return PrefixTopics + tenant + "/" + ns + "/" }
+
+// TopicKey holds the record of one (non-partitioned topic or partition) topic.
+func TopicKey(tenant, ns, domain, topic string) string {
+	return TopicPrefix(tenant, ns) + domain + "/" + topic
+}
+
+// SchemaPrefix is the prefix of the schema versions of a topic (partitions share the
+// schema of their partitioned topic).
+func SchemaPrefix(tenant, ns, topic string) string {
+	return PrefixSchemas + tenant + "/" + ns + "/" + topic + "/"
+}
+
+// SchemaKey holds schema version v of a topic. Versions are zero-padded so keys sort
+// numerically.
+func SchemaKey(tenant, ns, topic string, v int64) string {
+	return fmt.Sprintf("%s%020d", SchemaPrefix(tenant, ns, topic), v)
+}
+
+// OwnershipKey is the ephemeral key of the broker that serves a topic.
+func OwnershipKey(tenant, ns, domain, topic string) string {
+	return PrefixOwnership + tenant + "/" + ns + "/" + domain + "/" + topic
+}
+
+// BrokerKey marks broker id as up.
+func BrokerKey(id string) string { return PrefixBrokers + id }

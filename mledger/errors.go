@@ -1,0 +1,61 @@
+package mledger
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// Errors. Callers test them with errors.Is.
+var (
+	// ErrTerminated: the managed ledger is terminated (or terminating); it takes no more adds.
+	// An add that fails with it is not in the log.
+	ErrTerminated = errors.New("mledger: managed ledger terminated")
+	// ErrFenced: another owner opened the managed ledger (its record names another owner, or a
+	// ledger of ours was recovered by someone else). This instance can write nothing more;
+	// close it.
+	ErrFenced = errors.New("mledger: managed ledger fenced by another owner")
+	// ErrClosed: the managed ledger or cursor is closed (or closing).
+	ErrClosed = errors.New("mledger: closed")
+	// ErrNoMoreEntries: a read reached the end of a terminated managed ledger.
+	ErrNoMoreEntries = errors.New("mledger: no more entries")
+	// ErrNotFound: the managed ledger does not exist (Open with MustExist, Delete).
+	ErrNotFound = errors.New("mledger: managed ledger not found")
+	// ErrCursorNotFound: no cursor of that name.
+	ErrCursorNotFound = errors.New("mledger: cursor not found")
+	// ErrInvalidArgument: a bad position, count or option.
+	ErrInvalidArgument = errors.New("mledger: invalid argument")
+	// ErrBadRecord: a metadata record or cursor entry could not be decoded.
+	ErrBadRecord = errors.New("mledger: bad record")
+	// ErrLedgerCreate: the ledger layer could not create a ledger (the managed ledger went
+	// WriteFailed; the next add tries again). It wraps the ledger layer's error.
+	ErrLedgerCreate = errors.New("mledger: create ledger")
+	// ErrIllegalTransition: a state machine was asked to take an edge it does not have. It
+	// signals a bug.
+	ErrIllegalTransition = errors.New("mledger: illegal state transition")
+
+	// ErrLedgerFenced is the ledger-layer error category (returned by Ledgers
+	// implementations) for "this ledger was fenced or recovered by another client": a writer
+	// that sees it has lost ownership.
+	ErrLedgerFenced = errors.New("mledger: ledger fenced")
+	// ErrNoSuchLedger is the ledger-layer error category for a ledger that does not exist.
+	ErrNoSuchLedger = errors.New("mledger: no such ledger")
+
+	// errStale aborts a queued metadata operation whose reason is gone (internal).
+	errStale = errors.New("mledger: stale operation")
+	// errCancelled is the result of a cancelled read (internal; callers see ctx.Err()).
+	errCancelled = errors.New("mledger: cancelled")
+)
+
+// panicOnAssert makes assertionFailedf panic under `go test`.
+var panicOnAssert = testing.Testing()
+
+// assertionFailedf reports an impossible state: it panics in tests and returns an error
+// wrapping ErrIllegalTransition in production.
+func assertionFailedf(format string, args ...any) error {
+	err := fmt.Errorf("%w: "+format, append([]any{ErrIllegalTransition}, args...)...)
+	if panicOnAssert {
+		panic(err)
+	}
+	return err
+}

@@ -1,0 +1,197 @@
+package mledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// infoFormat is the version of the JSON records below. Frozen: bump it for an incompatible
+// change.
+const infoFormat = 1
+
+// Info is the metadata record of a managed ledger, stored at metadata.ManagedLedgerKey(name)
+// and updated only by compare-and-swap by its owner (invariant M4).
+//
+//	{"format":1, "owner":"<token>", "epoch":7,
+//	 "ledgers":[{"id":12,"entries":500,"size":51200,"ctime":…,"closed":…}, {"id":19,…}],
+//	 "terminated":{"l":19,"e":41},          // only once terminated
+//	 "properties":{"k":"v"}}
+//
+// Invariants: ledger ids grow along Ledgers; every ledger but the last has its final Entries
+// and Size and a non-zero Closed time; the last ledger's statistics are final only if Closed
+// is set (always so when Terminated is set); Terminated, once set, never changes and names
+// the last ledger.
+type Info struct {
+	Format int `json:"format"`
+	// Owner is the token of the process that owns the log; Epoch counts ownership changes.
+	// A writer whose compare-and-swap fails re-reads the record: another Owner means it was
+	// fenced, its own Owner means the conflict was its own earlier write.
+	Owner      string            `json:"owner"`
+	Epoch      int64             `json:"epoch"`
+	Ledgers    []LedgerInfo      `json:"ledgers"`
+	Terminated *Position         `json:"terminated,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
+}
+
+// LedgerInfo describes one ledger of the chain.
+type LedgerInfo struct {
+	ID      int64 `json:"id"`
+	Entries int64 `json:"entries"`
+	Size    int64 `json:"size"`
+	// CTime is when the ledger was created, Closed when it was closed (Unix ms; 0: open).
+	CTime  int64 `json:"ctime"`
+	Closed int64 `json:"closed,omitempty"`
+}
+
+func (in *Info) clone() *Info {
+	out := *in
+	out.Ledgers = slices.Clone(in.Ledgers)
+	if in.Terminated != nil {
+		t := *in.Terminated
+		out.Terminated = &t
+	}
+	out.Properties = maps.Clone(in.Properties)
+	return &out
+}
+
+// ledger returns the index of ledger id in Ledgers, or -1.
+func (in *Info) ledger(id int64) int {
+	i, ok := slices.BinarySearchFunc(in.Ledgers, id, func(l LedgerInfo, id int64) int {
+		switch {
+		case l.ID < id:
+			return -1
+		case l.ID > id:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+func (in *Info) has(id int64) bool { return in.ledger(id) >= 0 }
+
+func (in *Info) last() *LedgerInfo {
+	if len(in.Ledgers) == 0 {
+		return nil
+	}
+	return &in.Ledgers[len(in.Ledgers)-1]
+}
+
+func (in *Info) marshal() []byte {
+	b, err := json.Marshal(in)
+	if err != nil {
+		panic(err) // plain structs: cannot fail
+	}
+	return b
+}
+
+func (in *Info) validate() error {
+	if in.Format != infoFormat {
+		return fmt.Errorf("%w: managed ledger record format %d", ErrBadRecord, in.Format)
+	}
+	for i, l := range in.Ledgers {
+		if i > 0 && l.ID <= in.Ledgers[i-1].ID {
+			return fmt.Errorf("%w: ledger ids out of order at %d", ErrBadRecord, l.ID)
+		}
+		if l.Entries < 0 || l.Size < 0 {
+			return fmt.Errorf("%w: ledger %d has %d entries, %d bytes", ErrBadRecord, l.ID, l.Entries, l.Size)
+		}
+	}
+	if t := in.Terminated; t != nil {
+		last := in.last()
+		if last == nil || t.LedgerID != last.ID || t.EntryID != last.Entries-1 {
+			return fmt.Errorf("%w: terminated at %v, last ledger %+v", ErrBadRecord, *t, last)
+		}
+	}
+	return nil
+}
+
+func decodeInfo(b []byte) (*Info, error) {
+	var in Info
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("%w: managed ledger record: %v", ErrBadRecord, err)
+	}
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// CursorInfo is the metadata record of a durable cursor, stored at
+// metadata.ManagedCursorKey(ml, name) and updated by compare-and-swap by the managed ledger's
+// owner. State is a snapshot; the cursor's ledger (Ledger, -1: none) holds newer states, one
+// per entry. Recovery takes the newest by Seq of the snapshot and the ledger's last entry.
+type CursorInfo struct {
+	Format int         `json:"format"`
+	Owner  string      `json:"owner"`
+	Ledger int64       `json:"ledger"`
+	State  CursorState `json:"state"`
+}
+
+// CursorState is a cursor's acknowledgement state: the mark-delete position (everything at or
+// before it is acknowledged), the individually acknowledged ranges above it, and the partly
+// acknowledged batch entries. Seq orders states of one cursor.
+type CursorState struct {
+	Seq        uint64     `json:"seq"`
+	MarkDelete Position   `json:"md"`
+	Acked      []AckRange `json:"acked,omitempty"`
+	Batches    []BatchAck `json:"batches,omitempty"`
+	// Truncated tells that more ranges were acknowledged than were persisted (they are
+	// redelivered after a crash).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// AckRange is entries First..Last of ledger Ledger, all acknowledged.
+type AckRange struct {
+	Ledger int64 `json:"l"`
+	First  int64 `json:"f"`
+	Last   int64 `json:"t"`
+}
+
+// BatchAck is a batch entry with some of its Size messages acknowledged (bit i of Acked:
+// message i).
+type BatchAck struct {
+	Pos   Position `json:"p"`
+	Size  int      `json:"n"`
+	Acked []uint64 `json:"a"`
+}
+
+func (ci *CursorInfo) marshal() []byte {
+	b, err := json.Marshal(ci)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func decodeCursorInfo(b []byte) (*CursorInfo, error) {
+	var ci CursorInfo
+	if err := json.Unmarshal(b, &ci); err != nil {
+		return nil, fmt.Errorf("%w: cursor record: %v", ErrBadRecord, err)
+	}
+	if ci.Format != infoFormat {
+		return nil, fmt.Errorf("%w: cursor record format %d", ErrBadRecord, ci.Format)
+	}
+	return &ci, nil
+}
+
+func encodeCursorState(s *CursorState) []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func decodeCursorState(b []byte) (*CursorState, error) {
+	var s CursorState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%w: cursor state: %v", ErrBadRecord, err)
+	}
+	return &s, nil
+}

@@ -1,0 +1,319 @@
+package mledger
+
+import (
+	"time"
+)
+
+// closeML closes the managed ledger: adds in flight are decided by the close of the current
+// ledger, queued ones fail, cursors write their state into their records. A Close during
+// Terminating waits for the terminate to finish.
+func (c *core) closeML(reply func(error)) {
+	switch c.state {
+	case StateClosed:
+		reply(nil)
+		return
+	case StateClosing:
+		c.closeWaiters = append(c.closeWaiters, reply)
+		return
+	case StateTerminating, StateOpening:
+		c.closeWaiters = append(c.closeWaiters, reply)
+		c.closeRequested = true
+		return
+	}
+	c.closeWaiters = append(c.closeWaiters, reply)
+	c.startClose()
+}
+
+// deleteML closes the managed ledger and deletes it: cursor records, then the managed
+// ledger's record, then every ledger (metadata first: a crash leaks ledgers, never leaves a
+// record naming a deleted ledger).
+func (c *core) deleteML(reply func(error)) {
+	if c.state == StateFenced {
+		reply(c.stateErr)
+		return
+	}
+	if c.state == StateClosed {
+		reply(ErrClosed)
+		return
+	}
+	c.deleteRequested = true
+	c.closeML(reply)
+}
+
+func (c *core) startClose() {
+	prev := c.state
+	if c.becomeClosingState() != nil {
+		return
+	}
+	c.stopRolloverTimer()
+	c.stopPeriodic()
+	c.attempt++
+	c.failQueued(ErrClosed)
+	switch prev {
+	case StateLedgerOpened:
+		c.closing = &closeOp{ledger: c.w.ID()}
+		c.issueClose()
+	case StateClosingLedger:
+		if !c.closing.issued {
+			c.issueClose()
+		}
+	}
+	c.completeHead()
+	for _, wt := range c.terminateWaiters {
+		wt(Position{}, ErrClosed)
+	}
+	c.terminateWaiters = nil
+	for _, cur := range c.cursors {
+		c.cursorClose(cur)
+	}
+	for cur := range c.nonDurable {
+		c.cursorClose(cur)
+	}
+	c.wakeReaders()
+	c.maybeFinishClose()
+}
+
+// busy reports whether port operations that Close waits for are in flight.
+func (c *core) busy() bool {
+	if c.closing != nil || c.pending > 0 || (c.ml != nil && !c.ml.idle()) {
+		return true
+	}
+	for _, cur := range c.cursors {
+		if cur.appending || cur.lstate == cursorCreatingLedger || cur.lstate == cursorSwitchingLedger ||
+			(cur.rec != nil && !cur.rec.idle()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *core) maybeFinishClose() {
+	if c.state != StateClosing || c.busy() {
+		return
+	}
+	if c.deleteRequested {
+		c.deleteRequested = false
+		if c.ml.fenced == nil {
+			c.startDelete()
+			return
+		}
+	}
+	if c.becomeClosedState() != nil {
+		return
+	}
+	c.log.Debug("managed ledger closed")
+	c.finishClosed()
+}
+
+// finishClosed answers everything still waiting and tells the owner to stop.
+func (c *core) finishClosed() {
+	err := c.stateErr
+	if err == nil || c.deleteErr != nil {
+		err = c.deleteErr
+	}
+	ws := c.closeWaiters
+	c.closeWaiters = nil
+	for _, w := range ws {
+		w(err)
+	}
+	for _, wt := range c.terminateWaiters {
+		wt(Position{}, ErrClosed)
+	}
+	c.terminateWaiters = nil
+	for _, op := range c.waiters {
+		op.parked = false
+		op.reply(nil, ErrClosed)
+	}
+	c.waiters = nil
+	for _, cur := range c.cursors {
+		for _, fw := range cur.flushWaiters {
+			fw.done(ErrClosed)
+		}
+		cur.flushWaiters = nil
+	}
+	if c.onStopped != nil {
+		c.onStopped()
+	}
+}
+
+func (c *core) startDelete() {
+	c.tracef("deleting")
+	var ledgers []int64
+	for _, l := range c.info().Ledgers {
+		ledgers = append(ledgers, l.ID)
+	}
+	left := len(c.cursors) + 1
+	var firstErr error
+	step := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if left--; left > 0 {
+			return
+		}
+		if firstErr != nil {
+			c.deleteErr = firstErr
+			c.maybeFinishClose()
+			return
+		}
+		c.ml.enqueue(&metaOp[*Info]{name: "delete", del: true, done: func(err error) {
+			if err != nil {
+				c.deleteErr = err
+			} else {
+				for _, id := range ledgers {
+					c.deleteLedger(id)
+				}
+			}
+			c.maybeFinishClose()
+		}})
+	}
+	for name, cur := range c.cursors {
+		var inRecord int64 = -1
+		cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-delete", del: true, apply: func(ci *CursorInfo) error {
+			inRecord = ci.Ledger
+			return nil
+		}, done: func(err error) {
+			if err == nil {
+				delete(c.cursors, name)
+				if inRecord >= 0 {
+					c.deleteLedger(inRecord)
+				}
+			}
+			step(err)
+		}})
+	}
+	step(nil)
+}
+
+// Trimming.
+
+// slowestPersisted returns the lowest durable mark-delete position of the durable cursors,
+// or the last confirmed position if there are none.
+func (c *core) slowestPersisted() Position {
+	p := c.lastConfirmed
+	for _, cur := range c.cursors {
+		p = minPos(p, cur.persistedMD)
+	}
+	return p
+}
+
+// maybeTrim deletes ledgers every durable cursor has consumed (by its persisted mark-delete
+// position) once retention allows — never the last ledger. The record is updated first, the
+// ledgers deleted after.
+func (c *core) maybeTrim() {
+	switch c.state {
+	case StateLedgerOpened, StateClosingLedger, StateWriteFailed, StateTerminated:
+	default:
+		return
+	}
+	if c.trimming {
+		return
+	}
+	slowest := c.slowestPersisted()
+	in := c.info()
+	var total int64
+	for _, l := range in.Ledgers {
+		total += l.Size
+	}
+	total += c.tail.size
+	now := c.env.now()
+	rt, rs := c.cfg.RetentionTime, c.cfg.RetentionSize
+	var ids []int64
+	var freed int64
+	for i := 0; i < len(in.Ledgers)-1; i++ {
+		l := in.Ledgers[i]
+		consumed := l.ID < slowest.LedgerID || (l.ID == slowest.LedgerID && slowest.EntryID >= l.Entries-1)
+		if !consumed {
+			break
+		}
+		expired := rt == 0 || (rt > 0 && now.Sub(time.UnixMilli(l.Closed)) >= rt)
+		over := rs == 0 || (rs > 0 && total-freed > rs)
+		if !expired && !over {
+			break
+		}
+		ids = append(ids, l.ID)
+		freed += l.Size
+	}
+	if len(ids) == 0 {
+		return
+	}
+	c.trimming = true
+	var removed []int64
+	c.ml.enqueue(&metaOp[*Info]{name: "trim", apply: func(in *Info) error {
+		removed = nil
+		for len(in.Ledgers) > 1 && len(removed) < len(ids) && in.Ledgers[0].ID == ids[len(removed)] {
+			removed = append(removed, in.Ledgers[0].ID)
+			in.Ledgers = in.Ledgers[1:]
+		}
+		if len(removed) == 0 {
+			return errStale
+		}
+		return nil
+	}, done: func(err error) {
+		c.trimming = false
+		if err != nil {
+			c.maybeFinishClose()
+			return
+		}
+		c.tracef("trimmed ledgers %v", removed)
+		for _, id := range removed {
+			c.deleteLedger(id)
+		}
+	}})
+}
+
+// Periodic work: trimming and cursor snapshots.
+
+func (c *core) armPeriodic() {
+	var trim, snap func()
+	trim = func() {
+		if c.state == StateClosing || c.state == StateClosed || c.state == StateFenced {
+			return
+		}
+		c.maybeTrim()
+		c.trimTimer = c.env.after(c.cfg.TrimInterval, "trim.timer", trim)
+	}
+	snap = func() {
+		if c.state == StateClosing || c.state == StateClosed || c.state == StateFenced {
+			return
+		}
+		for _, cur := range c.cursors {
+			if !cur.closed {
+				c.cursorSnapshot(cur)
+			}
+		}
+		c.snapTimer = c.env.after(c.cfg.CursorSnapshotInterval, "snapshot.timer", snap)
+	}
+	c.trimTimer = c.env.after(c.cfg.TrimInterval, "trim.timer", trim)
+	c.snapTimer = c.env.after(c.cfg.CursorSnapshotInterval, "snapshot.timer", snap)
+}
+
+func (c *core) stopPeriodic() {
+	if c.trimTimer != nil {
+		c.trimTimer()
+		c.trimTimer = nil
+	}
+	if c.snapTimer != nil {
+		c.snapTimer()
+		c.snapTimer = nil
+	}
+}
+
+// setProperty records a property of the managed ledger.
+func (c *core) setProperty(k, v string, reply func(error)) {
+	if err := c.cursorUsable(); err != nil {
+		reply(err)
+		return
+	}
+	c.ml.enqueue(&metaOp[*Info]{name: "property", apply: func(in *Info) error {
+		if in.Properties == nil {
+			in.Properties = map[string]string{}
+		}
+		if v == "" {
+			delete(in.Properties, k)
+		} else {
+			in.Properties[k] = v
+		}
+		return nil
+	}, done: reply})
+}

@@ -1,0 +1,451 @@
+package mledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Factory opens managed ledgers on one ledger layer and one metadata store. It is safe for
+// concurrent use. Within one Factory a name is open at most once (Open returns the same
+// *ManagedLedger until it is closed).
+type Factory struct {
+	bk  Ledgers
+	ms  MetaStore
+	log *slog.Logger
+
+	mu struct {
+		sync.Mutex // guards the fields below
+		open       map[string]*ManagedLedger
+	}
+}
+
+// FactoryOptions configure a Factory.
+type FactoryOptions struct {
+	// Logger receives lifecycle logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// NewFactory returns a factory on a ledger layer (e.g. NewBookieLedgers) and a metadata store
+// (e.g. NewAsyncStore). The caller closes both after closing the factory.
+func NewFactory(bk Ledgers, ms MetaStore, opts FactoryOptions) *Factory {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Factory{bk: bk, ms: ms, log: opts.Logger}
+	f.mu.open = map[string]*ManagedLedger{}
+	return f
+}
+
+// Open opens managed ledger name (creating it unless cfg.MustExist): it claims ownership of
+// the record, recovers the last ledger — fencing any previous owner — and the cursors, and
+// creates a writable ledger (unless the log is terminated). If ctx ends first, Open returns
+// ctx.Err() and the managed ledger closes once opened.
+func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLedger, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty name", ErrInvalidArgument)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	if m := f.mu.open[name]; m != nil {
+		f.mu.Unlock()
+		select {
+		case <-m.opened:
+			if m.openErr == nil {
+				return m, nil
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return nil, m.openErr
+	}
+	m := newManagedLedger(f, name, cfg)
+	f.mu.open[name] = m
+	f.mu.Unlock()
+
+	go m.run()
+	m.in.push(func() {
+		m.c.open(func(err error) {
+			m.openErr = err
+			close(m.opened)
+		})
+	})
+	select {
+	case <-m.opened:
+		if m.openErr != nil {
+			<-m.stopped
+			return nil, m.openErr
+		}
+		return m, nil
+	case <-ctx.Done():
+		m.in.push(func() { m.c.closeML(func(error) {}) })
+		return nil, ctx.Err()
+	}
+}
+
+// Delete deletes managed ledger name: it opens it (fencing any other owner) and deletes its
+// cursors, record and ledgers.
+func (f *Factory) Delete(ctx context.Context, name string) error {
+	m, err := f.Open(ctx, name, Config{MustExist: true})
+	if err != nil {
+		return err
+	}
+	return m.Delete(ctx)
+}
+
+// Close closes every managed ledger opened by the factory.
+func (f *Factory) Close(ctx context.Context) error {
+	f.mu.Lock()
+	var ms []*ManagedLedger
+	for _, m := range f.mu.open {
+		ms = append(ms, m)
+	}
+	f.mu.Unlock()
+	var first error
+	for _, m := range ms {
+		if err := m.Close(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (f *Factory) forget(m *ManagedLedger) {
+	f.mu.Lock()
+	if f.mu.open[m.name] == m {
+		delete(f.mu.open, m.name)
+	}
+	f.mu.Unlock()
+}
+
+// ManagedLedger is an open managed ledger: a named, append-only log made of a chain of
+// ledgers. It is safe for concurrent use; one owner goroutine runs its state machine and all
+// of its cursors (see doc.go).
+type ManagedLedger struct {
+	f       *Factory
+	name    string
+	c       *core // owned by the run goroutine
+	in      *inbox
+	opened  chan struct{}
+	openErr error // set before opened closes
+	stopped chan struct{}
+
+	mirror struct {
+		sync.Mutex    // guards the fields below; written by the owner after each batch
+		state         State
+		lastConfirmed Position
+	}
+}
+
+func newManagedLedger(f *Factory, name string, cfg Config) *ManagedLedger {
+	m := &ManagedLedger{f: f, name: name, in: newInbox(), opened: make(chan struct{}), stopped: make(chan struct{})}
+	m.c = newCore(name, cfg, &liveEnv{in: m.in}, f.bk, f.ms, newToken(), f.log)
+	m.mirror.state = StateOpening
+	return m
+}
+
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// run is the owner goroutine: it runs every event of the core, in order, until the core is
+// Closed.
+func (m *ManagedLedger) run() {
+	defer close(m.stopped)
+	defer m.f.forget(m)
+	defer m.in.close()
+	for range m.in.signal {
+		for _, fn := range m.in.drain() {
+			fn()
+		}
+		m.mirror.Lock()
+		m.mirror.state, m.mirror.lastConfirmed = m.c.state, m.c.lastConfirmed
+		m.mirror.Unlock()
+		if m.c.state == StateClosed {
+			return
+		}
+	}
+}
+
+// Name returns the managed ledger's name.
+func (m *ManagedLedger) Name() string { return m.name }
+
+// State returns the state as of the owner's last step (it may be a step behind).
+func (m *ManagedLedger) State() State {
+	m.mirror.Lock()
+	defer m.mirror.Unlock()
+	return m.mirror.state
+}
+
+// LastConfirmed returns the position of the last confirmed add as of the owner's last step.
+func (m *ManagedLedger) LastConfirmed() Position {
+	m.mirror.Lock()
+	defer m.mirror.Unlock()
+	return m.mirror.lastConfirmed
+}
+
+// do runs fn on the owner goroutine and waits for its reply (called at most once; extra
+// calls are dropped).
+func do[T any](ctx context.Context, m *ManagedLedger, fn func(c *core, reply func(T, error))) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	reply := func(v T, err error) {
+		select {
+		case ch <- result{v, err}:
+		default:
+		}
+	}
+	var zero T
+	if !m.in.push(func() { fn(m.c, reply) }) {
+		return zero, ErrClosed
+	}
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	case <-m.stopped:
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		default:
+			return zero, ErrClosed
+		}
+	}
+}
+
+func do0(ctx context.Context, m *ManagedLedger, fn func(c *core, reply func(error))) error {
+	_, err := do(ctx, m, func(c *core, reply func(struct{}, error)) {
+		fn(c, func(err error) { reply(struct{}{}, err) })
+	})
+	return err
+}
+
+// Add appends data and returns its position once it is durable (confirmed by the ack quorum
+// of the ledger). Adds complete in the order they were made. If ctx ends first, Add returns
+// ctx.Err() and the add goes on (it may still be confirmed). Do not modify data afterwards:
+// the managed ledger keeps it (entry cache).
+func (m *ManagedLedger) Add(ctx context.Context, data []byte) (Position, error) {
+	return do(ctx, m, func(c *core, reply func(Position, error)) { c.add(data, reply) })
+}
+
+// AddAsync appends data and calls cb exactly once with its position or error. Callbacks run
+// on the owner goroutine, in add order, and must not block.
+func (m *ManagedLedger) AddAsync(data []byte, cb func(Position, error)) {
+	if !m.in.push(func() { m.c.add(data, cb) }) {
+		cb(Position{}, ErrClosed)
+	}
+}
+
+// Terminate seals the log: no add is accepted any more, adds in flight that the ledger
+// confirmed complete and the others fail with ErrTerminated. It returns the terminated
+// position (the last entry), after recording it in metadata. Idempotent.
+func (m *ManagedLedger) Terminate(ctx context.Context) (Position, error) {
+	return do(ctx, m, func(c *core, reply func(Position, error)) { c.terminate(reply) })
+}
+
+// Close closes the managed ledger and its cursors and stops its goroutine. Idempotent.
+func (m *ManagedLedger) Close(ctx context.Context) error {
+	err := do0(ctx, m, func(c *core, reply func(error)) { c.closeML(reply) })
+	if err == ErrClosed {
+		err = nil
+	}
+	if err == nil {
+		select {
+		case <-m.stopped:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// Delete closes the managed ledger and deletes its cursors, its record and all its ledgers.
+func (m *ManagedLedger) Delete(ctx context.Context) error {
+	err := do0(ctx, m, func(c *core, reply func(error)) { c.deleteML(reply) })
+	if err == nil {
+		select {
+		case <-m.stopped:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// Read returns up to max entries from the first entry at or after from, waiting until one
+// is confirmed. It returns ErrNoMoreEntries past the end of a terminated log.
+func (m *ManagedLedger) Read(ctx context.Context, from Position, max int) ([]Entry, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("%w: max %d", ErrInvalidArgument, max)
+	}
+	return m.read(ctx, &readOp{from: from, max: max, wait: true})
+}
+
+// read runs op and waits; if ctx ends, the read is cancelled — unless it already completed,
+// in which case its entries are returned (a cursor has already moved past them).
+func (m *ManagedLedger) read(ctx context.Context, op *readOp) ([]Entry, error) {
+	type result struct {
+		es  []Entry
+		err error
+	}
+	ch := make(chan result, 1)
+	op.reply = func(es []Entry, err error) {
+		select {
+		case ch <- result{es, err}:
+		default:
+		}
+	}
+	if !m.in.push(func() {
+		if op.cur != nil && op.positions == nil && op.cur.reading != nil {
+			op.reply(nil, fmt.Errorf("%w: cursor %s has a read in progress", ErrInvalidArgument, op.cur.name))
+			return
+		}
+		m.c.startRead(op)
+	}) {
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-ch:
+		return r.es, r.err
+	case <-m.stopped:
+		return nil, ErrClosed
+	case <-ctx.Done():
+	}
+	m.in.push(func() { m.c.cancelRead(op) })
+	select {
+	case r := <-ch:
+		if r.err == errCancelled {
+			return nil, ctx.Err()
+		}
+		return r.es, r.err
+	case <-m.stopped:
+		return nil, ErrClosed
+	}
+}
+
+// Stats describe a managed ledger.
+type Stats struct {
+	State         State
+	LastConfirmed Position
+	// Ledgers are the ledgers of the chain; the last one's statistics are live.
+	Ledgers     []LedgerInfo
+	Terminated  *Position
+	Properties  map[string]string
+	Entries     int64
+	Size        int64
+	PendingAdds int
+}
+
+// Stats returns the managed ledger's statistics.
+func (m *ManagedLedger) Stats(ctx context.Context) (Stats, error) {
+	return do(ctx, m, func(c *core, reply func(Stats, error)) { reply(c.stats(), nil) })
+}
+
+func (c *core) stats() Stats {
+	st := Stats{State: c.state, LastConfirmed: c.lastConfirmed, PendingAdds: c.adds.len()}
+	if c.ml == nil {
+		return st
+	}
+	in := c.info().clone()
+	if l := in.last(); l != nil && l.ID == c.tail.id {
+		l.Entries, l.Size = c.tail.entries, c.tail.size
+	}
+	st.Ledgers, st.Terminated, st.Properties = in.Ledgers, in.Terminated, in.Properties
+	for _, l := range in.Ledgers {
+		st.Entries += l.Entries
+		st.Size += l.Size
+	}
+	return st
+}
+
+// SetProperty sets (or, with an empty value, removes) a property in the record.
+func (m *ManagedLedger) SetProperty(ctx context.Context, key, value string) error {
+	return do0(ctx, m, func(c *core, reply func(error)) { c.setProperty(key, value, reply) })
+}
+
+// Trim deletes consumed ledgers now (it also happens periodically and after acks).
+func (m *ManagedLedger) Trim(ctx context.Context) error {
+	return do0(ctx, m, func(c *core, reply func(error)) {
+		c.maybeTrim()
+		reply(nil)
+	})
+}
+
+// inbox is the owner goroutine's event queue: unbounded, so that completions posted from
+// other goroutines never block.
+type inbox struct {
+	mu struct {
+		sync.Mutex // guards the fields below
+		q          []func()
+		closed     bool
+	}
+	signal chan struct{}
+}
+
+func newInbox() *inbox { return &inbox{signal: make(chan struct{}, 1)} }
+
+// push queues fn; false once the owner has stopped.
+func (b *inbox) push(fn func()) bool {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.mu.q = append(b.mu.q, fn)
+	b.mu.Unlock()
+	select {
+	case b.signal <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (b *inbox) drain() []func() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.mu.q
+	b.mu.q = nil
+	return q
+}
+
+func (b *inbox) close() {
+	b.mu.Lock()
+	b.mu.closed = true
+	b.mu.q = nil
+	b.mu.Unlock()
+}
+
+// liveEnv is the env of a core run by an owner goroutine.
+type liveEnv struct{ in *inbox }
+
+func (e *liveEnv) post(_ string, fn func()) { e.in.push(fn) }
+
+func (e *liveEnv) after(d time.Duration, _ string, fn func()) func() {
+	cancelled := false // read and written on the owner goroutine only
+	t := time.AfterFunc(d, func() {
+		e.in.push(func() {
+			if !cancelled {
+				fn()
+			}
+		})
+	})
+	return func() {
+		cancelled = true
+		t.Stop()
+	}
+}
+
+func (e *liveEnv) now() time.Time { return time.Now() }
