@@ -418,6 +418,11 @@ func TestAppendKeepsPrefix(t *testing.T) {
 		if err != nil || f.Cmd.GetType() != want {
 			t.Fatalf("got %v, %v; want %v", f.Cmd.GetType(), err, want)
 		}
+		// Buffered tells a connection whether more input is already waiting (flush
+		// replies only when it is 0).
+		if more := fr.Buffered() > 0; more != (want == pb.BaseCommand_PONG) {
+			t.Fatalf("after %v: %d bytes buffered", want, fr.Buffered())
+		}
 	}
 }
 
