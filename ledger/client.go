@@ -240,7 +240,14 @@ func (c *Client) recover(ctx context.Context, m *Metadata, v metadata.Version) (
 }
 
 func (c *Client) recoverOnce(ctx context.Context, m *Metadata, v metadata.Version) (*RecoveryResult, error) {
-	r, err := NewRecovery(RecoveryConfig{Meta: m, Version: v, ReadWindow: c.opts.RecoveryReadWindow})
+	if _, ok := c.opts.Placement.(*randomPlacement); ok {
+		// Replacements for bookies that fail a re-add come from the current registrations.
+		if err := c.bookies.refresh(ctx, c.store); err != nil {
+			return nil, err
+		}
+	}
+	r, err := NewRecovery(RecoveryConfig{Meta: m, Version: v, ReadWindow: c.opts.RecoveryReadWindow,
+		Placement: c.opts.Placement, MaxEnsembleChanges: c.opts.MaxEnsembleChanges})
 	if err != nil {
 		return nil, err
 	}

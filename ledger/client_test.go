@@ -218,6 +218,48 @@ func TestClientBookieFailureAndRecovery(t *testing.T) {
 	}
 }
 
+// TestClientRecoveryReplacesDeadBookie: the writer stops without closing and a bookie in the
+// write set of its last entry dies with it; recovery re-adds that entry to a replacement and
+// records the replacement ensemble when it closes the ledger.
+func TestClientRecoveryReplacesDeadBookie(t *testing.T) {
+	c := newCluster(t, 4)
+	ctx := ctxT(t)
+	// No explicit LAC: the bookies only know the piggybacked LAC (the penultimate entry), so
+	// recovery must re-add the last one.
+	lc := c.client(ledger.Options{LACFlushInterval: time.Hour})
+	h, err := lc.Create(ctx, ledger.CreateOptions{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("pw")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := 0; i < n; i++ { // one at a time: entry i piggybacks LAC i-1
+		if _, err := h.Append(ctx, payload(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ens := h.Metadata().Ensembles[0].Bookies
+	victim := ens[(n-1)%3] // stores entry n-1
+	lc.Close()             // the writer is gone; the ledger stays OPEN
+	c.bookie(victim).Close()
+
+	r, err := c.client(ledger.Options{AddTimeout: 2 * time.Second}).Open(ctx, h.ID(), ledger.OpenOptions{Recovery: true, Password: []byte("pw")})
+	if err != nil {
+		t.Fatalf("open with recovery: %v", err)
+	}
+	rm := r.Metadata()
+	if rm.State != ledger.StateClosed || rm.LastEntryID != n-1 {
+		t.Fatalf("recovered metadata: %+v", rm)
+	}
+	if len(rm.Ensembles) != 2 || rm.Ensembles[1].FirstEntry != n-1 || slices.Contains(rm.Ensembles[1].Bookies, victim) {
+		t.Fatalf("recovery did not record a replacement for %s: %+v", victim, rm.Ensembles)
+	}
+	es, err := r.Read(ctx, 0, n-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, es, 0, n-1)
+}
+
 func TestClientCreateErrors(t *testing.T) {
 	c := newCluster(t, 2)
 	lc := c.client(ledger.Options{})

@@ -82,6 +82,10 @@
 //     CLOSED fails with ErrFenced or ErrClosed; a recovery that loses the close adopts the
 //     CLOSED record it finds, so concurrent recoveries return the same last entry.
 //
-// Not yet: recovery does not replace a bookie that fails during its re-adds (it fails with
-// ErrRecoveryIncomplete and Open retries); placement is not rack-aware.
+// Recovery replaces a bookie that fails a re-add (placement policy) in a local ensemble that
+// starts at the first unconfirmed re-add, re-sends to the replacement, and records those
+// ensembles (keys >= the last ensemble key) in the same compare-and-swap that closes the
+// ledger; forward reads always use the stored ensembles, where the entries are.
+//
+// Not yet: placement is not rack-aware.
 package ledger

@@ -3,7 +3,6 @@ package ledger
 import (
 	"errors"
 	"fmt"
-	"testing"
 
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
@@ -67,11 +66,12 @@ func (e *BookieError) Error() string {
 // Unwrap returns the transport error.
 func (e *BookieError) Unwrap() error { return e.Err }
 
-// panicOnAssert makes assertionFailedf panic under `go test`.
-var panicOnAssert = testing.Testing()
+// panicOnAssert makes assertionFailedf panic: with the "invariants" build tag, and in this
+// package's tests (TestMain sets it). Production builds return the error instead.
+var panicOnAssert = invariantsEnabled
 
-// assertionFailedf reports an impossible state: it panics in tests and returns an error
-// wrapping ErrIllegalTransition in production.
+// assertionFailedf reports an impossible state: it panics in tests (and under the
+// "invariants" build tag) and returns an error wrapping ErrIllegalTransition in production.
 func assertionFailedf(format string, args ...any) error {
 	err := fmt.Errorf("%w: "+format, append([]any{ErrIllegalTransition}, args...)...)
 	if panicOnAssert {

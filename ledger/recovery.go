@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/magnetar-io/magnetar/ledger/quorum"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -56,6 +57,12 @@ type RecoveryConfig struct {
 	Version metadata.Version
 	// ReadWindow is how many entries are read ahead at once (0: 8).
 	ReadWindow int
+	// Placement replaces a bookie that fails a re-add (BookKeeper's recovery ensemble
+	// change). The replacement ensembles are local until the close records them. Nil: a
+	// failed re-add fails the recovery with ErrRecoveryIncomplete (retry later).
+	Placement Placement
+	// MaxEnsembleChanges bounds replacements during one recovery (0: 16).
+	MaxEnsembleChanges int
 
 	// ignoreCoverage is a test-only mutation: end fencing at the first answer.
 	ignoreCoverage bool
@@ -63,6 +70,11 @@ type RecoveryConfig struct {
 	noFenceOnRead bool
 	// missingAtOne is a test-only mutation: one "no such entry" ends the ledger.
 	missingAtOne bool
+	// readOverlay is a test-only mutation: forward reads use the replacement ensembles.
+	readOverlay bool
+	// dropRecoveryEnsembles is a test-only mutation: the close does not record the
+	// replacement ensembles.
+	dropRecoveryEnsembles bool
 }
 
 // Recovery is the sans-I/O core that closes a ledger whose writer may be gone: it marks the
@@ -72,9 +84,18 @@ type RecoveryConfig struct {
 // converge through the compare-and-swap: a loser adopts the CLOSED record it finds.
 // Recovery is thread-unsafe; see core.go for the driver's obligations.
 type Recovery struct {
-	cfg     RecoveryConfig
+	cfg RecoveryConfig
+	// meta is the record in the store (version its version): reads and fencing use its
+	// ensembles, where the entries are.
 	meta    *Metadata
 	version metadata.Version
+	// recEns are the replacement ensembles of this recovery, in order; addMeta is meta with
+	// them applied. Re-adds go to addMeta's write sets and the close records addMeta's
+	// ensembles. Invariant: every key in recEns is >= meta's last ensemble key and the keys
+	// do not decrease; a later one with the same key supersedes the earlier.
+	recEns  []Ensemble
+	addMeta *Metadata
+	changes int
 	state   RecoveryState
 	seq     uint64 // Seq of the in-flight MetaWrite
 	result  *RecoveryResult
@@ -94,7 +115,10 @@ type Recovery struct {
 	nextRead int64
 	end      int64 // last entry of the ledger once known, else -2
 	reads    map[int64]*recRead
-	adds     map[int64]*quorum.AckSet // re-adds not yet at AQ
+	// readds are the re-added entries not yet confirmed, in entry order: the head leaves
+	// once it reached AQ (so entries below the head are confirmed on their ensemble, and a
+	// replacement ensemble starts at the head).
+	readds []*reAdd
 	// lengthRead tracks the read that learns the length of entry end when neither a re-add
 	// nor a fencing answer carried it (end == lac).
 	lengthRead *quorum.RecoveryRead
@@ -119,6 +143,13 @@ type recRef struct {
 	slot  int // slot in the write set, or ensemble index for fencing
 }
 
+type reAdd struct {
+	entry  Entry
+	body   []byte
+	acks   quorum.AckSet
+	tokens []uint64 // outstanding request per slot, 0 if none
+}
+
 type recRead struct {
 	rr      quorum.RecoveryRead
 	outcome quorum.ReadOutcome
@@ -137,10 +168,12 @@ func NewRecovery(cfg RecoveryConfig) (*Recovery, error) {
 	if cfg.ReadWindow <= 0 {
 		cfg.ReadWindow = 8
 	}
+	if cfg.MaxEnsembleChanges <= 0 {
+		cfg.MaxEnsembleChanges = 16
+	}
 	return &Recovery{
-		cfg: cfg, meta: cfg.Meta, version: cfg.Version, reqs: map[uint64]recRef{},
-		maxLAC: -1, lengthAt: map[int64]int64{}, end: endUnknown,
-		reads: map[int64]*recRead{}, adds: map[int64]*quorum.AckSet{},
+		cfg: cfg, meta: cfg.Meta, addMeta: cfg.Meta, version: cfg.Version, reqs: map[uint64]recRef{},
+		maxLAC: -1, lengthAt: map[int64]int64{}, end: endUnknown, reads: map[int64]*recRead{},
 	}, nil
 }
 
@@ -187,6 +220,15 @@ func (r *Recovery) become(to RecoveryState) {
 		panic(assertionFailedf("recovery: %v → %v", r.state, to))
 	}
 	r.state = to
+}
+
+// setMeta adopts the store's record m at version v and re-applies the replacement
+// ensembles on top of it.
+func (r *Recovery) setMeta(m *Metadata, v metadata.Version) {
+	r.meta, r.version, r.addMeta = m, v, m
+	for _, en := range r.recEns {
+		r.addMeta = r.addMeta.withEnsemble(en.FirstEntry, en.Bookies)
+	}
 }
 
 func (r *Recovery) writeMeta(m *Metadata, expected metadata.Version) {
@@ -251,13 +293,13 @@ func (r *Recovery) onMeta(m MetaResult) {
 	switch r.state {
 	case RecoveryMarking:
 		if !conflict {
-			r.meta = r.meta.Clone()
-			r.meta.State = StateInRecovery
-			r.version = m.Version
+			m2 := r.meta.Clone()
+			m2.State = StateInRecovery
+			r.setMeta(m2, m.Version)
 			r.startFencing()
 			return
 		}
-		r.meta, r.version = m.Current, m.CurrentVersion
+		r.setMeta(m.Current, m.CurrentVersion)
 		switch m.Current.State {
 		case StateClosed:
 			r.done(m.Current, m.CurrentVersion)
@@ -275,7 +317,7 @@ func (r *Recovery) onMeta(m MetaResult) {
 		case cur.State == StateClosed:
 			r.done(cur, m.CurrentVersion) // a concurrent recovery won: converge on its result
 		case cur.State == StateInRecovery && ensemblesEqual(cur, r.meta):
-			r.meta, r.version = cur, m.CurrentVersion
+			r.setMeta(cur, m.CurrentVersion)
 			r.writeMeta(r.closedMeta(), r.version)
 		default:
 			r.fail(assertionFailedf("recovery: ledger %d changed under recovery: %v", r.meta.LedgerID, cur.State))
@@ -341,7 +383,11 @@ func (r *Recovery) fill() {
 			aq = r.meta.WriteQuorum
 		}
 		r.reads[e] = &recRead{rr: quorum.NewRecoveryRead(r.meta.WriteQuorum, aq)}
-		for s, b := range r.meta.WriteSet(e) {
+		from := r.meta // entries are where the store's record says, never on a replacement
+		if r.cfg.readOverlay {
+			from = r.addMeta
+		}
+		for s, b := range from.WriteSet(e) {
 			r.ready.Reads = append(r.ready.Reads, ReadRequest{
 				Token: r.token(recRef{kind: kindRead, entry: e, slot: s}), Bookie: b, EntryID: e,
 				Fence: !r.cfg.noFenceOnRead,
@@ -389,32 +435,113 @@ func (r *Recovery) onRead(ref recRef, m ReadResult) {
 }
 
 // readd writes entry e back to its whole write set with recovery adds, so it ends up on AQ
-// bookies before the ledger is closed to include it.
+// bookies before the ledger is closed to include it. Entries are re-added in entry order.
 func (r *Recovery) readd(e int64, rd *recRead) {
-	acks := quorum.NewAckSet(r.meta.WriteQuorum, r.meta.AckQuorum)
-	r.adds[e] = &acks
-	for s, b := range r.meta.WriteSet(e) {
-		r.ready.Adds = append(r.ready.Adds, AddRequest{
-			Token: r.token(recRef{kind: kindAdd, entry: e, slot: s}), Bookie: b,
-			Entry: rd.entry, Body: rd.body, Recovery: true,
-		})
+	ra := &reAdd{entry: rd.entry, body: rd.body, acks: quorum.NewAckSet(r.meta.WriteQuorum, r.meta.AckQuorum),
+		tokens: make([]uint64, r.meta.WriteQuorum)}
+	if n := len(r.readds); n > 0 && r.readds[n-1].entry.EntryID >= e {
+		r.fail(assertionFailedf("recovery: re-add of %d after %d", e, r.readds[n-1].entry.EntryID))
+		return
+	}
+	r.readds = append(r.readds, ra)
+	for s := range ra.tokens {
+		r.sendReadd(ra, s)
 	}
 }
 
+// sendReadd (re)sends ra to slot s of its write set in addMeta. Every pending re-add is at or
+// beyond addMeta's last ensemble key, so that ensemble is the one in force.
+func (r *Recovery) sendReadd(ra *reAdd, s int) {
+	e := ra.entry.EntryID
+	if old := ra.tokens[s]; old != 0 {
+		delete(r.reqs, old)
+	}
+	b := r.addMeta.WriteSet(e)[s]
+	ra.tokens[s] = r.token(recRef{kind: kindAdd, entry: e, slot: s})
+	r.ready.Adds = append(r.ready.Adds, AddRequest{
+		Token: ra.tokens[s], Bookie: b, Entry: ra.entry, Body: ra.body, Recovery: true,
+	})
+}
+
+func (r *Recovery) pendingReadd(e int64) *reAdd {
+	if len(r.readds) == 0 {
+		return nil
+	}
+	i := e - r.readds[0].entry.EntryID
+	if i < 0 || i >= int64(len(r.readds)) {
+		return nil
+	}
+	return r.readds[i]
+}
+
 func (r *Recovery) onAdd(ref recRef, m AddResult) {
-	acks := r.adds[ref.entry]
-	if acks == nil {
-		return
+	ra := r.pendingReadd(ref.entry)
+	if ra == nil {
+		return // confirmed already: a late answer from an extra slot changes nothing
 	}
-	if m.Err != nil || m.Status != bk.StatusOK {
-		r.fail(fmt.Errorf("%w: ledger %d: re-add of entry %d: %w", ErrRecoveryIncomplete, r.meta.LedgerID,
-			ref.entry, &BookieError{Bookie: m.Bookie, Status: m.Status, Err: m.Err}))
+	ra.tokens[ref.slot] = 0
+	switch {
+	case m.Err == nil && m.Status == bk.StatusOK:
+		ra.acks.Ack(ref.slot)
+	case m.Err == nil && m.Status == bk.StatusUnauthorized:
+		r.fail(fmt.Errorf("%w: %w", ErrUnauthorized, &BookieError{Bookie: m.Bookie, Status: m.Status}))
 		return
+	default:
+		ra.acks.Fail(ref.slot)
+		if !r.replace(ref, &BookieError{Bookie: m.Bookie, Status: m.Status, Err: m.Err}) {
+			return
+		}
 	}
-	if acks.Ack(ref.slot) {
-		delete(r.adds, ref.entry)
+	for len(r.readds) > 0 && r.readds[0].acks.Complete() {
+		r.readds[0] = nil
+		r.readds = r.readds[1:]
 	}
 	r.maybeClose()
+}
+
+// replace handles a failed re-add to slot ref.slot of entry ref.entry: the bookie is replaced
+// in a new local ensemble starting at the first unconfirmed re-add, and every pending re-add
+// whose bookie changed is re-sent (BookKeeper's LedgerRecoveryOp ensemble change, recorded
+// at close). It reports false if the recovery failed instead.
+func (r *Recovery) replace(ref recRef, cause error) bool {
+	if r.cfg.Placement == nil {
+		r.fail(fmt.Errorf("%w: ledger %d: re-add of entry %d: %w", ErrRecoveryIncomplete, r.meta.LedgerID, ref.entry, cause))
+		return false
+	}
+	if r.changes >= r.cfg.MaxEnsembleChanges {
+		r.fail(fmt.Errorf("%w: ledger %d: %w (%d) during recovery: %w", ErrRecoveryIncomplete, r.meta.LedgerID,
+			ErrTooManyEnsembleChanges, r.changes, cause))
+		return false
+	}
+	last := r.addMeta.LastEnsemble()
+	idx := quorum.Index(ref.entry, ref.slot, r.meta.EnsembleSize)
+	bookies := slices.Clone(last.Bookies)
+	nb, err := r.cfg.Placement.Replace(bookies)
+	if err != nil {
+		r.fail(fmt.Errorf("%w: ledger %d: replace bookie %s: %w", ErrRecoveryIncomplete, r.meta.LedgerID, bookies[idx], err))
+		return false
+	}
+	r.changes++
+	bookies[idx] = nb
+	first := r.readds[0].entry.EntryID
+	if first < last.FirstEntry {
+		r.fail(assertionFailedf("recovery: replacement ensemble at %d before %d", first, last.FirstEntry))
+		return false
+	}
+	r.recEns = append(r.recEns, Ensemble{FirstEntry: first, Bookies: bookies})
+	old := r.addMeta
+	r.addMeta = r.addMeta.withEnsemble(first, bookies)
+	for _, ra := range r.readds {
+		e := ra.entry.EntryID
+		oldWS, newWS := old.WriteSet(e), r.addMeta.WriteSet(e)
+		for s := range ra.tokens {
+			if oldWS[s] != newWS[s] {
+				ra.acks.Reset(s)
+				r.sendReadd(ra, s)
+			}
+		}
+	}
+	return true
 }
 
 func (r *Recovery) onLength(ref recRef, m ReadResult) {
@@ -435,7 +562,7 @@ func (r *Recovery) onLength(ref recRef, m ReadResult) {
 // maybeClose closes the ledger once the end is known, every re-add reached AQ and the length
 // of the last entry is known.
 func (r *Recovery) maybeClose() {
-	if r.state != RecoveryReading || r.end == endUnknown || len(r.adds) > 0 || r.lengthRead != nil {
+	if r.state != RecoveryReading || r.end == endUnknown || len(r.readds) > 0 || r.lengthRead != nil {
 		return
 	}
 	if _, ok := r.lengthAt[r.end]; !ok && r.end >= 0 {
@@ -454,7 +581,10 @@ func (r *Recovery) maybeClose() {
 }
 
 func (r *Recovery) closedMeta() *Metadata {
-	m := r.meta.Clone()
+	m := r.addMeta.Clone()
+	if r.cfg.dropRecoveryEnsembles {
+		m = r.meta.Clone()
+	}
 	m.State, m.LastEntryID, m.Length = StateClosed, r.end, r.lengthAt[r.end]
 	if r.end < 0 {
 		m.Length = 0
@@ -464,7 +594,7 @@ func (r *Recovery) closedMeta() *Metadata {
 
 func (r *Recovery) done(m *Metadata, v metadata.Version) {
 	r.become(RecoveryDone)
-	r.meta, r.version = m, v
+	r.meta, r.addMeta, r.version = m, m, v
 	r.result = &RecoveryResult{Meta: m, Version: v}
 	r.ready.Recovered = r.result
 	clear(r.reqs)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/magnetar-io/magnetar/proto/bk"
@@ -164,5 +165,68 @@ func TestRecoveryOfClosedLedgerIsImmediate(t *testing.T) {
 	rd := r.Ready()
 	if rd.Recovered == nil || rd.Recovered.Meta != m || len(rd.Reads) != 0 || len(rd.MetaWrites) != 0 {
 		t.Fatalf("ready %+v", rd)
+	}
+}
+
+// TestRecoveryReplacesDeadBookie: a bookie of the last ensemble is down for good; recovery
+// replaces it for its re-adds and records the replacement ensemble when it closes.
+func TestRecoveryReplacesDeadBookie(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		e, wq, aq int
+		held      map[string][]int64
+		spare     []string
+		want      int64
+		wantEns   []Ensemble
+		wantErr   error
+	}{
+		// 3/2/2, c dead. LAC from the fencing answers is 1; entry 2 ({c,a}) is found on a and
+		// re-added; c fails, so entries from 2 go to {a,b,d}.
+		{"replace at the first re-add", 3, 2, 2, map[string][]int64{"a": {0, 2}, "b": {0, 1}, "c": {1, 2}}, []string{"d"}, 2,
+			[]Ensemble{{0, []string{"a", "b", "c"}}, {2, []string{"a", "b", "d"}}}, nil},
+		// 3/3/2, c dead: entries 0..3 on a and b; LAC 2 (piggybacked on entry 3); entry 3 is
+		// re-added and confirmed by a and b before c fails: nothing to replace.
+		{"3/3/2 confirmed before the failure", 3, 3, 2, map[string][]int64{"a": {0, 1, 2, 3}, "b": {0, 1, 2, 3}}, []string{"d"}, 3,
+			[]Ensemble{{0, []string{"a", "b", "c"}}}, nil},
+		// 3/3/3: entry 3 needs c too, so c is replaced from entry 3.
+		{"3/3/3", 3, 3, 3, map[string][]int64{"a": {0, 1, 2, 3}, "b": {0, 1, 2, 3}}, []string{"d"}, 3,
+			[]Ensemble{{0, []string{"a", "b", "c"}}, {3, []string{"a", "b", "d"}}}, nil},
+		{"no spare bookie", 3, 2, 2, map[string][]int64{"a": {0, 2}, "b": {0, 1}, "c": {1, 2}}, nil, 0, nil, ErrRecoveryIncomplete},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeBookies{held: tc.held, down: map[string]bool{"c": true}}
+			r, err := NewRecovery(RecoveryConfig{Meta: openMeta(tc.e, tc.wq, tc.aq), Version: 1, ReadWindow: 2,
+				Placement: &fixedPlacement{spare: tc.spare}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var proposed *Metadata
+			f.meta = func(mw MetaWrite) MetaResult {
+				proposed = mw.Meta
+				return MetaResult{Seq: mw.Seq, Version: 10}
+			}
+			r.Start()
+			res := f.serve(r)
+			if res == nil {
+				t.Fatalf("recovery stuck in %v", r.State())
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(res.Err, tc.wantErr) {
+					t.Fatalf("result %+v, want %v", res, tc.wantErr)
+				}
+				return
+			}
+			if res.Err != nil || res.Meta.LastEntryID != tc.want {
+				t.Fatalf("result %+v %v, want closed at %d", res.Meta, res.Err, tc.want)
+			}
+			if err := proposed.Validate(); err != nil || proposed.State != StateClosed {
+				t.Fatalf("proposed %+v: %v", proposed, err)
+			}
+			if !slices.EqualFunc(proposed.Ensembles, tc.wantEns, func(a, b Ensemble) bool {
+				return a.FirstEntry == b.FirstEntry && slices.Equal(a.Bookies, b.Bookies)
+			}) {
+				t.Fatalf("closed with ensembles %v, want %v", proposed.Ensembles, tc.wantEns)
+			}
+		})
 	}
 }

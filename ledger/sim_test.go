@@ -72,6 +72,12 @@ type mutation struct {
 	ignoreCoverage bool
 	noFenceOnRead  bool
 	missingAtOne   bool
+	// readOverlay: recovery reads forward from its replacement ensembles.
+	readOverlay bool
+	// dropRecoveryEnsembles: recovery closes without recording its replacement ensembles.
+	dropRecoveryEnsembles bool
+	// noReplacement: recovery has no placement, so a dead bookie fails every attempt.
+	noReplacement bool
 	// params, if set, adjusts the random parameters (scenarios that need long races).
 	params func(*simParams)
 }
@@ -81,9 +87,12 @@ type simParams struct {
 	entries            int
 	dropRate, slowRate float64
 	bookieCrashes      int
-	writerCrash        bool
-	writerCloses       bool
-	recoverers         int
+	// deadBookie: one bookie of the last ensemble crashes for good (it never restarts and
+	// leaves the placement); needs AQ >= 2 and a spare bookie.
+	deadBookie   bool
+	writerCrash  bool
+	writerCloses bool
+	recoverers   int
 	// lastAppendDelay delays the last append (a writer idle while recovery starts).
 	lastAppendDelay time.Duration
 	// Recoverers start in [end+recoverFrom, end+recoverTo] (end: time of the last append;
@@ -94,8 +103,8 @@ type simParams struct {
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("E=%d WQ=%d AQ=%d bookies=%d entries=%d drop=%.3f slow=%.3f crashes=%d writerCrash=%v close=%v recoverers=%d lastAppendDelay=%v",
-		p.e, p.wq, p.aq, p.bookies, p.entries, p.dropRate, p.slowRate, p.bookieCrashes, p.writerCrash, p.writerCloses, p.recoverers, p.lastAppendDelay)
+	return fmt.Sprintf("E=%d WQ=%d AQ=%d bookies=%d entries=%d drop=%.3f slow=%.3f crashes=%d dead=%v writerCrash=%v close=%v recoverers=%d lastAppendDelay=%v",
+		p.e, p.wq, p.aq, p.bookies, p.entries, p.dropRate, p.slowRate, p.bookieCrashes, p.deadBookie, p.writerCrash, p.writerCloses, p.recoverers, p.lastAppendDelay)
 }
 
 const simLedgerID = 42
@@ -106,6 +115,7 @@ type world struct {
 	store   *sim.MetaStore
 	bookies map[string]*sim.Bookie
 	ids     []string // bookie ids, sorted
+	dead    string   // the bookie that crashed for good ("" if none)
 	p       simParams
 	mut     mutation
 	key     string
@@ -131,7 +141,7 @@ type world struct {
 }
 
 type simStats struct {
-	acked, failed, ensembleChanges, recoveries, recoveryRetries, fencedWriters int
+	acked, failed, ensembleChanges, recoveries, recoveryRetries, fencedWriters, recoveryEnsembles int
 }
 
 type recoverer struct {
@@ -153,21 +163,28 @@ func payloadFor(seed, entry int64) []byte {
 
 type simPlacement struct{ w *world }
 
+// registered returns the bookies placement may choose: all but the dead one (its
+// registration expired).
+func (p simPlacement) registered() []string {
+	return slices.DeleteFunc(slices.Clone(p.w.ids), func(id string) bool { return id == p.w.dead })
+}
+
 func (p simPlacement) NewEnsemble(size int) ([]string, error) {
-	if size > len(p.w.ids) {
+	ids := p.registered()
+	if size > len(ids) {
 		return nil, ErrNotEnoughBookies
 	}
-	perm := p.w.s.Rand().Perm(len(p.w.ids))[:size]
+	perm := p.w.s.Rand().Perm(len(ids))[:size]
 	out := make([]string, size)
 	for i, j := range perm {
-		out[i] = p.w.ids[j]
+		out[i] = ids[j]
 	}
 	return out, nil
 }
 
 func (p simPlacement) Replace(exclude []string) (string, error) {
 	var cands []string
-	for _, id := range p.w.ids {
+	for _, id := range p.registered() {
 		if !slices.Contains(exclude, id) {
 			cands = append(cands, id)
 		}
@@ -206,6 +223,8 @@ func randomParams(s *sim.Sim) simParams {
 	if r.IntN(3) == 0 { // slow messages never outlive the caller's timeout
 		p.slowDelay, p.timeout = 15*time.Millisecond, 50*time.Millisecond
 	}
+	// Drawn last so that the other parameters of a seed do not depend on it.
+	p.deadBookie = r.IntN(3) == 0 && p.aq >= 2 && p.bookies > p.e
 	return p
 }
 
@@ -384,8 +403,14 @@ func (w *world) pumpRecovery(rc *recoverer, r *Recovery) {
 func (w *world) startRecovery(rc *recoverer) {
 	rc.attempts++
 	w.metaGet(func(m *Metadata, v metadata.Version) {
+		var placement Placement = simPlacement{w}
+		if w.mut.noReplacement {
+			placement = nil
+		}
 		r, err := NewRecovery(RecoveryConfig{Meta: m, Version: v, ReadWindow: 1 + w.s.Rand().IntN(4),
-			ignoreCoverage: w.mut.ignoreCoverage, noFenceOnRead: w.mut.noFenceOnRead, missingAtOne: w.mut.missingAtOne})
+			Placement: placement, MaxEnsembleChanges: 32,
+			ignoreCoverage: w.mut.ignoreCoverage, noFenceOnRead: w.mut.noFenceOnRead, missingAtOne: w.mut.missingAtOne,
+			readOverlay: w.mut.readOverlay, dropRecoveryEnsembles: w.mut.dropRecoveryEnsembles})
 		if err != nil {
 			w.failf("recovery %d: %v", rc.id, err)
 			return
@@ -467,13 +492,28 @@ func (w *world) schedule() {
 		s.After(t, "crash "+id, func() {
 			w.bookies[id].Crash()
 			w.recheckL1 = true
-			s.After(s.Between(5*time.Millisecond, 50*time.Millisecond), "restart "+id, w.bookies[id].Restart)
+			s.After(s.Between(5*time.Millisecond, 50*time.Millisecond), "restart "+id, func() {
+				if id != w.dead {
+					w.bookies[id].Restart()
+				}
+			})
+		})
+	}
+	if w.p.deadBookie {
+		s.After(s.Between(0, end+20*time.Millisecond), "bookie dies", func() {
+			last := w.cur.LastEnsemble().Bookies
+			w.dead = last[r.IntN(len(last))]
+			w.s.Tracef("bookie %s is gone for good", w.dead)
+			w.bookies[w.dead].Crash()
+			w.recheckL1 = true
 		})
 	}
 	s.After(heal, "heal", func() {
 		w.net.Cfg.DropRate, w.net.Cfg.SlowRate = 0, 0
 		for _, id := range w.ids {
-			w.bookies[id].Restart()
+			if id != w.dead {
+				w.bookies[id].Restart()
+			}
 		}
 	})
 	for i := 0; i < w.p.recoverers; i++ {
@@ -598,10 +638,20 @@ func (w *world) onMetaChange(ch sim.MetaChange) {
 		if nl.FirstEntry <= w.lastAcked {
 			w.failf("L1: ensemble change at %d moves acknowledged entry %d", nl.FirstEntry, w.lastAcked)
 		}
-	case old.State == StateOpen && nm.State == StateInRecovery, old.State == StateOpen && nm.State == StateClosed,
-		old.State == StateInRecovery && nm.State == StateClosed:
+	case old.State == StateOpen && nm.State == StateInRecovery, old.State == StateOpen && nm.State == StateClosed:
 		if !sameEnsembles {
 			w.failf("L3: %v → %v changed ensembles", old.State, nm.State)
+		}
+	case old.State == StateInRecovery && nm.State == StateClosed:
+		// Recovery may record replacement ensembles, at or after the last ensemble's key.
+		n := len(old.Ensembles)
+		if len(nm.Ensembles) < n || !slices.EqualFunc(old.Ensembles[:n-1], nm.Ensembles[:n-1], func(a, b Ensemble) bool {
+			return a.FirstEntry == b.FirstEntry && slices.Equal(a.Bookies, b.Bookies)
+		}) || nm.Ensembles[n-1].FirstEntry != old.Ensembles[n-1].FirstEntry {
+			w.failf("L3: recovery rewrote ensembles before the last one: %v → %v", old.Ensembles, nm.Ensembles)
+		}
+		if !sameEnsembles {
+			w.stats.recoveryEnsembles++
 		}
 	default:
 		w.failf("L3: illegal metadata transition %v → %v", old.State, nm.State)
@@ -621,7 +671,7 @@ func (w *world) checkL2() {
 	for e := int64(0); e <= m.LastEntryID; e++ {
 		want := payloadFor(w.s.Seed(), e)
 		var first []byte
-		n := 0
+		n, live := 0, 0
 		for _, id := range m.WriteSet(e) {
 			body, ok := w.bookies[id].DurableEntry(simLedgerID, e)
 			if !ok {
@@ -637,6 +687,13 @@ func (w *world) checkL2() {
 			}
 			first = body
 			n++
+			if id != w.dead {
+				live++
+			}
+		}
+		if live == 0 {
+			w.failf("L2: entry %d of ledger closed at %d has no copy on a live bookie", e, m.LastEntryID)
+			return
 		}
 		if n < m.AckQuorum {
 			w.failf("L2: entry %d of ledger closed at %d is on %d bookies, want %d", e, m.LastEntryID, n, m.AckQuorum)
@@ -734,6 +791,7 @@ func runSeeds(t *testing.T, mut mutation, n int, stopAtFirst bool) (failed []int
 		stats.recoveries += st.recoveries
 		stats.recoveryRetries += st.recoveryRetries
 		stats.fencedWriters += st.fencedWriters
+		stats.recoveryEnsembles += st.recoveryEnsembles
 		if *flagSeed >= 0 {
 			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
 		}
@@ -762,12 +820,32 @@ func TestSimLedger(t *testing.T) {
 	if *flagSeed >= 0 {
 		n = 1
 	}
-	t.Logf("%d seeds, %d steps in %v (%.0f seeds/s); acked %d, failed adds %d, ensemble changes %d, recoveries %d (+%d retries), fenced adds %d",
+	t.Logf("%d seeds, %d steps in %v (%.0f seeds/s); acked %d, failed adds %d, ensemble changes %d, recoveries %d (+%d retries, %d with replacement ensembles), fenced adds %d",
 		n, steps, el.Round(time.Millisecond), float64(n)/el.Seconds(), st.acked, st.failed, st.ensembleChanges,
-		st.recoveries, st.recoveryRetries, st.fencedWriters)
-	if *flagSeed < 0 && (st.acked == 0 || st.ensembleChanges == 0 || st.fencedWriters == 0 || st.recoveryRetries == 0) {
+		st.recoveries, st.recoveryRetries, st.recoveryEnsembles, st.fencedWriters)
+	if *flagSeed < 0 && (st.acked == 0 || st.ensembleChanges == 0 || st.fencedWriters == 0 || st.recoveryRetries == 0 ||
+		st.recoveryEnsembles == 0) {
 		t.Errorf("the seeds did not exercise the protocol: %+v", st)
 	}
+}
+
+// deadWithWriter: the writer dies and one bookie of its last ensemble is gone for good, so
+// recovery must replace it for its re-adds (BookKeeper's recovery ensemble change).
+func deadWithWriter(p *simParams) {
+	p.aq = max(p.aq, 2)
+	p.wq, p.e = max(p.wq, p.aq), max(p.e, p.wq, p.aq)
+	p.bookies = max(p.bookies, p.e+1)
+	p.deadBookie, p.writerCrash, p.writerCloses = true, true, false
+}
+
+// TestSimRecoveryDeadBookie runs seeds where the writer and a bookie of its last ensemble
+// both die: every recovery must finish (replacing the bookie) with L1–L3 intact.
+func TestSimRecoveryDeadBookie(t *testing.T) {
+	failed, st, _ := runSeeds(t, mutation{name: "dead bookie", params: deadWithWriter}, max(*flagSeeds/2, 1), true)
+	if len(failed) == 0 && *flagSeed < 0 && st.recoveryEnsembles == 0 {
+		t.Errorf("no recovery recorded a replacement ensemble: %+v", st)
+	}
+	t.Logf("%+v", st)
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
@@ -803,6 +881,9 @@ func TestSimCatchesMutations(t *testing.T) {
 		{name: "LAC moves during ensemble change", noLACFreeze: true},
 		{name: "one no-such-entry ends the ledger", missingAtOne: true},
 		{name: "recovery reads do not fence", noFenceOnRead: true, params: fenceRace},
+		{name: "recovery cannot replace a dead bookie", noReplacement: true, params: deadWithWriter},
+		{name: "recovery reads from its replacement ensemble", readOverlay: true, params: deadWithWriter},
+		{name: "recovery forgets its replacement ensembles", dropRecoveryEnsembles: true, params: deadWithWriter},
 		// Not listed: ignoreCoverage. With fencing forward reads, starting from a lower LAC is
 		// still safe (only slower), so no seed can catch it.
 	} {

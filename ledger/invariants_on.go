@@ -1,0 +1,6 @@
+//go:build invariants
+
+package ledger
+
+// invariantsEnabled makes assertionFailedf panic (build with -tags invariants).
+const invariantsEnabled = true
