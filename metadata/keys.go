@@ -14,6 +14,10 @@ import "fmt"
 //	/ledgers/<20-digit id>             ledger metadata record (value: JSON, written by CAS)
 //	/managed-ledgers/<name>            managed ledger record: ledger list, terminated position (JSON, CAS)
 //	/managed-ledgers/<name>/cursors/<c> durable cursor record of managed ledger <name> (JSON, CAS)
+//	/underreplication/ledgers/<20-digit id>  durable mark: ledger <id> lacks replicas (JSON: missing bookies, CAS)
+//	/underreplication/locks/<20-digit id>    ephemeral: a replication worker holds ledger <id> (value: worker id)
+//	/autorecovery/auditor              ephemeral: the active auditor (leader election; value: JSON)
+//	/autorecovery/workers/<id>         ephemeral: replication worker <id> is up (value: JSON)
 //	/admin/tenants/<tenant>            tenant record (broker; JSON)
 //	/admin/namespaces/<tenant>/<ns>    namespace policies (broker; JSON)
 //	/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>  partitioned-topic metadata (JSON)
@@ -129,3 +133,34 @@ func OwnershipKey(tenant, ns, domain, topic string) string {
 
 // BrokerKey marks broker id as up.
 func BrokerKey(id string) string { return PrefixBrokers + id }
+
+// Auto-recovery (package autorecovery): under-replication marks, worker locks, the auditor's
+// election key and worker registrations.
+const (
+	PrefixUnderReplicated  = "/underreplication/ledgers/"
+	PrefixReplicationLocks = "/underreplication/locks/"
+	KeyAuditor             = "/autorecovery/auditor"
+	PrefixRecoveryWorkers  = "/autorecovery/workers/"
+)
+
+// UnderReplicatedKey holds the under-replication mark of ledger id.
+func UnderReplicatedKey(id int64) string { return fmt.Sprintf("%s%020d", PrefixUnderReplicated, id) }
+
+// ReplicationLockKey is the ephemeral lock a worker holds while it re-replicates ledger id.
+func ReplicationLockKey(id int64) string { return fmt.Sprintf("%s%020d", PrefixReplicationLocks, id) }
+
+// RecoveryWorkerKey registers replication worker id.
+func RecoveryWorkerKey(id string) string { return PrefixRecoveryWorkers + id }
+
+// LedgerIDFromSuffix parses the 20-digit ledger id at the end of a key built by LedgerKey,
+// UnderReplicatedKey or ReplicationLockKey, given its prefix.
+func LedgerIDFromSuffix(key, prefix string) (int64, error) {
+	var id int64
+	if len(key) != len(prefix)+20 || key[:len(prefix)] != prefix {
+		return 0, fmt.Errorf("metadata: key %q is not %s<id>", key, prefix)
+	}
+	if _, err := fmt.Sscanf(key[len(prefix):], "%d", &id); err != nil {
+		return 0, fmt.Errorf("metadata: key %q: %w", key, err)
+	}
+	return id, nil
+}

@@ -271,7 +271,15 @@ func (c *core) onCloseDone(cl *closeOp, lid int64, end LedgerEnd, err error) {
 		return
 	}
 	if err != nil {
-		if errors.Is(err, ErrLedgerFenced) {
+		if errors.Is(err, ErrLedgerFenced) || errors.Is(err, ErrNoSuchLedger) {
+			// Another owner recovered (or recovered and dropped) the ledger.
+			if c.state == StateClosing {
+				c.closing, c.w = nil, nil
+				c.resolveInFlight(lid, -1, fmt.Errorf("%w: %w", ErrFenced, err))
+				c.completeHead()
+				c.maybeFinishClose()
+				return
+			}
 			c.becomeFenced(err)
 			return
 		}
@@ -413,6 +421,9 @@ func (c *core) onRolloverRecorded(a uint64, w Writer, err error) {
 // deletes it.
 func (c *core) dropEmptyLast(id int64) {
 	c.ml.enqueue(&metaOp[*Info]{name: "drop-empty", apply: func(in *Info) error {
+		if !in.has(id) {
+			return nil // our earlier ambiguous write already dropped it
+		}
 		last := in.last()
 		if in.Terminated != nil || last == nil || last.ID != id || len(in.Ledgers) < 2 {
 			return errStale
@@ -499,10 +510,9 @@ func (c *core) recordTerminated(pos Position) {
 	closedAt := c.env.now().UnixMilli()
 	var removed []int64
 	c.ml.enqueue(&metaOp[*Info]{name: "terminate", apply: func(in *Info) error {
-		removed = nil
 		if t := in.Terminated; t != nil {
 			if *t == pos {
-				return nil
+				return nil // our earlier ambiguous write went through (removed is from it)
 			}
 			return assertionFailedf("terminated at %v, record says %v", pos, *t)
 		}
@@ -510,6 +520,7 @@ func (c *core) recordTerminated(pos Position) {
 		if i < 0 {
 			return assertionFailedf("terminated ledger %d not in the record", pos.LedgerID)
 		}
+		removed = nil
 		if !c.mut.keepLostRaceLedger {
 			for _, l := range in.Ledgers[i+1:] {
 				removed = append(removed, l.ID)

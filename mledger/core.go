@@ -22,6 +22,7 @@ type core struct {
 	bk    Ledgers
 	ms    MetaStore
 	token string // owner token written into our records
+	epoch int64  // our ownership epoch (set when the record is claimed)
 	log   *slog.Logger
 	trace func(format string, args ...any) // nil: off
 	mut   mutation
@@ -65,6 +66,7 @@ type core struct {
 	waiters    []*readOp // parked tailing reads
 	cache      entryCache
 	trimming   bool
+	afterTrim  []func() // cursor creations waiting for the trim in flight
 	trimTimer  func()
 	snapTimer  func()
 	opening    *openState
@@ -191,7 +193,7 @@ func (c *core) becomeFenced(cause error) {
 	}
 	c.terminateWaiters = nil
 	c.wakeReaders()
-	for _, cur := range c.cursors {
+	for _, cur := range c.sortedCursors() {
 		c.cursorFenced(cur)
 	}
 	if c.closeRequested {

@@ -3,6 +3,7 @@ package mledger
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/magnetar-io/magnetar/metadata"
@@ -91,6 +92,7 @@ func (cur *cursor) snapshot(maxRanges int) *CursorState {
 	for p, b := range cur.batches {
 		st.Batches = append(st.Batches, BatchAck{Pos: p, Size: b.size, Acked: append([]uint64(nil), b.words...)})
 	}
+	slices.SortFunc(st.Batches, func(a, b BatchAck) int { return a.Pos.Compare(b.Pos) })
 	return st
 }
 
@@ -133,14 +135,24 @@ func (c *core) openCursor(name string, start Position, reply func(*cursor, error
 		reply(cur, nil)
 		return
 	}
+	if c.trimming {
+		// A trim decided without this cursor is in flight: create the cursor after it, so
+		// that its start is in the log it will read.
+		c.afterTrim = append(c.afterTrim, func() { c.openCursor(name, start, reply) })
+		return
+	}
 	cur := newCursor(name, true, c.initialMD(start))
 	cur.seq = 1
 	c.cursors[name] = cur
-	ci := &CursorInfo{Format: infoFormat, Owner: c.token, Ledger: -1, State: *cur.snapshot(c.cfg.MaxUnackedRangesToPersist)}
+	ci := &CursorInfo{Format: infoFormat, Owner: c.token, Epoch: c.epoch, Ledger: -1,
+		State: *cur.snapshot(c.cfg.MaxUnackedRangesToPersist)}
 	cur.rec = newMetaWriter(c, metadata.ManagedCursorKey(c.name, name), decodeCursorInfo, ci, metadata.NotExists)
 	cur.rec.onFenced = c.becomeFenced
 	cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-create", claim: true, apply: func(ci *CursorInfo) error {
-		ci.Owner = c.token
+		if ci.Epoch > c.epoch {
+			return fmt.Errorf("%w: cursor %s claimed at epoch %d", ErrFenced, name, ci.Epoch)
+		}
+		ci.Owner, ci.Epoch = c.token, c.epoch
 		return nil
 	}, done: func(err error) {
 		if err != nil {
@@ -194,7 +206,10 @@ func (c *core) recoverCursor(kv metadata.KV, done func(error)) {
 	best := ci.State.clone()
 	finish := func() {
 		cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-claim", claim: true, apply: func(ci *CursorInfo) error {
-			ci.Owner = c.token
+			if ci.Epoch > c.epoch {
+				return fmt.Errorf("%w: cursor %s claimed at epoch %d", ErrFenced, name, ci.Epoch)
+			}
+			ci.Owner, ci.Epoch = c.token, c.epoch
 			if ci.State.Seq < best.Seq {
 				ci.State = *best.clone()
 			}
@@ -469,49 +484,48 @@ func (c *core) onCursorFirstAppended(cur *cursor, gen uint64, w Writer, st *Curs
 	}
 	var prev int64 = -1
 	cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-switch", apply: func(ci *CursorInfo) error {
+		if ci.Ledger == w.ID() {
+			return nil // our earlier ambiguous write already switched (prev is from it)
+		}
 		if gen != cur.lgen {
 			return errStale
 		}
 		prev = ci.Ledger
-		if prev == w.ID() {
-			prev = -1 // our earlier ambiguous write already switched
-		}
 		ci.Ledger = w.ID()
 		if ci.State.Seq < st.Seq {
 			ci.State = *st.clone()
 		}
 		return nil
 	}, done: func(err error) {
-		if err != nil || gen != cur.lgen {
+		if err != nil {
 			c.discardWriter(w, cur.rec.cur == nil || cur.rec.cur.Ledger != w.ID())
-			if err == nil {
-				return
-			}
 			if errors.Is(err, ErrFenced) {
+				// An earlier attempt may have switched before we were fenced: a ledger the
+				// record no longer names is ours to delete (ledgers never come back).
+				if prev >= 0 && cur.rec.cur != nil && cur.rec.cur.Ledger != prev {
+					c.deleteLedger(prev)
+				}
 				c.becomeFenced(err)
 			}
 			return
 		}
+		// The record names w now: the previous ledger goes (closing our writer of it).
 		old := cur.lw
+		if old != nil && old.ID() == prev {
+			c.discardWriter(old, true)
+		} else if prev >= 0 {
+			c.deleteLedger(prev)
+		}
+		if gen != cur.lgen || cur.closed { // closed or fenced meanwhile (old was discarded then)
+			c.discardWriter(w, false)
+			return
+		}
+		if old != nil && old.ID() != prev {
+			c.discardWriter(old, false)
+		}
 		cur.lw, cur.lentries, cur.lstate, cur.lfails = w, 1, cursorLedgerReady, 0
 		c.cursorPersisted(cur, st)
 		cur.snapSeq = max(cur.snapSeq, st.Seq)
-		// The record no longer names the previous ledger: delete it.
-		switch {
-		case old != nil && old.ID() == prev:
-			c.discardWriter(old, true)
-		case old != nil:
-			c.discardWriter(old, false)
-			if prev >= 0 {
-				c.deleteLedger(prev)
-			}
-		case prev >= 0:
-			c.deleteLedger(prev)
-		}
-		if cur.closed {
-			c.cursorCloseLedger(cur)
-			return
-		}
 		c.cursorFlush(cur)
 	}})
 }
@@ -566,8 +580,11 @@ func (c *core) cursorSnapshot(cur *cursor) {
 	}
 	st := cur.snapshot(c.cfg.MaxUnackedRangesToPersist)
 	cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-snapshot", apply: func(ci *CursorInfo) error {
-		if ci.State.Seq >= st.Seq {
+		switch {
+		case ci.State.Seq > st.Seq:
 			return errStale
+		case ci.State.Seq == st.Seq:
+			return nil // this very state (e.g. our earlier ambiguous write)
 		}
 		ci.State = *st.clone()
 		return nil
@@ -637,7 +654,7 @@ func (c *core) cursorCloseLedger(cur *cursor) {
 		c.discardWriter(cur.lw, false)
 		cur.lw = nil
 	}
-	cur.lstate = cursorNoLedger
+	cur.lstate, cur.appending = cursorNoLedger, false
 	cur.lgen++
 }
 
@@ -651,7 +668,7 @@ func (c *core) cursorFenced(cur *cursor) {
 		c.discardWriter(cur.lw, false)
 		cur.lw = nil
 	}
-	cur.lstate = cursorNoLedger
+	cur.lstate, cur.appending = cursorNoLedger, false
 }
 
 // deleteCursor removes a durable cursor: its record first, then its ledgers.
@@ -666,7 +683,7 @@ func (c *core) deleteCursor(name string, reply func(error)) {
 		return
 	}
 	delete(c.cursors, name)
-	cur.closed = true
+	cur.closed, cur.appending = true, false
 	cur.lgen++
 	var ledgerInRecord int64 = -1
 	cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-delete", del: true, apply: func(ci *CursorInfo) error {
@@ -691,4 +708,15 @@ func (c *core) deleteCursor(name string, reply func(error)) {
 		c.maybeTrim()
 		reply(nil)
 	}})
+}
+
+// sortedCursors returns the durable cursors by name, so that side effects happen in a
+// deterministic order (the simulation replays seeds).
+func (c *core) sortedCursors() []*cursor {
+	out := make([]*cursor, 0, len(c.cursors))
+	for _, cur := range c.cursors {
+		out = append(out, cur)
+	}
+	slices.SortFunc(out, func(a, b *cursor) int { return strings.Compare(a.name, b.name) })
+	return out
 }

@@ -127,8 +127,11 @@ func decodeInfo(b []byte) (*Info, error) {
 // owner. State is a snapshot; the cursor's ledger (Ledger, -1: none) holds newer states, one
 // per entry. Recovery takes the newest by Seq of the snapshot and the ledger's last entry.
 type CursorInfo struct {
-	Format int         `json:"format"`
+	Format int `json:"format"`
+	// Owner and Epoch are the managed ledger's owner token and epoch at the last write. A
+	// claim (at open) takes over a record only from an older epoch.
 	Owner  string      `json:"owner"`
+	Epoch  int64       `json:"epoch"`
 	Ledger int64       `json:"ledger"`
 	State  CursorState `json:"state"`
 }

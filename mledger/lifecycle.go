@@ -1,6 +1,7 @@
 package mledger
 
 import (
+	"errors"
 	"time"
 )
 
@@ -63,11 +64,11 @@ func (c *core) startClose() {
 		wt(Position{}, ErrClosed)
 	}
 	c.terminateWaiters = nil
-	for _, cur := range c.cursors {
+	for _, cur := range c.sortedCursors() {
 		c.cursorClose(cur)
 	}
 	for cur := range c.nonDurable {
-		c.cursorClose(cur)
+		c.cursorClose(cur) // no I/O: order does not matter
 	}
 	c.wakeReaders()
 	c.maybeFinishClose()
@@ -79,8 +80,7 @@ func (c *core) busy() bool {
 		return true
 	}
 	for _, cur := range c.cursors {
-		if cur.appending || cur.lstate == cursorCreatingLedger || cur.lstate == cursorSwitchingLedger ||
-			(cur.rec != nil && !cur.rec.idle()) {
+		if cur.rec != nil && !cur.rec.idle() {
 			return true
 		}
 	}
@@ -125,7 +125,7 @@ func (c *core) finishClosed() {
 		op.reply(nil, ErrClosed)
 	}
 	c.waiters = nil
-	for _, cur := range c.cursors {
+	for _, cur := range c.sortedCursors() {
 		for _, fw := range cur.flushWaiters {
 			fw.done(ErrClosed)
 		}
@@ -167,7 +167,8 @@ func (c *core) startDelete() {
 			c.maybeFinishClose()
 		}})
 	}
-	for name, cur := range c.cursors {
+	for _, cur := range c.sortedCursors() {
+		name := cur.name
 		var inRecord int64 = -1
 		cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-delete", del: true, apply: func(ci *CursorInfo) error {
 			inRecord = ci.Ledger
@@ -240,18 +241,37 @@ func (c *core) maybeTrim() {
 	c.trimming = true
 	var removed []int64
 	c.ml.enqueue(&metaOp[*Info]{name: "trim", apply: func(in *Info) error {
-		removed = nil
-		for len(in.Ledgers) > 1 && len(removed) < len(ids) && in.Ledgers[0].ID == ids[len(removed)] {
-			removed = append(removed, in.Ledgers[0].ID)
+		var now []int64
+		for len(in.Ledgers) > 1 && len(now) < len(ids) && in.Ledgers[0].ID == ids[len(now)] {
+			now = append(now, in.Ledgers[0].ID)
 			in.Ledgers = in.Ledgers[1:]
 		}
-		if len(removed) == 0 {
+		switch {
+		case len(now) > 0:
+			removed = now
+		case removed == nil:
 			return errStale
 		}
-		return nil
+		return nil // else our earlier ambiguous write went through (removed is from it)
 	}, done: func(err error) {
 		c.trimming = false
+		defer func() {
+			fns := c.afterTrim
+			c.afterTrim = nil
+			for _, fn := range fns {
+				fn()
+			}
+		}()
 		if err != nil {
+			if errors.Is(err, ErrFenced) && removed != nil {
+				// An earlier attempt may have removed them before the new owner claimed the
+				// record (ledgers never come back to a record): delete what it no longer names.
+				for _, id := range ids {
+					if !c.info().has(id) {
+						c.deleteLedger(id)
+					}
+				}
+			}
 			c.maybeFinishClose()
 			return
 		}
@@ -277,7 +297,7 @@ func (c *core) armPeriodic() {
 		if c.state == StateClosing || c.state == StateClosed || c.state == StateFenced {
 			return
 		}
-		for _, cur := range c.cursors {
+		for _, cur := range c.sortedCursors() {
 			if !cur.closed {
 				c.cursorSnapshot(cur)
 			}

@@ -12,12 +12,15 @@ import (
 type metaRecord[T any] interface {
 	comparable
 	owner() string
+	epoch() int64
 	clone() T
 	marshal() []byte
 }
 
-func (in *Info) owner() string        { return in.Owner }
-func (ci *CursorInfo) owner() string  { return ci.Owner }
+func (in *Info) owner() string       { return in.Owner }
+func (in *Info) epoch() int64        { return in.Epoch }
+func (ci *CursorInfo) owner() string { return ci.Owner }
+func (ci *CursorInfo) epoch() int64  { return ci.Epoch }
 func (ci *CursorInfo) clone() *CursorInfo {
 	out := *ci
 	out.State = *ci.State.clone()
@@ -43,8 +46,9 @@ type metaOp[T any] struct {
 	name  string
 	apply func(T) error
 	del   bool // delete the record instead of writing it
-	// claim takes the record over: a re-read that finds another owner applies the op again
-	// instead of fencing (used by the owner that just claimed the managed ledger record).
+	// claim takes the record over: a re-read that finds an owner of an older epoch applies
+	// the op again instead of fencing (used when opening, after claiming the managed ledger
+	// record at a new epoch). A newer epoch fences.
 	claim bool
 	done  func(error)
 }
@@ -191,6 +195,11 @@ func (m *metaWriter[T]) onReread(seq uint64, kv metadata.KV, err error) {
 			m.onWritten(seq, 0, nil)
 			return
 		}
+		if m.version == metadata.NotExists { // our create was not applied: try again
+			m.busy = false
+			m.kick()
+			return
+		}
 		m.fence(fmt.Errorf("%w: record %s was deleted", ErrFenced, m.key))
 		return
 	}
@@ -205,7 +214,7 @@ func (m *metaWriter[T]) onReread(seq uint64, kv metadata.KV, err error) {
 		return
 	}
 	m.cur, m.version = rec, kv.Version
-	if rec.owner() != m.c.token && !m.q[0].claim {
+	if rec.owner() != m.c.token && (!m.q[0].claim || rec.epoch() > m.c.epoch) {
 		m.fence(fmt.Errorf("%w: %s now owned by %s", ErrFenced, m.key, rec.owner()))
 		return
 	}

@@ -99,6 +99,7 @@ func (c *core) onOpenGet(kv metadata.KV, err error) {
 
 func (c *core) onOpenClaimed(in *Info, v metadata.Version) {
 	c.tracef("claimed record at epoch %d (v%d)", in.Epoch, v)
+	c.epoch = in.Epoch
 	c.ml = newMetaWriter(c, c.key, decodeInfo, in, v)
 	c.ml.onFenced = c.becomeFenced
 	c.opening.attempts = 0
@@ -209,10 +210,10 @@ func (c *core) openRecord(w Writer) {
 	now := c.env.now().UnixMilli()
 	var dropped int64 = -1
 	c.ml.enqueue(&metaOp[*Info]{name: "open", apply: func(in *Info) error {
-		dropped = -1
 		if in.has(w.ID()) {
-			return nil
+			return nil // our earlier ambiguous write went through (dropped is from it)
 		}
+		dropped = -1
 		if last := in.last(); last != nil {
 			if last.ID != tail.id {
 				return assertionFailedf("record ends at ledger %d, recovered %d", last.ID, tail.id)
