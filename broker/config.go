@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
+)
+
+// Config configures a broker. Zero values take the documented defaults.
+type Config struct {
+	// Store is the metadata store. Required.
+	Store metadata.Store
+	// Ledgers is the managed ledgers' port to the ledger layer. Default: a ledger client on
+	// Store's bookies (the broker closes what it creates).
+	Ledgers mledger.Ledgers
+
+	// Listen is the Pulsar protocol address. Default 127.0.0.1:6650.
+	Listen string
+	// Advertise is the host:port clients dial (lookups answer pulsar://<Advertise>). Default:
+	// the bound listen address.
+	Advertise string
+	// HTTPURL is the admin/metrics base URL reported in lookups and the broker record
+	// (e.g. http://127.0.0.1:8080); "" if none.
+	HTTPURL string
+	// ID identifies the broker in ownership records. Default: Advertise.
+	ID string
+	// Cluster is the cluster name. Default "standalone".
+	Cluster string
+	// SessionTTL bounds how long ownership of a dead broker's topics survives it. Default 10s.
+	SessionTTL time.Duration
+
+	// MaxMessageSize is the max_message_size advertised in CONNECTED and the largest
+	// metadata+payload accepted. Default 1 MiB.
+	MaxMessageSize int
+	// DisableAutoTopicCreation makes producers and consumers of an unknown topic fail with
+	// TopicNotFound (namespace policies may override it).
+	DisableAutoTopicCreation bool
+	// DisableDeduplication turns message deduplication off (namespace policies may override it).
+	DisableDeduplication bool
+	// DeduplicationSnapshotInterval is how many entries may be published between two
+	// persisted deduplication snapshots (the rest is replayed on load). Default 1000.
+	DeduplicationSnapshotInterval int
+
+	// MaxPendingPublishPerConnection bounds the messages a connection may have in flight to
+	// the managed ledger; beyond it the connection stops reading. Default 1000.
+	MaxPendingPublishPerConnection int
+	// MaxPendingPublishBytesPerTopic bounds the bytes a topic may have in flight; beyond it
+	// the connections publishing to it stop reading. Default 64 MiB.
+	MaxPendingPublishBytesPerTopic int64
+
+	// ManagedLedger is the template for every topic's managed ledger. Ensemble, WriteQuorum
+	// and AckQuorum default to 1/1/1 here only if all three are 0 in ManagedLedger and in the
+	// fields below.
+	ManagedLedger mledger.Config
+	// Ensemble, WriteQuorum and AckQuorum override ManagedLedger's when set.
+	Ensemble, WriteQuorum, AckQuorum int
+
+	// KeepAliveInterval is how often the broker pings an idle client; a client silent for
+	// twice as long is disconnected. Default 30s.
+	KeepAliveInterval time.Duration
+
+	// Logger receives the broker's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// OpenLog, if set, replaces the managed ledgers (tests: in-memory logs).
+	OpenLog func(ctx context.Context, name string) (topic.Log, error)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:6650"
+	}
+	if c.Cluster == "" {
+		c.Cluster = "standalone"
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 10 * time.Second
+	}
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = 1 << 20
+	}
+	if c.DeduplicationSnapshotInterval <= 0 {
+		c.DeduplicationSnapshotInterval = 1000
+	}
+	if c.MaxPendingPublishPerConnection <= 0 {
+		c.MaxPendingPublishPerConnection = 1000
+	}
+	if c.MaxPendingPublishBytesPerTopic <= 0 {
+		c.MaxPendingPublishBytesPerTopic = 64 << 20
+	}
+	if c.Ensemble > 0 {
+		c.ManagedLedger.Ensemble, c.ManagedLedger.WriteQuorum, c.ManagedLedger.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	}
+	if c.KeepAliveInterval <= 0 {
+		c.KeepAliveInterval = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,49 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// serverError maps an error to the protocol's ServerError. This is the one table; the Go
+// client decides whether to retry from the code (see pulsar-protocol.md):
+// TopicNotFound, TopicTerminatedError and ProducerFenced stop a producer, ServiceNotReady
+// makes it look the topic up again, anything else is retried with backoff.
+func serverError(err error) pb.ServerError {
+	var no *NotOwnerError
+	switch {
+	case errors.Is(err, topic.ErrTerminated), errors.Is(err, mledger.ErrTerminated):
+		return pb.ServerError_TopicTerminatedError
+	case errors.Is(err, topic.ErrProducerBusy):
+		return pb.ServerError_ProducerBusy
+	case errors.Is(err, topic.ErrProducerFenced):
+		return pb.ServerError_ProducerFenced
+	case errors.Is(err, topic.ErrConsumerBusy), errors.Is(err, topic.ErrNotEmpty):
+		return pb.ServerError_ConsumerBusy
+	case errors.Is(err, topic.ErrConsumerAssign):
+		return pb.ServerError_ConsumerAssignError
+	case errors.Is(err, topic.ErrSubscriptionNotFound), errors.Is(err, ErrSubscriptionNotFound):
+		return pb.ServerError_SubscriptionNotFound
+	case errors.Is(err, ErrTopicNotFound), errors.Is(err, ErrNamespaceNotFound), errors.Is(err, ErrTenantNotFound):
+		return pb.ServerError_TopicNotFound
+	case errors.Is(err, ErrInvalidName):
+		return pb.ServerError_InvalidTopicName
+	case errors.Is(err, topic.ErrNotAllowed), errors.Is(err, ErrNotAllowed), errors.Is(err, topic.ErrInvalid):
+		return pb.ServerError_NotAllowedError
+	case errors.As(err, &no), errors.Is(err, ErrServiceNotReady), errors.Is(err, topic.ErrClosed),
+		errors.Is(err, topic.ErrFenced), errors.Is(err, mledger.ErrFenced), errors.Is(err, mledger.ErrClosed),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return pb.ServerError_ServiceNotReady
+	case errors.Is(err, topic.ErrPersistence), errors.Is(err, mledger.ErrLedgerCreate):
+		return pb.ServerError_PersistenceError
+	case errors.Is(err, metadata.ErrBadVersion), errors.Is(err, metadata.ErrSessionExpired),
+		errors.Is(err, metadata.ErrClosed):
+		return pb.ServerError_MetadataError
+	}
+	return pb.ServerError_UnknownError
+}

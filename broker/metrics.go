@@ -1,0 +1,32 @@
+package broker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the broker's connection-level metrics; topic metrics live in broker/topic.
+type metrics struct {
+	connections prometheus.Gauge
+	malformed   *prometheus.CounterVec
+	commands    *prometheus.CounterVec
+	lookups     prometheus.Counter
+	topicLoads  prometheus.Counter
+	throttled   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "magnetar_broker_connections",
+			Help: "Open client connections."}),
+		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "magnetar_broker_bad_frames_total",
+			Help: "Connections closed because of a malformed, oversized or unexpected frame, by reason."}, []string{"reason"}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "magnetar_broker_commands_total",
+			Help: "Commands received, by type."}, []string{"type"}),
+		lookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_lookups_total",
+			Help: "Topic lookups answered."}),
+		topicLoads: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_topic_loads_total",
+			Help: "Topics loaded."}),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_publish_throttled_total",
+			Help: "Times a connection stopped reading because of its pending-publish limit."}),
+	}
+	reg.MustRegister(m.connections, m.malformed, m.commands, m.lookups, m.topicLoads, m.throttled)
+	return m
+}

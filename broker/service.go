@@ -1,0 +1,614 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	bkclient "github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
+)
+
+// Service is a running broker. Its exported methods are safe for concurrent use.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	store   metadata.Store
+	ln      net.Listener
+	info    BrokerInfo
+	reg     *prometheus.Registry
+	m       *metrics
+	tm      *topic.Metrics
+	res     *resources
+	schemas *schemaRegistry
+	factory *mledger.Factory
+	closers []func() // what Start created, closed in reverse order
+
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // listener, session keeper, connections
+
+	producerPrefix string
+	producerSeq    atomic.Uint64
+
+	mu struct {
+		sync.Mutex // guards the fields below
+		topics     map[string]*topicEntry
+		conns      map[*conn]struct{}
+		session    metadata.Session
+		closed     bool
+	}
+}
+
+// topicEntry is a topic being loaded or loaded. ready closes when t or err is set.
+type topicEntry struct {
+	ready chan struct{}
+	t     *topic.Topic
+	err   error
+}
+
+// Start starts a broker: it creates the default tenant and namespace (public/default) at
+// first start, registers the broker, and serves the Pulsar protocol on cfg.Listen.
+func Start(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Config.Store is required", ErrInvalidArgument)
+	}
+	cfg = cfg.withDefaults()
+	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "broker"), store: cfg.Store, reg: prometheus.NewRegistry()}
+	s.mu.topics = map[string]*topicEntry{}
+	s.mu.conns = map[*conn]struct{}{}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.m = newMetrics(s.reg)
+	s.tm = topic.NewMetrics(s.reg)
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ok := false
+	defer func() {
+		if !ok {
+			s.cancel()
+			s.runClosers()
+		}
+	}()
+
+	bk := cfg.Ledgers
+	if bk == nil {
+		pool := bkclient.NewPool(bkclient.Options{Logger: s.log})
+		lc := ledger.NewClient(cfg.Store, pool, ledger.Options{Logger: s.log})
+		bl := mledger.NewBookieLedgers(lc, 0)
+		bk = bl
+		s.closers = append(s.closers, func() { pool.Close() }, func() { lc.Close() }, func() { bl.Close() })
+	}
+	as := mledger.NewAsyncStore(cfg.Store, 0)
+	s.closers = append(s.closers, func() { as.Close() })
+	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log})
+	s.res = &resources{store: cfg.Store, cluster: cfg.Cluster}
+	s.schemas = newSchemaRegistry(cfg.Store)
+
+	if err := s.res.ensureDefaults(ctx); err != nil {
+		return nil, fmt.Errorf("broker: create public/default: %w", err)
+	}
+	id, err := cfg.Store.NextID(ctx, "broker-incarnation")
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.producerPrefix = cfg.Cluster + "-" + strconv.FormatInt(id, 10) + "-"
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listen, err)
+	}
+	s.ln = ln
+	s.closers = append(s.closers, func() { ln.Close() })
+	adv := cfg.Advertise
+	if adv == "" {
+		adv = ln.Addr().String()
+	}
+	bid := cfg.ID
+	if bid == "" {
+		bid = adv
+	}
+	s.info = BrokerInfo{ID: bid, ServiceURL: "pulsar://" + adv, HTTPURL: cfg.HTTPURL, Cluster: cfg.Cluster,
+		StartedAt: time.Now().UnixMilli()}
+	sess, err := s.newSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.session = sess
+
+	s.wg.Add(2)
+	go s.acceptLoop()
+	go s.keepSession()
+	ok = true
+	s.log.Info("broker started", "listen", ln.Addr().String(), "serviceUrl", s.info.ServiceURL, "id", bid)
+	return s, nil
+}
+
+func (s *Service) runClosers() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// newSession opens a metadata session and registers the broker under it.
+func (s *Service) newSession(ctx context.Context) (metadata.Session, error) {
+	sess, err := s.store.NewSession(ctx, s.cfg.SessionTTL)
+	if err != nil {
+		return nil, fmt.Errorf("broker: metadata session: %w", err)
+	}
+	b, _ := json.Marshal(s.info)
+	key := metadata.BrokerKey(s.info.ID)
+	if _, err := sess.Put(ctx, key, b, metadata.AnyVersion); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("broker: register: %w", err)
+	}
+	return sess, nil
+}
+
+// keepSession replaces the metadata session if it expires (e.g. after a partition from
+// etcd): the broker's ownerships were lost with it, so every topic is unloaded.
+func (s *Service) keepSession() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		sess := s.mu.session
+		s.mu.Unlock()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-sess.Done():
+		}
+		s.log.Warn("metadata session expired: unloading every topic")
+		s.unloadAll(s.ctx)
+		for {
+			ns, err := s.newSession(s.ctx)
+			if err == nil {
+				s.mu.Lock()
+				s.mu.session = ns
+				s.mu.Unlock()
+				break
+			}
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(time.Second): // retry interval of session creation
+			}
+		}
+	}
+}
+
+func (s *Service) session() metadata.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.session
+}
+
+// Addr returns the address the protocol listener is bound to.
+func (s *Service) Addr() net.Addr { return s.ln.Addr() }
+
+// Info returns the broker's record (id, service URL, HTTP URL).
+func (s *Service) Info() BrokerInfo { return s.info }
+
+// Registry returns the broker's Prometheus registry (the admin layer may add its metrics).
+func (s *Service) Registry() *prometheus.Registry { return s.reg }
+
+// MetricsHandler serves the broker's metrics in the Prometheus text format.
+func (s *Service) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+}
+
+// Close stops accepting connections, unloads every topic (clients are disconnected and
+// reconnect elsewhere or later), closes the connections and releases the broker's
+// registrations. Idempotent.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	s.ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.unloadAll(ctx)
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	sess := s.mu.session
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.close("broker shutting down")
+	}
+	s.cancel()
+	s.wg.Wait()
+	if err := s.factory.Close(ctx); err != nil {
+		s.log.Warn("close managed ledgers", "err", err)
+	}
+	if sess != nil {
+		sess.Close()
+	}
+	s.runClosers()
+	s.log.Info("broker stopped")
+	return nil
+}
+
+func (s *Service) unloadAll(ctx context.Context) {
+	s.mu.Lock()
+	var ts []*topic.Topic
+	for _, e := range s.mu.topics {
+		select {
+		case <-e.ready:
+			if e.t != nil {
+				ts = append(ts, e.t)
+			}
+		default:
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.Close(ctx); err != nil {
+				s.log.Warn("unload topic", "topic", t.Name().String(), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Service) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Warn("accept", "err", err)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond): // back off a failing accept (e.g. EMFILE)
+			}
+			continue
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.mu.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.m.connections.Inc()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.mu.conns, c)
+			s.mu.Unlock()
+			s.m.connections.Dec()
+		}()
+	}
+}
+
+// Topics.
+
+// topicFor returns the loaded topic name, loading it if needed. create allows creating a
+// topic that does not exist (subject to the auto-creation policy unless force).
+func (s *Service) topicFor(ctx context.Context, name topicname.Name, create, force bool) (*topic.Topic, error) {
+	key := name.String()
+	for {
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			return nil, ErrServiceNotReady
+		}
+		e := s.mu.topics[key]
+		if e == nil {
+			e = &topicEntry{ready: make(chan struct{})}
+			s.mu.topics[key] = e
+			s.mu.Unlock()
+			go s.loadTopic(name, e, create, force)
+		} else {
+			s.mu.Unlock()
+		}
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		select {
+		case <-e.t.Done(): // closed meanwhile: load again
+			s.forgetTopic(key, e)
+			continue
+		default:
+		}
+		return e.t, nil
+	}
+}
+
+func (s *Service) forgetTopic(key string, e *topicEntry) {
+	s.mu.Lock()
+	if s.mu.topics[key] == e {
+		delete(s.mu.topics, key)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Service) loadTopic(name topicname.Name, e *topicEntry, create, force bool) {
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	start := time.Now()
+	t, err := s.openTopic(ctx, name, create, force, e)
+	if err != nil {
+		s.forgetTopic(name.String(), e)
+		e.err = err
+		close(e.ready)
+		if !errors.Is(err, ErrTopicNotFound) && !errors.Is(err, ErrNotOwner) {
+			s.log.Warn("load topic", "topic", name.String(), "err", err)
+		}
+		return
+	}
+	e.t = t
+	close(e.ready)
+	s.m.topicLoads.Inc()
+	s.log.Info("topic loaded", "topic", name.String(), "took", time.Since(start).Round(time.Millisecond))
+}
+
+func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, force bool, e *topicEntry) (*topic.Topic, error) {
+	pol, err := s.res.namespacePolicies(ctx, name.Tenant, name.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	exists, err := s.res.topicExists(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		auto := !s.cfg.DisableAutoTopicCreation
+		if pol.AutoTopicCreation != nil {
+			auto = *pol.AutoTopicCreation
+		}
+		if !create || (!auto && !force) {
+			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+		}
+		if !name.IsPartition() {
+			if n, err := s.res.partitionCount(ctx, name); err != nil {
+				return nil, err
+			} else if n > 0 {
+				return nil, fmt.Errorf("%w: %s is a partitioned topic: use its partitions", ErrNotAllowed, name)
+			}
+		}
+	}
+	if err := s.acquire(ctx, name); err != nil {
+		return nil, err
+	}
+	release := true
+	defer func() {
+		if release {
+			s.release(name)
+		}
+	}()
+	if !exists {
+		if err := s.res.createTopicRecord(ctx, name); err != nil && !errors.Is(err, ErrAlreadyExists) {
+			return nil, err
+		}
+	}
+	var log topic.Log
+	if s.cfg.OpenLog != nil {
+		log, err = s.cfg.OpenLog(ctx, name.ManagedLedgerName())
+	} else {
+		var ml *mledger.ManagedLedger
+		if ml, err = s.factory.Open(ctx, name.ManagedLedgerName(), s.cfg.ManagedLedger); err == nil {
+			log = newMLog(ml)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open managed ledger of %s: %w", name, err)
+	}
+	dedup := !s.cfg.DisableDeduplication
+	if pol.Deduplication != nil {
+		dedup = *pol.Deduplication
+	}
+	t, err := topic.Open(ctx, topic.Config{
+		Name: name, Log: log, Dedup: dedup, DedupSnapshotEvery: s.cfg.DeduplicationSnapshotInterval,
+		MaxPendingBytes: s.cfg.MaxPendingPublishBytesPerTopic, Logger: s.log, Metrics: s.tm,
+		OnClosed: func(t *topic.Topic) {
+			s.forgetTopic(name.String(), e)
+			s.release(name)
+		},
+	})
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		log.Close(cctx) //nolint:errcheck // best effort
+		cancel()
+		return nil, err
+	}
+	release = false
+	return t, nil
+}
+
+// adminTopic returns a topic for an admin call: loaded here, or ErrNotOwner if another
+// broker serves it, or ErrTopicNotFound.
+func (s *Service) adminTopic(ctx context.Context, topicName string) (*topic.Topic, error) {
+	name, err := topicname.Parse(topicName)
+	if err != nil {
+		return nil, err
+	}
+	return s.topicFor(ctx, name, false, false)
+}
+
+func (s *Service) createTopic(ctx context.Context, topicName string) error {
+	name, err := topicname.Parse(topicName)
+	if err != nil {
+		return err
+	}
+	if err := s.res.checkNamespace(ctx, name.Tenant, name.Namespace); err != nil {
+		return err
+	}
+	if exists, err := s.res.topicExists(ctx, name); err != nil {
+		return err
+	} else if exists {
+		return fmt.Errorf("%w: topic %s", ErrAlreadyExists, name)
+	}
+	if n, err := s.res.partitionCount(ctx, name.Base()); err != nil {
+		return err
+	} else if n > 0 && !name.IsPartition() {
+		return fmt.Errorf("%w: partitioned topic %s", ErrAlreadyExists, name)
+	}
+	_, err = s.topicFor(ctx, name, true, true)
+	return err
+}
+
+func (s *Service) deleteTopic(ctx context.Context, topicName string, force bool) error {
+	name, err := topicname.Parse(topicName)
+	if err != nil {
+		return err
+	}
+	if !name.IsPartition() {
+		if n, err := s.res.partitionCount(ctx, name); err != nil {
+			return err
+		} else if n > 0 {
+			return fmt.Errorf("%w: %s is partitioned: delete the partitioned topic", ErrNotAllowed, name)
+		}
+	}
+	t, err := s.topicFor(ctx, name, false, false)
+	if err != nil {
+		return err
+	}
+	if err := t.Delete(ctx, force); err != nil {
+		return err
+	}
+	return s.res.deleteTopicRecord(ctx, name)
+}
+
+func (s *Service) deletePartitioned(ctx context.Context, topicName string, force bool) error {
+	name, err := topicname.Parse(topicName)
+	if err != nil {
+		return err
+	}
+	name = name.Base()
+	n, err := s.res.partitionCount(ctx, name)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: partitioned topic %s", ErrTopicNotFound, name)
+	}
+	for i := 0; i < n; i++ {
+		p := name.PartitionName(i)
+		exists, err := s.res.topicExists(ctx, p)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		if err := s.deleteTopic(ctx, p.String(), force); err != nil && !errors.Is(err, ErrTopicNotFound) {
+			return fmt.Errorf("partition %d: %w", i, err)
+		}
+	}
+	return s.res.deletePartitioned(ctx, name)
+}
+
+func (s *Service) deleteNamespace(ctx context.Context, ns string, force bool) error {
+	tenant, nsName, err := topicname.ParseNamespace(ns)
+	if err != nil {
+		return err
+	}
+	if err := s.res.checkNamespace(ctx, tenant, nsName); err != nil {
+		return err
+	}
+	topics, err := s.res.topics(ctx, ns)
+	if err != nil {
+		return err
+	}
+	parts, err := s.res.partitionedTopics(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if (len(topics) > 0 || len(parts) > 0) && !force {
+		return fmt.Errorf("%w: namespace %s has %d topics", ErrNotEmpty, ns, len(topics)+len(parts))
+	}
+	for _, p := range parts {
+		if err := s.deletePartitioned(ctx, p, true); err != nil && !errors.Is(err, ErrTopicNotFound) {
+			return err
+		}
+	}
+	for _, t := range topics {
+		if err := s.deleteTopic(ctx, t, true); err != nil && !errors.Is(err, ErrTopicNotFound) {
+			return err
+		}
+	}
+	return s.res.deleteNamespace(ctx, tenant, nsName)
+}
+
+func (s *Service) unload(ctx context.Context, topicName string) error {
+	name, err := topicname.Parse(topicName)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	e := s.mu.topics[name.String()]
+	s.mu.Unlock()
+	if e == nil {
+		if o, err := s.ownerOf(ctx, name); err == nil && o != nil && o.ID != s.info.ID {
+			return &NotOwnerError{Topic: name.String(), Owner: *o}
+		}
+		return nil // not loaded anywhere: nothing to do
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if e.t == nil {
+		return nil
+	}
+	return e.t.Close(ctx)
+}
+
+// newProducerName returns a broker-assigned producer name, unique across restarts.
+func (s *Service) newProducerName() string {
+	return s.producerPrefix + strconv.FormatUint(s.producerSeq.Add(1)-1, 10)
+}
+
+func fromTopicID(id topic.MessageID, partition int) MessageID {
+	return MessageID{LedgerID: id.LedgerID, EntryID: id.EntryID, BatchIndex: id.BatchIndex, Partition: int32(partition)}
+}
+
+func toTopicID(m MessageID) topic.MessageID {
+	switch {
+	case m.LedgerID < 0 || (m.LedgerID == Earliest.LedgerID && m.EntryID == Earliest.EntryID):
+		return topic.MessageID{LedgerID: mledger.Earliest.LedgerID, EntryID: mledger.Earliest.EntryID, BatchIndex: -1}
+	case m.LedgerID == Latest.LedgerID:
+		return topic.MessageID{LedgerID: mledger.Latest.LedgerID, EntryID: mledger.Latest.EntryID, BatchIndex: -1}
+	}
+	return topic.MessageID{LedgerID: m.LedgerID, EntryID: m.EntryID, BatchIndex: m.BatchIndex}
+}

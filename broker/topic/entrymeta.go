@@ -1,0 +1,64 @@
+package topic
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// checksumBlockLen is [u16 magic][u32 crc][u32 metaSize] (proto/pulsar's frozen layout).
+const checksumBlockLen = 10
+
+// parseMeta decodes the MessageMetadata of a stored entry (headersAndPayload) without
+// verifying the checksum: the broker checked it when the entry was published, and the
+// client checks it again on delivery.
+func parseMeta(data []byte) (*pb.MessageMetadata, error) {
+	if len(data) < checksumBlockLen || binary.BigEndian.Uint16(data) != pulsar.MagicCRC32C {
+		return nil, fmt.Errorf("%w: stored entry of %d bytes without a checksum block", pulsar.ErrMalformed, len(data))
+	}
+	n := uint64(binary.BigEndian.Uint32(data[6:]))
+	if n > uint64(len(data)-checksumBlockLen) {
+		return nil, fmt.Errorf("%w: stored entry metadata size %d", pulsar.ErrMalformed, n)
+	}
+	m := &pb.MessageMetadata{}
+	if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(data[checksumBlockLen:checksumBlockLen+int(n)], m); err != nil {
+		return nil, fmt.Errorf("%w: stored entry metadata: %v", pulsar.ErrMalformed, err)
+	}
+	return m, nil
+}
+
+// entryInfo is what dispatching needs to know about an entry.
+type entryInfo struct {
+	msgs      int    // messages in the entry (permits it takes)
+	hash      uint32 // sticky key hash (Key_Shared), 0..keyHashRange-1
+	deliverAt int64  // Unix ms, 0: now
+	publish   int64  // Unix ms
+}
+
+func infoOf(data []byte) entryInfo {
+	m, err := parseMeta(data)
+	if err != nil {
+		return entryInfo{msgs: 1}
+	}
+	return infoFromMeta(m)
+}
+
+func infoFromMeta(m *pb.MessageMetadata) entryInfo {
+	ei := entryInfo{msgs: 1, deliverAt: m.GetDeliverAtTime(), publish: int64(m.GetPublishTime())}
+	if m.NumMessagesInBatch != nil && m.GetNumMessagesInBatch() > 0 {
+		ei.msgs = int(m.GetNumMessagesInBatch())
+	}
+	switch {
+	case len(m.OrderingKey) > 0:
+		ei.hash = stickyHash(m.OrderingKey)
+	case m.PartitionKey != nil:
+		ei.hash = stickyHash([]byte(m.GetPartitionKey()))
+	default:
+		ei.hash = noKeyHash
+	}
+	return ei
+}

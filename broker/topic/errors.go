@@ -1,0 +1,48 @@
+package topic
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors. Callers test them with errors.Is; the broker maps them to protocol ServerError
+// codes in one table (broker/errors.go).
+var (
+	// ErrTerminated: the topic is terminated (TopicTerminatedError).
+	ErrTerminated = errors.New("topic: terminated")
+	// ErrClosed: the topic or subscription is closing or closed, e.g. being unloaded; the
+	// client should look it up again and retry (ServiceNotReady).
+	ErrClosed = errors.New("topic: closed")
+	// ErrFenced: another broker took the topic's managed ledger over (ServiceNotReady).
+	ErrFenced = errors.New("topic: fenced by another owner")
+	// ErrProducerBusy: a producer of that name is connected, or the topic has an exclusive
+	// producer and a shared one asked (ProducerBusy).
+	ErrProducerBusy = errors.New("topic: producer busy")
+	// ErrProducerFenced: an exclusive producer asked while another producer holds the topic,
+	// or its topic epoch is stale (ProducerFenced).
+	ErrProducerFenced = errors.New("topic: producer fenced")
+	// ErrConsumerBusy: an exclusive subscription already has a consumer, or the subscription
+	// has another type and connected consumers (ConsumerBusy).
+	ErrConsumerBusy = errors.New("topic: consumer busy")
+	// ErrConsumerAssign: a Key_Shared consumer's sticky hash ranges overlap another's
+	// (ConsumerAssignError).
+	ErrConsumerAssign = errors.New("topic: consumer hash ranges conflict")
+	// ErrSubscriptionNotFound: no such subscription (SubscriptionNotFound).
+	ErrSubscriptionNotFound = errors.New("topic: subscription not found")
+	// ErrAlreadyExists: the subscription exists.
+	ErrAlreadyExists = errors.New("topic: already exists")
+	// ErrNotEmpty: the subscription or topic still has connected clients.
+	ErrNotEmpty = errors.New("topic: has connected clients")
+	// ErrInvalid: a malformed request (e.g. a message id of another topic).
+	ErrInvalid = errors.New("topic: invalid request")
+	// ErrNotAllowed: the operation is not allowed for this subscription type (NotAllowedError).
+	ErrNotAllowed = errors.New("topic: operation not allowed")
+	// ErrPersistence: the managed ledger failed an add or a read (PersistenceError).
+	ErrPersistence = errors.New("topic: persistence error")
+	// ErrIllegalTransition: a state machine was asked to take an edge it does not have (a bug).
+	ErrIllegalTransition = errors.New("topic: illegal state transition")
+)
+
+func illegal(what string, from, to fmt.Stringer) error {
+	return fmt.Errorf("%w: %s %v -> %v", ErrIllegalTransition, what, from, to)
+}

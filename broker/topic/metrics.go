@@ -1,0 +1,59 @@
+package topic
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the topics' Prometheus metrics (aggregated over all topics of a broker).
+type Metrics struct {
+	topics           prometheus.Gauge
+	producers        prometheus.Gauge
+	waitingProducers prometheus.Gauge
+	subscriptions    prometheus.Gauge
+	consumers        prometheus.Gauge
+	pendingAdds      prometheus.Gauge
+	msgsIn           prometheus.Counter
+	bytesIn          prometheus.Counter
+	msgsOut          prometheus.Counter
+	bytesOut         prometheus.Counter
+	redelivered      prometheus.Counter
+	acks             prometheus.Counter
+	duplicates       prometheus.Counter
+	addErrors        prometheus.Counter
+	readErrors       prometheus.Counter
+	publishLatency   prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: "magnetar_broker_" + name, Help: help})
+	}
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_" + name, Help: help})
+	}
+	m := &Metrics{
+		topics:           g("topics", "Topics loaded."),
+		producers:        g("producers", "Producers connected."),
+		waitingProducers: g("producers_waiting", "WaitForExclusive producers queued."),
+		subscriptions:    g("subscriptions", "Subscriptions open."),
+		consumers:        g("consumers", "Consumers connected."),
+		pendingAdds:      g("pending_adds", "Publishes handed to the managed ledger and not completed."),
+		msgsIn:           c("messages_in_total", "Messages stored."),
+		bytesIn:          c("bytes_in_total", "Entry bytes stored."),
+		msgsOut:          c("messages_out_total", "Messages dispatched to consumers."),
+		bytesOut:         c("bytes_out_total", "Entry bytes dispatched to consumers."),
+		redelivered:      c("messages_redelivered_total", "Messages dispatched again (redelivery count > 0)."),
+		acks:             c("acks_total", "Entries acknowledged."),
+		duplicates:       c("duplicates_total", "Publishes recognised as duplicates and not stored again."),
+		addErrors:        c("add_errors_total", "Publishes the managed ledger failed."),
+		readErrors:       c("read_errors_total", "Cursor reads that failed."),
+		publishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "magnetar_broker_publish_latency_seconds",
+			Help:    "Time from handing a publish to the managed ledger to its completion.",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.topics, m.producers, m.waitingProducers, m.subscriptions, m.consumers, m.pendingAdds,
+			m.msgsIn, m.bytesIn, m.msgsOut, m.bytesOut, m.redelivered, m.acks, m.duplicates, m.addErrors,
+			m.readErrors, m.publishLatency)
+	}
+	return m
+}

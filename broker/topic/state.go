@@ -1,0 +1,118 @@
+package topic
+
+import "fmt"
+
+// State is a topic's lifecycle state, owned by the topic goroutine. Transitions happen only
+// in Topic.become, which rejects edges not in topicEdges.
+//
+//	Active ──▶ Terminating ──▶ Terminated
+//	  │  ▲          │              │
+//	  │  └──────────┘ (failed)     │
+//	  ▼                            ▼
+//	Closing ◀──────────────────────┘ ──▶ Closed
+//	  ▲
+//	Fenced (the managed ledger was taken over or failed: the topic closes itself)
+type State uint8
+
+// Topic states.
+const (
+	// StateActive: producers publish, subscriptions dispatch.
+	StateActive State = iota + 1
+	// StateTerminating: Terminate is sealing the managed ledger; publishes fail with
+	// TopicTerminatedError.
+	StateTerminating
+	// StateTerminated: sealed. Publishes and new producers fail; consumers read to the end.
+	StateTerminated
+	// StateFenced: another broker owns the managed ledger (or it failed); the topic is closing.
+	StateFenced
+	// StateClosing: unloading or deleting: clients are being disconnected and the managed
+	// ledger closed.
+	StateClosing
+	// StateClosed: final; the owner goroutine has stopped.
+	StateClosed
+)
+
+var topicStateNames = [...]string{StateActive: "Active", StateTerminating: "Terminating",
+	StateTerminated: "Terminated", StateFenced: "Fenced", StateClosing: "Closing", StateClosed: "Closed"}
+
+func (s State) String() string {
+	if int(s) < len(topicStateNames) && topicStateNames[s] != "" {
+		return topicStateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+var topicEdges = map[State][]State{
+	StateActive:      {StateTerminating, StateFenced, StateClosing},
+	StateTerminating: {StateActive, StateTerminated, StateFenced},
+	StateTerminated:  {StateFenced, StateClosing},
+	StateFenced:      {StateClosing},
+	StateClosing:     {StateClosed},
+	StateClosed:      {},
+}
+
+func legal[S comparable](edges map[S][]S, from, to S) bool {
+	for _, s := range edges[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// producerState is a producer's state, owned by the topic goroutine.
+type producerState uint8
+
+const (
+	// producerWaiting: a WaitForExclusive producer queued behind the topic's current
+	// producers (the client got PRODUCER_SUCCESS with producer_ready=false).
+	producerWaiting producerState = iota + 1
+	// producerReady: publishes are accepted.
+	producerReady
+	// producerClosed: removed from the topic; late sends are dropped.
+	producerClosed
+)
+
+var producerStateNames = [...]string{producerWaiting: "Waiting", producerReady: "Ready", producerClosed: "Closed"}
+
+func (s producerState) String() string {
+	if int(s) < len(producerStateNames) && producerStateNames[s] != "" {
+		return producerStateNames[s]
+	}
+	return fmt.Sprintf("producerState(%d)", uint8(s))
+}
+
+// SubState is a subscription's lifecycle state, owned by the subscription goroutine.
+//
+//	Active ──▶ Closing ──▶ Closed
+//	   └─────▶ Deleting ──▶ Closed
+type SubState uint8
+
+// Subscription states.
+const (
+	// SubActive: consumers attach and receive.
+	SubActive SubState = iota + 1
+	// SubClosing: the topic is unloading (or a non-durable subscription lost its last
+	// consumer): consumers are disconnected and the cursor closed.
+	SubClosing
+	// SubDeleting: unsubscribe or delete: consumers are disconnected and the cursor deleted.
+	SubDeleting
+	// SubClosed: final; the owner goroutine has stopped.
+	SubClosed
+)
+
+var subStateNames = [...]string{SubActive: "Active", SubClosing: "Closing", SubDeleting: "Deleting", SubClosed: "Closed"}
+
+func (s SubState) String() string {
+	if int(s) < len(subStateNames) && subStateNames[s] != "" {
+		return subStateNames[s]
+	}
+	return fmt.Sprintf("SubState(%d)", uint8(s))
+}
+
+var subEdges = map[SubState][]SubState{
+	SubActive:   {SubClosing, SubDeleting},
+	SubClosing:  {SubClosed},
+	SubDeleting: {SubClosed, SubActive}, // back to Active if deleting the cursor failed
+	SubClosed:   {},
+}

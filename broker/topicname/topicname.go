@@ -1,0 +1,182 @@
+// Package topicname parses and formats Pulsar topic and namespace names, as clients send
+// them and as the broker stores them. It is a pure leaf package, safe for concurrent use.
+//
+// Accepted forms (Pulsar's v2 names):
+//
+//	my-topic                          → persistent://public/default/my-topic
+//	tenant/ns/my-topic                → persistent://tenant/ns/my-topic
+//	persistent://tenant/ns/my-topic
+//	persistent://tenant/ns/my-topic-partition-3   (partition 3 of my-topic)
+//
+// Rejected: empty parts, v1 names with a cluster (persistent://t/cluster/ns/topic), a
+// '/' in the local name, tenants and namespaces outside [-=:.\w], and the non-persistent
+// domain (Magnetar serves persistent topics only).
+package topicname
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Defaults for short names.
+const (
+	DefaultTenant    = "public"
+	DefaultNamespace = "default"
+	// Persistent is the only domain Magnetar serves.
+	Persistent = "persistent"
+	// NonPersistent is parsed so that it can be refused with a clear error.
+	NonPersistent = "non-persistent"
+
+	partitionSuffix = "-partition-"
+)
+
+// ErrInvalid is wrapped by every parse error.
+var ErrInvalid = errors.New("topicname: invalid name")
+
+var namePart = regexp.MustCompile(`^[-=:.\w]+$`)
+
+// Name is a parsed, fully qualified topic name. The zero value is invalid.
+type Name struct {
+	Domain    string // "persistent"
+	Tenant    string
+	Namespace string
+	// Local is the topic's own name, including a "-partition-N" suffix if it has one.
+	Local string
+	// Partition is N for "<base>-partition-N", -1 otherwise.
+	Partition int
+}
+
+// Parse normalises a topic name in any accepted form.
+func Parse(s string) (Name, error) {
+	if s == "" {
+		return Name{}, fmt.Errorf("%w: empty topic name", ErrInvalid)
+	}
+	domain := Persistent
+	rest := s
+	if i := strings.Index(s, "://"); i >= 0 {
+		domain, rest = s[:i], s[i+3:]
+	} else if !strings.Contains(s, "/") {
+		rest = DefaultTenant + "/" + DefaultNamespace + "/" + s
+	}
+	switch domain {
+	case Persistent:
+	case NonPersistent:
+		return Name{}, fmt.Errorf("%w: %q: non-persistent topics are not supported", ErrInvalid, s)
+	default:
+		return Name{}, fmt.Errorf("%w: %q: unknown domain %q", ErrInvalid, s, domain)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 {
+		if len(parts) == 4 {
+			return Name{}, fmt.Errorf("%w: %q: v1 names with a cluster are not supported", ErrInvalid, s)
+		}
+		return Name{}, fmt.Errorf("%w: %q: want tenant/namespace/topic", ErrInvalid, s)
+	}
+	n := Name{Domain: domain, Tenant: parts[0], Namespace: parts[1], Local: parts[2], Partition: -1}
+	if err := CheckNamespace(n.Tenant, n.Namespace); err != nil {
+		return Name{}, fmt.Errorf("%w (in %q)", err, s)
+	}
+	if n.Local == "" {
+		return Name{}, fmt.Errorf("%w: %q: empty local name", ErrInvalid, s)
+	}
+	if i := strings.LastIndex(n.Local, partitionSuffix); i > 0 {
+		if p, err := strconv.Atoi(n.Local[i+len(partitionSuffix):]); err == nil && p >= 0 &&
+			strconv.Itoa(p) == n.Local[i+len(partitionSuffix):] {
+			n.Partition = p
+		}
+	}
+	return n, nil
+}
+
+// MustParse is Parse for names known to be valid (tests, constants); it panics otherwise.
+func MustParse(s string) Name {
+	n, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// CheckNamespace validates a tenant and namespace name.
+func CheckNamespace(tenant, ns string) error {
+	if err := CheckTenant(tenant); err != nil {
+		return err
+	}
+	if !namePart.MatchString(ns) {
+		return fmt.Errorf("%w: namespace %q", ErrInvalid, ns)
+	}
+	return nil
+}
+
+// CheckTenant validates a tenant name.
+func CheckTenant(tenant string) error {
+	if !namePart.MatchString(tenant) {
+		return fmt.Errorf("%w: tenant %q", ErrInvalid, tenant)
+	}
+	return nil
+}
+
+// ParseNamespace parses "tenant/ns".
+func ParseNamespace(s string) (tenant, ns string, err error) {
+	t, n, ok := strings.Cut(s, "/")
+	if !ok || strings.Contains(n, "/") {
+		return "", "", fmt.Errorf("%w: namespace %q: want tenant/namespace", ErrInvalid, s)
+	}
+	if err := CheckNamespace(t, n); err != nil {
+		return "", "", err
+	}
+	return t, n, nil
+}
+
+// String returns the fully qualified name, e.g. "persistent://public/default/t".
+func (n Name) String() string {
+	return n.Domain + "://" + n.Tenant + "/" + n.Namespace + "/" + n.Local
+}
+
+// NamespaceName returns "tenant/ns".
+func (n Name) NamespaceName() string { return n.Tenant + "/" + n.Namespace }
+
+// IsPartition reports whether n is one partition of a partitioned topic.
+func (n Name) IsPartition() bool { return n.Partition >= 0 }
+
+// Base returns the partitioned topic n is a partition of (n itself if it is not one).
+func (n Name) Base() Name {
+	if n.Partition < 0 {
+		return n
+	}
+	b := n
+	b.Local = n.Local[:strings.LastIndex(n.Local, partitionSuffix)]
+	b.Partition = -1
+	return b
+}
+
+// PartitionName returns partition i of n (n must not be a partition itself).
+func (n Name) PartitionName(i int) Name {
+	p := n.Base()
+	p.Local = p.Local + partitionSuffix + strconv.Itoa(i)
+	p.Partition = i
+	return p
+}
+
+// ManagedLedgerName is the name of the topic's managed ledger: "tenant/ns/persistent/<local,
+// path-escaped>", as Pulsar names them.
+func (n Name) ManagedLedgerName() string {
+	return n.Tenant + "/" + n.Namespace + "/" + n.Domain + "/" + url.PathEscape(n.Local)
+}
+
+// FromManagedLedgerName reverses ManagedLedgerName.
+func FromManagedLedgerName(ml string) (Name, error) {
+	parts := strings.Split(ml, "/")
+	if len(parts) != 4 {
+		return Name{}, fmt.Errorf("%w: managed ledger name %q", ErrInvalid, ml)
+	}
+	local, err := url.PathUnescape(parts[3])
+	if err != nil {
+		return Name{}, fmt.Errorf("%w: managed ledger name %q: %v", ErrInvalid, ml, err)
+	}
+	return Parse(parts[2] + "://" + parts[0] + "/" + parts[1] + "/" + local)
+}
