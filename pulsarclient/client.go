@@ -1,0 +1,279 @@
+package pulsarclient
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// Options configures a Client.
+type Options struct {
+	// URL is the service URL, pulsar://host:port (port 6650 if omitted).
+	URL string
+	// OperationTimeout bounds each lookup, producer creation and subscription attempt when
+	// the caller's context has no earlier deadline. Default 30s.
+	OperationTimeout time.Duration
+	// ClientVersion is sent in CONNECT. Default "magnetar-pulsarclient".
+	ClientVersion string
+	// Logger receives connection-level warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Client is a Pulsar client: it looks topics up and keeps one connection per broker, shared
+// by the producers and consumers it creates. It is safe for concurrent use.
+type Client struct {
+	opts    Options
+	svcAddr string
+	log     *slog.Logger
+	ids     atomic.Uint64 // request, producer and consumer ids (unique per client)
+
+	mu struct {
+		sync.Mutex // guards the fields below
+		closed     bool
+		conns      map[string]*connEntry
+		closers    map[closer]struct{} // producers and consumers, closed by Close
+	}
+}
+
+type closer interface{ forceClose() }
+
+// connEntry is a connection being dialled (ready open) or dialled (c or err set).
+type connEntry struct {
+	ready chan struct{}
+	c     *conn
+	err   error
+}
+
+// New returns a client for the service URL. It does no I/O: connections are made by the
+// first call that needs them.
+func New(opts Options) (*Client, error) {
+	addr, err := hostPort(opts.URL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.OperationTimeout <= 0 {
+		opts.OperationTimeout = 30 * time.Second
+	}
+	if opts.ClientVersion == "" {
+		opts.ClientVersion = "magnetar-pulsarclient"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	cl := &Client{opts: opts, svcAddr: addr, log: opts.Logger}
+	cl.mu.conns = make(map[string]*connEntry)
+	cl.mu.closers = make(map[closer]struct{})
+	return cl, nil
+}
+
+// hostPort extracts host:port from a pulsar:// URL.
+func hostPort(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "pulsar" || u.Host == "" {
+		return "", fmt.Errorf("%w: %q: want pulsar://host:port", ErrBadURL, s)
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "6650"), nil
+	}
+	return u.Host, nil
+}
+
+// Close closes every producer and consumer (failing their pending operations with
+// ErrClosed) and every connection. It is idempotent.
+func (cl *Client) Close() error {
+	cl.mu.Lock()
+	if cl.mu.closed {
+		cl.mu.Unlock()
+		return nil
+	}
+	cl.mu.closed = true
+	closers := cl.mu.closers
+	cl.mu.closers = nil
+	entries := cl.mu.conns
+	cl.mu.conns = nil
+	cl.mu.Unlock()
+	for c := range closers {
+		c.forceClose()
+	}
+	for _, e := range entries {
+		<-e.ready
+		if e.c != nil {
+			e.c.Close()
+		}
+	}
+	return nil
+}
+
+func (cl *Client) track(c closer) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.mu.closed {
+		return ErrClosed
+	}
+	cl.mu.closers[c] = struct{}{}
+	return nil
+}
+
+func (cl *Client) untrack(c closer) {
+	cl.mu.Lock()
+	delete(cl.mu.closers, c)
+	cl.mu.Unlock()
+}
+
+func (cl *Client) nextID() uint64 { return cl.ids.Add(1) }
+
+// opContext applies OperationTimeout to ctx.
+func (cl *Client) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cl.opts.OperationTimeout)
+}
+
+// getConn returns the open connection to addr, dialling it if needed.
+func (cl *Client) getConn(ctx context.Context, addr string) (*conn, error) {
+	for {
+		cl.mu.Lock()
+		if cl.mu.closed {
+			cl.mu.Unlock()
+			return nil, ErrClosed
+		}
+		e, ok := cl.mu.conns[addr]
+		if !ok {
+			e = &connEntry{ready: make(chan struct{})}
+			cl.mu.conns[addr] = e
+			cl.mu.Unlock()
+			e.c, e.err = dial(ctx, addr, cl.opts.ClientVersion, cl.log)
+			close(e.ready)
+			if e.err != nil {
+				cl.dropConn(addr, e)
+			}
+			return e.c, e.err
+		}
+		cl.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		if !e.c.isClosed() {
+			return e.c, nil
+		}
+		cl.dropConn(addr, e) // dead: dial again
+	}
+}
+
+func (cl *Client) dropConn(addr string, e *connEntry) {
+	cl.mu.Lock()
+	if cl.mu.conns[addr] == e {
+		delete(cl.mu.conns, addr)
+	}
+	cl.mu.Unlock()
+}
+
+// maxLookupRedirects bounds the Redirect answers followed by one lookup, as the Go client.
+const maxLookupRedirects = 20
+
+// Lookup returns the address (host:port) of the broker that serves topic.
+func (cl *Client) Lookup(ctx context.Context, topic string) (string, error) {
+	full, err := fullTopicName(topic)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := cl.opContext(ctx)
+	defer cancel()
+	addr, authoritative := cl.svcAddr, false
+	for range maxLookupRedirects {
+		c, err := cl.getConn(ctx, addr)
+		if err != nil {
+			return "", err
+		}
+		id := cl.nextID()
+		resp, err := c.request(ctx, id, pulsar.Wrap(&pb.CommandLookupTopic{
+			Topic: proto.String(full), RequestId: proto.Uint64(id), Authoritative: proto.Bool(authoritative),
+			AdvertisedListenerName: proto.String(""),
+		}))
+		if err != nil {
+			return "", fmt.Errorf("lookup %s: %w", full, err)
+		}
+		r := resp.GetLookupTopicResponse()
+		if r == nil {
+			return "", fmt.Errorf("%w: answer to LOOKUP is %v", ErrProtocol, resp.GetType())
+		}
+		switch r.GetResponse() {
+		case pb.CommandLookupTopicResponse_Connect:
+			if r.GetProxyThroughServiceUrl() {
+				return cl.svcAddr, nil
+			}
+			return hostPort(r.GetBrokerServiceUrl())
+		case pb.CommandLookupTopicResponse_Redirect:
+			if addr, err = hostPort(r.GetBrokerServiceUrl()); err != nil {
+				return "", err
+			}
+			authoritative = r.GetAuthoritative()
+		default:
+			return "", fmt.Errorf("lookup %s: %w", full, serverError(r.GetError(), r.GetMessage()))
+		}
+	}
+	return "", fmt.Errorf("lookup %s: %w: more than %d redirects", full, ErrProtocol, maxLookupRedirects)
+}
+
+// PartitionedMetadata returns the number of partitions of topic (0: not partitioned).
+func (cl *Client) PartitionedMetadata(ctx context.Context, topic string) (int, error) {
+	full, err := fullTopicName(topic)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := cl.opContext(ctx)
+	defer cancel()
+	c, err := cl.getConn(ctx, cl.svcAddr)
+	if err != nil {
+		return 0, err
+	}
+	id := cl.nextID()
+	resp, err := c.request(ctx, id, pulsar.Wrap(&pb.CommandPartitionedTopicMetadata{
+		Topic: proto.String(full), RequestId: proto.Uint64(id),
+	}))
+	if err != nil {
+		return 0, fmt.Errorf("partitioned metadata of %s: %w", full, err)
+	}
+	r := resp.GetPartitionMetadataResponse()
+	if r == nil {
+		return 0, fmt.Errorf("%w: answer to PARTITIONED_METADATA is %v", ErrProtocol, resp.GetType())
+	}
+	if r.GetResponse() == pb.CommandPartitionedTopicMetadataResponse_Failed {
+		return 0, fmt.Errorf("partitioned metadata of %s: %w", full, serverError(r.GetError(), r.GetMessage()))
+	}
+	return int(r.GetPartitions()), nil
+}
+
+// topicConn looks topic up and returns the connection to its broker.
+func (cl *Client) topicConn(ctx context.Context, topic string) (*conn, error) {
+	addr, err := cl.Lookup(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return cl.getConn(ctx, addr)
+}
+
+// backoff is the retry delay schedule of reconnections: 100 ms doubling to 5 s.
+type backoff struct{ next time.Duration }
+
+func (b *backoff) delay() time.Duration {
+	if b.next == 0 {
+		b.next = 100 * time.Millisecond
+	}
+	d := b.next
+	b.next = min(2*b.next, 5*time.Second)
+	return d
+}

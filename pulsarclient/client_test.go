@@ -1,0 +1,369 @@
+package pulsarclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newTestClient(t *testing.T, url string) *Client {
+	t.Helper()
+	cl, err := New(Options{URL: url, OperationTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestNewBadURL(t *testing.T) {
+	for _, u := range []string{"", "http://x:1", "pulsar://", "::"} {
+		if _, err := New(Options{URL: u}); !errors.Is(err, ErrBadURL) {
+			t.Errorf("New(%q) = %v, want ErrBadURL", u, err)
+		}
+	}
+	cl, err := New(Options{URL: "pulsar://localhost"})
+	if err != nil || cl.svcAddr != "localhost:6650" {
+		t.Fatalf("default port: %v %q", err, cl.svcAddr)
+	}
+}
+
+// TestProduceConsumeBatched: 5000 messages sent asynchronously in batches arrive in order
+// with their batch indexes, and cumulative acks reach the broker.
+func TestProduceConsumeBatched(t *testing.T) {
+	b := startFakeBroker(t)
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	cons, err := cl.Subscribe(ctx, ConsumerOptions{Topic: "t", Subscription: "s", InitialPosition: Earliest,
+		ReceiverQueueSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "t", BatchingMaxMessages: 50, MaxPendingMessages: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5000
+	var wg sync.WaitGroup
+	wg.Add(n)
+	ids := make([]MessageID, n)
+	for i := range n {
+		err := p.SendAsync(ctx, &ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i), Key: "k"}, func(id MessageID, err error) {
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+			ids[i] = id
+			wg.Done()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if ids[0].BatchIndex != 0 || ids[1].BatchIndex != 1 || ids[0].EntryID != ids[1].EntryID {
+		t.Errorf("ids %v %v: want one batch entry", ids[0], ids[1])
+	}
+	var last *Message
+	for i := range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(m.Payload), fmt.Sprintf("m-%d", i); got != want {
+			t.Fatalf("message %d: %q, want %q", i, got, want)
+		}
+		if m.ID.LedgerID != ids[i].LedgerID || m.ID.EntryID != ids[i].EntryID || m.ID.BatchIndex != ids[i].BatchIndex {
+			t.Fatalf("message %d: id %v, receipt said %v", i, m.ID, ids[i])
+		}
+		if m.Key != "k" || m.ProducerName == "" || m.PublishTime.IsZero() {
+			t.Fatalf("message %d: key %q producer %q time %v", i, m.Key, m.ProducerName, m.PublishTime)
+		}
+		last = m
+	}
+	if err := cons.AckCumulative(last); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.acks) == 0 {
+		t.Fatal("no ACK reached the broker")
+	}
+	a := b.acks[len(b.acks)-1]
+	if a.GetAckType() != pb.CommandAck_Cumulative || a.MessageId[0].GetEntryId() != uint64(last.ID.EntryID) {
+		t.Fatalf("last ack %v, want cumulative on entry %d", a, last.ID.EntryID)
+	}
+	for _, f := range b.flows {
+		if f > 100 {
+			t.Fatalf("FLOW of %d permits exceeds the queue size", f)
+		}
+	}
+	if len(b.flows) < 2 {
+		t.Fatalf("flows %v: permits were never replenished", b.flows)
+	}
+}
+
+// TestSendSyncUnbatched: Send waits for its receipt and unbatched ids have batch index -1.
+func TestSendSyncUnbatched(t *testing.T) {
+	b := startFakeBroker(t)
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "persistent://a/b/c", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	for i := range 3 {
+		id, err := p.Send(ctx, &ProducerMessage{Payload: []byte("x"), Properties: map[string]string{"a": "b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id.EntryID != int64(i) || id.BatchIndex != -1 || id.Partition != -1 {
+			t.Fatalf("send %d: id %v", i, id)
+		}
+	}
+	big := make([]byte, 2<<20)
+	if _, err := p.Send(ctx, &ProducerMessage{Payload: big}); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("oversized send: %v", err)
+	}
+}
+
+// TestPartitioned: a producer spreads over the partitions (keys stick to one), a consumer
+// reads them all.
+func TestPartitioned(t *testing.T) {
+	b := startFakeBroker(t)
+	b.partitions["persistent://public/default/pt"] = 3
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	cons, err := cl.Subscribe(ctx, ConsumerOptions{Topic: "pt", Subscription: "s", InitialPosition: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(ctx)
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "pt", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	parts := map[int32]int{}
+	keyPart := map[int32]bool{}
+	for i := range 30 {
+		msg := &ProducerMessage{Payload: []byte("x")}
+		if i%2 == 0 {
+			msg.Key = "same"
+		}
+		id, err := p.Send(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[id.Partition]++
+		if msg.Key != "" {
+			keyPart[id.Partition] = true
+		}
+	}
+	if len(parts) != 3 || len(keyPart) != 1 {
+		t.Fatalf("partitions used %v, by the keyed messages %v", parts, keyPart)
+	}
+	for range 30 {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestProducerReconnectResends: the connection drops with sends in flight; the producer
+// reconnects, re-sends in order, and every callback fires exactly once with success (the
+// broker deduplicates the re-sent entries it had stored).
+func TestProducerReconnectResends(t *testing.T) {
+	b := startFakeBroker(t)
+	b.dropAfter = 7
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "r", BatchingMaxMessages: 10, MaxPendingMessages: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var mu sync.Mutex
+	calls := make([]int, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		if err := p.SendAsync(ctx, &ProducerMessage{Payload: fmt.Appendf(nil, "%d", i)}, func(_ MessageID, err error) {
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+			mu.Lock()
+			calls[i]++
+			mu.Unlock()
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for i, c := range calls {
+		if c != 1 {
+			t.Fatalf("callback %d called %d times", i, c)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every message is stored exactly once, in order.
+	cons, err := cl.Subscribe(ctx, ConsumerOptions{Topic: "r", Subscription: "s", InitialPosition: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(ctx)
+	for i := range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q", i, m.Payload)
+		}
+	}
+}
+
+// TestConsumerResubscribes: after CLOSE_CONSUMER from the broker the consumer subscribes
+// again and receives what is published next.
+func TestConsumerResubscribes(t *testing.T) {
+	b := startFakeBroker(t)
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	cons, err := cl.Subscribe(ctx, ConsumerOptions{Topic: "c", Subscription: "s", AckGroupingTime: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(ctx)
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if _, err := p.Send(ctx, &ProducerMessage{Payload: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil || string(m.Payload) != "one" {
+		t.Fatalf("first: %v %v", m, err)
+	}
+	b.closeConsumers("persistent://public/default/c")
+	if _, err := p.Send(ctx, &ProducerMessage{Payload: []byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	m, err = cons.Receive(ctx)
+	if err != nil || string(m.Payload) != "two" {
+		t.Fatalf("after resubscribing: %v %v", m, err)
+	}
+}
+
+// TestErrors: permanent broker errors surface as ServerErrors; Receive ends on Close.
+func TestErrors(t *testing.T) {
+	b := startFakeBroker(t)
+	b.subErr["busy"] = pb.ServerError_ConsumerBusy
+	b.terminated["persistent://public/default/term"] = true
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	if _, err := cl.Subscribe(ctx, ConsumerOptions{Topic: "t", Subscription: "busy"}); !IsServerError(err, pb.ServerError_ConsumerBusy) {
+		t.Fatalf("subscribe: %v, want ConsumerBusy", err)
+	}
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "term"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &ProducerMessage{Payload: []byte("x")}); !IsServerError(err, pb.ServerError_TopicTerminatedError) {
+		t.Fatalf("send to terminated: %v", err)
+	}
+	if _, err := p.Send(ctx, &ProducerMessage{Payload: []byte("x")}); !IsServerError(err, pb.ServerError_TopicTerminatedError) {
+		t.Fatalf("second send to terminated: %v", err)
+	}
+	p.Close(ctx)
+	cons, err := cl.Subscribe(ctx, ConsumerOptions{Topic: "t", Subscription: "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := cons.Receive(ctx)
+		done <- err
+	}()
+	cons.Close(ctx)
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Receive after Close: %v", err)
+	}
+	if _, err := cl.Subscribe(ctx, ConsumerOptions{Topic: "t"}); err == nil {
+		t.Fatal("subscribe without a subscription name succeeded")
+	}
+}
+
+// TestMaxPending: SendAsync blocks while MaxPendingMessages are unacknowledged; Client.Close
+// fails them with ErrClosed.
+func TestMaxPending(t *testing.T) {
+	b := startFakeBroker(t)
+	b.holdReceipts = true
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "m", MaxPendingMessages: 2, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, func(_ MessageID, err error) { errs <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond) // long enough to see it block
+	defer cancel()
+	if err := p.SendAsync(short, &ProducerMessage{Payload: []byte("x")}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third SendAsync: %v, want it to block", err)
+	}
+	cl.Close()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("pending send after Close: %v", err)
+		}
+	}
+	if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("SendAsync after Close: %v", err)
+	}
+}
+
+func TestParseSubscriptionType(t *testing.T) {
+	for in, want := range map[string]SubscriptionType{"shared": Shared, "Key_Shared": KeyShared, "keyshared": KeyShared,
+		"Exclusive": Exclusive, "FAILOVER": Failover} {
+		if got, err := ParseSubscriptionType(in); err != nil || got != want {
+			t.Errorf("%q: %v %v", in, got, err)
+		}
+	}
+	if _, err := ParseSubscriptionType("bogus"); err == nil {
+		t.Error("bogus type parsed")
+	}
+}
