@@ -99,7 +99,7 @@ type hooks struct {
 // tests set it.
 type mutation struct {
 	lateSwitchReopens   bool // seed 000: a late rollover completion sets LedgerOpened after terminate
-	ownConflictFences   bool // a version conflict always fences (even our own write's)
+	unserializedMeta    bool // metadata updates race each other and a conflict fences (Pulsar's metadataMutex bug)
 	completeDrainedAdds bool // adds past a closed ledger's end complete successfully
 	keepLostRaceLedger  bool // terminate leaves a lost-race rollover ledger in metadata
 }

@@ -87,8 +87,33 @@ func newMetaWriter[T metaRecord[T]](c *core, key string, decode func([]byte) (T,
 func (m *metaWriter[T]) idle() bool { return !m.busy && len(m.q) == 0 }
 
 func (m *metaWriter[T]) enqueue(op *metaOp[T]) {
+	if m.c.mut.unserializedMeta && m.busy && !op.del && m.fenced == nil && !m.deleted {
+		m.racingWrite(op)
+		return
+	}
 	m.q = append(m.q, op)
 	m.kick()
+}
+
+// racingWrite is the bug M4 forbids, on purpose (mutation only): write at once from the
+// version we know, racing the write in flight, and take a conflict for fencing.
+func (m *metaWriter[T]) racingWrite(op *metaOp[T]) {
+	next := m.cur.clone()
+	if err := op.apply(next); err != nil {
+		op.done(err)
+		return
+	}
+	m.c.ms.Put(m.key, next.marshal(), m.version, func(v metadata.Version, err error) {
+		m.c.env.post("meta.racing-put-done", func() {
+			if err != nil {
+				op.done(fmt.Errorf("%w: %v", ErrFenced, err))
+				m.fence(fmt.Errorf("%w: %s: %v", ErrFenced, m.key, err))
+				return
+			}
+			m.cur, m.version = next, v
+			op.done(nil)
+		})
+	})
 }
 
 func (m *metaWriter[T]) pop(err error) {
@@ -154,10 +179,6 @@ func (m *metaWriter[T]) onWritten(seq uint64, v metadata.Version, err error) {
 		}
 		m.pop(nil)
 		m.kick()
-		return
-	}
-	if m.c.mut.ownConflictFences && errors.Is(err, metadata.ErrBadVersion) {
-		m.fence(fmt.Errorf("%w: %s: %v", ErrFenced, m.key, err)) // the bug M4 forbids
 		return
 	}
 	// A conflict, or a failure that may or may not have been applied: re-read and decide.

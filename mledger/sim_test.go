@@ -151,12 +151,16 @@ type world struct {
 	maxMD          Position // the highest mark-delete position any owner reached
 	durableAtCrash *Position
 
+	// everRecorded: ledgers the managed ledger's record has named.
+	everRecorded map[int64]bool
 	// removedBy is the core that removed a ledger from a record (it must delete it).
 	removedBy map[int64]*simCore
 
 	// hold, if set, captures deliveries of a kind instead of scheduling them (scenarios).
 	hold func(kind string) bool
 	held []heldEvent
+	// ambiguousNext makes the next metadata writes apply and then report a timeout.
+	ambiguousNext int
 
 	stats simStats
 }
@@ -169,7 +173,7 @@ func newWorld(seed int64, mut mutation, verbose bool) *world {
 	s := sim.New(seed)
 	s.Verbose = verbose
 	w := &world{s: s, mut: mut, start: time.Unix(1_700_000_000, 0), byPayload: map[string]*simAdd{},
-		removedBy: map[int64]*simCore{}}
+		removedBy: map[int64]*simCore{}, everRecorded: map[int64]bool{}}
 	w.p = randomParams(s)
 	w.bk = &simLedgers{w: w, ls: map[int64]*simLedger{}}
 	w.ms = &simMeta{w: w, kv: map[string]simKV{}, inflight: map[string]int{}}
@@ -328,6 +332,9 @@ func (w *world) onMetaChange(by *simCore, key string, oldV, newV []byte) {
 	if err != nil {
 		w.failf("core %d wrote an invalid record: %v", by.id, err)
 		return
+	}
+	for _, l := range nw.Ledgers {
+		w.everRecorded[l.ID] = true
 	}
 	if w.terminated != nil {
 		if nw.Terminated == nil || *nw.Terminated != *w.terminated {
@@ -880,7 +887,7 @@ func TestSimCatchesMutations(t *testing.T) {
 		mut  mutation
 	}{
 		{"late switch reopens a terminated log", mutation{lateSwitchReopens: true}},
-		{"own version conflict fences", mutation{ownConflictFences: true}},
+		{"unserialized metadata updates", mutation{unserializedMeta: true}},
 		{"drained adds complete", mutation{completeDrainedAdds: true}},
 		{"lost-race ledger kept in the record", mutation{keepLostRaceLedger: true}},
 	} {

@@ -283,9 +283,14 @@ func (p *simMetaPort) write(kind, key string, apply func() (metadata.Version, er
 	w.deliver(kind, w.delay(), func() {
 		p.m.inflight[k]--
 		ambiguous := w.s.Chance(w.p.metaFail)
+		applied := !ambiguous || w.s.Chance(0.5)
+		if w.ambiguousNext > 0 { // scenario: applied, then reported as a timeout
+			w.ambiguousNext--
+			ambiguous, applied = true, true
+		}
 		var v metadata.Version
 		var err error
-		if !ambiguous || w.s.Chance(0.5) {
+		if applied {
 			v, err = apply()
 		}
 		if ambiguous {
@@ -345,4 +350,3 @@ func (p *simMetaPort) List(prefix string, cb func([]metadata.KV, error)) {
 		cb(out, nil)
 	})
 }
-

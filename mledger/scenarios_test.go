@@ -1,0 +1,363 @@
+package mledger
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The scenarios of seed 000 (apache/pulsar#25795 and its review), scripted on the simulator:
+// specific completions are held and released in the racy order, and the simulation's checker
+// (M1–M4, durability) runs after every step.
+
+// newScenario returns a fault-free world with small delays and no trimming.
+func newScenario(t *testing.T, maxEntries int64, mut mutation) *world {
+	t.Helper()
+	w := newWorld(1, mut, true)
+	w.p = simParams{maxDelay: time.Millisecond, persistMax: time.Millisecond, cbMax: time.Millisecond}
+	w.cfg.MaxEntriesPerLedger = maxEntries
+	w.cfg.RetentionTime, w.cfg.RetentionSize = -1, -1
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("trace:\n%s", w.s.Trace())
+		}
+	})
+	return w
+}
+
+// runFor runs the simulation for d of virtual time, checking after every step.
+func (w *world) runFor(d time.Duration) {
+	end := w.s.Now() + d
+	for w.err == nil && w.s.Now() <= end && w.s.Step() {
+		w.check()
+	}
+}
+
+// holdOnce holds the next n deliveries of kind.
+func (w *world) holdOnce(kind string, n int) {
+	prev := w.hold
+	w.hold = func(k string) bool {
+		if k == kind && n > 0 {
+			n--
+			return true
+		}
+		return prev != nil && prev(k)
+	}
+}
+
+func (w *world) mustOpen(t *testing.T) *simCore {
+	t.Helper()
+	sc := w.newCore(nil)
+	w.runFor(50 * time.Millisecond)
+	if w.err != nil || !sc.opened {
+		t.Fatalf("open: %v (state %v)", w.err, sc.c.state)
+	}
+	return sc
+}
+
+func (w *world) newAdd(sc *simCore) *simAdd {
+	a := &simAdd{id: len(w.adds), payload: []byte(fmt.Sprintf("add-%d", len(w.adds)))}
+	w.adds = append(w.adds, a)
+	w.byPayload[string(a.payload)] = a
+	w.addOn(sc, a)
+	return a
+}
+
+func (w *world) terminate(sc *simCore) *terminateResult {
+	r := &terminateResult{}
+	sc.c.terminate(func(p Position, err error) {
+		r.done++
+		r.pos, r.err = p, err
+	})
+	return r
+}
+
+type terminateResult struct {
+	done int
+	pos  Position
+	err  error
+}
+
+func (w *world) mustCheck(t *testing.T) {
+	t.Helper()
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+}
+
+// mustReopenTerminated reopens the log with a new owner and requires it Terminated at pos,
+// with every confirmed add readable and new adds failing.
+func (w *world) mustReopenTerminated(t *testing.T, pos Position) {
+	t.Helper()
+	sc := w.mustOpen(t)
+	if sc.c.state != StateTerminated || *sc.c.info().Terminated != pos {
+		t.Fatalf("reopened in %v at %v, want Terminated at %v", sc.c.state, sc.c.info().Terminated, pos)
+	}
+	a := w.newAdd(sc)
+	w.reopenCheck(sc, 0)
+	w.runFor(20 * time.Millisecond)
+	w.mustCheck(t)
+	if a.done != 1 || !errors.Is(a.err, ErrTerminated) {
+		t.Fatalf("add on the reopened log: done %d, %v", a.done, a.err)
+	}
+	if w.stats.reopenReads == 0 {
+		t.Fatal("the reopened log was not read back")
+	}
+}
+
+func (w *world) ledgerState(id int64) *simLedger { return w.bk.ls[id] }
+
+// TestTerminateDuringLedgerSwitchKeepsTerminatedState: an add fills the ledger, the rollover
+// closes it and asks for a new ledger; terminate arrives before the create completes. The
+// log stays Terminated, the queued add fails with ErrTerminated, the late ledger is deleted
+// (never recorded), and a reopen still sees the terminated log.
+func TestTerminateDuringLedgerSwitchKeepsTerminatedState(t *testing.T) {
+	w := newScenario(t, 2, mutation{})
+	sc := w.mustOpen(t)
+	first := sc.c.tail.id
+	w.holdOnce("ledger.create", 1)
+	a0, a1 := w.newAdd(sc), w.newAdd(sc)
+	w.runFor(20 * time.Millisecond)
+	if sc.c.state != StateCreatingLedger || !a0.acked || !a1.acked {
+		t.Fatalf("state %v, adds %v %v: want CreatingLedger with both adds confirmed", sc.c.state, a0.err, a1.err)
+	}
+	queued := w.newAdd(sc)
+	term := w.terminate(sc)
+	w.runFor(20 * time.Millisecond)
+	w.mustCheck(t)
+	want := Position{LedgerID: first, EntryID: 1}
+	if sc.c.state != StateTerminated || term.done != 1 || term.err != nil || term.pos != want {
+		t.Fatalf("terminate: state %v, %d replies, %v %v; want Terminated at %v", sc.c.state, term.done, term.pos, term.err, want)
+	}
+	if queued.done != 1 || !errors.Is(queued.err, ErrTerminated) {
+		t.Fatalf("queued add: done %d, %v; want ErrTerminated", queued.done, queued.err)
+	}
+	if w.release("ledger.create", 0) != 1 {
+		t.Fatal("no held create")
+	}
+	w.runFor(20 * time.Millisecond)
+	w.mustCheck(t)
+	late := w.ledgerState(w.bk.next)
+	if late == nil || late.id == first || !late.deleted {
+		t.Fatalf("the late ledger %+v was not deleted", late)
+	}
+	if sc.c.state != StateTerminated || len(w.record().Ledgers) != 1 {
+		t.Fatalf("after the late create: state %v, record ledgers %v", sc.c.state, ledgerIDs(w.record()))
+	}
+	w.mustReopenTerminated(t, want)
+}
+
+// TestTerminatePositionIncludesAddAlreadyAckedByBookies: the bookies confirmed an add (LAC
+// covers it) but its callback is late; terminate's position includes it, and the add
+// completes successfully, exactly once, inside the terminated range.
+func TestTerminatePositionIncludesAddAlreadyAckedByBookies(t *testing.T) {
+	w := newScenario(t, 100, mutation{})
+	sc := w.mustOpen(t)
+	w.holdOnce("add.ack", 1)
+	a := w.newAdd(sc)
+	w.runFor(10 * time.Millisecond)
+	l := w.ledgerState(sc.c.tail.id)
+	if l.lac != 0 || a.done != 0 {
+		t.Fatalf("setup: lac %d, add done %d", l.lac, a.done)
+	}
+	term := w.terminate(sc)
+	w.runFor(20 * time.Millisecond)
+	w.mustCheck(t)
+	want := Position{LedgerID: l.id, EntryID: 0}
+	if term.err != nil || term.pos != want {
+		t.Fatalf("terminated at %v (%v), want %v", term.pos, term.err, want)
+	}
+	if a.done != 1 || a.err != nil || a.pos != want {
+		t.Fatalf("add: done %d at %v (%v), want success at %v", a.done, a.pos, a.err, want)
+	}
+	w.release("add.ack", 0) // the late callback is stale now
+	w.runFor(10 * time.Millisecond)
+	w.mustCheck(t)
+	if a.done != 1 {
+		t.Fatalf("add completed %d times", a.done)
+	}
+	w.mustReopenTerminated(t, want)
+}
+
+// TestTerminateFailsInFlightAddDrainedByLedgerClose: an add is in flight but not confirmed
+// when terminate closes the ledger; the close drains it. It fails with ErrTerminated, exactly
+// once, and does not hang; the late error from the ledger is ignored.
+func TestTerminateFailsInFlightAddDrainedByLedgerClose(t *testing.T) {
+	w := newScenario(t, 100, mutation{})
+	sc := w.mustOpen(t)
+	w.holdOnce("add.persist", 1)
+	a := w.newAdd(sc)
+	term := w.terminate(sc)
+	w.runFor(20 * time.Millisecond)
+	w.mustCheck(t)
+	want := Position{LedgerID: sc.c.tail.id, EntryID: -1}
+	if term.err != nil || term.pos != want {
+		t.Fatalf("terminated at %v (%v), want %v", term.pos, term.err, want)
+	}
+	if a.done != 1 || !errors.Is(a.err, ErrTerminated) {
+		t.Fatalf("drained add: done %d, %v; want ErrTerminated", a.done, a.err)
+	}
+	if sc.c.adds.len() != 0 {
+		t.Fatalf("%d adds still pending", sc.c.adds.len())
+	}
+	w.release("add.persist", 0) // reaches a sealed ledger: the ledger fails it, late
+	w.runFor(20 * time.Millisecond)
+	w.mustCheck(t)
+	if a.done != 1 {
+		t.Fatalf("add completed %d times", a.done)
+	}
+	w.mustReopenTerminated(t, want)
+}
+
+// TestLedgerSwitchCompletionDoesNotReopenTerminatedLedger: the rollover's metadata update
+// (the switch to the new ledger) completes after terminate took over. The log must not go
+// back to LedgerOpened; terminate removes the new ledger from the record and deletes it.
+// With the seed-000 bug put back (mutation), the checker catches it.
+func TestLedgerSwitchCompletionDoesNotReopenTerminatedLedger(t *testing.T) {
+	run := func(t *testing.T, mut mutation) (*world, *simCore, *terminateResult, int64) {
+		w := newScenario(t, 1, mut)
+		sc := w.mustOpen(t)
+		first := sc.c.tail.id
+		w.holdOnce("meta.put", 1) // the rollover's switch
+		a := w.newAdd(sc)
+		w.runFor(20 * time.Millisecond)
+		if sc.c.state != StateCreatingLedger || !a.acked {
+			t.Fatalf("setup: state %v, add %v", sc.c.state, a.err)
+		}
+		queued := w.newAdd(sc)
+		term := w.terminate(sc)
+		w.runFor(5 * time.Millisecond)
+		if sc.c.state != StateTerminating {
+			t.Fatalf("state %v, want Terminating while the switch is in flight", sc.c.state)
+		}
+		w.release("meta.put", 0)
+		w.runFor(30 * time.Millisecond)
+		if w.err == nil && (queued.done != 1 || !errors.Is(queued.err, ErrTerminated)) {
+			t.Fatalf("queued add: done %d, %v", queued.done, queued.err)
+		}
+		return w, sc, term, first
+	}
+	t.Run("fixed", func(t *testing.T) {
+		w, sc, term, first := run(t, mutation{})
+		w.mustCheck(t)
+		want := Position{LedgerID: first, EntryID: 0}
+		if sc.c.state != StateTerminated || term.pos != want || term.err != nil {
+			t.Fatalf("state %v, terminated at %v (%v); want Terminated at %v", sc.c.state, term.pos, term.err, want)
+		}
+		if ids := ledgerIDs(w.record()); len(ids) != 1 || ids[0] != first {
+			t.Fatalf("record ledgers %v, want [%d]", ids, first)
+		}
+		if l := w.ledgerState(w.bk.next); l.id == first || !l.deleted {
+			t.Fatalf("switched-to ledger %d not deleted", l.id)
+		}
+		w.mustReopenTerminated(t, want)
+	})
+	t.Run("seed-000 bug is caught", func(t *testing.T) {
+		w, _, _, _ := run(t, mutation{lateSwitchReopens: true})
+		if w.err == nil {
+			t.Fatal("the checker did not catch a late switch reopening the log")
+		}
+		t.Logf("caught: %v", w.err)
+	})
+}
+
+// TestRolloverMetadataUpdateVsTerminateMetadataUpdate is the follow-up race from the review:
+// the rollover's metadata update and terminate's race on the same record. Updates are
+// serialized by the owner, so our own update never fences us (M4), and a ledger the rollover
+// recorded is removed by terminate and deleted (M3). Only another owner's write fences.
+func TestRolloverMetadataUpdateVsTerminateMetadataUpdate(t *testing.T) {
+	// setup opens the log, fills the first ledger (maxEntries 1) and holds the next
+	// delivery of hold, so that the rollover stops there.
+	setup := func(t *testing.T, hold string) (*world, *simCore, int64) {
+		w := newScenario(t, 1, mutation{})
+		sc := w.mustOpen(t)
+		first := sc.c.tail.id
+		w.holdOnce(hold, 1)
+		w.newAdd(sc)
+		w.runFor(20 * time.Millisecond)
+		if sc.c.state != StateCreatingLedger {
+			t.Fatalf("setup: state %v", sc.c.state)
+		}
+		return w, sc, first
+	}
+	terminated := func(t *testing.T, w *world, sc *simCore, term *terminateResult, first int64) {
+		t.Helper()
+		w.mustCheck(t)
+		want := Position{LedgerID: first, EntryID: 0}
+		if sc.c.state != StateTerminated || term.done != 1 || term.err != nil || term.pos != want {
+			t.Fatalf("state %v, terminate %d replies %v %v; want Terminated at %v", sc.c.state, term.done, term.pos, term.err, want)
+		}
+		if ids := ledgerIDs(w.record()); len(ids) != 1 || ids[0] != first {
+			t.Fatalf("record ledgers %v, want [%d]", ids, first)
+		}
+		for id, l := range w.bk.ls {
+			if id != first && l.purpose == "data" && !l.deleted {
+				t.Fatalf("rollover ledger %d not deleted", id)
+			}
+		}
+		w.mustReopenTerminated(t, want)
+	}
+
+	t.Run("rollover update lands first", func(t *testing.T) {
+		w, sc, first := setup(t, "meta.put")
+		term := w.terminate(sc)
+		w.runFor(5 * time.Millisecond)
+		w.release("meta.put", 0)
+		w.runFor(30 * time.Millisecond)
+		if !w.everRecorded[first+1] {
+			t.Fatal("the rollover's ledger never reached the record: the race was not exercised")
+		}
+		terminated(t, w, sc, term, first)
+	})
+	t.Run("rollover update applied but reported as a timeout", func(t *testing.T) {
+		w, sc, first := setup(t, "meta.put")
+		term := w.terminate(sc)
+		w.runFor(5 * time.Millisecond)
+		w.ambiguousNext = 1
+		w.release("meta.put", 0)
+		w.runFor(30 * time.Millisecond)
+		if !w.everRecorded[first+1] {
+			t.Fatal("the rollover's ledger never reached the record: the race was not exercised")
+		}
+		terminated(t, w, sc, term, first)
+	})
+	t.Run("terminate before the rollover update is issued", func(t *testing.T) {
+		w, sc, first := setup(t, "ledger.create")
+		term := w.terminate(sc)
+		w.runFor(10 * time.Millisecond)
+		w.release("ledger.create", 0)
+		w.runFor(30 * time.Millisecond)
+		if len(w.everRecorded) != 1 {
+			t.Fatalf("the late ledger reached the record (%v)", w.everRecorded)
+		}
+		terminated(t, w, sc, term, first)
+	})
+	t.Run("another owner writes meanwhile", func(t *testing.T) {
+		w, sc, first := setup(t, "meta.put")
+		other := w.newCore(nil)
+		w.runFor(30 * time.Millisecond)
+		if !other.opened {
+			t.Fatalf("second owner: state %v", other.c.state)
+		}
+		term := w.terminate(sc)
+		w.release("meta.put", 0)
+		w.runFor(30 * time.Millisecond)
+		w.mustCheck(t)
+		if sc.c.state != StateFenced || term.done != 1 || !errors.Is(term.err, ErrFenced) {
+			t.Fatalf("first owner: state %v, terminate %v; want Fenced", sc.c.state, term.err)
+		}
+		if other.c.state != StateLedgerOpened {
+			t.Fatalf("second owner: state %v", other.c.state)
+		}
+		in := w.record()
+		for id, l := range w.bk.ls {
+			if l.purpose == "data" && l.creator == sc.id && id != first && !l.deleted && !in.has(id) {
+				t.Fatalf("the first owner's rollover ledger %d leaked", id)
+			}
+		}
+		if in.Owner != other.c.token {
+			t.Fatalf("record owner %s", in.Owner)
+		}
+	})
+}
