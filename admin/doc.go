@@ -1,0 +1,37 @@
+// Package admin is Magnetar's admin REST API: Pulsar's /admin/v2 paths (tenants,
+// namespaces, persistent topics, partitioned topics, stats, internal stats, subscriptions,
+// reset cursor, skip, unload, terminate) and the /lookup/v2 topic lookup, as JSON over
+// net/http, so that pulsar-admin, pulsarctl, the pulsaradmin Go package and HTTP-lookup
+// clients work unmodified. It holds no state: every request calls the broker's exported
+// service API (Service, implemented by *broker.Service).
+//
+// # Usage
+//
+//	mux := http.NewServeMux()
+//	mux.Handle("/metrics", svc.MetricsHandler())
+//	mux.Handle("/", admin.Handler(svc, admin.Options{}))   // answers under /admin/ and /lookup/
+//
+// Caller obligations:
+//  1. Mount the handler at the root: the routes are absolute Pulsar paths.
+//  2. Keep svc open while the HTTP server runs.
+//
+// # Answers
+//
+// Success is 200 with a JSON body for reads, 204 without a body for writes (as Pulsar).
+// Failures are 4xx/5xx with {"reason": "..."} and Pulsar's wording (errors.go has the one
+// mapping table from the service's sentinel errors); a topic served by another broker is a
+// 307 redirect to that broker's HTTP URL. Bad names are 412, bad bodies and parameters 400;
+// nothing is changed by a refused request.
+//
+// For a partitioned topic's base name, the topic-level calls fan out over its partitions:
+// stats and internalStats answer the partitioned forms (…/partitioned-stats,
+// …/partitioned-internalStats), subscriptions are listed, created, deleted, reset by time
+// and cleared on every partition, unload unloads every partition; terminate, skip,
+// lastMessageId and reset-cursor-to-a-message-id are refused with 405, as Pulsar does
+// (terminate/partitions terminates every partition).
+//
+// # Concurrency
+//
+// The handler is safe for concurrent use; it starts no goroutines. Each request runs on
+// net/http's goroutine with a deadline (Options.RequestTimeout).
+package admin
