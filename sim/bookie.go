@@ -207,6 +207,13 @@ func (b *Bookie) Handle(msg any, reply func(any)) {
 		l.lac = max(l.lac, lac)
 		b.journalOp(req.LedgerID, func(d *ledgerState) { d.lac = max(d.lac, lac) },
 			func() { respond(&bk.Response{Status: bk.StatusOK}) })
+	case bk.OpListEntries:
+		l := b.mem[req.LedgerID]
+		if l == nil {
+			respond(&bk.Response{Status: bk.StatusNoSuchLedger})
+			return
+		}
+		respond(&bk.Response{Status: bk.StatusOK, Ranges: ranges(slices.Sorted(maps.Keys(l.entries)))})
 	case bk.OpReadLAC:
 		l, _ := b.ledger(req.LedgerID, req.MasterKey, false)
 		if l == nil {
@@ -301,6 +308,19 @@ func (b *Bookie) maxLAC(l *ledgerState) int64 {
 		}
 	}
 	return lac
+}
+
+// ranges compresses sorted entry ids into inclusive ranges.
+func ranges(ids []int64) []bk.Range {
+	var out []bk.Range
+	for _, id := range ids {
+		if n := len(out); n > 0 && out[n-1].Last == id-1 {
+			out[n-1].Last = id
+			continue
+		}
+		out = append(out, bk.Range{First: id, Last: id})
+	}
+	return out
 }
 
 func lastKey(m map[int64][]byte) (int64, bool) {

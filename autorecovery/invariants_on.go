@@ -1,0 +1,6 @@
+//go:build invariants
+
+package autorecovery
+
+// invariantsEnabled makes assertionFailedf panic (build with -tags invariants).
+const invariantsEnabled = true

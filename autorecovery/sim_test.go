@@ -1,0 +1,838 @@
+package autorecovery
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/proto/bk"
+	"github.com/magnetar-io/magnetar/sim"
+)
+
+var (
+	flagSeeds = flag.Int("seeds", 60, "TestSim*: number of seeds to run")
+	flagSeed  = flag.Int64("seed", -1, "TestSim*: replay only this seed, with a full trace")
+	flagFirst = flag.Int64("first-seed", 1, "TestSim*: first seed of the range")
+)
+
+// ---- the world: bookies, metadata store, writers, auditors, workers on one seeded sim ----
+
+type arParams struct {
+	bookies, e, wq, aq  int
+	ledgers, maxEntries int
+	losses, tempCrashes int
+	dropRate, slowRate  float64
+	auditors, workers   int
+	killAuditor         bool
+	killWorker          bool
+	lostDelay           time.Duration
+}
+
+func (p arParams) String() string {
+	return fmt.Sprintf("bookies=%d E=%d WQ=%d AQ=%d ledgers=%d maxEntries=%d losses=%d crashes=%d drop=%.3f slow=%.3f auditors=%d workers=%d killAuditor=%v killWorker=%v lostDelay=%v",
+		p.bookies, p.e, p.wq, p.aq, p.ledgers, p.maxEntries, p.losses, p.tempCrashes, p.dropRate, p.slowRate,
+		p.auditors, p.workers, p.killAuditor, p.killWorker, p.lostDelay)
+}
+
+func randomARParams(s *sim.Sim) arParams {
+	r := s.Rand()
+	p := arParams{bookies: 5 + r.IntN(3), e: 3}
+	p.wq = 2 + r.IntN(2)
+	p.aq = 2 + r.IntN(p.wq-1)
+	p.ledgers = 3 + r.IntN(4)
+	p.maxEntries = 5 + r.IntN(40)
+	p.losses = 1 + r.IntN(2)
+	p.tempCrashes = r.IntN(3)
+	if r.IntN(2) == 0 {
+		p.dropRate = r.Float64() * 0.02
+	}
+	if r.IntN(2) == 0 {
+		p.slowRate = r.Float64() * 0.05
+	}
+	p.auditors, p.workers = 2, 2+r.IntN(2)
+	p.killAuditor, p.killWorker = r.IntN(2) == 0, r.IntN(2) == 0
+	p.lostDelay = s.Between(0, 100*time.Millisecond)
+	return p
+}
+
+// Writer behaviours.
+type behaviour uint8
+
+const (
+	closes  behaviour = iota + 1 // writes its entries, then closes
+	crashes                      // dies at some point; a client recovers the ledger later
+	lives                        // keeps writing through the faults, closes at the end
+)
+
+type simWriter struct {
+	id       int64
+	beh      behaviour
+	env      *simEnv
+	w        *ledger.Writer
+	entries  int
+	appended int64
+	acked    int64 // last acknowledged entry (the writer's LAC)
+	closed   bool
+}
+
+type arWorld struct {
+	s     *sim.Sim
+	net   *sim.Network
+	store *sim.MetaStore
+	p     arParams
+
+	bookies map[string]*sim.Bookie
+	ids     []string
+	regs    map[string]int64 // bookie → registration session
+	lost    map[string]bool
+
+	writers  []*simWriter
+	byLedger map[int64]*simWriter
+	auditors []*Auditor
+	audEnv   []*simEnv
+	workers  []*Worker
+	wrkEnv   []*simEnv
+	decom    []string // decommissions finished
+
+	faultsOver  time.Duration // no fault is scheduled after this
+	err         error
+	recheck     bool
+	done        bool
+	stats       arStats
+	onOutcome   func(id int64, res Result)
+	deferredLAC map[int64][]int64 // ledger → LACs of deferred attempts (seed test)
+}
+
+type arStats struct {
+	acked, marks, swaps, recovered, deferred, failed, replicated, losses, leaderChanges int
+}
+
+func (w *arWorld) failf(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf("t=%v step %d: %s", w.s.Now(), w.s.Steps(), fmt.Sprintf(format, args...))
+		w.s.Tracef("VIOLATION: %v", w.err)
+	}
+}
+
+func arPayload(seed, ledgerID, entry int64) []byte {
+	n := int((entry*7919+ledgerID*131+seed*31)%97+97) % 97
+	b := make([]byte, 8+n)
+	copy(b, fmt.Sprintf("%04d%04d", ledgerID%10000, entry%10000))
+	for i := 8; i < len(b); i++ {
+		b[i] = byte(seed + ledgerID + entry*int64(i))
+	}
+	return b
+}
+
+func entryLAC(body []byte) int64 {
+	e, err := bk.DecodeEntry(body, bk.DigestCRC32C)
+	if err != nil {
+		return -1
+	}
+	return e.LAC
+}
+
+// newARWorld builds the cluster: bookies registered with cookies, the metadata store.
+func newARWorld(seed int64, p *arParams, verbose bool) *arWorld {
+	s := sim.New(seed)
+	s.Verbose = verbose
+	w := &arWorld{s: s, store: sim.NewMetaStore(), bookies: map[string]*sim.Bookie{}, regs: map[string]int64{},
+		lost: map[string]bool{}, byLedger: map[int64]*simWriter{}, deferredLAC: map[int64][]int64{}}
+	if p == nil {
+		rp := randomARParams(s)
+		p = &rp
+	}
+	w.p = *p
+	w.net = sim.NewNetwork(s, sim.NetConfig{MinDelay: 100 * time.Microsecond, MaxDelay: 2 * time.Millisecond,
+		DropRate: w.p.dropRate, SlowRate: w.p.slowRate, SlowDelay: 40 * time.Millisecond, Timeout: 20 * time.Millisecond})
+	w.net.Add("meta", w.store)
+	for i := 0; i < w.p.bookies; i++ {
+		id := fmt.Sprintf("b%d:3181", i+1)
+		b := sim.NewBookie(s, id, sim.BookieConfig{FsyncMin: 200 * time.Microsecond, FsyncMax: 2 * time.Millisecond, EntryLAC: entryLAC})
+		w.bookies[id] = b
+		w.ids = append(w.ids, id)
+		w.net.Add(id, b)
+		sess := w.store.NewSession()
+		w.regs[id] = sess
+		w.store.PutEphemeral(metadata.AvailableBookieKey(id), []byte(`{}`), 0, sess)
+		w.store.Put(metadata.CookieKey(id), []byte(`{}`), 0)
+	}
+	w.store.OnChange = w.onMetaChange
+	s.Tracef("params %v", w.p)
+	return w
+}
+
+// registered returns the registered bookies (the client's watched view), sorted.
+func (w *arWorld) registered() []string {
+	var out []string
+	for _, kv := range w.store.List(metadata.PrefixAvailable) {
+		out = append(out, strings.TrimPrefix(kv.Key, metadata.PrefixAvailable))
+	}
+	return out
+}
+
+// simPlacement places on registered bookies (as a client's placement does).
+type simPlacement struct{ w *arWorld }
+
+func (p simPlacement) NewEnsemble(size int) ([]string, error) {
+	ids := p.w.registered()
+	if len(ids) < size {
+		return nil, ledger.ErrNotEnoughBookies
+	}
+	perm := p.w.s.Rand().Perm(len(ids))[:size]
+	out := make([]string, size)
+	for i, j := range perm {
+		out[i] = ids[j]
+	}
+	return out, nil
+}
+
+func (p simPlacement) Replace(exclude []string) (string, error) {
+	var cands []string
+	for _, id := range p.w.registered() {
+		if !slices.Contains(exclude, id) {
+			cands = append(cands, id)
+		}
+	}
+	if len(cands) == 0 {
+		return "", ledger.ErrNotEnoughBookies
+	}
+	return cands[p.w.s.Rand().IntN(len(cands))], nil
+}
+
+// loseBookie: the bookie crashes for good and its registration vanishes.
+func (w *arWorld) loseBookie(id string) {
+	w.s.Tracef("bookie %s is lost", id)
+	w.lost[id] = true
+	w.stats.losses++
+	w.bookies[id].Crash()
+	w.store.ExpireSession(w.regs[id])
+	w.recheck = true
+}
+
+// ---- writers ----
+
+func (w *arWorld) createLedger(id int64, ens []string) (*ledger.Metadata, metadata.Version) {
+	m := &ledger.Metadata{LedgerID: id, State: ledger.StateOpen, EnsembleSize: w.p.e, WriteQuorum: w.p.wq,
+		AckQuorum: w.p.aq, Digest: ledger.DigestCRC32C, Password: []byte("pw"),
+		Ensembles: []ledger.Ensemble{{FirstEntry: 0, Bookies: ens}}, LastEntryID: -1}
+	b, err := m.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	v, err := w.store.Put(metadata.LedgerKey(id), b, 0)
+	if err != nil {
+		panic(err)
+	}
+	return m, metadata.Version(v)
+}
+
+func (w *arWorld) startWriter(id int64, beh behaviour, entries int) *simWriter {
+	ens, err := simPlacement{w}.NewEnsemble(w.p.e)
+	if err != nil {
+		panic(err)
+	}
+	m, v := w.createLedger(id, ens)
+	wr, err := ledger.NewWriter(ledger.WriterConfig{Meta: m, Version: v, Placement: simPlacement{w}, MaxEnsembleChanges: 64,
+		Encode: func(e ledger.Entry) []byte {
+			return bk.AppendEntry(nil, id, e.EntryID, e.LAC, e.Length, bk.DigestCRC32C, e.Payload)
+		}})
+	if err != nil {
+		panic(err)
+	}
+	sw := &simWriter{id: id, beh: beh, env: newSimEnv(fmt.Sprintf("writer %d", id), w.s, w.net, w.store), w: wr,
+		entries: entries, acked: -1}
+	w.writers = append(w.writers, sw)
+	w.byLedger[id] = sw
+	return sw
+}
+
+func (w *arWorld) pumpWriter(sw *simWriter) {
+	wr := sw.w
+	key := bk.MasterKey([]byte("pw"))
+	for !sw.env.dead && wr.HasReady() {
+		rd := wr.Ready()
+		for _, a := range rd.Adds {
+			req := &bk.Request{Op: bk.OpAddEntry, LedgerID: sw.id, EntryID: a.Entry.EntryID, MasterKey: key,
+				Digest: bk.DigestCRC32C, Body: a.Body}
+			sw.env.Bookie(a.Bookie, req, func(resp bk.Response, err error) {
+				wr.Step(ledger.AddResult{Token: a.Token, Bookie: a.Bookie, Status: resp.Status, Err: err})
+				w.pumpWriter(sw)
+			})
+		}
+		for _, l := range rd.LACWrites {
+			sw.env.send(l.Bookie, &bk.Request{Op: bk.OpWriteLAC, LedgerID: sw.id, LAC: l.LAC, MasterKey: key,
+				Body: bk.AppendLACBody(nil, sw.id, l.LAC, bk.DigestCRC32C)})
+		}
+		for _, mw := range rd.MetaWrites {
+			casMeta(sw.env, mw, func(res ledger.MetaResult) {
+				wr.Step(res)
+				w.pumpWriter(sw)
+			})
+		}
+		for _, c := range rd.Completions {
+			if c.Err != nil {
+				continue
+			}
+			if c.EntryID != sw.acked+1 {
+				w.failf("ledger %d: entry %d acknowledged after %d", sw.id, c.EntryID, sw.acked)
+			}
+			sw.acked = c.EntryID
+			w.stats.acked++
+		}
+		if rd.Closed != nil {
+			w.s.Tracef("writer %d closed: %v", sw.id, rd.Closed.Err)
+			sw.closed = true
+			if rd.Closed.Err != nil {
+				// The writer failed (e.g. no bookie to replace one): like a crashed writer, its
+				// ledger gets recovered by a client later.
+				id := sw.id
+				w.s.After(w.s.Between(50*time.Millisecond, 500*time.Millisecond), "", func() { w.recoverAsClient(id) })
+			}
+		}
+	}
+}
+
+func (w *arWorld) appendEntry(sw *simWriter) {
+	if sw.env.dead || sw.w.State() != ledger.WriterOpen {
+		return
+	}
+	if _, err := sw.w.Append(arPayload(w.s.Seed(), sw.id, sw.appended)); err != nil {
+		return
+	}
+	sw.appended++
+	w.pumpWriter(sw)
+}
+
+// recoverAsClient recovers a ledger the way a broker reopening a topic would, retrying until
+// the ledger is CLOSED.
+func (w *arWorld) recoverAsClient(id int64) {
+	env := newSimEnv(fmt.Sprintf("client %d", id), w.s, w.net, w.store)
+	var try func()
+	try = func() {
+		recoverLedger(env, id, simPlacement{w}, func(res RecoverResult) {
+			if res.Err != nil {
+				w.s.Tracef("client recovery of %d: %v", id, res.Err)
+				env.After(w.s.Between(10*time.Millisecond, 50*time.Millisecond), try)
+				return
+			}
+			w.s.Tracef("client recovered ledger %d at %d", id, res.Meta.LastEntryID)
+		})
+	}
+	try()
+}
+
+// ---- auto-recovery processes ----
+
+func (w *arWorld) startAuditor(i int, cfg AuditorConfig) {
+	env := newSimEnv(fmt.Sprintf("auditor %d", i), w.s, w.net, w.store)
+	cfg.ID = fmt.Sprintf("auditor-%d", i)
+	a := NewAuditor(env, cfg)
+	w.auditors = append(w.auditors, a)
+	w.audEnv = append(w.audEnv, env)
+	a.Start()
+}
+
+func (w *arWorld) startWorker(i int, cfg WorkerConfig) *Worker {
+	env := newSimEnv(fmt.Sprintf("worker %d", i), w.s, w.net, w.store)
+	env.onBookie = w.checkWorkerRequest
+	cfg.ID = fmt.Sprintf("worker-%d", i)
+	wk := NewWorker(env, cfg)
+	wk.OnOutcome = func(id int64, res Result) {
+		w.s.Tracef("worker %d: ledger %d %v lac=%d fragments=%d entries=%d recovered=%v err=%v", i, id, res.Outcome,
+			res.LAC, res.Fragments, res.Entries, res.Recovered, res.Err)
+		switch res.Outcome {
+		case Replicated:
+			w.stats.replicated++
+		case Deferred:
+			w.stats.deferred++
+			w.deferredLAC[id] = append(w.deferredLAC[id], res.LAC)
+		case Failed:
+			w.stats.failed++
+		}
+		if res.Recovered {
+			w.stats.recovered++
+		}
+		if w.onOutcome != nil {
+			w.onOutcome(id, res)
+		}
+	}
+	w.workers = append(w.workers, wk)
+	w.wrkEnv = append(w.wrkEnv, env)
+	wk.Start()
+	return wk
+}
+
+// ---- invariants ----
+
+func (w *arWorld) ledgerMeta(id int64) *ledger.Metadata {
+	v, _, ok := w.store.Get(metadata.LedgerKey(id))
+	if !ok {
+		return nil
+	}
+	m, err := ledger.UnmarshalMetadata(v)
+	if err != nil {
+		w.failf("ledger %d: stored record does not decode: %v", id, err)
+		return nil
+	}
+	return m
+}
+
+// checkWorkerRequest (L4): a worker never reads an entry of an OPEN ledger beyond the LAC the
+// writer reached (fencing recovery reads excepted).
+func (w *arWorld) checkWorkerRequest(addr string, req *bk.Request) {
+	if req.Op != bk.OpReadEntry || req.Flags&bk.FlagFence != 0 || req.EntryID < 0 {
+		return
+	}
+	m := w.ledgerMeta(req.LedgerID)
+	if m == nil || m.State != ledger.StateOpen {
+		return
+	}
+	lac := int64(-1)
+	if sw := w.byLedger[req.LedgerID]; sw != nil {
+		lac = sw.acked
+	}
+	if req.EntryID > lac {
+		w.failf("L4: worker read entry %d of OPEN ledger %d from %s beyond the writer's LAC %d", req.EntryID, req.LedgerID, addr, lac)
+	}
+}
+
+func sameEnsemble(a, b ledger.Ensemble) bool {
+	return a.FirstEntry == b.FirstEntry && slices.Equal(a.Bookies, b.Bookies)
+}
+
+// swapOf reports the one bookie a replication swap changed: ensemble i, index idx.
+func swapOf(old, nm *ledger.Metadata) (i, idx int, ok bool) {
+	if old.State != nm.State || old.LastEntryID != nm.LastEntryID || len(old.Ensembles) != len(nm.Ensembles) {
+		return 0, 0, false
+	}
+	i, idx = -1, -1
+	for k := range old.Ensembles {
+		if old.Ensembles[k].FirstEntry != nm.Ensembles[k].FirstEntry {
+			return 0, 0, false
+		}
+		for j := range old.Ensembles[k].Bookies {
+			if old.Ensembles[k].Bookies[j] != nm.Ensembles[k].Bookies[j] {
+				if i >= 0 {
+					return 0, 0, false
+				}
+				i, idx = k, j
+			}
+		}
+	}
+	return i, idx, i >= 0
+}
+
+// onMetaChange checks every change of a ledger record as the store applies it (L3 plus the
+// replication rules).
+func (w *arWorld) onMetaChange(ch sim.MetaChange) {
+	switch {
+	case strings.HasPrefix(ch.Key, metadata.PrefixUnderReplicated):
+		if ch.Old == nil {
+			w.stats.marks++
+		}
+		return
+	case !strings.HasPrefix(ch.Key, metadata.PrefixLedgers):
+		return
+	}
+	w.recheck = true
+	nm, err := ledger.UnmarshalMetadata(ch.New)
+	if err != nil {
+		w.failf("invalid ledger record stored: %v", err)
+		return
+	}
+	if ch.Old == nil {
+		return
+	}
+	old, _ := ledger.UnmarshalMetadata(ch.Old)
+	w.s.Tracef("ledger %d v%d: %v ensembles=%v last=%d", nm.LedgerID, ch.Version, nm.State, nm.Ensembles, nm.LastEntryID)
+	n := len(old.Ensembles)
+	same := slices.EqualFunc(old.Ensembles, nm.Ensembles, sameEnsemble)
+	if i, idx, ok := swapOf(old, nm); ok && (old.State == ledger.StateClosed || old.State == ledger.StateOpen && i < n-1) {
+		w.checkSwap(old, nm, i, idx)
+		return
+	}
+	switch {
+	case old.State == ledger.StateOpen && nm.State == ledger.StateOpen:
+		// Writer's ensemble change: earlier ensembles untouched, new key beyond the LAC.
+		ol, nl := old.LastEnsemble(), nm.LastEnsemble()
+		k := n
+		if nl.FirstEntry == ol.FirstEntry {
+			k = n - 1
+		}
+		if len(nm.Ensembles) != k+1 || !slices.EqualFunc(old.Ensembles[:k], nm.Ensembles[:k], sameEnsemble) {
+			w.failf("L3: ledger %d: illegal OPEN change %v → %v", nm.LedgerID, old.Ensembles, nm.Ensembles)
+		}
+		if sw := w.byLedger[nm.LedgerID]; sw != nil && nl.FirstEntry <= sw.acked {
+			w.failf("L1: ledger %d: ensemble change at %d moves acknowledged entry %d", nm.LedgerID, nl.FirstEntry, sw.acked)
+		}
+	case old.State == ledger.StateOpen && (nm.State == ledger.StateInRecovery || nm.State == ledger.StateClosed):
+		if !same {
+			w.failf("L3: ledger %d: %v → %v changed ensembles", nm.LedgerID, old.State, nm.State)
+		}
+	case old.State == ledger.StateInRecovery && nm.State == ledger.StateClosed:
+		if len(nm.Ensembles) < n || !slices.EqualFunc(old.Ensembles[:n-1], nm.Ensembles[:n-1], sameEnsemble) ||
+			nm.Ensembles[n-1].FirstEntry != old.Ensembles[n-1].FirstEntry {
+			w.failf("L3: ledger %d: recovery rewrote earlier ensembles: %v → %v", nm.LedgerID, old.Ensembles, nm.Ensembles)
+		}
+	default:
+		w.failf("L3: ledger %d: illegal change %v %v → %v %v", nm.LedgerID, old.State, old.Ensembles, nm.State, nm.Ensembles)
+	}
+	if nm.State == ledger.StateClosed {
+		if sw := w.byLedger[nm.LedgerID]; sw != nil && sw.acked > nm.LastEntryID {
+			w.failf("L2: ledger %d closed at %d but entry %d was acknowledged", nm.LedgerID, nm.LastEntryID, sw.acked)
+		}
+	}
+}
+
+// checkSwap: a replication swap only touches a fragment that is closed for real, and the new
+// bookie durably holds every entry of that fragment it is responsible for.
+func (w *arWorld) checkSwap(old, nm *ledger.Metadata, i, idx int) {
+	w.stats.swaps++
+	f := Fragments(old, w.byLedger[old.LedgerID].acked)[i]
+	if !f.Closed {
+		w.failf("L4: ledger %d: swap in fragment %d..%d that is not closed (writer LAC %d)", old.LedgerID, f.First, f.Last,
+			w.byLedger[old.LedgerID].acked)
+		return
+	}
+	target := nm.Ensembles[i].Bookies[idx]
+	if w.lost[target] {
+		w.failf("ledger %d: swap to lost bookie %s", old.LedgerID, target)
+	}
+	for _, e := range f.Entries(old, idx) {
+		if _, ok := w.bookies[target].DurableEntry(old.LedgerID, e); !ok {
+			w.failf("ledger %d: swap of %s for %s in fragment %d..%d before entry %d was copied", old.LedgerID,
+				old.Ensembles[i].Bookies[idx], target, f.First, f.Last, e)
+			return
+		}
+	}
+}
+
+// checkAcked: every acknowledged entry still has a durable copy on a bookie that is not lost,
+// in its write set under the current record.
+func (w *arWorld) checkAcked() {
+	for _, sw := range w.writers {
+		m := w.ledgerMeta(sw.id)
+		if m == nil {
+			continue
+		}
+		for e := int64(0); e <= sw.acked; e++ {
+			ok := false
+			for _, b := range m.WriteSet(e) {
+				if _, has := w.bookies[b].DurableEntry(sw.id, e); has && !w.lost[b] {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				w.failf("D1: ledger %d: acknowledged entry %d has no durable copy on a live bookie of %v", sw.id, e, m.WriteSet(e))
+				return
+			}
+		}
+	}
+}
+
+func (w *arWorld) check() {
+	for _, id := range w.ids {
+		if v := w.bookies[id].Violations(); len(v) > 0 {
+			w.failf("L2: %s", v[0])
+		}
+	}
+	if w.recheck {
+		w.recheck = false
+		w.checkAcked()
+	}
+}
+
+// fullyReplicated reports whether the final state holds: every ledger CLOSED with every
+// acknowledged entry in 0..last, no mark left, no lost bookie in an ensemble, and every entry
+// on all WQ bookies of its write set, identical and intact. why says what is missing.
+func (w *arWorld) fullyReplicated() (ok bool, why string) {
+	if kvs := w.store.List(metadata.PrefixUnderReplicated); len(kvs) > 0 {
+		return false, fmt.Sprintf("%d ledgers still marked (first %s)", len(kvs), kvs[0].Key)
+	}
+	for _, sw := range w.writers {
+		m := w.ledgerMeta(sw.id)
+		if m.State != ledger.StateClosed {
+			return false, fmt.Sprintf("ledger %d is %v", sw.id, m.State)
+		}
+		if sw.acked > m.LastEntryID {
+			return false, fmt.Sprintf("ledger %d closed at %d, acked %d", sw.id, m.LastEntryID, sw.acked)
+		}
+		for _, en := range m.Ensembles {
+			for _, b := range en.Bookies {
+				if w.lost[b] {
+					return false, fmt.Sprintf("ledger %d still references lost bookie %s", sw.id, b)
+				}
+			}
+		}
+		for e := int64(0); e <= m.LastEntryID; e++ {
+			want := arPayload(w.s.Seed(), sw.id, e)
+			var first []byte
+			for _, b := range m.WriteSet(e) {
+				body, has := w.bookies[b].DurableEntry(sw.id, e)
+				if !has {
+					return false, fmt.Sprintf("ledger %d entry %d not on %s (write set %v)", sw.id, e, b, m.WriteSet(e))
+				}
+				got, err := bk.DecodeEntry(body, bk.DigestCRC32C)
+				if err != nil || got.EntryID != e || !bytes.Equal(got.Payload, want) {
+					w.failf("ledger %d entry %d on %s does not verify", sw.id, e, b)
+					return false, "corrupt"
+				}
+				if first != nil && !bytes.Equal(first, body) {
+					w.failf("ledger %d: copies of entry %d differ", sw.id, e)
+				}
+				first = body
+			}
+		}
+	}
+	return true, ""
+}
+
+// healthy: no mark and no lost bookie referenced: a further loss cannot lose data.
+func (w *arWorld) healthy() bool {
+	if len(w.store.List(metadata.PrefixUnderReplicated)) > 0 {
+		return false
+	}
+	for _, sw := range w.writers {
+		for _, en := range w.ledgerMeta(sw.id).Ensembles {
+			for _, b := range en.Bookies {
+				if w.lost[b] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// ---- the scenario ----
+
+func (w *arWorld) schedule() {
+	s, r := w.s, w.s.Rand()
+	for i := 0; i < w.p.auditors; i++ {
+		w.startAuditor(i, AuditorConfig{Interval: 20 * time.Millisecond, LostBookieDelay: max(w.p.lostDelay, time.Nanosecond),
+			CheckInterval: 400 * time.Millisecond})
+	}
+	for i := 0; i < w.p.workers; i++ {
+		w.startWorker(i, WorkerConfig{PollInterval: 20 * time.Millisecond, OpenLedgerGrace: 150 * time.Millisecond,
+			BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Window: 1 + r.IntN(8)})
+	}
+	writeEnd := 300 * time.Millisecond
+	for i := 0; i < w.p.ledgers; i++ {
+		beh := []behaviour{closes, crashes, lives}[r.IntN(3)]
+		sw := w.startWriter(int64(i+1), beh, 1+r.IntN(w.p.maxEntries))
+		at := time.Duration(0)
+		for j := 0; j < sw.entries; j++ {
+			at += s.Between(0, writeEnd/time.Duration(sw.entries))
+			s.After(at, "", func() { w.appendEntry(sw) })
+		}
+		switch beh {
+		case closes:
+			s.After(at+s.Between(0, 20*time.Millisecond), fmt.Sprintf("writer %d closes", sw.id), func() {
+				if !sw.env.dead {
+					sw.w.Close()
+					w.pumpWriter(sw)
+				}
+			})
+		case crashes:
+			crash := s.Between(0, at+20*time.Millisecond)
+			s.After(crash, fmt.Sprintf("writer %d crashes", sw.id), sw.env.kill)
+			s.After(crash+s.Between(300*time.Millisecond, 2*time.Second), fmt.Sprintf("client recovers %d", sw.id),
+				func() { w.recoverAsClient(sw.id) })
+		case lives:
+			// Keep writing through the faults (the LAC moves: never fenced by a worker), then close.
+			var trickle func()
+			trickle = func() {
+				if s.Now() > 1200*time.Millisecond {
+					sw.w.Close()
+					w.pumpWriter(sw)
+					return
+				}
+				w.appendEntry(sw)
+				s.After(s.Between(5*time.Millisecond, 30*time.Millisecond), "", trickle)
+			}
+			s.After(at, "", trickle)
+		}
+		var tick func()
+		tick = func() {
+			if sw.env.dead || sw.w.State() != ledger.WriterOpen && sw.w.State() != ledger.WriterDraining {
+				return
+			}
+			sw.w.Tick()
+			w.pumpWriter(sw)
+			s.After(10*time.Millisecond, "", tick)
+		}
+		s.After(10*time.Millisecond, "", tick)
+	}
+	// Losses: the first at some point; a second one only once the cluster is healthy again
+	// (losing two replicas of an entry before re-replication loses it for real).
+	w.faultsOver = 800 * time.Millisecond
+	var lose func(n int)
+	lose = func(n int) {
+		if n == 0 {
+			return
+		}
+		if !w.healthy() {
+			s.After(20*time.Millisecond, "", func() { lose(n) })
+			return
+		}
+		var cands []string
+		for _, id := range w.ids {
+			if !w.lost[id] {
+				cands = append(cands, id)
+			}
+		}
+		if len(cands) <= w.p.e {
+			return // keep enough bookies to place ensembles
+		}
+		w.loseBookie(cands[r.IntN(len(cands))])
+		if n > 1 {
+			w.faultsOver = max(w.faultsOver, s.Now()+500*time.Millisecond)
+			s.After(s.Between(50*time.Millisecond, 300*time.Millisecond), "", func() { lose(n - 1) })
+		}
+	}
+	s.After(s.Between(20*time.Millisecond, 500*time.Millisecond), "", func() { lose(w.p.losses) })
+	for i := 0; i < w.p.tempCrashes; i++ {
+		id := w.ids[r.IntN(len(w.ids))]
+		s.After(s.Between(0, 600*time.Millisecond), "crash "+id, func() {
+			if w.lost[id] {
+				return
+			}
+			w.bookies[id].Crash()
+			w.recheck = true
+			s.After(s.Between(5*time.Millisecond, 100*time.Millisecond), "restart "+id, func() {
+				if !w.lost[id] {
+					w.bookies[id].Restart()
+				}
+			})
+		})
+	}
+	if w.p.killAuditor {
+		s.After(s.Between(50*time.Millisecond, 600*time.Millisecond), "kill auditor leader", func() {
+			for i, a := range w.auditors {
+				if a.State() == AuditorLeader {
+					w.audEnv[i].kill()
+					w.stats.leaderChanges++
+					return
+				}
+			}
+		})
+	}
+	if w.p.killWorker {
+		s.After(s.Between(50*time.Millisecond, 600*time.Millisecond), "kill worker 0", w.wrkEnv[0].kill)
+	}
+	s.After(800*time.Millisecond, "heal", func() {
+		w.net.Cfg.DropRate, w.net.Cfg.SlowRate = 0, 0
+	})
+}
+
+// run executes the seed until the final state holds, and returns the first violation.
+func (w *arWorld) run(maxTime time.Duration) error {
+	w.schedule()
+	return w.loop(maxTime)
+}
+
+func (w *arWorld) loop(maxTime time.Duration) error {
+	lastCheck := time.Duration(0)
+	why := ""
+	for w.err == nil && w.s.Step() {
+		w.check()
+		if now := w.s.Now(); now > w.faultsOver && now-lastCheck >= 10*time.Millisecond {
+			lastCheck = now
+			var ok bool
+			if ok, why = w.fullyReplicated(); ok {
+				w.done = true
+				break
+			}
+		}
+		if w.s.Now() > maxTime {
+			w.failf("liveness: not fully replicated after %v: %s; %s", maxTime, why, w.describe())
+		}
+	}
+	if w.err == nil && !w.done {
+		w.failf("liveness: simulation ran dry: %s", why)
+	}
+	return w.err
+}
+
+// describe summarizes the auto-recovery processes (for liveness failures).
+func (w *arWorld) describe() string {
+	var b strings.Builder
+	for i, a := range w.auditors {
+		fmt.Fprintf(&b, "auditor %d %v dead=%v; ", i, a.State(), w.audEnv[i].dead)
+	}
+	for i, wk := range w.workers {
+		fmt.Fprintf(&b, "worker %d %v ledger=%d dead=%v; ", i, wk.State(), wk.ledgerID, w.wrkEnv[i].dead)
+	}
+	for _, kv := range w.store.List(metadata.PrefixUnderReplicated) {
+		fmt.Fprintf(&b, "%s=%s; ", kv.Key, kv.Value)
+	}
+	for _, kv := range w.store.List(metadata.PrefixReplicationLocks) {
+		fmt.Fprintf(&b, "%s=%s(session %d); ", kv.Key, kv.Value, kv.Session)
+	}
+	return b.String()
+}
+
+func runARSeed(seed int64, verbose bool) (*arWorld, error) {
+	w := newARWorld(seed, nil, verbose)
+	return w, w.run(60 * time.Second)
+}
+
+// TestSimAutoRecovery runs auditors, workers and writers under seeded bookie losses,
+// temporary crashes, message loss, and deaths of the auditor leader and of a worker. After
+// every step: L1–L3 on every ledger record change, swaps only in closed fragments and only
+// after the copy (L4), no worker read beyond a writer's LAC, nothing acknowledged without a
+// live copy. At the end every ledger is CLOSED and fully replicated (WQ copies of every
+// entry), and no mark is left.
+func TestSimAutoRecovery(t *testing.T) {
+	first, count := *flagFirst, int64(*flagSeeds)
+	if *flagSeed >= 0 {
+		first, count = *flagSeed, 1
+	}
+	var st arStats
+	var steps uint64
+	start := time.Now()
+	for seed := first; seed < first+count; seed++ {
+		w, err := runARSeed(seed, *flagSeed >= 0)
+		steps += w.s.Steps()
+		if *flagSeed >= 0 {
+			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
+		}
+		if err != nil {
+			t.Fatalf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test ./autorecovery -run 'TestSimAutoRecovery$' -seed %d -v",
+				seed, w.p, err, w.s.Trace(), seed)
+		}
+		s := w.stats
+		st.acked += s.acked
+		st.marks += s.marks
+		st.swaps += s.swaps
+		st.recovered += s.recovered
+		st.deferred += s.deferred
+		st.failed += s.failed
+		st.replicated += s.replicated
+		st.losses += s.losses
+		st.leaderChanges += s.leaderChanges
+	}
+	t.Logf("%d seeds, %d steps in %v: %+v", count, steps, time.Since(start).Round(time.Millisecond), st)
+	if *flagSeed < 0 && (st.swaps == 0 || st.recovered == 0 || st.deferred == 0 || st.leaderChanges == 0 || st.marks == 0) {
+		t.Errorf("the seeds did not exercise auto-recovery: %+v", st)
+	}
+}
+
+// TestSimAutoRecoveryDeterministic replays seeds and requires identical traces.
+func TestSimAutoRecoveryDeterministic(t *testing.T) {
+	for seed := int64(1); seed <= 3; seed++ {
+		a, _ := runARSeed(seed, true)
+		b, _ := runARSeed(seed, true)
+		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
+			t.Fatalf("seed %d is not deterministic", seed)
+		}
+	}
+}
