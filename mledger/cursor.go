@@ -186,7 +186,27 @@ func (c *core) initialMD(start Position) Position {
 	case Earliest:
 		return Earliest
 	}
-	return Position{LedgerID: start.LedgerID, EntryID: start.EntryID - 1}
+	return c.before(start)
+}
+
+// before returns the last readable position before p, or (p's ledger, p's entry - 1) if
+// there is none.
+func (c *core) before(p Position) Position {
+	if p == Earliest {
+		return Earliest
+	}
+	if p.EntryID > 0 {
+		return Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
+	}
+	ls := c.info().Ledgers
+	for i := len(ls) - 1; i >= 0; i-- {
+		if id := ls[i].ID; id < p.LedgerID {
+			if last := c.lastEntryOf(id); last >= 0 {
+				return Position{LedgerID: id, EntryID: last}
+			}
+		}
+	}
+	return Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
 }
 
 // recoverCursor loads a durable cursor at open: the newer of the record's snapshot and the
@@ -367,10 +387,7 @@ func (c *core) cursorReset(cur *cursor, p Position) {
 	if p == Latest {
 		p = after(c.lastConfirmed)
 	}
-	cur.md = Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
-	if p == Earliest {
-		cur.md = Earliest
-	}
+	cur.md = c.before(p)
 	cur.acks = ackSet{}
 	cur.batches = map[Position]*batchBits{}
 	cur.readPos = after(cur.md)

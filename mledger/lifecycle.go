@@ -107,9 +107,9 @@ func (c *core) maybeFinishClose() {
 
 // finishClosed answers everything still waiting and tells the owner to stop.
 func (c *core) finishClosed() {
-	err := c.stateErr
-	if err == nil || c.deleteErr != nil {
-		err = c.deleteErr
+	err := c.deleteErr
+	if c.opening != nil || c.ml == nil {
+		err = c.stateErr // opening failed
 	}
 	ws := c.closeWaiters
 	c.closeWaiters = nil
@@ -201,13 +201,22 @@ func (c *core) slowestPersisted() Position {
 // maybeTrim deletes ledgers every durable cursor has consumed (by its persisted mark-delete
 // position) once retention allows — never the last ledger. The record is updated first, the
 // ledgers deleted after.
-func (c *core) maybeTrim() {
+func (c *core) maybeTrim() { c.trim(nil) }
+
+// trim runs a trim (after the one in flight, if any, when done is set) and calls done once
+// its metadata update is over.
+func (c *core) trim(done func()) {
+	if done == nil {
+		done = func() {}
+	}
 	switch c.state {
 	case StateLedgerOpened, StateClosingLedger, StateWriteFailed, StateTerminated:
 	default:
+		done()
 		return
 	}
 	if c.trimming {
+		c.afterTrim = append(c.afterTrim, func() { c.trim(done) })
 		return
 	}
 	slowest := c.slowestPersisted()
@@ -236,6 +245,7 @@ func (c *core) maybeTrim() {
 		freed += l.Size
 	}
 	if len(ids) == 0 {
+		done()
 		return
 	}
 	c.trimming = true
@@ -255,6 +265,7 @@ func (c *core) maybeTrim() {
 		return nil // else our earlier ambiguous write went through (removed is from it)
 	}, done: func(err error) {
 		c.trimming = false
+		defer done()
 		defer func() {
 			fns := c.afterTrim
 			c.afterTrim = nil

@@ -376,11 +376,11 @@ func (m *ManagedLedger) SetProperty(ctx context.Context, key, value string) erro
 	return do0(ctx, m, func(c *core, reply func(error)) { c.setProperty(key, value, reply) })
 }
 
-// Trim deletes consumed ledgers now (it also happens periodically and after acks).
+// Trim deletes consumed ledgers now (it also happens periodically and after acks) and returns
+// once they are out of the record (their deletion follows).
 func (m *ManagedLedger) Trim(ctx context.Context) error {
 	return do0(ctx, m, func(c *core, reply func(error)) {
-		c.maybeTrim()
-		reply(nil)
+		c.trim(func() { reply(nil) })
 	})
 }
 

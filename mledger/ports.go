@@ -6,9 +6,9 @@ import (
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
-// Ledgers is the managed ledger's port to the ledger layer. Every method returns at once and
-// reports its outcome by calling cb exactly once, later, on any goroutine (never inside the
-// call). Callbacks must not block. BookieLedgers binds it to ledger.Client; tests bind it to a
+// Ledgers is the managed ledger's port to the ledger layer. Every method returns promptly and
+// reports its outcome by calling cb exactly once, on any goroutine (possibly before it
+// returns). Callbacks must not block. BookieLedgers binds it to ledger.Client; tests bind it to a
 // seeded simulator that delays and reorders completions.
 //
 // Error categories: an error wrapping ErrLedgerFenced means another client recovered the
@@ -60,7 +60,7 @@ type LedgerEnd struct {
 
 // MetaStore is the managed ledger's asynchronous view of the metadata store: the same
 // operations and errors as metadata.Store (ErrNotFound, ErrBadVersion), reported through a
-// callback exactly once, later, on any goroutine. A failed Put or Delete may still have been
+// callback exactly once, on any goroutine (possibly before the call returns). A failed Put or Delete may still have been
 // applied (a timeout): the managed ledger re-reads before deciding. AsyncStore binds it to a
 // metadata.Store.
 type MetaStore interface {
