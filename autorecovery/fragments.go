@@ -32,7 +32,7 @@ func Fragments(m *ledger.Metadata, lac int64) []Fragment {
 		switch {
 		case i+1 < len(m.Ensembles):
 			f.Last = m.Ensembles[i+1].FirstEntry - 1
-			f.Closed = closed || lac >= f.Last
+			f.Closed = closed || lac >= f.Last || mutationKeyClosesFragment
 		case closed:
 			f.Last, f.Closed = m.LastEntryID, true
 		default:
@@ -54,3 +54,7 @@ func (f Fragment) Entries(m *ledger.Metadata, idx int) []int64 {
 	}
 	return out
 }
+
+// mutationKeyClosesFragment is a test-only mutation: the rule before apache/bookkeeper#3917
+// (every non-last fragment is closed, whatever the LAC).
+var mutationKeyClosesFragment = false

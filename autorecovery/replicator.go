@@ -111,6 +111,9 @@ type ReplicatorConfig struct {
 	Recover func(lac int64) bool
 	// Window bounds the entries being copied at once (0: 64).
 	Window int
+
+	// swapWithoutCopy is a test-only mutation: swap the bookie without copying.
+	swapWithoutCopy bool
 }
 
 // BookieRequest asks the driver to send Req to Bookie and to answer with a BookieResult
@@ -417,6 +420,9 @@ func (r *Replicator) startReplace(f Fragment, idx int) {
 		return
 	}
 	r.task = &copyTask{frag: f, idx: idx, from: f.Bookies[idx], target: target, entries: f.Entries(r.meta, idx)}
+	if r.cfg.swapWithoutCopy {
+		r.task.entries = nil
+	}
 	r.startCopy()
 }
 

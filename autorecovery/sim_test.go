@@ -2,6 +2,7 @@ package autorecovery
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -106,7 +107,8 @@ type arWorld struct {
 	done        bool
 	stats       arStats
 	onOutcome   func(id int64, res Result)
-	deferredLAC map[int64][]int64 // ledger → LACs of deferred attempts (seed test)
+	mutWorker   func(*WorkerConfig) // test-only mutation of the workers' configuration
+	deferredLAC map[int64][]int64   // ledger → LACs of deferred attempts (seed test)
 }
 
 type arStats struct {
@@ -359,6 +361,9 @@ func (w *arWorld) startWorker(i int, cfg WorkerConfig) *Worker {
 		if res.Recovered {
 			w.stats.recovered++
 		}
+		if errors.Is(res.Err, ErrIllegalTransition) {
+			w.failf("worker %d: ledger %d: %v", i, id, res.Err)
+		}
 		if w.onOutcome != nil {
 			w.onOutcome(id, res)
 		}
@@ -495,10 +500,19 @@ func (w *arWorld) onMetaChange(ch sim.MetaChange) {
 // bookie durably holds every entry of that fragment it is responsible for.
 func (w *arWorld) checkSwap(old, nm *ledger.Metadata, i, idx int) {
 	w.stats.swaps++
-	f := Fragments(old, w.byLedger[old.LedgerID].acked)[i]
+	// Computed here, independently of Fragments: a fragment is closed if the ledger is CLOSED
+	// or it is not the last one and the writer's LAC covers its end.
+	acked := w.byLedger[old.LedgerID].acked
+	f := Fragment{Index: i, First: old.Ensembles[i].FirstEntry, Bookies: old.Ensembles[i].Bookies}
+	switch {
+	case i+1 < len(old.Ensembles):
+		f.Last = old.Ensembles[i+1].FirstEntry - 1
+		f.Closed = old.State == ledger.StateClosed || acked >= f.Last
+	case old.State == ledger.StateClosed:
+		f.Last, f.Closed = old.LastEntryID, true
+	}
 	if !f.Closed {
-		w.failf("L4: ledger %d: swap in fragment %d..%d that is not closed (writer LAC %d)", old.LedgerID, f.First, f.Last,
-			w.byLedger[old.LedgerID].acked)
+		w.failf("L4: ledger %d: swap in fragment %d..%d that is not closed (writer LAC %d)", old.LedgerID, f.First, f.Last, acked)
 		return
 	}
 	target := nm.Ensembles[i].Bookies[idx]
@@ -621,8 +635,12 @@ func (w *arWorld) schedule() {
 			CheckInterval: 400 * time.Millisecond})
 	}
 	for i := 0; i < w.p.workers; i++ {
-		w.startWorker(i, WorkerConfig{PollInterval: 20 * time.Millisecond, OpenLedgerGrace: 150 * time.Millisecond,
-			BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Window: 1 + r.IntN(8)})
+		cfg := WorkerConfig{PollInterval: 20 * time.Millisecond, OpenLedgerGrace: 150 * time.Millisecond,
+			BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Window: 1 + r.IntN(8)}
+		if w.mutWorker != nil {
+			w.mutWorker(&cfg)
+		}
+		w.startWorker(i, cfg)
 	}
 	writeEnd := 300 * time.Millisecond
 	for i := 0; i < w.p.ledgers; i++ {
@@ -834,5 +852,34 @@ func TestSimAutoRecoveryDeterministic(t *testing.T) {
 		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
 			t.Fatalf("seed %d is not deterministic", seed)
 		}
+	}
+}
+
+// TestSimCatchesMutations proves the checker can fail: each deliberately broken variant must
+// be caught by some seed.
+func TestSimCatchesMutations(t *testing.T) {
+	if *flagSeed >= 0 {
+		t.Skip("replaying one seed")
+	}
+	for _, m := range []struct {
+		name  string
+		apply func(w *arWorld) // before schedule
+	}{
+		{"swap without copying", func(w *arWorld) { w.mutWorker = func(c *WorkerConfig) { c.swapWithoutCopy = true } }},
+		{"ensemble key closes a fragment (before bookkeeper#3917)", func(w *arWorld) { mutationKeyClosesFragment = true }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			defer func() { mutationKeyClosesFragment, panicOnAssert = false, true }()
+			panicOnAssert = false // an assertion is a finding, reported as a Failed outcome
+			for seed := int64(1); seed <= 500; seed++ {
+				w := newARWorld(seed, nil, false)
+				m.apply(w)
+				if err := w.run(20 * time.Second); err != nil {
+					t.Logf("caught by seed %d: %v", seed, err)
+					return
+				}
+			}
+			t.Fatalf("no seed caught mutation %q", m.name)
+		})
 	}
 }

@@ -30,6 +30,9 @@ type WorkerConfig struct {
 	Metrics *Metrics
 	// Logger receives logs (nil: discard).
 	Logger *slog.Logger
+
+	// neverRecover and swapWithoutCopy are test-only mutations (see Replicator).
+	neverRecover, swapWithoutCopy bool
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -304,10 +307,11 @@ func (w *Worker) replicate(meta *ledger.Metadata, v metadata.Version, writable, 
 	placement := listPlacement{env: w.env, writable: writable}
 	r, err := NewReplicator(ReplicatorConfig{
 		Meta: meta, Version: v, Live: func(b string) bool { return live[b] }, Suspects: suspects,
-		Placement: placement, Window: w.cfg.Window,
+		Placement: placement, Window: w.cfg.Window, swapWithoutCopy: w.cfg.swapWithoutCopy,
 		Recover: func(lac int64) bool {
 			// The writer is gone if the LAC has not moved for the grace period.
-			return mark.OpenSince != 0 && lac <= mark.OpenLAC && now.Sub(time.UnixMilli(mark.OpenSince)) >= grace
+			return !w.cfg.neverRecover && mark.OpenSince != 0 && lac <= mark.OpenLAC &&
+				now.Sub(time.UnixMilli(mark.OpenSince)) >= grace
 		},
 	})
 	if err != nil {
