@@ -38,8 +38,12 @@
 //     the ledger before it is answered; a fenced ledger refuses non-recovery adds. The
 //     bookie records a violation if it ever accepts a non-recovery add after answering a
 //     fencing read for that ledger.
-//   - MetaStore: etcd-like versions (the store revision of the last change); Put succeeds
-//     only at the expected version; OnChange sees every change (for transition checks).
+//   - Bookie also answers OpListEntries (the ranges of entries it holds in memory).
+//   - MetaStore: etcd-like versions (the store revision of the last change); Put and Delete
+//     succeed only at the expected version (or AnyVersion); List returns a prefix in key
+//     order; sessions (NewSession, ExpireSession) make keys ephemeral, deleted in key order
+//     when the session expires, as etcd does with a lease; OnChange sees every change, Put
+//     or Delete (for transition checks).
 //
 // # Invariants
 //

@@ -96,3 +96,60 @@ func TestBookieFencing(t *testing.T) {
 		t.Fatalf("statuses %v fenced %v violations %v", st, b.Fenced(1), b.Violations())
 	}
 }
+
+// TestMetaStoreSessions: ephemeral keys vanish with their session; Delete and List.
+func TestMetaStoreSessions(t *testing.T) {
+	m := NewMetaStore()
+	var changes []MetaChange
+	m.OnChange = func(c MetaChange) { changes = append(changes, c) }
+	s1 := m.NewSession()
+	if _, err := m.PutEphemeral("/a/lock", []byte("w1"), 0, s1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.PutEphemeral("/a/lock", []byte("w2"), 0, s1); err != ErrBadVersion {
+		t.Fatalf("second lock: %v", err)
+	}
+	v, _ := m.Put("/a/mark", []byte("m"), 0)
+	if kvs := m.List("/a/"); len(kvs) != 2 || kvs[0].Key != "/a/lock" || kvs[0].Session != s1 || kvs[1].Session != 0 {
+		t.Fatalf("list %+v", kvs)
+	}
+	m.ExpireSession(s1)
+	if _, _, ok := m.Get("/a/lock"); ok || m.SessionLive(s1) {
+		t.Fatal("ephemeral key outlived its session")
+	}
+	if _, err := m.PutEphemeral("/a/lock", nil, 0, s1); err != ErrSessionExpired {
+		t.Fatalf("put through expired session: %v", err)
+	}
+	if err := m.Delete("/a/mark", v+1); err != ErrBadVersion {
+		t.Fatalf("delete at wrong version: %v", err)
+	}
+	if err := m.Delete("/a/mark", v); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete("/a/mark", AnyVersion); err != nil {
+		t.Fatalf("delete of a missing key with AnyVersion: %v", err)
+	}
+	if n := len(changes); n != 4 || changes[2].Key != "/a/lock" || changes[2].New != nil || changes[3].Key != "/a/mark" || changes[3].New != nil {
+		t.Fatalf("changes %+v", changes)
+	}
+}
+
+// TestBookieListEntries: ranges of the entries a bookie holds.
+func TestBookieListEntries(t *testing.T) {
+	s := New(1)
+	b := NewBookie(s, "b", BookieConfig{FsyncMin: time.Millisecond, FsyncMax: time.Millisecond})
+	for _, e := range []int64{0, 1, 2, 5, 7, 8} {
+		b.Handle(&bk.Request{Op: bk.OpAddEntry, LedgerID: 1, EntryID: e, Body: []byte{1}}, func(any) {})
+	}
+	var got []bk.Range
+	b.Handle(&bk.Request{Op: bk.OpListEntries, LedgerID: 1}, func(r any) { got = r.(*bk.Response).Ranges })
+	want := []bk.Range{{First: 0, Last: 2}, {First: 5, Last: 5}, {First: 7, Last: 8}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("ranges %v", got)
+	}
+	var st bk.Status
+	b.Handle(&bk.Request{Op: bk.OpListEntries, LedgerID: 2}, func(r any) { st = r.(*bk.Response).Status })
+	if st != bk.StatusNoSuchLedger {
+		t.Fatalf("unknown ledger: %v", st)
+	}
+}
