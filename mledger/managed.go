@@ -74,6 +74,7 @@ func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLe
 	m.in.push(func() {
 		m.c.open(func(err error) {
 			m.openErr = err
+			m.syncMirror()
 			close(m.opened)
 		})
 	})
@@ -167,13 +168,17 @@ func (m *ManagedLedger) run() {
 		for _, fn := range m.in.drain() {
 			fn()
 		}
-		m.mirror.Lock()
-		m.mirror.state, m.mirror.lastConfirmed = m.c.state, m.c.lastConfirmed
-		m.mirror.Unlock()
+		m.syncMirror()
 		if m.c.state == StateClosed {
 			return
 		}
 	}
+}
+
+func (m *ManagedLedger) syncMirror() {
+	m.mirror.Lock()
+	m.mirror.state, m.mirror.lastConfirmed = m.c.state, m.c.lastConfirmed
+	m.mirror.Unlock()
 }
 
 // Name returns the managed ledger's name.
