@@ -22,7 +22,7 @@ func init() { register(newPerfCmd) }
 
 func newPerfCmd() *cobra.Command {
 	c := &cobra.Command{Use: "perf", Short: "Measure performance (and the physical references to compare with)"}
-	c.AddCommand(newPerfDiskCmd(), newPerfLedgerCmd())
+	c.AddCommand(newPerfDiskCmd(), newPerfLedgerCmd(), newPerfProduceCmd(), newPerfConsumeCmd(), newPerfE2ECmd())
 	return c
 }
 

@@ -39,12 +39,13 @@ type progress struct {
 	start, last time.Time
 	lastCount   int64
 	size        int
+	unit        string // what is counted: "entries" by default
 	print       func(string)
 }
 
 func newProgress(size int, print func(string)) *progress {
 	now := time.Now()
-	return &progress{start: now, last: now, size: size, print: print}
+	return &progress{start: now, last: now, size: size, unit: "entries", print: print}
 }
 
 // tick reports if a second has passed since the last line.
@@ -54,7 +55,7 @@ func (p *progress) tick(count int64) {
 		return
 	}
 	rate := float64(count-p.lastCount) / now.Sub(p.last).Seconds()
-	p.print(fmt.Sprintf("%6.0fs  %10.0f entries/s  %8.2f MB/s", now.Sub(p.start).Seconds(), rate, rate*float64(p.size)/1e6))
+	p.print(fmt.Sprintf("%6.0fs  %10.0f %s/s  %8.2f MB/s", now.Sub(p.start).Seconds(), rate, p.unit, rate*float64(p.size)/1e6))
 	p.last, p.lastCount = now, count
 }
 
