@@ -1,0 +1,135 @@
+// Package journal is the bookie's write-ahead journal. An entry is acknowledged to a
+// client only after its journal record is written and fdatasynced. Many records share
+// one fdatasync (group commit), and a record waits for company only for a bounded time.
+//
+// # Usage
+//
+//	j, err := journal.Open(dir, journal.DefaultOptions(), func(r journal.Record) error {
+//		return storage.Apply(r) // r.Data is only valid during the call
+//	})
+//	...
+//	j.Append(journal.Record{Type: journal.RecAddEntry, LedgerID: l, EntryID: e, Data: b},
+//		func(err error) { ack(err) }) // called once, after the record is durable
+//	...
+//	m := j.Mark()      // before flushing ledger storage
+//	storage.Flush()    // durable
+//	j.Release(m)       // journal files before m are no longer needed
+//	j.Close()
+//
+// # Caller obligations
+//
+//  1. Apply every replayed record to ledger storage during Open (replay is called in
+//     journal order; copy r.Data if it is kept).
+//  2. Treat a record as durable only when its done callback got nil. done must not
+//     block: it runs on the syncer goroutine, in append order.
+//  3. Call Release(m) only after ledger storage has durably flushed everything
+//     appended before m (and everything replayed by Open); take m with Mark before
+//     starting that flush.
+//  4. Call Close exactly when done; it completes every pending append.
+//
+// # On-disk format
+//
+// A journal directory holds files named by a 16-digit decimal sequence number that
+// only grows: 0000000000000001.jnl, 0000000000000002.jnl, ... Each file is created
+// with O_EXCL, preallocated to Options.FileSize with fallocate (so it reads as zeros),
+// and the directory is fsynced before any record in it is acknowledged. A file holds
+// records back to back from offset 0, all integers little-endian:
+//
+//	+----------+----------+--------+--------------+--------------+----------------+
+//	| length   | crc      | type   | ledgerID     | entryID      | data           |
+//	| u32      | u32      | u8     | i64          | i64          | length-17      |
+//	+----------+----------+--------+--------------+--------------+----------------+
+//	 0          4          8        9              17             25
+//	           |<-- crc32c (Castagnoli) over type..data -------------------------->|
+//	|<------- 8 ------->|<------------------- length bytes ---------------------->|
+//
+// length counts type..data (17 + len(data)), so it is never 0: a zero length (the
+// preallocated zeros) or the end of the file marks the end of the written data.
+// Record types are frozen: 1 AddEntry, 2 Fence, 3 MasterKey (data: 20-byte key and
+// 1 digest-type byte), 4 ExplicitLAC (data: the LAC body), 5 DeleteLedger.
+//
+// # Rolling
+//
+// Positions are assigned by Append: a record that does not fit in the rest of the
+// current file goes to offset 0 of the next one (a record larger than FileSize gets a
+// file of its own, which grows past the preallocation). The unused end of a rolled
+// file stays zero. The writer fdatasyncs the old file before it writes the first byte
+// into the new one, so a file that is not the last one is always complete.
+//
+// # Replay and truncation
+//
+// Open replays every file in sequence order. At each offset it finds one of:
+//
+//   - a complete record with a valid CRC: replayed;
+//   - a zero length or the end of the file: the end of the file's data. If a valid
+//     record follows anywhere later in the file, that is corruption (zeroed sectors
+//     inside acknowledged data);
+//   - a bad record: a partial header, a length running past the end of the file, a
+//     length below 17, or a CRC mismatch. In the last file, with no valid record
+//     anywhere after it, it is a torn tail: a group that was being written when the
+//     process died, which therefore was never acknowledged. Anywhere else it is
+//     corruption;
+//   - a valid CRC with an unknown type: corruption.
+//
+// Corruption fails Open with a *CorruptionError (errors.Is(err, ErrCorruption)): the
+// journal never silently drops acknowledged data. After the scan Open truncates the
+// last file just after its last complete record (removing a torn tail for good, so it
+// can never be resurrected, and giving back the unused preallocation), or removes it
+// when it holds no record, fsyncs, and starts a new file for appends.
+//
+// Caveat: a power failure (not a process crash) while an fdatasync is in flight may
+// persist a later, unacknowledged group while an earlier, also unacknowledged, one is
+// lost. Open then sees valid records after a bad one in the last file and reports
+// corruption rather than guessing; an operator decides.
+//
+// # Goroutines
+//
+// Besides the callers of Append, Mark, Release and Close there are two goroutines:
+//
+//   - the writer (runWriter) owns the active file, rolling, and the group commit
+//     policy (nextWrite). It is woken through wakeWriter (by Append, and by the syncer
+//     when it goes idle) and by its timer; it decides where a group ends, swaps the
+//     queue's filled batch for an empty one, pwrites it at the positions Append
+//     assigned (rolling as needed) and sends it on written. It writes the next group
+//     while the syncer is still syncing the previous one.
+//   - the syncer (runSyncer) owns the written-but-unsynced batches and the files seen
+//     in them. It receives from written; once it holds the end of a group it
+//     fdatasyncs the newest file once for everything pending, tells the writer it is
+//     idle, calls the done callbacks in order, closes files rolled away from, and
+//     recycles the batches into the queue's free list. OnGroupSynced runs here.
+//
+// The queue (Journal.q) is the only state they share with each other and with the
+// callers: a mutex-guarded leaf holding the batch being filled, the free list, the
+// next record position, the lifecycle state (open, failed, closed) and the syncer's
+// progress as seen by the writer's policy. Lock order: q.mu is never held while taking
+// another lock, doing I/O or calling out. Close moves the state to closed, closes the
+// closing channel, waits for the writer (which flushes the queue and closes written)
+// and the syncer (which syncs and completes everything it received), then closes the
+// files.
+//
+// # Group commit
+//
+// A group ends, and is synced with one fdatasync, when (nextWrite):
+//
+//  1. the journal is closing or failed, or MaxGroupBytes are pending;
+//  2. MaxGroupWait is 0: every batch the writer takes ends a group, and the groups
+//     that queue up while an fdatasync runs share the next one ("flush as soon as the
+//     queue is empty", natural group commit);
+//  3. otherwise, while the syncer is busy, records queue up (and are written early in
+//     64 KiB chunks); once it is idle the group ends as soon as it holds as many
+//     records as the previous group completed (in a closed loop of N writers, all N
+//     are back) or the wait for company is over. That wait starts when the syncer
+//     could have taken the oldest record and lasts MaxGroupWait, but never beyond one
+//     previous-fsync duration after the syncer went idle: waiting longer than an fsync
+//     gains little, since records arriving meanwhile form the next group. So a record
+//     waits for company at most MaxGroupWait, and a lone writer does not wait at all
+//     after a quiet period.
+//
+// A failed write or fdatasync fails the journal for good (fsync is never retried: the
+// kernel may have dropped the dirty pages): the pending and all later appends get the
+// error, and Close returns it.
+//
+// # Performance
+//
+// PERFORMANCE_PLACEHOLDER
+package journal

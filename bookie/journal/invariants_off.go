@@ -1,0 +1,5 @@
+//go:build !invariants
+
+package journal
+
+var invariantsEnabled = false

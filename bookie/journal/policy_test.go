@@ -1,0 +1,180 @@
+package journal
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// memFS is an in-memory vfs whose Sync takes syncDelay of (fake) time, for testing
+// the group commit policy in a synctest bubble.
+type memFS struct{ syncDelay time.Duration }
+
+type memFile struct {
+	fs *memFS
+	mu sync.Mutex
+	b  []byte
+}
+
+func (m *memFS) Create(string, int64) (file, error) { return &memFile{fs: m}, nil }
+func (m *memFS) SyncDir(string) error               { return nil }
+
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if end := int(off) + len(p); end > len(f.b) {
+		f.b = append(f.b, make([]byte, end-len(f.b))...)
+	}
+	copy(f.b[off:], p)
+	return len(p), nil
+}
+
+func (f *memFile) Sync() error  { time.Sleep(f.fs.syncDelay); return nil }
+func (f *memFile) Close() error { return nil }
+
+// TestGroupCommitPolicy checks the group commit policy with fake time:
+//   - a closed loop of N writers settles at groups of N (or N-1): the writers are
+//     waited for;
+//   - a lone record right after a group waits min(MaxGroupWait, previous fsync) for
+//     company, never more;
+//   - a lone record after a quiet period is synced at once;
+//   - with MaxGroupWait 0 nothing waits.
+func TestGroupCommitPolicy(t *testing.T) {
+	const (
+		writers   = 10
+		rounds    = 20
+		syncDelay = 2 * time.Millisecond
+	)
+	cases := []struct {
+		maxWait       time.Duration
+		fullGroups    bool          // the closed loop runs in groups of writers
+		loneAfter     time.Duration // latency of a lone record right after a group
+		loneAtLeisure time.Duration // latency of a lone record after a quiet period
+	}{
+		{maxWait: 5 * time.Millisecond, fullGroups: true, loneAfter: syncDelay + syncDelay, loneAtLeisure: syncDelay},
+		{maxWait: time.Millisecond, fullGroups: true, loneAfter: time.Millisecond + syncDelay, loneAtLeisure: syncDelay},
+		{maxWait: 0, loneAfter: syncDelay, loneAtLeisure: syncDelay},
+	}
+	for _, tc := range cases {
+		t.Run("wait="+tc.maxWait.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				var groups []int
+				opts := testOptions(1 << 20)
+				opts.MaxGroupWait = tc.maxWait
+				opts.fs = &memFS{syncDelay: syncDelay}
+				opts.OnGroupSynced = func(records, _ int, _ time.Duration) { groups = append(groups, records) }
+				j, _ := openCollect(t, dir, opts)
+				appendWait := func(id int64) time.Duration {
+					start := time.Now()
+					done := make(chan error, 1)
+					j.Append(Record{Type: RecAddEntry, LedgerID: 1, EntryID: id, Data: make([]byte, 100)},
+						func(err error) { done <- err })
+					if err := <-done; err != nil {
+						t.Error(err)
+					}
+					return time.Since(start)
+				}
+
+				// Closed loop.
+				var wg sync.WaitGroup
+				for w := range writers {
+					wg.Go(func() {
+						for i := range rounds {
+							appendWait(int64(w*1000 + i))
+						}
+					})
+				}
+				wg.Wait()
+				synctest.Wait() // the syncer has run OnGroupSynced for the last group
+				if tc.fullGroups {
+					// Once settled, every group holds all writers but at most one (a
+					// writer whose record missed a group stays one group behind). The
+					// last two groups are the wind-down.
+					for _, g := range groups[len(groups)/2 : len(groups)-2] {
+						if g < writers-1 {
+							t.Errorf("group sizes %v: want the closed loop to settle at %d", groups, writers)
+							break
+						}
+					}
+				}
+
+				// A group of all writers (formed behind a blocker record that holds the
+				// syncer), then a lone record right after it.
+				time.Sleep(time.Second)
+				blocker := make(chan error, 1)
+				j.Append(Record{Type: RecFence, LedgerID: 2}, func(err error) { blocker <- err })
+				synctest.Wait() // the blocker is being synced
+				for w := range writers {
+					wg.Go(func() { appendWait(int64(w*1000 + 999)) })
+				}
+				wg.Wait()
+				<-blocker
+				synctest.Wait()
+				if g := groups[len(groups)-1]; g != writers {
+					t.Errorf("group behind the blocker has %d records, want %d", g, writers)
+				}
+				if lone := appendWait(-1); lone != tc.loneAfter {
+					t.Errorf("lone record right after a group took %v, want %v", lone, tc.loneAfter)
+				}
+				time.Sleep(time.Second)
+				if d := appendWait(-2); d != tc.loneAtLeisure {
+					t.Errorf("lone record after a quiet period took %v, want %v", d, tc.loneAtLeisure)
+				}
+				if err := j.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// TestGroupCommitMaxGroupBytes checks that a group ends as soon as it holds
+// MaxGroupBytes, without waiting for the company the writer expects.
+func TestGroupCommitMaxGroupBytes(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		const syncDelay = 2 * time.Millisecond
+		var groups []int
+		opts := testOptions(1 << 20)
+		opts.MaxGroupWait = time.Second
+		opts.MaxGroupBytes = 4 << 10
+		opts.fs = &memFS{syncDelay: syncDelay}
+		opts.OnGroupSynced = func(records, _ int, _ time.Duration) { groups = append(groups, records) }
+		j, _ := openCollect(t, dir, opts)
+		appendAsync := func(n int, size int) <-chan error {
+			done := make(chan error, n)
+			for i := range n {
+				j.Append(Record{Type: RecAddEntry, LedgerID: 1, EntryID: int64(i), Data: make([]byte, size)},
+					func(err error) { done <- err })
+			}
+			return done
+		}
+		// A group of 10 small records behind a blocker: the writer then expects 10.
+		blocker := appendAsync(1, 0)
+		synctest.Wait()
+		ten := appendAsync(10, 10)
+		<-blocker
+		for range 10 {
+			<-ten
+		}
+		// Right after it, 4 records of 1 KiB: 4×(25+1024) bytes >= MaxGroupBytes.
+		start := time.Now()
+		four := appendAsync(4, 1024)
+		for range 4 {
+			if err := <-four; err != nil {
+				t.Error(err)
+			}
+		}
+		if d := time.Since(start); d != syncDelay {
+			t.Errorf("a full group took %v, want %v (no wait for company)", d, syncDelay)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{1, 10, 4}; len(groups) != 3 || groups[1] != 10 || groups[2] != 4 {
+			t.Errorf("groups %v, want %v", groups, want)
+		}
+	})
+}

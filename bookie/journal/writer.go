@@ -1,0 +1,201 @@
+package journal
+
+import (
+	"fmt"
+	"time"
+)
+
+// writerState is owned by the writer goroutine.
+type writerState struct {
+	active file   // the file being appended to; synced by the writer when rolled away from
+	seq    uint64 // active's sequence number
+	err    error  // sticky: once set, batches are failed without being written
+	// The open group: batches written early (not final) since the last final batch.
+	groupRecords int
+	groupBytes   int
+	groupFirst   time.Time // when the open group's first record was appended
+}
+
+// runWriter is the writer goroutine. It decides where groups end (the group commit
+// policy, see nextWrite), takes the filled batch from the queue, writes it into the
+// preallocated file(s) at the positions Append assigned, rolling files as needed, and
+// hands it to the syncer. It waits for an fdatasync only when rolling: the old file is
+// synced before the first byte goes to the new one, so only the last file can have a
+// torn tail.
+func (j *Journal) runWriter() {
+	defer close(j.writerDone)
+	defer close(j.written)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		b, wait, exit := j.nextWrite(time.Now())
+		if exit {
+			return
+		}
+		if b == nil {
+			var tc <-chan time.Time
+			if wait > 0 {
+				timer.Reset(wait)
+				tc = timer.C
+			}
+			select {
+			case <-j.wakeWriter:
+			case <-j.closing:
+			case <-tc:
+			}
+			if wait > 0 {
+				timer.Stop()
+			}
+			continue
+		}
+		j.writeBatch(b)
+		w := &j.w
+		if b.final {
+			w.groupRecords, w.groupBytes, w.groupFirst = 0, 0, time.Time{}
+		} else {
+			if w.groupRecords == 0 {
+				w.groupFirst = b.first
+			}
+			w.groupRecords += len(b.dones)
+			w.groupBytes += len(b.buf)
+		}
+		j.written <- b
+	}
+}
+
+// nextWrite applies the group commit policy. It returns the batch to write now (taken
+// from the queue; final if it ends a group), or nil and how long to wait for company
+// (0: until woken), or exit once the journal is closed and everything is handed over.
+//
+// A group ends (final batch) when:
+//
+//  1. the journal is closing or failed: flush everything;
+//  2. the group holds MaxGroupBytes;
+//  3. MaxGroupWait is 0 (every batch ends a group; the syncer merges the groups that
+//     queue up while it is busy);
+//  4. the syncer is idle and the group holds as many records as the previous group
+//     completed (in a closed loop of N writers, all N are back), or the wait for
+//     company is over. That wait starts when the syncer could have taken the oldest
+//     record (the later of its append and the syncer going idle) and lasts
+//     MaxGroupWait, but never beyond the syncer's idle time plus the previous fsync's
+//     duration: waiting longer than an fsync gains little, as records arriving
+//     meanwhile form the next group.
+//
+// While the syncer is busy, queued records are written early (not final) once
+// writeChunk bytes are queued, so that their pwrite overlaps the running fsync.
+func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit bool) {
+	w := &j.w
+	q := &j.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.want = 0
+	cur := q.cur
+	queued := len(cur.dones)
+	if queued == 0 && w.groupRecords == 0 {
+		return nil, 0, q.state == stateClosed
+	}
+	records := w.groupRecords + queued
+	bytes := w.groupBytes + len(cur.buf)
+	first := w.groupFirst
+	if w.groupRecords == 0 {
+		first = cur.first
+	}
+	final := false
+	switch {
+	case q.state != stateOpen, bytes >= j.opts.MaxGroupBytes, j.opts.MaxGroupWait <= 0:
+		final = true
+	case q.inflight > 0:
+		if len(cur.buf) < j.writeChunk {
+			return nil, 0, false
+		}
+	case records >= q.expected:
+		final = true
+	default:
+		// Waiting for company starts when the syncer could have taken the record.
+		start := first
+		if start.Before(q.idleSince) {
+			start = q.idleSince
+		}
+		deadline := start.Add(j.opts.MaxGroupWait)
+		if d := q.idleSince.Add(q.lastSync); d.Before(deadline) {
+			deadline = d
+		}
+		if wait = deadline.Sub(now); wait > 0 {
+			// Not written early: on few cores the pwrites would compete with the
+			// appends being waited for.
+			q.want = q.expected - w.groupRecords
+			return nil, wait, false
+		}
+		final = true
+	}
+	if queued > 0 {
+		b = cur
+		q.cur = q.getFreeLocked()
+		if q.waiters > 0 {
+			q.notFull.Broadcast()
+		}
+	} else {
+		b = q.getFreeLocked() // an empty batch that only ends the open group
+	}
+	if final {
+		b.final = true
+		q.inflight++
+	}
+	return b, 0, false
+}
+
+func (j *Journal) writeBatch(b *batch) {
+	w := &j.w
+	if w.err != nil {
+		b.err = w.err
+		return
+	}
+	for i := range b.segs {
+		s := &b.segs[i]
+		if s.seq != w.seq {
+			if err := j.roll(s.seq); err != nil {
+				j.failWriter(b, err)
+				return
+			}
+		}
+		s.f = w.active
+		if _, err := s.f.WriteAt(b.buf[s.start:s.end], s.off); err != nil {
+			j.failWriter(b, fmt.Errorf("journal: write file %d at %d: %w", s.seq, s.off, err))
+			return
+		}
+	}
+}
+
+func (j *Journal) failWriter(b *batch, err error) {
+	j.w.err = err
+	b.err = err
+	j.q.fail(err)
+	j.log.Error("journal: writer failed", "dir", j.dir, "err", err)
+}
+
+// roll syncs the active file and makes file seq the active one.
+func (j *Journal) roll(seq uint64) error {
+	w := &j.w
+	if seq != w.seq+1 {
+		return assertionFailedf("roll from file %d to %d", w.seq, seq)
+	}
+	if !j.opts.NoSync {
+		if err := w.active.Sync(); err != nil {
+			return fmt.Errorf("journal: sync file %d before roll: %w", w.seq, err)
+		}
+	}
+	f, err := j.opts.fs.Create(filePath(j.dir, seq), j.opts.FileSize)
+	if err != nil {
+		return fmt.Errorf("journal: create file %d: %w", seq, err)
+	}
+	if !j.opts.NoSync {
+		if err := j.opts.fs.SyncDir(j.dir); err != nil {
+			f.Close()
+			return fmt.Errorf("journal: sync dir for file %d: %w", seq, err)
+		}
+	}
+	// The syncer closes the old file once it has seen a batch in the new one.
+	w.active, w.seq = f, seq
+	j.log.Debug("journal: rolled", "dir", j.dir, "file", seq)
+	return nil
+}
