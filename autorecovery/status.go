@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -71,12 +70,4 @@ func ReadStatus(ctx context.Context, store metadata.Store) (Status, error) {
 		st.Ledgers = append(st.Ledgers, LedgerStatus{LedgerID: id, Mark: m, LockedBy: lockedBy[id]})
 	}
 	return st, nil
-}
-
-// msTime converts Unix milliseconds (0: zero time).
-func msTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/magnetar-io/magnetar/autorecovery"
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/journal"
 )
@@ -24,6 +25,8 @@ func newBookieCmd() *cobra.Command {
 		metaURL, dataDir, listen, advertise, id, httpAddr, logLevel string
 		ttl, groupWait, gcInterval                                  time.Duration
 		threshold                                                   float64
+		arOn                                                        bool
+		ar                                                          autorecoveryFlags
 	)
 	c := &cobra.Command{
 		Use:   "bookie",
@@ -38,6 +41,9 @@ func newBookieCmd() *cobra.Command {
 			}
 			if threshold <= 0 || threshold > 1 {
 				return usageError{fmt.Errorf("--disk-threshold must be in (0,1], got %v", threshold)}
+			}
+			if err := ar.validate("autorecovery-"); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -55,19 +61,39 @@ func newBookieCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Auto-recovery (auditor candidate + replication worker) runs in every bookie by
+			// default, as in BookKeeper; its metrics are at /metrics/autorecovery.
+			var svc *autorecovery.Service
+			if arOn {
+				cfg := ar.config()
+				cfg.Store, cfg.ID, cfg.SessionTTL = store, b.ID(), ttl
+				if svc, err = autorecovery.Start(cfg); err != nil {
+					b.Close()
+					return err
+				}
+			}
+			closeAll := func() error {
+				if svc != nil {
+					svc.Close()
+				}
+				return b.Close()
+			}
 			if httpAddr != "" {
 				mux := http.NewServeMux()
 				mux.Handle("/metrics", b.MetricsHandler())
+				if svc != nil {
+					mux.Handle("/metrics/autorecovery", svc.MetricsHandler())
+				}
 				a, err := serveHTTP(ctx, httpAddr, mux)
 				if err != nil {
-					b.Close()
+					closeAll()
 					return err
 				}
 				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
 			}
 			fmt.Fprintf(os.Stdout, "bookie %s listening on %s\n", b.ID(), b.Addr())
 			<-ctx.Done()
-			return b.Close()
+			return closeAll()
 		},
 	}
 	f := c.Flags()
@@ -82,7 +108,10 @@ func newBookieCmd() *cobra.Command {
 	f.DurationVar(&groupWait, "journal-group-wait", time.Millisecond, "longest wait for a journal group commit")
 	f.DurationVar(&gcInterval, "gc-interval", 10*time.Minute, "how often to reclaim deleted ledgers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&arOn, "autorecovery", true, "run the auto-recovery auditor and a replication worker in this bookie")
+	ar.add(c, "autorecovery-")
 	c.AddCommand(newBookieListCmd())
+	c.AddCommand(newBookieDecommissionCmd())
 	return c
 }
 
