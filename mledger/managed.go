@@ -54,17 +54,25 @@ func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLe
 		return nil, err
 	}
 	f.mu.Lock()
-	if m := f.mu.open[name]; m != nil {
+	for m := f.mu.open[name]; m != nil; m = f.mu.open[name] {
 		f.mu.Unlock()
 		select {
 		case <-m.opened:
-			if m.openErr == nil {
+			if st := m.State(); m.openErr == nil && st != StateClosing && st != StateClosed {
 				return m, nil
 			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return nil, m.openErr
+		select { // closing or failed: wait until it is gone, then open anew
+		case <-m.stopped:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		f.mu.Lock()
+		if f.mu.open[name] == m {
+			delete(f.mu.open, name)
+		}
 	}
 	m := newManagedLedger(f, name, cfg)
 	f.mu.open[name] = m

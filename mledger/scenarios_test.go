@@ -361,3 +361,95 @@ func TestRolloverMetadataUpdateVsTerminateMetadataUpdate(t *testing.T) {
 		}
 	})
 }
+
+// TestCrashWhileTerminatingReopensWritable: Terminating is not durable. A crash before the
+// terminated position is recorded reopens a writable log, and terminate can be retried.
+func TestCrashWhileTerminatingReopensWritable(t *testing.T) {
+	w := newScenario(t, 100, mutation{})
+	sc := w.mustOpen(t)
+	a := w.newAdd(sc)
+	w.runFor(10 * time.Millisecond)
+	w.holdOnce("meta.put", 1) // terminate's record update
+	term := w.terminate(sc)
+	w.runFor(10 * time.Millisecond)
+	if sc.c.state != StateTerminating || term.done != 0 {
+		t.Fatalf("state %v, %d replies", sc.c.state, term.done)
+	}
+	sc.alive = false // crash
+	w.held = nil
+	sc2 := w.mustOpen(t)
+	if sc2.c.state != StateLedgerOpened {
+		t.Fatalf("reopened in %v, want LedgerOpened", sc2.c.state)
+	}
+	b := w.newAdd(sc2)
+	w.runFor(10 * time.Millisecond)
+	if !a.acked || !b.acked {
+		t.Fatalf("adds: %v, %v", a.err, b.err)
+	}
+	term2 := w.terminate(sc2)
+	w.runFor(20 * time.Millisecond)
+	w.mustCheck(t)
+	if term2.err != nil || term2.pos != b.pos || sc2.c.state != StateTerminated {
+		t.Fatalf("retried terminate: %v %v (state %v), want %v", term2.pos, term2.err, sc2.c.state, b.pos)
+	}
+}
+
+// TestRolloverByAge: a non-empty ledger rolls over at MaxLedgerRolloverTime; a full ledger
+// younger than MinLedgerRolloverTime waits for it.
+func TestRolloverByAge(t *testing.T) {
+	w := newScenario(t, 2, mutation{})
+	w.cfg.MinLedgerRolloverTime = 200 * time.Millisecond
+	w.cfg.MaxLedgerRolloverTime = 600 * time.Millisecond
+	sc := w.mustOpen(t)
+	first := sc.c.tail.id
+	for i := 0; i < 4; i++ {
+		w.newAdd(sc)
+	}
+	w.runFor(10 * time.Millisecond)
+	if sc.c.tail.id != first || sc.c.tail.entries != 4 {
+		t.Fatalf("rolled over before the minimum age: ledger %d, %d entries", sc.c.tail.id, sc.c.tail.entries)
+	}
+	w.runFor(200 * time.Millisecond)
+	second := sc.c.tail.id
+	if second == first || sc.c.state != StateLedgerOpened {
+		t.Fatalf("no rollover at the minimum age (state %v)", sc.c.state)
+	}
+	w.runFor(700 * time.Millisecond)
+	if sc.c.tail.id != second {
+		t.Fatal("an empty ledger rolled over")
+	}
+	w.newAdd(sc)
+	w.runFor(650 * time.Millisecond)
+	w.mustCheck(t)
+	if sc.c.tail.id == second {
+		t.Fatal("no rollover at the maximum age")
+	}
+}
+
+// TestTrimRetention: consumed ledgers are kept RetentionTime after they were closed, and
+// the current ledger is never trimmed.
+func TestTrimRetention(t *testing.T) {
+	w := newScenario(t, 2, mutation{})
+	w.cfg.RetentionTime, w.cfg.RetentionSize = 100*time.Millisecond, -1
+	w.cfg.TrimInterval = 10 * time.Millisecond
+	sc := w.mustOpen(t)
+	var cur *cursor
+	sc.c.openCursor("sub", Earliest, func(c *cursor, err error) { cur = c })
+	for i := 0; i < 5; i++ {
+		w.newAdd(sc)
+	}
+	w.runFor(30 * time.Millisecond)
+	if cur == nil || len(w.record().Ledgers) != 3 {
+		t.Fatalf("setup: cursor %v, ledgers %v", cur, ledgerIDs(w.record()))
+	}
+	sc.c.cursorAckCumulative(cur, sc.c.lastConfirmed)
+	w.runFor(50 * time.Millisecond)
+	if n := len(w.record().Ledgers); n != 3 {
+		t.Fatalf("trimmed within the retention time: %d ledgers", n)
+	}
+	w.runFor(100 * time.Millisecond)
+	w.mustCheck(t)
+	if ids := ledgerIDs(w.record()); len(ids) != 1 || ids[0] != sc.c.tail.id {
+		t.Fatalf("after the retention time: ledgers %v, current %d", ids, sc.c.tail.id)
+	}
+}

@@ -1,0 +1,106 @@
+// Package mledger is the managed ledger: a named, append-only log made of a chain of ledgers
+// (Pulsar's ManagedLedger), and its cursors (durable and non-durable subscription positions).
+//
+// # Usage
+//
+//	bk := mledger.NewBookieLedgers(ledgerClient, 0) // the ledger layer
+//	ms := mledger.NewAsyncStore(store, 0)           // the metadata store
+//	f := mledger.NewFactory(bk, ms, mledger.FactoryOptions{})
+//	m, err := f.Open(ctx, "tenant/ns/persistent/topic", mledger.Config{})
+//	pos, err := m.Add(ctx, payload)                 // durable on AQ bookies when it returns
+//	cur, err := m.OpenCursor(ctx, "sub", mledger.Earliest)
+//	entries, err := cur.Read(ctx, 100)              // waits for entries (tailing)
+//	err = cur.Ack(ctx, entries[0].Position)
+//	last, err := m.Terminate(ctx)                   // seals the log
+//	err = m.Close(ctx)
+//
+// Caller's obligations:
+//
+//  1. Do not modify a payload after Add/AddAsync (it is kept for the entry cache) or the Data
+//     of a returned Entry.
+//  2. AddAsync callbacks run on the owner goroutine, in add order: they must not block.
+//  3. One consumer loop per cursor: a Read while another Read of the same cursor is in
+//     progress fails.
+//  4. Close the managed ledgers (or the Factory) before the Ledgers and MetaStore adapters.
+//
+// # Goroutines and ownership
+//
+// Each open managed ledger has one owner goroutine (ManagedLedger.run). It owns the core —
+// the state machine of the log and all of its cursors (core, cursor, metaWriter, entryCache)
+// — and nothing else touches it. It is fed by one unbounded queue (inbox) of closures:
+//
+//   - API calls (Add, Terminate, Read, cursor acks, …) post a closure and wait for its reply
+//     (or ctx, or the goroutine's end);
+//   - the ports' completions (ledger create/append/close/recover/read/delete, metadata
+//     get/put/delete/list) post a closure from whatever goroutine completed them;
+//   - timers (rollover by age, trimming, cursor snapshots, retries) post a closure.
+//
+// Every completion closure is tagged with what it was issued for — the ledger id, the
+// rollover attempt, the metadata write's sequence number, the cursor ledger's generation —
+// and first checks the tag against the current state; a stale completion only cleans up (a
+// ledger created by a rollover that lost the race is deleted) and changes nothing else. The
+// goroutine exits once the core is Closed (Close waits for every port operation in flight).
+// Ports run their blocking work on their own goroutines (AsyncStore, BookieLedgers spawn one
+// per call and wait for them in Close); ledger.Handle runs its own owner goroutine.
+//
+// The simulation tests drive the same core on the simulator's single goroutine, with the
+// completions of seeded, adversarial ports.
+//
+// # States
+//
+//	Opening ──▶ LedgerOpened ◀─────────────────┐
+//	  │            │ full / aged / add error     │ new ledger recorded (CAS)
+//	  │            ▼                             │
+//	  │        ClosingLedger ──▶ CreatingLedger ─┘ ◀──▶ WriteFailed (create failed)
+//	  │            │                  │                   │
+//	  │            ▼                  ▼                   ▼
+//	  │        Terminating ── close the current ledger, record terminatedPosition ──┐
+//	  │                                                                             ▼
+//	  └────────────────────────────────────────────────────────────────────▶ Terminated
+//	any ──▶ Fenced (another owner)        any but Opening/Terminating ──▶ Closing ──▶ Closed
+//
+// Open: read the record, claim it (our owner token, epoch+1, by CAS), recover (fence and
+// close) its last ledger, recover the cursors (the newer of the record's snapshot and the
+// last state in the cursor's ledger) and claim their records, then create a ledger and record
+// it (dropping the recovered last ledger if it is empty) — unless the log is terminated.
+//
+// Rollover: when the current ledger reaches MaxEntriesPerLedger or MaxSizePerLedger (and is
+// at least MinLedgerRolloverTime old), or MaxLedgerRolloverTime, it is closed once its adds in
+// flight are confirmed; new adds queue. The close's last entry decides every add in flight:
+// inside, confirmed; outside (drained), re-queued for the next ledger. Then a ledger is
+// created and appended to the record by CAS; only then are the queued adds issued on it.
+//
+// Terminate: Terminating rejects new adds and rollovers, fails queued adds, closes the current
+// ledger (or uses the already closed one during a rollover), completes the adds inside its
+// last entry and fails the others with ErrTerminated, then records the terminated position —
+// removing from the record any ledger a racing rollover recorded — and only after that reports
+// Terminated and deletes those ledgers. A crash before the record is written reopens a
+// writable log (terminate can be retried).
+//
+// # Metadata
+//
+// The record (Info, at metadata.ManagedLedgerKey) holds the ledger list with entries, size and
+// times per ledger, the terminated position and properties, plus the owner token and epoch.
+// Cursor records (CursorInfo, at metadata.ManagedCursorKey) hold the cursor's ledger and a state
+// snapshot. All writes of one record go through one metaWriter: one CAS in flight, the rest
+// queued. A failed CAS (a conflict, or a timeout that may have been applied) is followed by a
+// re-read: another owner's token fences the managed ledger; our own token means the conflict
+// was our own earlier write, and the update is applied again to the fresh record (updates are
+// idempotent). Ledgers leave the record before they are deleted, never the other way round.
+//
+// # Invariants (checked by the simulation after every step)
+//
+//   - M1 Terminating → Terminated; no state is writable after Terminating; a late completion
+//     (create, switch, add) never reopens the log; the terminated position never changes.
+//   - M2 A successful add's position is <= the terminated position; every other add fails;
+//     every add completes exactly once, and adds complete in order.
+//   - M3 Terminating and Terminated never create a ledger; a rollover ledger that lost the
+//     race is removed from the record (if it got there) and deleted; no ledger made by a
+//     live owner is left neither recorded nor deleted.
+//   - M4 One metadata write per record in flight per owner; an owner is fenced only when the
+//     record names another owner.
+//   - Every confirmed add is durable at its position and readable after any reopen, in order,
+//     until a trim every durable cursor (by its persisted state) allowed.
+//   - A recovered cursor is at or after its last durable state and never beyond what was
+//     acknowledged.
+package mledger
