@@ -151,6 +151,11 @@ type world struct {
 	maxMD          Position // the highest mark-delete position any owner reached
 	durableAtCrash *Position
 
+	recCache struct {
+		v  metadata.Version
+		in *Info
+	}
+	curCache map[string]cachedCursor
 	// everRecorded: ledgers the managed ledger's record has named.
 	everRecorded map[int64]bool
 	// removedBy is the core that removed a ledger from a record (it must delete it).
@@ -173,7 +178,7 @@ func newWorld(seed int64, mut mutation, verbose bool) *world {
 	s := sim.New(seed)
 	s.Verbose = verbose
 	w := &world{s: s, mut: mut, start: time.Unix(1_700_000_000, 0), byPayload: map[string]*simAdd{},
-		removedBy: map[int64]*simCore{}, everRecorded: map[int64]bool{}}
+		removedBy: map[int64]*simCore{}, everRecorded: map[int64]bool{}, curCache: map[string]cachedCursor{}}
 	w.p = randomParams(s)
 	w.bk = &simLedgers{w: w, ls: map[int64]*simLedger{}}
 	w.ms = &simMeta{w: w, kv: map[string]simKV{}, inflight: map[string]int{}}
@@ -276,12 +281,35 @@ func (w *world) record() *Info {
 	if !ok {
 		return nil
 	}
+	if w.recCache.v == e.version && w.recCache.in != nil {
+		return w.recCache.in
+	}
 	in, err := decodeInfo(e.value)
 	if err != nil {
 		w.failf("record does not decode: %v", err)
 		return nil
 	}
+	w.recCache.v, w.recCache.in = e.version, in
 	return in
+}
+
+// cursorRecord decodes a cursor record (cached by version).
+func (w *world) cursorRecord(key string) (*CursorInfo, error) {
+	e := w.ms.kv[key]
+	if c, ok := w.curCache[key]; ok && c.v == e.version {
+		return c.ci, nil
+	}
+	ci, err := decodeCursorInfo(e.value)
+	if err != nil {
+		return nil, err
+	}
+	w.curCache[key] = cachedCursor{e.version, ci}
+	return ci, nil
+}
+
+type cachedCursor struct {
+	v  metadata.Version
+	ci *CursorInfo
 }
 
 // durableCursorMD is what recovering cursor key would find: the newer of the record's
@@ -405,9 +433,9 @@ func (w *world) check() {
 		}
 	}
 	prefix := metadata.ManagedCursorPrefix(simML)
-	for k, e := range w.ms.kv {
+	for k := range w.ms.kv {
 		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
-			ci, err := decodeCursorInfo(e.value)
+			ci, err := w.cursorRecord(k)
 			if err == nil && ci.Ledger >= 0 {
 				if sl := w.bk.ls[ci.Ledger]; sl == nil || sl.deleted {
 					w.failf("cursor record %s names ledger %d, which is deleted", k, ci.Ledger)
