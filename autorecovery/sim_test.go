@@ -33,6 +33,8 @@ type arParams struct {
 	killAuditor         bool
 	killWorker          bool
 	lostDelay           time.Duration
+	// writersCrash: every writer dies mid-way (mutation searches).
+	writersCrash bool
 }
 
 func (p arParams) String() string {
@@ -645,6 +647,9 @@ func (w *arWorld) schedule() {
 	writeEnd := 300 * time.Millisecond
 	for i := 0; i < w.p.ledgers; i++ {
 		beh := []behaviour{closes, crashes, lives}[r.IntN(3)]
+		if w.p.writersCrash {
+			beh = crashes
+		}
 		sw := w.startWriter(int64(i+1), beh, 1+r.IntN(w.p.maxEntries))
 		at := time.Duration(0)
 		for j := 0; j < sw.entries; j++ {
@@ -866,7 +871,10 @@ func TestSimCatchesMutations(t *testing.T) {
 		apply func(w *arWorld) // before schedule
 	}{
 		{"swap without copying", func(w *arWorld) { w.mutWorker = func(c *WorkerConfig) { c.swapWithoutCopy = true } }},
-		{"ensemble key closes a fragment (before bookkeeper#3917)", func(w *arWorld) { mutationKeyClosesFragment = true }},
+		{"ensemble key closes a fragment (before bookkeeper#3917)", func(w *arWorld) {
+			mutationKeyClosesFragment = true
+			w.p.writersCrash = true // open ledgers whose LAC readers see lags their ensemble keys
+		}},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			defer func() { mutationKeyClosesFragment, panicOnAssert = false, true }()
