@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,6 +154,19 @@ func TestServiceReplicatesLostBookie(t *testing.T) {
 			if !bytes.Equal(e.Payload, payload(h.ID(), e.EntryID)) {
 				t.Fatalf("ledger %d entry %d differs", h.ID(), e.EntryID)
 			}
+		}
+	}
+	// Progress is a metric: some service counted the replicated ledgers and copied bytes.
+	var metrics bytes.Buffer
+	for _, s := range svcs {
+		rec := httptest.NewRecorder()
+		s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		metrics.Write(rec.Body.Bytes())
+	}
+	for _, want := range []string{`magnetar_autorecovery_attempts_total{outcome="replicated"}`, "magnetar_autorecovery_bytes_copied_total",
+		"magnetar_autorecovery_auditor_leader 1", "magnetar_autorecovery_ledgers_marked_total"} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics.String())
 		}
 	}
 	if err := autorecovery.RunDecommission(ctx, store, victim, 50*time.Millisecond, nil); err != nil {

@@ -114,7 +114,7 @@ type arWorld struct {
 }
 
 type arStats struct {
-	acked, marks, swaps, recovered, deferred, failed, replicated, losses, leaderChanges int
+	acked, marks, checkMarks, swaps, recovered, deferred, failed, replicated, losses, leaderChanges int
 }
 
 func (w *arWorld) failf(format string, args ...any) {
@@ -443,6 +443,9 @@ func (w *arWorld) onMetaChange(ch sim.MetaChange) {
 	case strings.HasPrefix(ch.Key, metadata.PrefixUnderReplicated):
 		if ch.Old == nil {
 			w.stats.marks++
+			if m, err := decodeMark(ch.New); err == nil && m.Reason == "check" {
+				w.stats.checkMarks++
+			}
 		}
 		return
 	case !strings.HasPrefix(ch.Key, metadata.PrefixLedgers):
@@ -555,6 +558,15 @@ func (w *arWorld) checkAcked() {
 }
 
 func (w *arWorld) check() {
+	leaders := 0
+	for i, a := range w.auditors {
+		if a.State() == AuditorLeader && !w.audEnv[i].dead {
+			leaders++
+		}
+	}
+	if leaders > 1 {
+		w.failf("%d live auditors are leaders", leaders)
+	}
 	for _, id := range w.ids {
 		if v := w.bookies[id].Violations(); len(v) > 0 {
 			w.failf("L2: %s", v[0])
@@ -743,6 +755,15 @@ func (w *arWorld) schedule() {
 				if a.State() == AuditorLeader {
 					w.audEnv[i].kill()
 					w.stats.leaderChanges++
+					// Another auditor takes over within a few intervals.
+					s.After(200*time.Millisecond, "", func() {
+						for j, b := range w.auditors {
+							if b.State() == AuditorLeader && !w.audEnv[j].dead {
+								return
+							}
+						}
+						w.failf("no auditor took over 200ms after the leader died")
+					})
 					return
 				}
 			}
@@ -842,9 +863,11 @@ func TestSimAutoRecovery(t *testing.T) {
 		st.replicated += s.replicated
 		st.losses += s.losses
 		st.leaderChanges += s.leaderChanges
+		st.checkMarks += s.checkMarks
 	}
 	t.Logf("%d seeds, %d steps in %v: %+v", count, steps, time.Since(start).Round(time.Millisecond), st)
-	if *flagSeed < 0 && (st.swaps == 0 || st.recovered == 0 || st.deferred == 0 || st.leaderChanges == 0 || st.marks == 0) {
+	if *flagSeed < 0 && (st.swaps == 0 || st.recovered == 0 || st.deferred == 0 || st.leaderChanges == 0 || st.marks == 0 ||
+		st.checkMarks == 0) {
 		t.Errorf("the seeds did not exercise auto-recovery: %+v", st)
 	}
 }

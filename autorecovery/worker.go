@@ -66,7 +66,11 @@ type WorkerInfo struct {
 // WorkerState is what a Worker is doing.
 type WorkerState uint8
 
-// Worker states. Idle → Locking → Working → Releasing → Idle; any → Stopped (final).
+// Worker states. Legal edges (become):
+//
+//	Idle → Locking → Idle | Working
+//	Working → Releasing → Releasing | Idle
+//	any → Stopped (final)
 const (
 	// WorkerIdle: waiting for the next poll.
 	WorkerIdle WorkerState = iota + 1
@@ -118,12 +122,35 @@ func NewWorker(env Env, cfg WorkerConfig) *Worker {
 // State returns what the worker is doing.
 func (w *Worker) State() WorkerState { return w.state }
 
+// become moves to state to, rejecting edges the state diagram does not have.
+func (w *Worker) become(to WorkerState) {
+	ok := to == WorkerStopped
+	switch w.state {
+	case 0:
+		ok = ok || to == WorkerIdle
+	case WorkerIdle:
+		ok = ok || to == WorkerLocking
+	case WorkerLocking:
+		ok = ok || to == WorkerIdle || to == WorkerWorking
+	case WorkerWorking:
+		ok = ok || to == WorkerReleasing
+	case WorkerReleasing:
+		ok = ok || to == WorkerReleasing || to == WorkerIdle
+	case WorkerStopped:
+		ok = false
+	}
+	if !ok {
+		panic(assertionFailedf("worker: %v → %v", w.state, to))
+	}
+	w.state = to
+}
+
 // Start registers the worker and begins polling.
 func (w *Worker) Start() {
 	if w.state != 0 {
 		return
 	}
-	w.state = WorkerIdle
+	w.become(WorkerIdle)
 	w.started = w.env.Now()
 	w.register(0)
 	w.poll()
@@ -131,7 +158,11 @@ func (w *Worker) Start() {
 
 // Stop stops the worker: no new attempt starts and callbacks of the current one are ignored.
 // The lock of a ledger being worked on is released by the session's end.
-func (w *Worker) Stop() { w.state = WorkerStopped }
+func (w *Worker) Stop() {
+	if w.state != WorkerStopped {
+		w.become(WorkerStopped)
+	}
+}
 
 func (w *Worker) register(ledgerID int64) {
 	info := WorkerInfo{ID: w.cfg.ID, Started: w.started.UnixMilli(), Ledger: ledgerID}
@@ -156,7 +187,7 @@ func (w *Worker) schedule(d time.Duration) {
 
 // poll lists marks and locks and tries to lock one due, unlocked ledger.
 func (w *Worker) poll() {
-	w.state = WorkerLocking
+	w.become(WorkerLocking)
 	w.env.List(metadata.PrefixUnderReplicated, func(marks []metadata.KV, err error) {
 		if w.state != WorkerLocking {
 			return
@@ -210,7 +241,7 @@ func (w *Worker) poll() {
 }
 
 func (w *Worker) idle(d time.Duration) {
-	w.state = WorkerIdle
+	w.become(WorkerIdle)
 	w.schedule(d)
 }
 
@@ -218,7 +249,7 @@ func (w *Worker) lock(id int64) {
 	key := metadata.ReplicationLockKey(id)
 	locked := func(v metadata.Version) {
 		w.ledgerID, w.lockVer, w.began = id, v, w.env.Now()
-		w.state = WorkerWorking
+		w.become(WorkerWorking)
 		w.register(id)
 		w.work()
 	}
@@ -355,7 +386,7 @@ func (w *Worker) finished(res Result) {
 		m.Failures++
 		m.RetryAt = now.Add(w.backoff(m.Failures)).UnixMilli()
 	}
-	w.state = WorkerReleasing
+	w.become(WorkerReleasing)
 	w.env.Put(metadata.UnderReplicatedKey(id), m.encode(), w.markVer, func(_ metadata.Version, err error) {
 		// A conflict means the mark changed (extended or cleared): it stands as it is.
 		w.release(w.cfg.PollInterval / 4)
@@ -374,7 +405,7 @@ func (w *Worker) backoff(n int) time.Duration {
 // clearMark deletes the mark at the version read (a mark extended meanwhile stays for the
 // next attempt), then releases the lock.
 func (w *Worker) clearMark() {
-	w.state = WorkerReleasing
+	w.become(WorkerReleasing)
 	id := w.ledgerID
 	w.env.Delete(metadata.UnderReplicatedKey(id), w.markVer, func(err error) {
 		if err == nil {
@@ -391,7 +422,7 @@ func (w *Worker) release(d time.Duration) {
 	if w.state == WorkerStopped {
 		return
 	}
-	w.state = WorkerReleasing
+	w.become(WorkerReleasing)
 	id, v := w.ledgerID, w.lockVer
 	w.env.Delete(metadata.ReplicationLockKey(id), v, func(error) {
 		if w.state != WorkerReleasing {
