@@ -20,7 +20,7 @@ import (
 // subscriptions are Exclusive cursors that honour permits, producers are deduplicated by
 // name and sequence id.
 type fakeBroker struct {
-	t   *testing.T
+	t   testing.TB
 	ln  net.Listener
 	url string
 	wg  sync.WaitGroup
@@ -65,7 +65,7 @@ type fakeConn struct {
 	mu sync.Mutex // serializes writes
 }
 
-func startFakeBroker(t *testing.T) *fakeBroker {
+func startFakeBroker(t testing.TB) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
