@@ -483,11 +483,11 @@ func (c *conn) handleSend(f pulsar.Frame) {
 	if meta.NumMessagesInBatch != nil {
 		n = max(int(meta.GetNumMessagesInBatch()), 1)
 	}
+	// Deduplication follows Pulsar: a SEND is identified by its sequence id (the first of a
+	// batch) or highest_sequence_id if larger; batches need not hold consecutive ids (the
+	// key-based batcher interleaves keys), but their first ids increase.
 	seq := cmd.GetSequenceId()
-	hi := seq + uint64(n) - 1
-	if cmd.HighestSequenceId != nil && cmd.GetHighestSequenceId() > seq {
-		hi = cmd.GetHighestSequenceId()
-	}
+	hi := max(seq, cmd.GetHighestSequenceId())
 	m := topic.Message{SequenceID: seq, HighestSequenceID: hi, NumMessages: n,
 		Data: append([]byte(nil), f.HeadersAndPayload...)}
 	if meta.ChunkId != nil {

@@ -27,13 +27,16 @@ type Consumer struct {
 	connected time.Time
 
 	// Owned by the subscription goroutine.
-	closed   bool
-	permits  int
-	unacked  int
-	msgsOut  int64
-	bytesOut int64
-	rateOut  rate
-	redeliv  rate
+	closed bool
+	flowed bool // the client sent a FLOW: its handler is registered
+	// Failover: the last active state decided for the consumer, and whether it was sent.
+	active, activeKnown, activeSent bool
+	permits                         int
+	unacked                         int
+	msgsOut                         int64
+	bytesOut                        int64
+	rateOut                         rate
+	redeliv                         rate
 }
 
 // Subscription returns the consumer's subscription.

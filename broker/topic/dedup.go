@@ -150,12 +150,7 @@ func (d *dedup) recover(ctx context.Context, log Log, snap string, end Position)
 			if m.ChunkId != nil && m.GetChunkId() != m.GetNumChunksFromMsg()-1 {
 				continue
 			}
-			hi := m.GetSequenceId()
-			if m.HighestSequenceId != nil && m.GetHighestSequenceId() > hi {
-				hi = m.GetHighestSequenceId()
-			} else if m.NumMessagesInBatch != nil && m.GetNumMessagesInBatch() > 1 {
-				hi += uint64(m.GetNumMessagesInBatch() - 1)
-			}
+			hi := max(m.GetSequenceId(), m.GetHighestSequenceId())
 			s := d.get(m.GetProducerName())
 			s.persisted = max(s.persisted, int64(hi))
 			s.pushed = s.persisted

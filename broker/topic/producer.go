@@ -57,7 +57,9 @@ type ProducerReady struct {
 // Message is one SEND.
 type Message struct {
 	SequenceID        uint64
-	HighestSequenceID uint64 // >= SequenceID; the last message of a batch
+	// HighestSequenceID identifies the SEND for deduplication: max(sequence_id,
+	// highest_sequence_id), as in Pulsar.
+	HighestSequenceID uint64
 	NumMessages       int
 	// Data is the entry to store (headersAndPayload); the topic owns it from now on.
 	Data []byte

@@ -234,17 +234,28 @@ func (s *Subscription) pickActive() {
 	}
 	if s.typ == pb.CommandSubscribe_Failover && (prev != next || next == nil) {
 		for _, c := range s.consumers {
-			id, on := c.ID, c == next
-			c.Conn.Send(wrap(&pb.CommandActiveConsumerChange{ConsumerId: &id, IsActive: &on}))
+			s.notifyActive(c, c == next)
 		}
-	} else if s.typ == pb.CommandSubscribe_Failover && prev == next && next != nil {
+	} else if s.typ == pb.CommandSubscribe_Failover && next != nil {
 		// A new standby consumer learns who is active.
-		c := s.consumers[len(s.consumers)-1]
-		if c != next {
-			id, on := c.ID, false
-			c.Conn.Send(wrap(&pb.CommandActiveConsumerChange{ConsumerId: &id, IsActive: &on}))
+		if c := s.consumers[len(s.consumers)-1]; c != next && !c.activeSent {
+			s.notifyActive(c, false)
 		}
 	}
+}
+
+// notifyActive sends ACTIVE_CONSUMER_CHANGE to c — once c has sent its first FLOW: the Go
+// client registers the consumer's handler only after SUBSCRIBE succeeded, and drops a
+// notification that arrives earlier.
+func (s *Subscription) notifyActive(c *Consumer, on bool) {
+	c.active = on
+	c.activeKnown = true
+	if !c.flowed {
+		return
+	}
+	c.activeSent = true
+	id := c.ID
+	c.Conn.Send(wrap(&pb.CommandActiveConsumerChange{ConsumerId: &id, IsActive: &on}))
 }
 
 // removeConsumer detaches c; its unacknowledged entries are redelivered. notify tells the
@@ -338,6 +349,12 @@ func (s *Subscription) onFlow(c *Consumer, n int) {
 		return
 	}
 	c.permits += n
+	if !c.flowed {
+		c.flowed = true
+		if c.activeKnown {
+			s.notifyActive(c, c.active)
+		}
+	}
 	s.unblock()
 	s.dispatch()
 }
