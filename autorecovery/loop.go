@@ -24,8 +24,9 @@ type loop struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // run and the helpers
-	rand   *rand.Rand     // owner only
+	wg     sync.WaitGroup          // run and the helpers
+	rand   *rand.Rand              // owner only
+	conns  map[string]*client.Conn // owner only: connections in use, from the pool
 
 	signal chan struct{} // cap 1: the queue is not empty
 	mu     struct {
@@ -41,7 +42,8 @@ var errRequestTimeout = errors.New("autorecovery: bookie request timed out")
 func newLoop(store metadata.Store, pool *client.Pool, ttl, timeout time.Duration) *loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{store: store, pool: pool, ttl: ttl, timeout: timeout, ctx: ctx, cancel: cancel,
-		rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), signal: make(chan struct{}, 1)}
+		rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), signal: make(chan struct{}, 1),
+		conns: map[string]*client.Conn{}}
 	l.wg.Add(1)
 	go l.run()
 	return l
@@ -194,6 +196,19 @@ func (l *loop) Bookie(addr string, req *bk.Request, cb func(bk.Response, error))
 	timer := time.AfterFunc(l.timeout, func() {
 		deliver(bk.Response{}, fmt.Errorf("%w: %s", errRequestTimeout, addr))
 	})
+	send := func(conn *client.Conn) {
+		conn.Send(req, func(resp bk.Response, err error) {
+			timer.Stop()
+			deliver(resp, err)
+		})
+	}
+	// A live connection is used at once (Send never blocks); otherwise a helper gets one from
+	// the pool (dialling) and the owner sends on it.
+	if conn := l.conns[addr]; conn != nil && conn.Err() == nil {
+		send(conn)
+		return
+	}
+	delete(l.conns, addr)
 	l.async(func(ctx context.Context) {
 		conn, err := l.pool.Get(ctx, addr)
 		if err != nil {
@@ -201,9 +216,9 @@ func (l *loop) Bookie(addr string, req *bk.Request, cb func(bk.Response, error))
 			deliver(bk.Response{}, err)
 			return
 		}
-		conn.Send(req, func(resp bk.Response, err error) {
-			timer.Stop()
-			deliver(resp, err)
+		l.post(func() {
+			l.conns[addr] = conn
+			send(conn)
 		})
 	})
 }

@@ -109,8 +109,10 @@ type ReplicatorConfig struct {
 	// CLOSED is gone, so that the ledger may be recovered (fenced and closed) when a fragment
 	// with a lost bookie is not closed. Nil: never (the attempt is Deferred).
 	Recover func(lac int64) bool
-	// Window bounds the entries being copied at once (0: 64).
-	Window int
+	// Window bounds the entries being copied at once (0: 256), and WindowBytes the bytes
+	// read and not yet written (0: 8 MiB; one entry may exceed it).
+	Window      int
+	WindowBytes int
 
 	// swapWithoutCopy is a test-only mutation: swap the bookie without copying.
 	swapWithoutCopy bool
@@ -200,6 +202,8 @@ type Replicator struct {
 
 	suspects []string // not yet checked
 	task     *copyTask
+	// buffered is the bytes read and not yet written to the target (bounded by WindowBytes).
+	buffered int
 
 	res   Result
 	ready RepReady
@@ -235,9 +239,10 @@ type copyTask struct {
 }
 
 type entryCopy struct {
-	sources []string
-	tried   int
-	bytes   int
+	sources  []string
+	tried    int
+	bytes    int // payload
+	buffered int // stored bytes held until the add is acknowledged
 }
 
 // NewReplicator returns a replicator; call Start.
@@ -249,7 +254,10 @@ func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
 		return nil, err
 	}
 	if cfg.Window <= 0 {
-		cfg.Window = 64
+		cfg.Window = 256
+	}
+	if cfg.WindowBytes <= 0 {
+		cfg.WindowBytes = 8 << 20
 	}
 	s := slices.Clone(cfg.Suspects)
 	slices.Sort(s)
@@ -475,7 +483,7 @@ func (r *Replicator) startCopy() {
 // fillCopies keeps Window entries of the task in flight.
 func (r *Replicator) fillCopies() {
 	t := r.task
-	for len(t.copying) < r.cfg.Window && t.next < len(t.entries) && !r.state.final() {
+	for len(t.copying) < r.cfg.Window && r.buffered < r.cfg.WindowBytes && t.next < len(t.entries) && !r.state.final() {
 		e := t.entries[t.next]
 		t.next++
 		var srcs []string
@@ -518,6 +526,8 @@ func (r *Replicator) onRead(ref repRef, m BookieResult) {
 		ent, err := bk.DecodeEntry(m.Resp.Body, r.meta.Digest.Wire())
 		if err == nil && ent.LedgerID == r.meta.LedgerID && ent.EntryID == ref.entry {
 			ec.bytes = len(ent.Payload)
+			ec.buffered = len(m.Resp.Body)
+			r.buffered += ec.buffered
 			r.send(t.target, repRef{kind: repAdd, entry: ref.entry}, &bk.Request{Op: bk.OpAddEntry, Flags: bk.FlagRecovery,
 				LedgerID: r.meta.LedgerID, EntryID: ref.entry, MasterKey: r.key, Digest: r.meta.Digest.Wire(), Body: m.Resp.Body})
 			return
@@ -543,6 +553,7 @@ func (r *Replicator) onAdd(ref repRef, m BookieResult) {
 		return
 	}
 	delete(t.copying, ref.entry)
+	r.buffered -= ec.buffered
 	t.done++
 	r.res.Entries++
 	r.res.Bytes += int64(ec.bytes)

@@ -24,7 +24,7 @@ type WorkerConfig struct {
 	// BackoffBase and BackoffMax bound the exponential backoff after failed attempts.
 	// Defaults 1s and 5m.
 	BackoffBase, BackoffMax time.Duration
-	// Window bounds the entries copied at once. Default 64.
+	// Window bounds the entries copied at once. Default 256 (and at most 8 MiB read ahead).
 	Window int
 	// Metrics receives progress (nil: none).
 	Metrics *Metrics
