@@ -62,6 +62,9 @@ func (r *registrar) register(ctx context.Context) error {
 // other one. A key left by a previous incarnation (whose lease has not expired yet) is
 // overwritten: the cookie guarantees no other live process owns this id.
 func (r *registrar) publish(ctx context.Context, s State) error {
+	// The state changes before the registration does, so anyone who sees the new
+	// registration also sees the bookie behave accordingly (e.g. refuse adds when read-only).
+	prev := State(r.b.state.Swap(uint32(s)))
 	info := Info{ID: r.b.id, Address: r.b.addr, State: s.String(), Started: r.started}
 	v, _ := json.Marshal(info)
 	if _, err := r.sess.Put(ctx, r.key(s), v, metadata.AnyVersion); err != nil {
@@ -74,7 +77,6 @@ func (r *registrar) publish(ctx context.Context, s State) error {
 	if err := r.b.cfg.Store.Delete(ctx, r.key(other), metadata.AnyVersion); err != nil {
 		return fmt.Errorf("bookie: unregister %s: %w", other, err)
 	}
-	prev := State(r.b.state.Swap(uint32(s)))
 	if s == StateReadOnly {
 		r.b.m.readOnly.Set(1)
 	} else {
@@ -125,6 +127,8 @@ func (r *registrar) run() {
 			}
 			if want != cur {
 				if err := r.publish(ctx, want); err != nil {
+					// Back to the registered state so the next tick tries again.
+					r.b.state.Store(uint32(cur))
 					r.b.log.Error("re-register failed", "state", want.String(), "err", err)
 				}
 			}
