@@ -106,7 +106,11 @@ func TestServiceReplicatesLostBookie(t *testing.T) {
 	}
 	write(h2, 30, 30) // the live writer changes ensemble away from the victim
 
-	// Wait until no ledger references the victim and nothing is marked.
+	// Wait (on a watch of the whole namespace) until no ledger references the victim and
+	// nothing is marked.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watch := store.Watch(wctx, "/", 0)
 	for {
 		st, err := autorecovery.ReadStatus(ctx, store)
 		if err != nil {
@@ -134,7 +138,10 @@ func TestServiceReplicatesLostBookie(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("not re-replicated: %d references, status %+v", refs, st)
-		case <-time.After(50 * time.Millisecond): // polling the store's state from outside
+		case _, ok := <-watch.C:
+			if !ok {
+				t.Fatalf("watch ended: %v", watch.Err())
+			}
 		}
 	}
 	if err := h2.Close(ctx); err != nil {
