@@ -813,7 +813,11 @@ func (c *conn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) {
 		pi := int32(p)
 		last.Partition = &pi
 	}
-	md := e.c.Subscription().MarkDelete()
+	md, err := e.c.Subscription().MarkDelete(ctx)
+	if err != nil {
+		c.sendError(rid, err)
+		return
+	}
 	ml, me := uint64(md.LedgerID), uint64(md.EntryID)
 	c.Send(pulsar.Wrap(&pb.CommandGetLastMessageIdResponse{RequestId: &rid, LastMessageId: last,
 		ConsumerMarkDeletePosition: &pb.MessageIdData{LedgerId: &ml, EntryId: &me}}))

@@ -138,7 +138,6 @@ func (c *cluster) restartBroker() {
 	c.startBroker()
 }
 
-
 func clientLogger() plog.Logger {
 	l := logrus.New()
 	l.SetOutput(io.Discard)

@@ -71,3 +71,7 @@ func testProduceConsumeInOrder(t *testing.T, o clusterOpts, n int) {
 func TestMemProduceConsumeInOrder(t *testing.T) {
 	testProduceConsumeInOrder(t, clusterOpts{memLog: true}, 10000)
 }
+
+func TestProduceConsumeInOrder(t *testing.T) {
+	testProduceConsumeInOrder(t, devOpts, 10000)
+}

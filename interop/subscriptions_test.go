@@ -15,7 +15,7 @@ import (
 )
 
 // devOpts is the storage the end-to-end tests run on.
-var devOpts = clusterOpts{memLog: true}
+var devOpts = clusterOpts{}
 
 func subscribe(t *testing.T, cl pulsar.Client, o pulsar.ConsumerOptions) pulsar.Consumer {
 	t.Helper()

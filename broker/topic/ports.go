@@ -63,7 +63,7 @@ type Cursor interface {
 	// delivered, dropping the acknowledgements at or after it.
 	Reset(ctx context.Context, p Position) error
 	// MarkDelete is the mark-delete position: everything at or before it is acknowledged.
-	MarkDelete() Position
+	MarkDelete(ctx context.Context) (Position, error)
 	// Info returns the cursor's statistics.
 	Info(ctx context.Context) (CursorInfo, error)
 	// Close releases the cursor (a durable one keeps its state).

@@ -56,7 +56,7 @@ type ProducerReady struct {
 
 // Message is one SEND.
 type Message struct {
-	SequenceID        uint64
+	SequenceID uint64
 	// HighestSequenceID identifies the SEND for deduplication: max(sequence_id,
 	// highest_sequence_id), as in Pulsar.
 	HighestSequenceID uint64

@@ -1066,7 +1066,9 @@ func (s *Subscription) startClose(done func()) {
 }
 
 // MarkDelete returns the subscription's mark-delete position.
-func (s *Subscription) MarkDelete() Position { return s.cur.MarkDelete() }
+func (s *Subscription) MarkDelete(ctx context.Context) (Position, error) {
+	return s.cur.MarkDelete(ctx)
+}
 
 // Stats returns the subscription's statistics.
 func (s *Subscription) Stats(ctx context.Context) (SubscriptionStats, error) {

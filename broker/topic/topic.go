@@ -539,6 +539,11 @@ func (t *Topic) onTerminated(pos Position, err error) {
 	}
 	t.become(StateTerminated) //nolint:errcheck // legal edge
 	t.logger.Info("topic terminated", "last", pos)
+	// Disconnect the producers (as Pulsar does): they reconnect, are refused with
+	// TopicTerminatedError, and fail their pending messages with it.
+	for p := range t.producers {
+		t.removeProducer(p, true)
+	}
 	for _, p := range t.waiting {
 		p.state = producerClosed
 		p.cb.Failed(fmt.Errorf("%w: topic %s", ErrTerminated, t.name))

@@ -232,7 +232,10 @@ func (t *Topic) Skip(ctx context.Context, name string, n int) error {
 		}
 		return ackWait(func(done func(error)) { s.cur.AckCumulative(last, done) })
 	}
-	md := s.cur.MarkDelete()
+	md, err := s.cur.MarkDelete(ctx)
+	if err != nil {
+		return err
+	}
 	from := Position{LedgerID: md.LedgerID, EntryID: md.EntryID + 1}
 	if md == mledger.Earliest {
 		from = mledger.Earliest

@@ -374,10 +374,10 @@ func (c *Cursor) Reset(_ context.Context, p Position) error {
 }
 
 // MarkDelete returns the mark-delete position.
-func (c *Cursor) MarkDelete() Position {
+func (c *Cursor) MarkDelete(context.Context) (Position, error) {
 	c.l.s.mu.Lock()
 	defer c.l.s.mu.Unlock()
-	return c.cs.md
+	return c.cs.md, nil
 }
 
 // Info returns the cursor's statistics.
