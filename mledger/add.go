@@ -538,6 +538,11 @@ func (c *core) recordTerminated(pos Position) {
 		return nil
 	}, done: func(err error) {
 		if err != nil {
+			for _, id := range removed {
+				if !c.info().has(id) { // an earlier attempt removed it before we were fenced
+					c.deleteLedger(id)
+				}
+			}
 			c.becomeFenced(err)
 			return
 		}

@@ -160,9 +160,7 @@ func (c *core) openCursor(name string, start Position, reply func(*cursor, error
 			reply(nil, err)
 			return
 		}
-		if st := &cur.rec.cur.State; st.Seq != cur.seq { // the record existed: adopt its state
-			cur.restore(st)
-		}
+		cur.restore(&cur.rec.cur.State) // ours, or the record's if it existed already
 		cur.persistedMD, cur.persistedSeq, cur.snapSeq = cur.md, cur.seq, cur.seq
 		c.tracef("cursor %s created at %v", name, cur.md)
 		reply(cur, nil)
@@ -223,11 +221,24 @@ func (c *core) recoverCursor(kv metadata.KV, done func(error)) {
 	c.cursors[name] = cur
 	cur.rec = newMetaWriter(c, kv.Key, decodeCursorInfo, ci, kv.Version)
 	cur.rec.onFenced = c.becomeFenced
+	c.recoverCursorState(cur, ci, done)
+}
+
+// errRecoverAgain: the cursor record names another ledger than the one recovered (a previous
+// owner switched meanwhile); recover that one too before claiming.
+var errRecoverAgain = errors.New("mledger: cursor ledger switched during recovery")
+
+func (c *core) recoverCursorState(cur *cursor, ci *CursorInfo, done func(error)) {
+	name := cur.name
 	best := ci.State.clone()
+	recovered := ci.Ledger // fenced by the recovery below: its writer can add no more
 	finish := func() {
 		cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-claim", claim: true, apply: func(ci *CursorInfo) error {
 			if ci.Epoch > c.epoch {
 				return fmt.Errorf("%w: cursor %s claimed at epoch %d", ErrFenced, name, ci.Epoch)
+			}
+			if ci.Ledger != recovered {
+				return errRecoverAgain
 			}
 			ci.Owner, ci.Epoch = c.token, c.epoch
 			if ci.State.Seq < best.Seq {
@@ -235,6 +246,11 @@ func (c *core) recoverCursor(kv metadata.KV, done func(error)) {
 			}
 			return nil
 		}, done: func(err error) {
+			if errors.Is(err, errRecoverAgain) && c.state == StateOpening {
+				c.tracef("cursor %s switched to ledger %d during recovery: recovering it", name, cur.rec.cur.Ledger)
+				c.recoverCursorState(cur, cur.rec.cur.clone(), done)
+				return
+			}
 			if err != nil {
 				done(fmt.Errorf("cursor %s: %w", name, err))
 				return
@@ -251,14 +267,13 @@ func (c *core) recoverCursor(kv metadata.KV, done func(error)) {
 	}
 	attempts := 0
 	var recoverLedger func()
-	retry := func(err error) bool {
+	retry := func(err error) {
 		attempts++
 		if attempts >= c.cfg.OpenAttempts {
 			done(fmt.Errorf("cursor %s: recover ledger %d: %w", name, ci.Ledger, err))
-			return false
+			return
 		}
 		c.env.after(c.backoff(attempts), "cursor.recover.retry", recoverLedger)
-		return true
 	}
 	recoverLedger = func() {
 		c.bk.OpenRecover(ci.Ledger, c.cfg.Password, func(end LedgerEnd, err error) {

@@ -223,9 +223,12 @@ func (c *core) trim(done func()) {
 	in := c.info()
 	var total int64
 	for _, l := range in.Ledgers {
-		total += l.Size
+		if l.ID == c.tail.id {
+			total += c.tail.size // live
+		} else {
+			total += l.Size
+		}
 	}
-	total += c.tail.size
 	now := c.env.now()
 	rt, rs := c.cfg.RetentionTime, c.cfg.RetentionSize
 	var ids []int64

@@ -234,6 +234,9 @@ func (c *core) openRecord(w Writer) {
 		}
 		if err != nil {
 			c.discardWriter(w, !c.info().has(w.ID()))
+			if dropped >= 0 && !c.info().has(dropped) {
+				c.deleteLedger(dropped) // an earlier attempt dropped it before we were fenced
+			}
 			c.failOpen(err)
 			return
 		}
