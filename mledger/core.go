@@ -70,8 +70,7 @@ type core struct {
 	trimTimer  func()
 	snapTimer  func()
 	opening    *openState
-	pending    int // port operations whose completion Close waits for (deletes, cursor I/O)
-	onStopped  func()
+	pending    int // port operations whose completion Close waits for (deletes, reads, cursor I/O)
 }
 
 // tailLedger is the live view of the last ledger in the record.

@@ -105,7 +105,7 @@ func (c *core) maybeFinishClose() {
 	c.finishClosed()
 }
 
-// finishClosed answers everything still waiting and tells the owner to stop.
+// finishClosed answers everything still waiting (the owner stops after this step).
 func (c *core) finishClosed() {
 	err := c.deleteErr
 	if c.opening != nil || c.ml == nil {
@@ -130,9 +130,6 @@ func (c *core) finishClosed() {
 			fw.done(ErrClosed)
 		}
 		cur.flushWaiters = nil
-	}
-	if c.onStopped != nil {
-		c.onStopped()
 	}
 }
 

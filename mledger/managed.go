@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -272,7 +273,7 @@ func (m *ManagedLedger) Terminate(ctx context.Context) (Position, error) {
 // Close closes the managed ledger and its cursors and stops its goroutine. Idempotent.
 func (m *ManagedLedger) Close(ctx context.Context) error {
 	err := do0(ctx, m, func(c *core, reply func(error)) { c.closeML(reply) })
-	if err == ErrClosed {
+	if errors.Is(err, ErrClosed) {
 		err = nil
 	}
 	if err == nil {
@@ -340,7 +341,7 @@ func (m *ManagedLedger) read(ctx context.Context, op *readOp) ([]Entry, error) {
 	m.in.push(func() { m.c.cancelRead(op) })
 	select {
 	case r := <-ch:
-		if r.err == errCancelled {
+		if errors.Is(r.err, errCancelled) {
 			return nil, ctx.Err()
 		}
 		return r.es, r.err
