@@ -21,7 +21,8 @@
 //  1. Apply every replayed record to ledger storage during Open (replay is called in
 //     journal order; copy r.Data if it is kept).
 //  2. Treat a record as durable only when its done callback got nil. done must not
-//     block: it runs on the syncer goroutine, in append order.
+//     block: it runs on the syncer goroutine, in append order (or, for an append
+//     rejected up front, inside Append).
 //  3. Call Release(m) only after ledger storage has durably flushed everything
 //     appended before m (and everything replayed by Open); take m with Mark before
 //     starting that flush.
@@ -37,11 +38,10 @@
 //
 //	+----------+----------+--------+--------------+--------------+----------------+
 //	| length   | crc      | type   | ledgerID     | entryID      | data           |
-//	| u32      | u32      | u8     | i64          | i64          | length-17      |
+//	| u32      | u32      | u8     | i64          | i64          | length-17 B    |
 //	+----------+----------+--------+--------------+--------------+----------------+
-//	 0          4          8        9              17             25
-//	           |<-- crc32c (Castagnoli) over type..data -------------------------->|
-//	|<------- 8 ------->|<------------------- length bytes ---------------------->|
+//	0          4          8        9              17             25       8+length
+//	                      |<--- length bytes, covered by crc32c (Castagnoli) ---->|
 //
 // length counts type..data (17 + len(data)), so it is never 0: a zero length (the
 // preallocated zeros) or the end of the file marks the end of the written data.
@@ -71,8 +71,10 @@
 //     corruption;
 //   - a valid CRC with an unknown type: corruption.
 //
-// Corruption fails Open with a *CorruptionError (errors.Is(err, ErrCorruption)): the
-// journal never silently drops acknowledged data. After the scan Open truncates the
+// The search for a valid record after the end asks the filesystem for data ranges
+// (SEEK_DATA) with readahead off, so the unwritten preallocated tail costs nothing.
+// Corruption fails Open with a *CorruptionError (errors.Is(err, ErrCorruption)) and
+// changes nothing on disk: the journal never silently drops acknowledged data. After the scan Open truncates the
 // last file just after its last complete record (removing a torn tail for good, so it
 // can never be resurrected, and giving back the unused preallocation), or removes it
 // when it holds no record, fsyncs, and starts a new file for appends.
@@ -116,9 +118,11 @@
 //     that queue up while an fdatasync runs share the next one ("flush as soon as the
 //     queue is empty", natural group commit);
 //  3. otherwise, while the syncer is busy, records queue up (and are written early in
-//     64 KiB chunks); once it is idle the group ends as soon as it holds as many
-//     records as the previous group completed (in a closed loop of N writers, all N
-//     are back) or the wait for company is over. That wait starts when the syncer
+//     64 KiB chunks); once it is idle the group ends as soon as it holds its target or
+//     the wait for company is over. The target is the records already pending when the
+//     syncer went idle plus one per caller it just released (in a closed loop of N
+//     writers, all N are back); it is 0 (sync at once) when at least as many records
+//     arrived during the fdatasync as it completed, as under open-loop load. That wait starts when the syncer
 //     could have taken the oldest record and lasts MaxGroupWait, but never beyond one
 //     previous-fsync duration after the syncer went idle: waiting longer than an fsync
 //     gains little, since records arriving meanwhile form the next group. So a record
@@ -131,5 +135,33 @@
 //
 // # Performance
 //
-// PERFORMANCE_PLACEHOLDER
+// Acceptance target: with 64 closed-loop writers appending 1 KiB records, the journal's
+// MB/s is at least 0.8× that of one goroutine doing pwrite+fdatasync into a
+// preallocated file in the same directory with the journal's average group size.
+// Measured on a shared 2-vCPU VM (ext4 on virtio, load average 7–13 from other work),
+// BenchmarkGroupCommitVsPlain, 10 runs of 30 alternating 100ms phase pairs each:
+//
+//	MaxGroupWait    records/fsync  journal MB/s  ratio median (min–max)  ratio-split
+//	1ms (default)   62–63          40 (35–76)    0.95 (0.81–1.51)        0.88 (0.73–1.03)
+//	0 (eager)       32             22 (10–28)    1.21 (0.92–1.46)        1.12 (0.75–1.37)
+//
+// ratio-split compares with the same loop but with the pwrite done on a helper
+// goroutine, which on this VM was 1.1–1.4× faster than the single-goroutine loop (the
+// journal, too, writes and syncs on different goroutines). The default 1ms gives ~1.8×
+// the absolute throughput of MaxGroupWait 0 in this closed loop (one group of ~63
+// instead of two alternating groups of ~32), but pays ~100µs of callbacks and
+// re-appends per group on the critical path, which the eager mode hides behind the
+// other group's fdatasync; its lowest ratios come from the fastest-disk phases. Run
+// alone (BenchmarkGroupCommit, then BenchmarkPlainAppendFdatasync at the same batch
+// size), single measurements swing from 0.4 to 3 with the disk; only side-by-side
+// phases are meaningful. The append path allocates nothing per record (0 allocs/op).
+//
+// Reproduce:
+//
+//	go test -run XXX -bench VsPlain -benchtime 30x -count 5 ./bookie/journal/
+//	go test -run XXX -bench . -count 3 ./bookie/journal/   # all benchmarks
+//
+// JOURNAL_BENCH_DIR picks the filesystem (default: the test temp dir),
+// JOURNAL_BENCH_WAITS the MaxGroupWait values ("0,1ms"), JOURNAL_PLAIN_BATCHES the
+// plain loop's batch sizes ("32,48,64").
 package journal

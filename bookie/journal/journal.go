@@ -179,11 +179,16 @@ type queue struct {
 	// want, set by the writer while it waits for company: Append wakes the writer when
 	// cur reaches want records (0: no such wake-up).
 	want int
-	// Published by the syncer after each group, read by the writer's group policy.
+	// The open group, kept by the writer: records taken and written early (not final)
+	// since the last final batch.
+	groupRecords int
+	groupBytes   int
+	groupFirst   time.Time // when the open group's first record was appended
+	// Published by the syncer when it goes idle, read by the writer's group policy.
 	// Invariant: inflight >= 0.
 	inflight  int           // groups handed to the syncer and not yet completed
-	expected  int           // records the last group completed
-	idleSince time.Time     // when the last group's callbacks were done
+	target    int           // records the next group waits for (see publishIdle)
+	idleSince time.Time     // when the syncer last went idle
 	lastSync  time.Duration // the last fdatasync's duration
 }
 

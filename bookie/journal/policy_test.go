@@ -34,8 +34,7 @@ func (f *memFile) Sync() error  { time.Sleep(f.fs.syncDelay); return nil }
 func (f *memFile) Close() error { return nil }
 
 // TestGroupCommitPolicy checks the group commit policy with fake time:
-//   - a closed loop of N writers settles at groups of N (or N-1): the writers are
-//     waited for;
+//   - a closed loop of N writers settles at groups of N: the writers are waited for;
 //   - a lone record right after a group waits min(MaxGroupWait, previous fsync) for
 //     company, never more;
 //   - a lone record after a quiet period is synced at once;
@@ -89,11 +88,10 @@ func TestGroupCommitPolicy(t *testing.T) {
 				wg.Wait()
 				synctest.Wait() // the syncer has run OnGroupSynced for the last group
 				if tc.fullGroups {
-					// Once settled, every group holds all writers but at most one (a
-					// writer whose record missed a group stays one group behind). The
-					// last two groups are the wind-down.
+					// Once settled, every group holds all writers. The last two groups
+					// are the wind-down.
 					for _, g := range groups[len(groups)/2 : len(groups)-2] {
-						if g < writers-1 {
+						if g != writers {
 							t.Errorf("group sizes %v: want the closed loop to settle at %d", groups, writers)
 							break
 						}

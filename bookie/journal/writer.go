@@ -10,10 +10,6 @@ type writerState struct {
 	active file   // the file being appended to; synced by the writer when rolled away from
 	seq    uint64 // active's sequence number
 	err    error  // sticky: once set, batches are failed without being written
-	// The open group: batches written early (not final) since the last final batch.
-	groupRecords int
-	groupBytes   int
-	groupFirst   time.Time // when the open group's first record was appended
 }
 
 // runWriter is the writer goroutine. It decides where groups end (the group commit
@@ -49,16 +45,6 @@ func (j *Journal) runWriter() {
 			continue
 		}
 		j.writeBatch(b)
-		w := &j.w
-		if b.final {
-			w.groupRecords, w.groupBytes, w.groupFirst = 0, 0, time.Time{}
-		} else {
-			if w.groupRecords == 0 {
-				w.groupFirst = b.first
-			}
-			w.groupRecords += len(b.dones)
-			w.groupBytes += len(b.buf)
-		}
 		j.written <- b
 	}
 }
@@ -73,9 +59,8 @@ func (j *Journal) runWriter() {
 //  2. the group holds MaxGroupBytes;
 //  3. MaxGroupWait is 0 (every batch ends a group; the syncer merges the groups that
 //     queue up while it is busy);
-//  4. the syncer is idle and the group holds as many records as the previous group
-//     completed (in a closed loop of N writers, all N are back), or the wait for
-//     company is over. That wait starts when the syncer could have taken the oldest
+//  4. the syncer is idle and the group holds target records (see publishIdle: in a
+//     closed loop of N writers, all N are back), or the wait for company is over. That wait starts when the syncer could have taken the oldest
 //     record (the later of its append and the syncer going idle) and lasts
 //     MaxGroupWait, but never beyond the syncer's idle time plus the previous fsync's
 //     duration: waiting longer than an fsync gains little, as records arriving
@@ -84,20 +69,19 @@ func (j *Journal) runWriter() {
 // While the syncer is busy, queued records are written early (not final) once
 // writeChunk bytes are queued, so that their pwrite overlaps the running fsync.
 func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit bool) {
-	w := &j.w
 	q := &j.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.want = 0
 	cur := q.cur
 	queued := len(cur.dones)
-	if queued == 0 && w.groupRecords == 0 {
+	if queued == 0 && q.groupRecords == 0 {
 		return nil, 0, q.state == stateClosed
 	}
-	records := w.groupRecords + queued
-	bytes := w.groupBytes + len(cur.buf)
-	first := w.groupFirst
-	if w.groupRecords == 0 {
+	records := q.groupRecords + queued
+	bytes := q.groupBytes + len(cur.buf)
+	first := q.groupFirst
+	if q.groupRecords == 0 {
 		first = cur.first
 	}
 	final := false
@@ -108,7 +92,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 		if len(cur.buf) < j.writeChunk {
 			return nil, 0, false
 		}
-	case records >= q.expected:
+	case records >= q.target:
 		final = true
 	default:
 		// Waiting for company starts when the syncer could have taken the record.
@@ -123,7 +107,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 		if wait = deadline.Sub(now); wait > 0 {
 			// Not written early: on few cores the pwrites would compete with the
 			// appends being waited for.
-			q.want = q.expected - w.groupRecords
+			q.want = q.target - q.groupRecords
 			return nil, wait, false
 		}
 		final = true
@@ -140,6 +124,13 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 	if final {
 		b.final = true
 		q.inflight++
+		q.groupRecords, q.groupBytes, q.groupFirst = 0, 0, time.Time{}
+	} else {
+		if q.groupRecords == 0 {
+			q.groupFirst = b.first
+		}
+		q.groupRecords += len(b.dones)
+		q.groupBytes += len(b.buf)
 	}
 	return b, 0, false
 }
