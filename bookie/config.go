@@ -42,7 +42,8 @@ type Config struct {
 	CheckpointInterval time.Duration
 	// MaxEntrySize is the largest entry accepted. Default 5 MiB.
 	MaxEntrySize int
-	// Journal tunes the journal.
+	// Journal tunes the journal. A zero MaxGroupWait takes journal.DefaultMaxGroupWait (1ms);
+	// a negative one syncs as soon as the queue is empty.
 	Journal journal.Options
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
@@ -84,6 +85,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxEntrySize == 0 {
 		c.MaxEntrySize = 5 << 20
+	}
+	if c.Journal.MaxGroupWait == 0 {
+		c.Journal.MaxGroupWait = journal.DefaultMaxGroupWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

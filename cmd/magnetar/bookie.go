@@ -55,7 +55,7 @@ func newBookieCmd() *cobra.Command {
 			b, err := bookie.Start(ctx, bookie.Config{
 				ID: id, Listen: listen, Advertise: advertise, DataDir: dataDir, Store: store,
 				SessionTTL: ttl, DiskThreshold: threshold, GCInterval: gcInterval,
-				Journal: journal.Options{MaxGroupWait: groupWait},
+				Journal: journal.Options{MaxGroupWait: journalGroupWait(groupWait)},
 				Logger:  slog.Default(),
 			})
 			if err != nil {
@@ -105,7 +105,7 @@ func newBookieCmd() *cobra.Command {
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8000", "metrics HTTP address (empty disables)")
 	f.DurationVar(&ttl, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead bookie stays registered")
 	f.Float64Var(&threshold, "disk-threshold", 0.95, "disk usage fraction at which the bookie turns read-only")
-	f.DurationVar(&groupWait, "journal-group-wait", time.Millisecond, "longest wait for a journal group commit")
+	f.DurationVar(&groupWait, "journal-group-wait", time.Millisecond, "longest wait for company before a journal fsync (0: sync as soon as the queue is empty)")
 	f.DurationVar(&gcInterval, "gc-interval", 10*time.Minute, "how often to reclaim deleted ledgers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&arOn, "autorecovery", true, "run the auto-recovery auditor and a replication worker in this bookie")
@@ -158,4 +158,13 @@ func newBookieListCmd() *cobra.Command {
 	c.Flags().BoolVar(&all, "all", false, "also list bookies known from cookies but not alive")
 	out.add(c)
 	return c
+}
+
+// journalGroupWait maps the flag to bookie.Config, where 0 means "default" and a negative
+// value means "no wait".
+func journalGroupWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
