@@ -1,0 +1,330 @@
+package interop
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+func receiveIndexes(t *testing.T, c pulsar.Consumer, n int) []int {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	var out []int
+	for len(out) < n {
+		m, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive after %v: %v", out, err)
+		}
+		out = append(out, msgIndex(t, m))
+		c.Ack(m)
+	}
+	return out
+}
+
+func expectRange(t *testing.T, got []int, from int) {
+	t.Helper()
+	for i, g := range got {
+		if g != from+i {
+			t.Fatalf("got %v, want %d..%d", got, from, from+len(got)-1)
+		}
+	}
+}
+
+func TestSeekByMessageID(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	ids := produceN(t, p, 10, nil)
+	expectRange(t, receiveIndexes(t, cons, 10), 0)
+	// The Go client resumes after the given id (it drops the id itself unless
+	// StartMessageIDInclusive); the broker redelivers from it.
+	if err := cons.Seek(ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	expectRange(t, receiveIndexes(t, cons, 6), 4)
+}
+
+func TestSeekByTime(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	produceN(t, p, 5, nil)
+	time.Sleep(20 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	for i := 5; i < 10; i++ {
+		if _, err := p.Send(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("msg-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectRange(t, receiveIndexes(t, cons, 10), 0)
+	if err := cons.SeekByTime(mid); err != nil {
+		t.Fatal(err)
+	}
+	expectRange(t, receiveIndexes(t, cons, 5), 5)
+}
+
+func TestReaderFromMessageID(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	ids := produceN(t, p, 10, nil)
+	for _, tc := range []struct {
+		name      string
+		start     pulsar.MessageID
+		inclusive bool
+		first     int
+	}{
+		{"exclusive", ids[4], false, 5},
+		{"inclusive", ids[4], true, 4},
+		{"earliest", pulsar.EarliestMessageID(), false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := cl.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: tc.start,
+				StartMessageIDInclusive: tc.inclusive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ctx := ctxT(t, time.Minute)
+			var got []int
+			for r.HasNext() {
+				m, err := r.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, msgIndex(t, m))
+			}
+			if len(got) != 10-tc.first {
+				t.Fatalf("read %v, want %d..9", got, tc.first)
+			}
+			expectRange(t, got, tc.first)
+		})
+	}
+}
+
+// TestLastMessageIDBatched: GetLastMessageId reports the last message of the last batch,
+// so a reader's HasNext stops exactly at the end.
+func TestLastMessageIDBatched(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	r, err := cl.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.HasNext() {
+		t.Fatal("HasNext on an empty topic")
+	}
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 7,
+		BatchingMaxPublishDelay: time.Second})
+	ids := produceN(t, p, 20, nil)
+	ctx := ctxT(t, time.Minute)
+	n := 0
+	for r.HasNext() {
+		if _, err := r.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 20 {
+		t.Fatalf("reader read %d messages, want 20", n)
+	}
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	last, err := cons.GetLastMessageIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ids[19]
+	if len(last) != 1 || last[0].LedgerID() != want.LedgerID() || last[0].EntryID() != want.EntryID() ||
+		last[0].BatchIdx() != want.BatchIdx() {
+		t.Fatalf("last message ids %v, want %v", last, want)
+	}
+}
+
+func TestUnsubscribe(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic})
+	produceN(t, p, 5, nil)
+	subs, err := c.broker.Subscriptions(ctxT(t, 10*time.Second), topic)
+	if err != nil || len(subs) != 1 || subs[0] != "s" {
+		t.Fatalf("subscriptions %v, %v", subs, err)
+	}
+	if err := cons.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+	subs, err = c.broker.Subscriptions(ctxT(t, 10*time.Second), topic)
+	if err != nil || len(subs) != 0 {
+		t.Fatalf("subscriptions after unsubscribe %v, %v", subs, err)
+	}
+	// A new subscription of that name starts where it is told (Latest): nothing old.
+	cons2, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons2.Close()
+	if _, err := p.Send(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte("msg-5")}); err != nil {
+		t.Fatal(err)
+	}
+	expectRange(t, receiveIndexes(t, cons2, 1), 5)
+}
+
+func TestUnsubscribeWithOtherConsumers(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	c1 := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err := c1.Unsubscribe(); err == nil {
+		t.Fatal("unsubscribe with another consumer connected succeeded")
+	}
+	if err := c1.UnsubscribeForce(); err != nil {
+		t.Fatalf("forced unsubscribe: %v", err)
+	}
+}
+
+func TestTerminate(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic})
+	ids := produceN(t, p, 3, nil)
+	last, err := c.broker.Terminate(ctxT(t, 30*time.Second), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.LedgerID != ids[2].LedgerID() || last.EntryID != ids[2].EntryID() {
+		t.Fatalf("terminated at %v, last message %v", last, ids[2])
+	}
+	_, err = p.Send(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte("late")})
+	if !errors.Is(err, pulsar.ErrTopicTerminated) {
+		t.Fatalf("send after terminate: %v, want ErrTopicTerminated", err)
+	}
+	_, err = cl.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err == nil || !strings.Contains(err.Error(), "TopicTerminated") {
+		t.Fatalf("new producer on a terminated topic: %v", err)
+	}
+	// Consumers still read everything.
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	expectRange(t, receiveIndexes(t, cons, 3), 0)
+}
+
+func TestDelayedDelivery(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic})
+	ctx := ctxT(t, time.Minute)
+	start := time.Now()
+	const delay = 1500 * time.Millisecond
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("msg-0"), DeliverAfter: delay}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("msg-1"),
+		DeliverAt: time.Now().Add(delay / 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("msg-2")}); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		i   int
+		min time.Duration
+	}{{2, 0}, {1, delay / 2}, {0, delay}}
+	for _, w := range want {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		el := time.Since(start)
+		if got := msgIndex(t, m); got != w.i {
+			t.Fatalf("received msg-%d, want msg-%d", got, w.i)
+		}
+		if el < w.min {
+			t.Fatalf("msg-%d delivered after %v, before its time (%v)", w.i, el, w.min)
+		}
+		cons.Ack(m)
+	}
+}
+
+func TestProducerAccessModes(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	p1, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeExclusive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeExclusive})
+	if err == nil || !strings.Contains(err.Error(), "ProducerFenced") {
+		t.Fatalf("second exclusive producer: %v, want ProducerFenced", err)
+	}
+	_, err = cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: -1,
+		ProducerAccessMode: pulsar.ProducerAccessModeShared, Name: "shared"})
+	if err == nil || !strings.Contains(err.Error(), "ProducerBusy") {
+		t.Fatalf("shared producer beside an exclusive one: %v, want ProducerBusy", err)
+	}
+	// WaitForExclusive waits until the exclusive producer goes.
+	type res struct {
+		p   pulsar.Producer
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic,
+			ProducerAccessMode: pulsar.ProducerAccessModeWaitForExclusive})
+		ch <- res{p, err}
+	}()
+	select {
+	case r := <-ch:
+		t.Fatalf("WaitForExclusive producer created while another is exclusive: %v", r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := p1.Send(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte("msg-0")}); err != nil {
+		t.Fatal(err)
+	}
+	p1.Close()
+	var r res
+	select {
+	case r = <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitForExclusive producer not ready after the exclusive one closed")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.p.Close()
+	if _, err := r.p.Send(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte("msg-1")}); err != nil {
+		t.Fatal(err)
+	}
+	// Same-name producers: the second is refused while the first is connected.
+	n1, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topicName(t), Name: "same"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Close()
+	_, err = cl.CreateProducer(pulsar.ProducerOptions{Topic: n1.Topic(), Name: "same"})
+	if err == nil || !strings.Contains(err.Error(), "ProducerBusy") {
+		t.Fatalf("duplicate producer name: %v, want ProducerBusy", err)
+	}
+}
