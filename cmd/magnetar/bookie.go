@@ -81,6 +81,7 @@ func newBookieCmd() *cobra.Command {
 			if httpAddr != "" {
 				mux := http.NewServeMux()
 				mux.Handle("/metrics", b.MetricsHandler())
+				mountPprof(mux)
 				if svc != nil {
 					mux.Handle("/metrics/autorecovery", svc.MetricsHandler())
 				}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -83,4 +84,11 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler) (net.Addr, erro
 		srv.Shutdown(sctx)
 	}()
 	return ln.Addr(), nil
+}
+
+// mountPprof serves the Go profiler under /debug/pprof/ (on the loopback admin/metrics port).
+func mountPprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
