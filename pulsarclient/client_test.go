@@ -367,3 +367,39 @@ func TestParseSubscriptionType(t *testing.T) {
 		t.Error("bogus type parsed")
 	}
 }
+
+// TestFlushCoversQueued: Flush (and so Close) covers every message SendAsync accepted
+// before it, even those still queued for the producer's goroutine.
+func TestFlushCoversQueued(t *testing.T) {
+	b := startFakeBroker(t)
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	for round := range 5 {
+		p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: fmt.Sprintf("f%d", round), MaxPendingMessages: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		done := 0
+		for range 1000 {
+			if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, func(_ MessageID, err error) {
+				if err != nil {
+					t.Errorf("send: %v", err)
+				}
+				mu.Lock()
+				done++
+				mu.Unlock()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if done != 1000 {
+			t.Fatalf("round %d: %d of 1000 callbacks after Close", round, done)
+		}
+		mu.Unlock()
+	}
+}

@@ -461,6 +461,16 @@ func (pp *partProducer) run() {
 			pp.timerOn = false
 			pp.flushBatch()
 		case w := <-pp.flushc:
+			// Every SendAsync that returned before Flush was called has its message in
+			// sendc: take them all first, so that the flush covers them.
+			for drained := false; !drained; {
+				select {
+				case r := <-pp.sendc:
+					pp.add(r)
+				default:
+					drained = true
+				}
+			}
 			pp.flushBatch()
 			if len(pp.pending) == 0 {
 				w <- nil

@@ -203,7 +203,8 @@ type perfRun struct {
 	subWin   window // messages received
 	rxBytes  atomic.Int64
 	received chan struct{} // cap 1: a message was received (for draining)
-	sent     atomic.Int64  // publishes started
+	sent     atomic.Int64  // publishes started (reserved against --messages)
+	queued   atomic.Int64  // publishes handed to the producer
 	acked    atomic.Int64  // publishes acknowledged
 	nrecv    atomic.Int64  // messages consumed
 	failed   atomic.Int64
@@ -221,7 +222,7 @@ func (r *perfRun) fail(err error) {
 // report prints a progress line per second until ctx ends.
 func (r *perfRun) report(ctx context.Context, w io.Writer, count *atomic.Int64, what string) {
 	pr := newProgress(r.size, func(s string) {
-		fmt.Fprintf(w, "%s  %s total %d, %d in flight\n", s, what, count.Load(), r.sent.Load()-r.acked.Load())
+		fmt.Fprintf(w, "%s  %s total %d, %d in flight\n", s, what, count.Load(), r.queued.Load()-r.acked.Load()-r.failed.Load())
 	})
 	pr.unit = "msg"
 	t := time.NewTicker(time.Second)
@@ -292,6 +293,7 @@ func (r *perfRun) produceLoop(ctx context.Context, p *pulsarclient.Producer, f *
 			}
 		}
 		if f.sync {
+			r.queued.Add(1)
 			id, err := p.Send(ctx, msg)
 			if err != nil && ctx.Err() != nil {
 				r.sent.Add(-1)
@@ -300,8 +302,10 @@ func (r *perfRun) produceLoop(ctx context.Context, p *pulsarclient.Producer, f *
 			done(id, err)
 			continue
 		}
+		r.queued.Add(1)
 		if err := p.SendAsync(ctx, msg, done); err != nil {
 			r.sent.Add(-1)
+			r.queued.Add(-1)
 			if ctx.Err() == nil {
 				r.fail(err)
 			}
