@@ -9,7 +9,9 @@ import (
 )
 
 // Errors of the exported service API. Callers (the admin REST handlers) test them with
-// errors.Is and map them to HTTP statuses as noted.
+// errors.Is and map them to HTTP statuses as noted. This list is the whole truth: the ones
+// shared with broker/topic are the same values (topic.ErrFenced wraps ErrServiceNotReady;
+// mledger's errors surface only wrapped in one of these or as internal errors).
 var (
 	// ErrTenantNotFound: no such tenant (404).
 	ErrTenantNotFound = errors.New("broker: tenant does not exist")
@@ -18,27 +20,27 @@ var (
 	// ErrTopicNotFound: no such topic, or auto-creation is off (404).
 	ErrTopicNotFound = errors.New("broker: topic not found")
 	// ErrSubscriptionNotFound: no such subscription (404).
-	ErrSubscriptionNotFound = errors.New("broker: subscription not found")
+	ErrSubscriptionNotFound = topic.ErrSubscriptionNotFound
 	// ErrAlreadyExists: the tenant, namespace, topic, partitioned topic or subscription exists
 	// (409).
-	ErrAlreadyExists = errors.New("broker: already exists")
+	ErrAlreadyExists = topic.ErrAlreadyExists
 	// ErrNotEmpty: a tenant still has namespaces, a namespace still has topics, or a topic or
 	// subscription still has connected clients and force was not given (409; Pulsar answers
 	// 412 for "has active producers/subscriptions").
-	ErrNotEmpty = errors.New("broker: not empty")
+	ErrNotEmpty = topic.ErrNotEmpty
 	// ErrInvalidName wraps topicname.ErrInvalid: a malformed tenant, namespace or topic name
 	// (400; 412 for topic names in Pulsar).
 	ErrInvalidName = topicname.ErrInvalid
 	// ErrInvalidArgument: a bad value, e.g. fewer partitions than before (400 or 412).
-	ErrInvalidArgument = errors.New("broker: invalid argument")
+	ErrInvalidArgument = topic.ErrInvalid
 	// ErrNotAllowed: the operation is not permitted in the topic's state, e.g. a cumulative
 	// operation on a partitioned topic's base name (405).
-	ErrNotAllowed = errors.New("broker: operation not allowed")
+	ErrNotAllowed = topic.ErrNotAllowed
 	// ErrTopicTerminated: the topic is terminated and takes no more messages.
 	ErrTopicTerminated = topic.ErrTerminated
 	// ErrServiceNotReady: the broker is starting or stopping, or the topic is being
 	// loaded/unloaded elsewhere; retry (503).
-	ErrServiceNotReady = errors.New("broker: service not ready")
+	ErrServiceNotReady = topic.ErrClosed
 	// ErrNotOwner is wrapped by *NotOwnerError: another broker serves the topic (307 to its
 	// HTTP URL).
 	ErrNotOwner = errors.New("broker: topic served by another broker")

@@ -43,7 +43,7 @@ func TestDedupAcrossReconnect(t *testing.T) {
 		cfg.Advertise = px.addr() // lookups send clients through the proxy
 		cfg.DeduplicationSnapshotInterval = 5
 	}})
-	px.backend = c.broker.Addr().String()
+	px.setBackend(c.broker.Addr().String())
 	c.url = "pulsar://" + px.addr()
 	cl := c.client()
 	topic := topicName(t)

@@ -13,7 +13,7 @@ import (
 type proxy struct {
 	t         *testing.T
 	ln        net.Listener
-	backend   string
+	backend   atomic.Pointer[string]
 	blackhole atomic.Bool
 
 	mu    sync.Mutex
@@ -36,13 +36,15 @@ func newProxy(t *testing.T) *proxy {
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }
 
+func (p *proxy) setBackend(addr string) { p.backend.Store(&addr) }
+
 func (p *proxy) accept() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
 		}
-		b, err := net.Dial("tcp", p.backend)
+		b, err := net.Dial("tcp", *p.backend.Load())
 		if err != nil {
 			c.Close()
 			continue

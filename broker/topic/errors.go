@@ -10,11 +10,13 @@ import (
 var (
 	// ErrTerminated: the topic is terminated (TopicTerminatedError).
 	ErrTerminated = errors.New("topic: terminated")
-	// ErrClosed: the topic or subscription is closing or closed, e.g. being unloaded; the
-	// client should look it up again and retry (ServiceNotReady).
-	ErrClosed = errors.New("topic: closed")
-	// ErrFenced: another broker took the topic's managed ledger over (ServiceNotReady).
-	ErrFenced = errors.New("topic: fenced by another owner")
+	// ErrClosed: the service is not ready: the topic or subscription is closing or closed
+	// (e.g. being unloaded) or the broker is starting or stopping; the client should look the
+	// topic up again and retry (ServiceNotReady).
+	ErrClosed = errors.New("service not ready: topic closed")
+	// ErrFenced: another broker took the topic's managed ledger over (ServiceNotReady). It
+	// wraps ErrClosed.
+	ErrFenced = fmt.Errorf("topic fenced by another owner: %w", ErrClosed)
 	// ErrProducerBusy: a producer of that name is connected, or the topic has an exclusive
 	// producer and a shared one asked (ProducerBusy).
 	ErrProducerBusy = errors.New("topic: producer busy")
@@ -28,15 +30,16 @@ var (
 	// (ConsumerAssignError).
 	ErrConsumerAssign = errors.New("topic: consumer hash ranges conflict")
 	// ErrSubscriptionNotFound: no such subscription (SubscriptionNotFound).
-	ErrSubscriptionNotFound = errors.New("topic: subscription not found")
-	// ErrAlreadyExists: the subscription exists.
-	ErrAlreadyExists = errors.New("topic: already exists")
-	// ErrNotEmpty: the subscription or topic still has connected clients.
-	ErrNotEmpty = errors.New("topic: has connected clients")
-	// ErrInvalid: a malformed request (e.g. a message id of another topic).
-	ErrInvalid = errors.New("topic: invalid request")
+	ErrSubscriptionNotFound = errors.New("subscription not found")
+	// ErrAlreadyExists: the subscription (tenant, namespace, topic) exists.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrNotEmpty: the subscription or topic still has connected clients (the tenant has
+	// namespaces, the namespace has topics).
+	ErrNotEmpty = errors.New("not empty")
+	// ErrInvalid: a malformed request or argument.
+	ErrInvalid = errors.New("invalid argument")
 	// ErrNotAllowed: the operation is not allowed for this subscription type (NotAllowedError).
-	ErrNotAllowed = errors.New("topic: operation not allowed")
+	ErrNotAllowed = errors.New("operation not allowed")
 	// ErrPersistence: the managed ledger failed an add or a read (PersistenceError).
 	ErrPersistence = errors.New("topic: persistence error")
 	// ErrIllegalTransition: a state machine was asked to take an edge it does not have (a bug).

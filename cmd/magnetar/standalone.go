@@ -13,38 +13,45 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func init() { register(newStandaloneCmd) }
 
+type standaloneFlags struct {
+	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel string
+}
+
 func newStandaloneCmd() *cobra.Command {
-	var dataDir, etcdAddr, bookieAddr, httpAddr, logLevel string
+	var fl standaloneFlags
 	c := &cobra.Command{
 		Use:   "standalone",
-		Short: "Run a whole Magnetar cluster in one process: embedded etcd and a bookie",
+		Short: "Run a whole Magnetar cluster in one process: embedded etcd, a bookie, the broker and admin REST",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := setupLogging(logLevel); err != nil {
+			if err := setupLogging(fl.logLevel); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runStandalone(ctx, dataDir, etcdAddr, bookieAddr, httpAddr)
+			return runStandalone(ctx, fl)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&dataDir, "data-dir", "./data", "data directory for etcd and the bookie")
-	f.StringVar(&etcdAddr, "etcd-listen", "127.0.0.1:2379", "embedded etcd client address (loopback)")
-	f.StringVar(&bookieAddr, "bookie-listen", "127.0.0.1:3181", "bookie protocol address")
-	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "admin and metrics HTTP address")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&fl.dataDir, "data-dir", "./data", "data directory for etcd and the bookie")
+	f.StringVar(&fl.etcdAddr, "etcd-listen", "127.0.0.1:2379", "embedded etcd client address (loopback)")
+	f.StringVar(&fl.bookieAddr, "bookie-listen", "127.0.0.1:3181", "bookie protocol address")
+	f.StringVar(&fl.brokerAddr, "broker-listen", "127.0.0.1:6650", "Pulsar protocol address")
+	f.StringVar(&fl.httpAddr, "http", "127.0.0.1:8080", "admin REST and metrics HTTP address")
+	f.StringVar(&fl.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
 }
 
-func runStandalone(ctx context.Context, dataDir, etcdAddr, bookieAddr, httpAddr string) error {
-	abs, err := filepath.Abs(dataDir)
+func runStandalone(ctx context.Context, fl standaloneFlags) error {
+	abs, err := filepath.Abs(fl.dataDir)
 	if err != nil {
 		return err
 	}
@@ -52,7 +59,7 @@ func runStandalone(ctx context.Context, dataDir, etcdAddr, bookieAddr, httpAddr 
 		return fmt.Errorf("data dir: %w", err)
 	}
 	etcd, err := metadata.StartEmbedded(ctx, metadata.EmbeddedConfig{
-		Name: "standalone", DataDir: filepath.Join(abs, "etcd"), ListenClient: etcdAddr,
+		Name: "standalone", DataDir: filepath.Join(abs, "etcd"), ListenClient: fl.etcdAddr,
 		ListenPeer: "127.0.0.1:0", Logger: slog.Default(),
 	})
 	if err != nil {
@@ -67,23 +74,42 @@ func runStandalone(ctx context.Context, dataDir, etcdAddr, bookieAddr, httpAddr 
 	}
 	defer store.Close()
 	b, err := bookie.Start(ctx, bookie.Config{
-		Listen: bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(),
+		Listen: fl.bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(),
 	})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	// The HTTP listener first, so the broker knows (and reports in lookups) its URL; the
+	// handlers are mounted once the broker is up.
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", b.MetricsHandler())
-	ha, err := serveHTTP(ctx, httpAddr, mux)
+	ha, err := serveHTTP(ctx, fl.httpAddr, mux)
 	if err != nil {
 		return err
 	}
+	httpURL := "http://" + ha.String()
+	svc, err := broker.Start(ctx, broker.Config{
+		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: "standalone",
+		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: slog.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	mux.Handle("/metrics", svc.MetricsHandler())
+	mux.Handle("/metrics/bookie", b.MetricsHandler())
+	mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
+	fmt.Printf("  pulsar:          %s\n", svc.Info().ServiceURL)
+	fmt.Printf("  admin:           %s/admin/v2\n", httpURL)
+	fmt.Printf("  metrics:         %s/metrics (bookie: %s/metrics/bookie)\n", httpURL, httpURL)
 	fmt.Printf("  metadata (etcd): etcd://%s\n", hostPorts(etcd.Endpoints()))
 	fmt.Printf("  bookie:          %s\n", b.Addr())
-	fmt.Printf("  metrics:         http://%s/metrics\n", ha)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-etcd.Done():
+		slog.Error("embedded etcd stopped")
+	}
 	slog.Info("shutting down")
 	return nil
 }

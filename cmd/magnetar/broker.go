@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-io/magnetar/admin"
+	"github.com/magnetar-io/magnetar/broker"
+)
+
+func init() { register(newBrokerCmd) }
+
+func newBrokerCmd() *cobra.Command {
+	var (
+		metaURL, listen, advertise, httpAddr, id, cluster, logLevel string
+		ensemble, writeQuorum, ackQuorum, maxMessageSize            int
+		noAutoCreate, noDedup                                       bool
+		sessionTTL                                                  time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "broker",
+		Short: "Run a broker: serves Pulsar clients on topics stored on the bookies",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := setupLogging(logLevel); err != nil {
+				return err
+			}
+			if ensemble < writeQuorum || writeQuorum < ackQuorum || ackQuorum < 1 {
+				return usageError{fmt.Errorf("need --ensemble >= --write-quorum >= --ack-quorum >= 1, got %d/%d/%d",
+					ensemble, writeQuorum, ackQuorum)}
+			}
+			if maxMessageSize < 1024 {
+				return usageError{fmt.Errorf("--max-message-size must be at least 1024, got %d", maxMessageSize)}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			store, err := openStore(ctx, metaURL)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			var mux *http.ServeMux
+			httpURL := ""
+			if httpAddr != "" {
+				mux = http.NewServeMux()
+				ha, err := serveHTTP(ctx, httpAddr, mux)
+				if err != nil {
+					return err
+				}
+				httpURL = "http://" + ha.String()
+			}
+			svc, err := broker.Start(ctx, broker.Config{
+				Store: store, Listen: listen, Advertise: advertise, HTTPURL: httpURL, ID: id, Cluster: cluster,
+				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
+				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
+				Logger: slog.Default(),
+			})
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			if mux != nil {
+				mux.Handle("/metrics", svc.MetricsHandler())
+				mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
+			}
+			fmt.Fprintf(os.Stdout, "broker %s serving %s", svc.Info().ID, svc.Info().ServiceURL)
+			if httpURL != "" {
+				fmt.Fprintf(os.Stdout, ", admin %s/admin/v2", httpURL)
+			}
+			fmt.Fprintln(os.Stdout)
+			<-ctx.Done()
+			return nil
+		},
+	}
+	f := c.Flags()
+	addMetadataFlag(c, &metaURL)
+	f.StringVar(&listen, "listen", "127.0.0.1:6650", "Pulsar protocol listen address")
+	f.StringVar(&advertise, "advertise", "", "host:port clients dial (default: the listen address)")
+	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "admin REST and metrics HTTP address (empty disables)")
+	f.StringVar(&id, "broker-id", "", "broker id in ownership records (default: the advertised address)")
+	f.StringVar(&cluster, "cluster", "standalone", "cluster name")
+	f.IntVar(&ensemble, "ensemble", 2, "bookies per ledger (E)")
+	f.IntVar(&writeQuorum, "write-quorum", 2, "copies of each entry (WQ)")
+	f.IntVar(&ackQuorum, "ack-quorum", 2, "acknowledgements before an entry is durable (AQ)")
+	f.IntVar(&maxMessageSize, "max-message-size", 1<<20, "largest message (metadata and payload) accepted, bytes")
+	f.BoolVar(&noAutoCreate, "disable-auto-topic-creation", false, "refuse producers and consumers of unknown topics")
+	f.BoolVar(&noDedup, "disable-deduplication", false, "turn message deduplication off")
+	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its topics")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return c
+}
