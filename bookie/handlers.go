@@ -75,6 +75,36 @@ func (b *Bookie) adoptLocked(ls *ledgerState, key [bk.MasterKeyLen]byte, d bk.Di
 	return nil
 }
 
+// lockLoaded returns the request's ledger state locked and loaded from storage; on failure it
+// answers StatusServerError and returns nil.
+func (b *Bookie) lockLoaded(c *conn, req *bk.Request) *ledgerState {
+	ls := b.ledgers.get(req.LedgerID)
+	ls.mu.Lock()
+	if err := ls.loadLocked(b.st); err != nil {
+		ls.mu.Unlock()
+		b.log.Error("load ledger", "ledger", req.LedgerID, "err", err)
+		c.respond(reply(req, bk.StatusServerError))
+		return nil
+	}
+	return ls
+}
+
+// authorizeLocked checks key against a known ledger's master key, or makes an unknown ledger
+// known with it (fence and LAC writes may precede the first add).
+func (b *Bookie) authorizeLocked(ls *ledgerState, key [bk.MasterKeyLen]byte, d bk.DigestType) bk.Status {
+	if ls.known {
+		if ls.meta.MasterKey != key {
+			return bk.StatusUnauthorized
+		}
+		return bk.StatusOK
+	}
+	if err := b.adoptLocked(ls, key, d); err != nil {
+		b.log.Error("store ledger meta", "ledger", ls.id, "err", err)
+		return bk.StatusServerError
+	}
+	return bk.StatusOK
+}
+
 func (b *Bookie) reject(c *conn, req *bk.Request, s bk.Status, reason string, args ...any) {
 	b.m.addsRejected.WithLabelValues(s.String()).Inc()
 	if s != bk.StatusFenced && s != bk.StatusReadOnly {
@@ -110,22 +140,15 @@ func (b *Bookie) handleAdd(c *conn, req *bk.Request) {
 		b.reject(c, req, bk.StatusServerError, "load ledger", "err", err)
 		return
 	}
-	if ls.known && ls.meta.MasterKey != req.MasterKey {
+	if st := b.authorizeLocked(ls, req.MasterKey, req.Digest); st != bk.StatusOK {
 		ls.mu.Unlock()
-		b.reject(c, req, bk.StatusUnauthorized, "wrong master key")
+		b.reject(c, req, st, "not authorized")
 		return
 	}
 	if ls.meta.Fenced && !recovery {
 		ls.mu.Unlock()
 		b.reject(c, req, bk.StatusFenced, "fenced")
 		return
-	}
-	if !ls.known {
-		if err := b.adoptLocked(ls, req.MasterKey, req.Digest); err != nil {
-			ls.mu.Unlock()
-			b.reject(c, req, bk.StatusServerError, "store ledger meta", "err", err)
-			return
-		}
 	}
 	if err := b.st.Put(req.LedgerID, req.EntryID, req.Body); err != nil {
 		ls.mu.Unlock()
@@ -152,11 +175,8 @@ func (b *Bookie) handleAdd(c *conn, req *bk.Request) {
 
 func (b *Bookie) handleRead(c *conn, req *bk.Request) {
 	start := time.Now()
-	ls := b.ledgers.get(req.LedgerID)
-	ls.mu.Lock()
-	if err := ls.loadLocked(b.st); err != nil {
-		ls.mu.Unlock()
-		c.respond(reply(req, bk.StatusServerError))
+	ls := b.lockLoaded(c, req)
+	if ls == nil {
 		return
 	}
 	if req.Flags&bk.FlagFence == 0 {
@@ -180,17 +200,10 @@ func (b *Bookie) handleRead(c *conn, req *bk.Request) {
 	}
 	// Fencing read: the fence is set and journaled under the ledger lock, so no add can pass
 	// the fence check after this point; the reply goes out once the fence record is durable.
-	if ls.known && ls.meta.MasterKey != req.MasterKey {
+	if st := b.authorizeLocked(ls, req.MasterKey, bk.DigestType(ls.meta.Digest)); st != bk.StatusOK {
 		ls.mu.Unlock()
-		c.respond(reply(req, bk.StatusUnauthorized))
+		c.respond(reply(req, st))
 		return
-	}
-	if !ls.known {
-		if err := b.adoptLocked(ls, req.MasterKey, bk.DigestType(ls.meta.Digest)); err != nil {
-			ls.mu.Unlock()
-			c.respond(reply(req, bk.StatusServerError))
-			return
-		}
 	}
 	newlyFenced := !ls.meta.Fenced
 	if newlyFenced {
@@ -239,24 +252,14 @@ func entryIDOf(data []byte, fallback int64) int64 {
 }
 
 func (b *Bookie) handleWriteLAC(c *conn, req *bk.Request) {
-	ls := b.ledgers.get(req.LedgerID)
-	ls.mu.Lock()
-	if err := ls.loadLocked(b.st); err != nil {
-		ls.mu.Unlock()
-		c.respond(reply(req, bk.StatusServerError))
+	ls := b.lockLoaded(c, req)
+	if ls == nil {
 		return
 	}
-	if ls.known && ls.meta.MasterKey != req.MasterKey {
+	if st := b.authorizeLocked(ls, req.MasterKey, bk.DigestType(ls.meta.Digest)); st != bk.StatusOK {
 		ls.mu.Unlock()
-		c.respond(reply(req, bk.StatusUnauthorized))
+		c.respond(reply(req, st))
 		return
-	}
-	if !ls.known {
-		if err := b.adoptLocked(ls, req.MasterKey, bk.DigestType(ls.meta.Digest)); err != nil {
-			ls.mu.Unlock()
-			c.respond(reply(req, bk.StatusServerError))
-			return
-		}
 	}
 	var ready []*pollWaiter
 	if req.LAC >= ls.lac {
@@ -282,11 +285,8 @@ func (b *Bookie) handleWriteLAC(c *conn, req *bk.Request) {
 }
 
 func (b *Bookie) handleReadLAC(c *conn, req *bk.Request) {
-	ls := b.ledgers.get(req.LedgerID)
-	ls.mu.Lock()
-	if err := ls.loadLocked(b.st); err != nil {
-		ls.mu.Unlock()
-		c.respond(reply(req, bk.StatusServerError))
+	ls := b.lockLoaded(c, req)
+	if ls == nil {
 		return
 	}
 	known, lacBody, lac := ls.known, ls.meta.ExplicitLAC, ls.lac
@@ -313,11 +313,8 @@ func (b *Bookie) handleReadLAC(c *conn, req *bk.Request) {
 }
 
 func (b *Bookie) handleLongPoll(c *conn, req *bk.Request) {
-	ls := b.ledgers.get(req.LedgerID)
-	ls.mu.Lock()
-	if err := ls.loadLocked(b.st); err != nil {
-		ls.mu.Unlock()
-		c.respond(reply(req, bk.StatusServerError))
+	ls := b.lockLoaded(c, req)
+	if ls == nil {
 		return
 	}
 	w := &pollWaiter{prevLAC: req.PreviousLAC, piggyback: req.Flags&bk.FlagPiggyback != 0, respond: c.respond, req: req}
@@ -377,11 +374,8 @@ func (b *Bookie) answerWaiters(ls *ledgerState, ws []*pollWaiter) {
 // acknowledged only after its fsync, so Force is a barrier: it journals the ledger's master
 // key again (an idempotent record) and replies when that record is synced.
 func (b *Bookie) handleForce(c *conn, req *bk.Request) {
-	ls := b.ledgers.get(req.LedgerID)
-	ls.mu.Lock()
-	if err := ls.loadLocked(b.st); err != nil {
-		ls.mu.Unlock()
-		c.respond(reply(req, bk.StatusServerError))
+	ls := b.lockLoaded(c, req)
+	if ls == nil {
 		return
 	}
 	if !ls.known {
