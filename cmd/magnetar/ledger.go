@@ -149,6 +149,32 @@ func readLedgerMeta(ctx context.Context, store metadata.Store, id int64) (*ledge
 	return ledger.UnmarshalMetadata(kv.Value)
 }
 
+// runOnLedger parses the ledger id argument, opens the ledger client for at most timeout and
+// runs fn.
+func (f *ledgerFlags) runOnLedger(cmd *cobra.Command, args []string, timeout time.Duration,
+	fn func(ctx context.Context, env *ledgerEnv, id int64) error) error {
+	id, err := parseLedgerID(args[0])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	env, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	return fn(ctx, env, id)
+}
+
+// printLedger prints one ledger: a JSON object, or a table row.
+func printLedger(out outputFlag, v ledgerView) error {
+	if out.json() {
+		return printJSON(os.Stdout, v)
+	}
+	return printLedgers(out, []ledgerView{v})
+}
+
 func newLedgerCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ledger", Short: "Create, write, read, inspect, recover and delete ledgers"}
 	c.AddCommand(newLedgerCreateCmd(), newLedgerWriteCmd(), newLedgerReadCmd(), newLedgerShowCmd(),
@@ -343,28 +369,13 @@ func newLedgerShowCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "show ID", Short: "Print a ledger's metadata", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseLedgerID(args[0])
-			if err != nil {
-				return err
-			}
-			if err := f.out.validate(); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			store, err := openStore(ctx, f.metaURL)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			m, err := readLedgerMeta(ctx, store, id)
-			if err != nil {
-				return err
-			}
-			if f.out.json() {
-				return printJSON(os.Stdout, viewOf(m))
-			}
-			return printLedgers(f.out, []ledgerView{viewOf(m)})
+			return f.runOnLedger(cmd, args, 30*time.Second, func(ctx context.Context, env *ledgerEnv, id int64) error {
+				m, err := readLedgerMeta(ctx, env.store, id)
+				if err != nil {
+					return err
+				}
+				return printLedger(f.out, viewOf(m))
+			})
 		},
 	}
 	f.add(c)
@@ -410,27 +421,14 @@ func newLedgerRecoverCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "recover ID", Short: "Fence and close a ledger at its last recoverable entry", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseLedgerID(args[0])
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
-			defer cancel()
-			env, err := f.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			h, err := env.client.Open(ctx, id, ledger.OpenOptions{Recovery: true, Password: []byte(f.password)})
-			if err != nil {
-				return err
-			}
-			defer h.Close(ctx)
-			v := viewOf(h.Metadata())
-			if f.out.json() {
-				return printJSON(os.Stdout, v)
-			}
-			return printLedgers(f.out, []ledgerView{v})
+			return f.runOnLedger(cmd, args, 5*time.Minute, func(ctx context.Context, env *ledgerEnv, id int64) error {
+				h, err := env.client.Open(ctx, id, ledger.OpenOptions{Recovery: true, Password: []byte(f.password)})
+				if err != nil {
+					return err
+				}
+				defer h.Close(ctx)
+				return printLedger(f.out, viewOf(h.Metadata()))
+			})
 		},
 	}
 	f.add(c)
@@ -442,25 +440,16 @@ func newLedgerDeleteCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "delete ID", Short: "Delete a ledger (bookies reclaim its entries in garbage collection)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseLedgerID(args[0])
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			env, err := f.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			if err := env.client.Delete(ctx, id); err != nil {
-				return err
-			}
-			if f.out.json() {
-				return printJSON(os.Stdout, map[string]any{"ledgerId": id, "deleted": true})
-			}
-			fmt.Printf("deleted ledger %d\n", id)
-			return nil
+			return f.runOnLedger(cmd, args, 30*time.Second, func(ctx context.Context, env *ledgerEnv, id int64) error {
+				if err := env.client.Delete(ctx, id); err != nil {
+					return err
+				}
+				if f.out.json() {
+					return printJSON(os.Stdout, map[string]any{"ledgerId": id, "deleted": true})
+				}
+				fmt.Printf("deleted ledger %d\n", id)
+				return nil
+			})
 		},
 	}
 	f.add(c)
