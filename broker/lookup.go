@@ -75,9 +75,7 @@ func (s *Service) acquire(ctx context.Context, n topicname.Name) error {
 // release gives up the ownership of n if this broker holds it.
 func (s *Service) release(n topicname.Name) {
 	sess := s.session()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+	s.goBackground(10*time.Second, func(ctx context.Context) {
 		key := ownershipKey(n)
 		kv, err := s.store.Get(ctx, key)
 		if err != nil || kv.Lease != sess.ID() {
@@ -87,7 +85,7 @@ func (s *Service) release(n topicname.Name) {
 			!errors.Is(err, metadata.ErrClosed) {
 			s.log.Debug("release ownership", "topic", n.String(), "err", err)
 		}
-	}()
+	})
 }
 
 func (s *Service) lookup(ctx context.Context, topic string) (LookupResult, error) {

@@ -43,6 +43,7 @@ type Service struct {
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // listener, session keeper, connections
+	bg     sync.WaitGroup // background metadata chores (goBackground)
 
 	producerPrefix string
 	producerSeq    atomic.Uint64
@@ -53,6 +54,7 @@ type Service struct {
 		conns      map[*conn]struct{}
 		session    metadata.Session
 		closed     bool
+		bgClosed   bool // no more goBackground
 	}
 }
 
@@ -136,6 +138,24 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	ok = true
 	s.log.Info("broker started", "listen", ln.Addr().String(), "serviceUrl", s.info.ServiceURL, "id", bid)
 	return s, nil
+}
+
+// goBackground runs fn on its own goroutine with a context that ends on Close (or after
+// d); Close waits for it. Nothing runs once Close got that far.
+func (s *Service) goBackground(d time.Duration, fn func(ctx context.Context)) {
+	s.mu.Lock()
+	if s.mu.bgClosed {
+		s.mu.Unlock()
+		return
+	}
+	s.bg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, d)
+		defer cancel()
+		fn(ctx)
+	}()
 }
 
 func (s *Service) runClosers() {
@@ -239,6 +259,10 @@ func (s *Service) Close() error {
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.mu.Lock()
+	s.mu.bgClosed = true
+	s.mu.Unlock()
+	s.bg.Wait()
 	if err := s.factory.Close(ctx); err != nil {
 		s.log.Warn("close managed ledgers", "err", err)
 	}
