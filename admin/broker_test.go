@@ -112,8 +112,9 @@ func TestAdminOnRealBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ids := make([]pulsarclient.MessageID, 10)
 	for i := range 10 {
-		if _, err := prod.Send(ctx, &pulsarclient.ProducerMessage{Payload: fmt.Appendf(nil, "order-%d", i)}); err != nil {
+		if ids[i], err = prod.Send(ctx, &pulsarclient.ProducerMessage{Payload: fmt.Appendf(nil, "order-%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,9 +154,37 @@ func TestAdminOnRealBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Close first: it sends the grouped acknowledgements, which must not land after the reset.
 	if err := cons.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Reset to a message id is inclusive; with isExcluded delivery starts after the message.
+	expect := func(from, to int) {
+		t.Helper()
+		c, err := rb.client.Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "audit"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := from; i <= to; i++ {
+			m, err := c.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("order-%d", i); string(m.Payload) != want {
+				t.Fatalf("after reset: %q, want %q", m.Payload, want)
+			}
+			c.Ack(m)
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runSteps(t, rb.http.URL, []step{{"POST", p + "/orders/subscription/audit/resetcursor",
+		fmt.Sprintf(`{"ledgerId":%d,"entryId":%d}`, ids[7].LedgerID, ids[7].EntryID), 204, ""}})
+	expect(7, 9)
+	runSteps(t, rb.http.URL, []step{{"POST", p + "/orders/subscription/audit/resetcursor",
+		fmt.Sprintf(`{"ledgerId":%d,"entryId":%d,"isExcluded":true}`, ids[3].LedgerID, ids[3].EntryID), 204, ""}})
+	expect(4, 9)
 	var is broker.InternalStats
 	rb.get(t, p+"/orders/internalStats", &is)
 	if is.EntriesAddedCounter != 10 && is.NumberOfEntries != 10 {
@@ -180,7 +209,6 @@ func TestAdminOnRealBroker(t *testing.T) {
 	prod.Close(ctx)
 
 	runSteps(t, rb.http.URL, []step{
-		{"PUT", p + "/orders/unload", "", 204, ""},
 		{"DELETE", p + "/orders/subscription/audit", "", 204, ""},
 		{"DELETE", p + "/orders/subscription/audit", "", 404, "Subscription audit not found"},
 		{"PUT", p + "/parts/partitions", "3", 204, ""},
@@ -212,5 +240,7 @@ func TestAdminOnRealBroker(t *testing.T) {
 		{"DELETE", "/admin/v2/namespaces/acme/app", "", 204, ""},
 		{"DELETE", "/admin/v2/tenants/acme", "", 204, ""},
 		{"GET", "/lookup/v2/topic/persistent/public/default/x", "", 200, `"brokerUrl":"pulsar://`},
+		{"PUT", "/admin/v2/persistent/public/default/unload-me", "", 204, ""},
+		{"PUT", "/admin/v2/persistent/public/default/unload-me/unload", "", 204, ""},
 	})
 }

@@ -529,7 +529,11 @@ func (pc *partConsumer) reconnect(epoch int, cause error) {
 		}()
 		err := pc.resubscribe(ctx, epoch)
 		cancel()
-		if err == nil || errors.Is(err, ErrClosed) {
+		if err == nil {
+			pc.cl.log.Debug("pulsarclient: consumer resubscribed", "topic", pc.topic)
+			return
+		}
+		if errors.Is(err, ErrClosed) {
 			return
 		}
 		if !retriable(err) {
@@ -537,6 +541,7 @@ func (pc *partConsumer) reconnect(epoch int, cause error) {
 			go pc.cons.shutdown(context.Background(), err)
 			return
 		}
+		pc.cl.log.Debug("pulsarclient: consumer resubscribe failed, retrying", "topic", pc.topic, "err", err)
 	}
 }
 
