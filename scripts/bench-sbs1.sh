@@ -3,7 +3,8 @@
 # every ack, the default) driven by `magnetar perf`, against NATS JetStream d1 (fsync always)
 # and d0 (its default) driven by ../shared/bench/jetstream.sh. Workloads alternate
 # Magnetar, JetStream d1, JetStream d0 within each repetition. One CSV line per run:
-#   system,workload,rep,msgs_per_s[,p50_ms,p99_ms,p999_ms]
+#   system,workload,rep,msgs_per_s[,p50_ms,p99_ms,p999_ms,msgs_per_fsync]
+# plus the physical references of `magnetar perf disk` on the same directory (lines "disk,…").
 #
 #   scripts/bench-sbs1.sh [REPS] > results.csv      (REPS default 3)
 #
@@ -34,9 +35,20 @@ n=0
 topic() { n=$((n + 1)); echo "sbs1-$$-$n"; }
 # perf prints a JSON result; print msgs/s and the publish (or e2e) percentiles.
 field() { python3 -c 'import json,sys; r=json.load(sys.stdin); l=r.get(sys.argv[1]) or {}; print("%.0f,%.3f,%.3f,%.3f" % (r["msgPerSec"], l.get("p50",0), l.get("p99",0), l.get("p99.9",0)))' "$1"; }
-mag() { # mag WORKLOAD REP perf-args...
-  local w=$1 r=$2; shift 2
-  echo "magnetar,$w,$r,$("$bin" perf "$@" --url $url -o json 2>/dev/null | field publishLatencyMs)"
+# metric NAME: a counter of the bookie's /metrics/bookie.
+metric() { curl -s "http://$web/metrics/bookie" | awk -v n="$1" '$1 == n { print $2 }'; }
+mag() { # mag WORKLOAD REP TOPIC perf-subcommand args...: also messages per journal fsync
+  local w=$1 r=$2 t=$3; shift 3
+  local f0; f0=$(metric magnetar_bookie_journal_fsync_seconds_count)
+  local res; res=$("$bin" perf "$@" "$t" --url $url -o json 2>/dev/null | field publishLatencyMs)
+  local f1; f1=$(metric magnetar_bookie_journal_fsync_seconds_count)
+  local in; in=$("$bin" admin --url "http://$web" topics stats "$t" | python3 -c 'import json,sys; print(json.load(sys.stdin)["msgInCounter"])')
+  echo "magnetar,$w,$r,$res,$(awk -v m="$in" -v a="$f0" -v b="$f1" 'BEGIN { d = b - a; printf "%.1f", (d > 0 ? m / d : 0) }')"
+}
+disk() { # disk REP: 1 KiB single-thread fsync rate and 1 MiB append MB/s (the physical references)
+  local r=$1
+  echo "disk,1KiB-fsync-each,$r,$("$bin" perf disk --dir "$dir" --size 1024 --group 1 --duration 3s | sed -nE 's/.*: ([0-9]+) entries\/s.*/\1/p' | tail -1)"
+  echo "disk,1MiB-fsync-each-MBps,$r,$("$bin" perf disk --dir "$dir" --size 1048576 --group 1 --duration 3s | sed -nE 's/.* ([0-9.]+) MB\/s;.*/\1/p' | tail -1)"
 }
 jsrun() { # jsrun WORKLOAD REP d1|d0 async|sync CLIENTS MSGS
   local w=$1 r=$2; shift 2
@@ -68,24 +80,25 @@ jsconsume() { # jsconsume REP d1|d0 MSGS
 }
 
 common=(--size $size --duration "$dur" --warmup 2s)
-echo "system,workload,rep,msgs_per_s,p50_ms,p99_ms,p999_ms"
+echo "system,workload,rep,msgs_per_s,p50_ms,p99_ms,p999_ms,msgs_per_fsync"
+disk 0
 for r in $(seq "$reps"); do
-  mag async-1p $r produce "$(topic)" --producers 1 --max-pending 500 "${common[@]}"
+  mag async-1p $r "$(topic)" produce --producers 1 --max-pending 500 "${common[@]}"
   jsrun async-1p $r d1 async 1 "${JS_MSGS_D1:-12000}"
   jsrun async-1p $r d0 async 1 "${JS_MSGS_D0:-400000}"
 done
 for r in $(seq "$reps"); do
-  mag async-4p $r produce "$(topic)" --producers 4 --max-pending 500 "${common[@]}"
+  mag async-4p $r "$(topic)" produce --producers 4 --max-pending 500 "${common[@]}"
   jsrun async-4p $r d1 async 4 "${JS_MSGS_D1:-12000}"
   jsrun async-4p $r d0 async 4 "${JS_MSGS_D0:-400000}"
 done
 for r in $(seq "$reps"); do
-  mag sync-1p $r produce "$(topic)" --producers 1 --sync "${common[@]}"
+  mag sync-1p $r "$(topic)" produce --producers 1 --sync "${common[@]}"
   jsrun sync-1p $r d1 sync 1 "${JS_SYNC_MSGS_D1:-6000}"
   jsrun sync-1p $r d0 sync 1 "${JS_SYNC_MSGS_D0:-60000}"
 done
 for r in $(seq "$reps"); do
-  mag rate-5k $r produce "$(topic)" --producers 1 --rate 5000 "${common[@]}"
+  mag rate-5k $r "$(topic)" produce --producers 1 --rate 5000 "${common[@]}"
 done
 for r in $(seq "$reps"); do
   t=$(topic)
@@ -94,3 +107,4 @@ for r in $(seq "$reps"); do
   jsconsume $r d1 300000
   jsconsume $r d0 300000
 done
+disk 1
