@@ -86,6 +86,9 @@ type prodEntry struct {
 	p       *topic.Producer
 	t       *topic.Topic
 	pending bool
+	// success is the PRODUCER_SUCCESS answered, repeated (with the new request id) when the
+	// client asks again for a producer id that is ready (it does after a reconnect race).
+	success *pb.CommandProducerSuccess
 }
 
 type consEntry struct {
@@ -515,8 +518,16 @@ func (c *conn) handleProducer(cmd *pb.CommandProducer) {
 	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
 	c.mu.Lock()
 	if e := c.mu.producers[pid]; e != nil {
+		ok := e.success
 		c.mu.Unlock()
-		c.sendError(rid, fmt.Errorf("%w: producer id %d is already in use on this connection", ErrServiceNotReady, pid))
+		if ok == nil {
+			c.sendError(rid, fmt.Errorf("%w: producer id %d is being created on this connection", ErrServiceNotReady, pid))
+			return
+		}
+		// As Pulsar: a producer id that is ready is answered with its success again.
+		ps := proto.Clone(ok).(*pb.CommandProducerSuccess)
+		ps.RequestId = &rid
+		c.Send(pulsar.Wrap(ps))
 		return
 	}
 	e := &prodEntry{pending: true}
@@ -581,17 +592,19 @@ func (c *conn) createProducer(cmd *pb.CommandProducer, e *prodEntry) {
 	t.AddProducer(p, topic.ProducerCallbacks{
 		Queued: func() { c.Send(success(topic.ProducerReady{LastSequenceID: -1}, false)) },
 		Ready: func(r topic.ProducerReady) {
+			cmd := success(r, true)
 			c.mu.Lock()
 			live := c.mu.producers[pid] == e
 			if live {
 				e.pending = false
+				e.success = cmd.GetProducerSuccess()
 			}
 			c.mu.Unlock()
 			if !live {
 				p.Close(nil)
 				return
 			}
-			c.Send(success(r, true))
+			c.Send(cmd)
 		},
 		Failed: fail,
 	})
@@ -616,8 +629,13 @@ func (c *conn) handleSubscribe(cmd *pb.CommandSubscribe) {
 	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
 	c.mu.Lock()
 	if e := c.mu.consumers[cid]; e != nil {
+		pending := e.pending
 		c.mu.Unlock()
-		c.sendError(rid, fmt.Errorf("%w: consumer id %d is already in use on this connection", ErrServiceNotReady, cid))
+		if pending {
+			c.sendError(rid, fmt.Errorf("%w: consumer id %d is being created on this connection", ErrServiceNotReady, cid))
+			return
+		}
+		c.sendSuccess(rid) // as Pulsar: the consumer is already created
 		return
 	}
 	e := &consEntry{pending: true}

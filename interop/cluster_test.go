@@ -84,10 +84,13 @@ type cluster struct {
 }
 
 func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("MAGNETAR_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	switch os.Getenv("MAGNETAR_TEST_LOG") {
+	case "":
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	case "info":
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func newCluster(t *testing.T, o clusterOpts) *cluster {
@@ -114,6 +117,9 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		o.tweak(&c.cfg)
 	}
 	c.startBroker()
+	// One cleanup for whichever broker runs last, registered before any client so that the
+	// clients close first (a restarted broker must not be closed before them).
+	t.Cleanup(func() { c.broker.Close() })
 	return c
 }
 
@@ -128,7 +134,6 @@ func (c *cluster) startBroker() {
 	c.broker = b
 	c.url = "pulsar://" + b.Addr().String()
 	c.cfg.Listen = b.Addr().String() // a restart listens on the same port
-	c.t.Cleanup(func() { b.Close() })
 }
 
 // restartBroker stops the broker (cleanly) and starts a new one on the same port.
@@ -141,7 +146,7 @@ func (c *cluster) restartBroker() {
 func clientLogger() plog.Logger {
 	l := logrus.New()
 	l.SetOutput(io.Discard)
-	if os.Getenv("MAGNETAR_TEST_LOG") != "" {
+	if os.Getenv("MAGNETAR_TEST_LOG") == "debug" {
 		l.SetOutput(os.Stderr)
 		l.SetLevel(logrus.InfoLevel)
 	}
