@@ -3,7 +3,8 @@
 # every ack, the default) driven by `magnetar perf`, against NATS JetStream d1 (fsync always)
 # and d0 (its default) driven by ../shared/bench/jetstream.sh. Workloads alternate
 # Magnetar, JetStream d1, JetStream d0 within each repetition. One CSV line per run:
-#   system,workload,rep,msgs_per_s[,p50_ms,p99_ms,p999_ms,msgs_per_fsync]
+#   system,workload,rep,msgs_per_s[,p50_ms,p99_ms,p999_ms,msgs_per_fsync[,e2e_p50_ms,e2e_p99_ms,e2e_p999_ms]]
+# (latencies: publish acknowledgement and end-to-end delivery, from the scheduled send time)
 # plus the physical references of `magnetar perf disk` on the same directory (lines "disk,…").
 #
 #   scripts/bench-sbs1.sh [REPS] > results.csv      (REPS default 3)
@@ -32,18 +33,21 @@ trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; [ -n "${MAGNETAR_BENCH_DIR
 for _ in $(seq 300); do (exec 3<>/dev/tcp/${brk%:*}/${brk#*:}) 2>/dev/null && break; sleep 0.1; done
 
 n=0
-topic() { n=$((n + 1)); echo "sbs1-$$-$n"; }
+next_topic() { n=$((n + 1)); T="sbs1-$$-$n"; } # sets T (not in a subshell, so n counts)
 # perf prints a JSON result; print msgs/s and the publish (or e2e) percentiles.
 field() { python3 -c 'import json,sys; r=json.load(sys.stdin); l=r.get(sys.argv[1]) or {}; print("%.0f,%.3f,%.3f,%.3f" % (r["msgPerSec"], l.get("p50",0), l.get("p99",0), l.get("p99.9",0)))' "$1"; }
+e2efield() { python3 -c 'import json,sys; l=json.load(sys.stdin).get("endToEndLatencyMs") or {}; print("%.3f,%.3f,%.3f" % (l.get("p50",0), l.get("p99",0), l.get("p99.9",0)))'; }
 # metric NAME: a counter of the bookie's /metrics/bookie.
 metric() { curl -s "http://$web/metrics/bookie" | awk -v n="$1" '$1 == n { print $2 }'; }
 mag() { # mag WORKLOAD REP TOPIC perf-subcommand args...: also messages per journal fsync
   local w=$1 r=$2 t=$3; shift 3
   local f0; f0=$(metric magnetar_bookie_journal_fsync_seconds_count)
-  local res; res=$("$bin" perf "$@" "$t" --url $url -o json 2>/dev/null | field publishLatencyMs)
+  local out; out=$("$bin" perf "$@" "$t" --url $url -o json 2>/dev/null)
   local f1; f1=$(metric magnetar_bookie_journal_fsync_seconds_count)
   local in; in=$("$bin" admin --url "http://$web" topics stats "$t" | python3 -c 'import json,sys; print(json.load(sys.stdin)["msgInCounter"])')
-  echo "magnetar,$w,$r,$res,$(awk -v m="$in" -v a="$f0" -v b="$f1" 'BEGIN { d = b - a; printf "%.1f", (d > 0 ? m / d : 0) }')"
+  local line; line="magnetar,$w,$r,$(field publishLatencyMs <<<"$out"),$(awk -v m="$in" -v a="$f0" -v b="$f1" 'BEGIN { d = b - a; printf "%.1f", (d > 0 ? m / d : 0) }')"
+  [ "$1" = e2e ] && line="$line,$(e2efield <<<"$out")"
+  echo "$line"
 }
 disk() { # disk REP: 1 KiB single-thread fsync rate and 1 MiB append MB/s (the physical references)
   local r=$1
@@ -80,30 +84,32 @@ jsconsume() { # jsconsume REP d1|d0 MSGS
 }
 
 common=(--size $size --duration "$dur" --warmup 2s)
-echo "system,workload,rep,msgs_per_s,p50_ms,p99_ms,p999_ms,msgs_per_fsync"
+echo "system,workload,rep,msgs_per_s,p50_ms,p99_ms,p999_ms,msgs_per_fsync,e2e_p50_ms,e2e_p99_ms,e2e_p999_ms"
 disk 0
 for r in $(seq "$reps"); do
-  mag async-1p $r "$(topic)" produce --producers 1 --max-pending 500 "${common[@]}"
+  next_topic; mag async-1p $r $T produce --producers 1 --max-pending 500 "${common[@]}"
   jsrun async-1p $r d1 async 1 "${JS_MSGS_D1:-12000}"
   jsrun async-1p $r d0 async 1 "${JS_MSGS_D0:-400000}"
 done
 for r in $(seq "$reps"); do
-  mag async-4p $r "$(topic)" produce --producers 4 --max-pending 500 "${common[@]}"
+  next_topic; mag async-4p $r $T produce --producers 4 --max-pending 500 "${common[@]}"
   jsrun async-4p $r d1 async 4 "${JS_MSGS_D1:-12000}"
   jsrun async-4p $r d0 async 4 "${JS_MSGS_D0:-400000}"
 done
 for r in $(seq "$reps"); do
-  mag sync-1p $r "$(topic)" produce --producers 1 --sync "${common[@]}"
+  next_topic; mag sync-1p $r $T produce --producers 1 --sync "${common[@]}"
   jsrun sync-1p $r d1 sync 1 "${JS_SYNC_MSGS_D1:-6000}"
   jsrun sync-1p $r d0 sync 1 "${JS_SYNC_MSGS_D0:-60000}"
 done
 for r in $(seq "$reps"); do
-  mag rate-5k $r "$(topic)" produce --producers 1 --rate 5000 "${common[@]}"
+  for rate in 1000 5000 ${HALF_MAX_RATE:-30000}; do
+    next_topic; mag e2e-rate-$rate $r $T e2e --producers 1 --rate $rate "${common[@]}"
+  done
 done
 for r in $(seq "$reps"); do
-  t=$(topic)
-  "$bin" perf produce $t --url $url --size $size --messages 300000 --duration 0 --warmup 0 --max-pending 500 -o json >/dev/null 2>&1
-  echo "magnetar,consume-300k-backlog,$r,$("$bin" perf consume $t --url $url --messages 300000 --duration 120s -o json 2>/dev/null | field none)"
+  next_topic
+  "$bin" perf produce $T --url $url --size $size --messages 300000 --duration 0 --warmup 0 --max-pending 500 -o json >/dev/null 2>&1
+  echo "magnetar,consume-300k-backlog,$r,$("$bin" perf consume $T --url $url --messages 300000 --duration 120s -o json 2>/dev/null | field none)"
   jsconsume $r d1 300000
   jsconsume $r d0 300000
 done

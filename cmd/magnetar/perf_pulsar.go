@@ -225,7 +225,7 @@ func (r *perfRun) report(ctx context.Context, w io.Writer, count *atomic.Int64, 
 		fmt.Fprintf(w, "%s  %s total %d, %d in flight\n", s, what, count.Load(), r.queued.Load()-r.acked.Load()-r.failed.Load())
 	})
 	pr.unit = "msg"
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(100 * time.Millisecond) // tick prints once a second has passed
 	defer t.Stop()
 	for {
 		select {
