@@ -482,6 +482,19 @@ func (s *Subscription) onReplayRead(epoch uint64, asked []Position, es []Entry, 
 	}
 	now := time.Now().UnixMilli()
 	blocked := map[uint32]bool{}
+	keyOrder := s.typ == pb.CommandSubscribe_Key_Shared && !s.ksOOO
+	// Entries returned to the replay set while this re-read was in flight (a consumer left)
+	// may be older than what it brought back: a key's entries wait for its oldest one.
+	oldest := map[uint32]Position{}
+	if keyOrder {
+		for p, info := range s.replay {
+			if !got[p] {
+				if o, ok := oldest[info.hash]; !ok || p.Less(o) {
+					oldest[info.hash] = p
+				}
+			}
+		}
+	}
 	sent := 0
 	for _, e := range es {
 		info, ok := s.replay[e.Position]
@@ -491,8 +504,13 @@ func (s *Subscription) onReplayRead(epoch uint64, asked []Position, es []Entry, 
 		if info.msgs == 0 {
 			info = infoOf(e.Data)
 		}
-		if blocked[info.hash] && s.typ == pb.CommandSubscribe_Key_Shared && !s.ksOOO {
-			continue
+		if keyOrder {
+			if o, ok := oldest[info.hash]; ok && o.Less(e.Position) {
+				blocked[info.hash] = true
+			}
+			if blocked[info.hash] {
+				continue
+			}
 		}
 		s.dropReplay(e.Position)
 		if s.offer(e, info, true, now, blocked) {
