@@ -455,3 +455,51 @@ func TestDelayedDelivery(t *testing.T) {
 		t.Fatalf("delayed entry %d delivered at %v, due %v", id.GetEntryId(), time.Now(), at)
 	}
 }
+
+// TestPublishBudget: a topic's pending-publish bytes are bounded; a publisher waits until
+// the managed ledger completes earlier adds (a slow disk slows producers down).
+func TestPublishBudget(t *testing.T) {
+	log := &holdLog{Log: topictest.NewStore().Open("t"), hold: true}
+	tp, err := topic.Open(context.Background(), topic.Config{Name: topicname.MustParse("t"), Log: log, MaxPendingBytes: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		tp.Close(context.Background())
+		<-tp.Done()
+	}()
+	conn := newConn(t)
+	p := &topic.Producer{ID: 1, Name: "p", Conn: conn}
+	result(t, addProducer(t, tp, p))
+	data := entry(t, 0, "", 0)
+	if len(data) > 40 || 2*len(data) <= 40 {
+		t.Fatalf("entry of %d bytes does not suit the test", len(data))
+	}
+	never := make(chan struct{})
+	if !tp.AcquirePublish(len(data), never) {
+		t.Fatal("first acquire refused")
+	}
+	p.Publish(topic.Message{SequenceID: 0, NumMessages: 1, Data: data})
+	acquired := make(chan bool, 1)
+	go func() { acquired <- tp.AcquirePublish(len(data), never) }()
+	select {
+	case <-acquired:
+		t.Fatal("second publish admitted beyond the budget")
+	case <-time.After(50 * time.Millisecond):
+	}
+	log.release()
+	conn.expect(pb.BaseCommand_SEND_RECEIPT)
+	select {
+	case ok := <-acquired:
+		if !ok {
+			t.Fatal("acquire refused")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("publish budget not released by the completion")
+	}
+	cancel := make(chan struct{})
+	close(cancel)
+	if tp.AcquirePublish(len(data), cancel) {
+		t.Fatal("acquire beyond the budget with a closed cancel channel")
+	}
+}
