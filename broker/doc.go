@@ -72,32 +72,61 @@
 //
 // # Goroutines and ownership
 //
-//   - Service: the listener goroutine accepts connections; the topics registry
-//     (name → loading/ready/closing entry) is a small mutex-guarded map; loading a topic runs
-//     on its own goroutine and completes a future the callers wait on.
-//   - Connection (conn.go): one reader goroutine owns the FrameReader, decodes frames and
-//     handles every command; it owns the connection State (Handshaking → Connected →
-//     Closing → Closed) and the producer/consumer id maps (guarded by a leaf mutex because
-//     topic completions register and remove entries). One writer goroutine drains the
-//     outbound queue (encoded frames appended under a leaf mutex) and writes it in batches.
-//     A malformed or oversized frame closes that connection only, with a logged reason.
-//   - Topic (broker/topic): one goroutine per loaded topic owns the topic State, its
-//     producers (access modes, names, deduplication state) and the publish pipeline into the
-//     managed ledger; add completions come back as events checked against the topic state
-//     and the producer's epoch.
-//   - Subscription (broker/topic): one goroutine per subscription owns its consumers, the
-//     dispatcher (Exclusive, Failover, Shared, Key_Shared), permits, the redelivery and
-//     delayed-delivery sets and the cursor; cursor read completions come back as events
-//     tagged with the subscription's read epoch, so a seek or a consumer change discards a
-//     stale read.
+//   - Service: the accept loop and the session keeper (which unloads every topic and opens a
+//     new metadata session if the old one expires) are goroutines; the topics registry
+//     (name → loading/loaded entry) and the connection set are small mutex-guarded maps.
+//     Loading a topic runs on its own goroutine and completes a future (topicEntry.ready)
+//     the callers wait on. Background metadata chores (ownership release) run through
+//     goBackground and are waited for by Close.
+//   - Connection (conn.go): one reader goroutine owns the FrameReader and the connection
+//     state (Handshaking → Connected → Closed) and handles every command; commands that need
+//     I/O (lookups, topic loads, schemas, GetLastMessageId) run on their own goroutines. One
+//     writer goroutine drains the outbound buffer (frames encoded under a leaf mutex by
+//     whichever goroutine sends) and writes it in batches; it also pings the client every
+//     KeepAliveInterval. The producer/consumer id maps are guarded by a leaf mutex because
+//     topic and subscription goroutines register and remove entries. A malformed, oversized or
+//     out-of-order frame closes that connection only, with a logged reason and a
+//     magnetar_broker_bad_frames_total{reason} count.
+//   - Topic (broker/topic): one goroutine per loaded topic owns the topic State
+//     (Active, Terminating, Terminated, Fenced, Closing, Closed), its producers (access modes,
+//     topic epoch, the WaitForExclusive queue), the deduplication state and the publish
+//     pipeline; add completions of the managed ledger come back as events and are matched
+//     against the in-flight queue (they complete in add order).
+//   - Subscription (broker/topic): one goroutine per open subscription owns its consumers,
+//     the dispatcher (Exclusive and Failover: one active consumer; Shared: round-robin over
+//     permits; Key_Shared: hash ranges), permits, the pending (delivered, unacknowledged),
+//     replay and delayed sets, and the subscription State (Active, Closing, Deleting,
+//     Closed). Cursor reads run on helper goroutines and come back as events tagged with the
+//     dispatch epoch, which a seek or a close bumps so that a stale read is dropped; a seek
+//     waits for the read in flight before it moves the cursor.
+//   - Managed-ledger binding (mlog.go): each cursor has an ordered worker goroutine (started
+//     on demand) for acknowledgements and resets, so a reset is never overtaken by an older
+//     acknowledgement; reads run on the caller's goroutine.
 //
-// # Invariants
+// # Data path and invariants
 //
 //   - A SEND_RECEIPT is sent only after the managed ledger acknowledged the entry (AQ bookies
-//     fsynced it); receipts of one producer go out in sequence order.
-//   - A duplicate (producer name, sequence id) is not stored twice: it is answered with the
-//     original's receipt once that one is durable.
-//   - Permits count messages; a consumer is never sent more messages than its permits.
-//   - Every unacknowledged message of a consumer that goes away is redelivered with a higher
-//     redelivery count.
+//     fsynced it); receipts of one producer go out in sequence order (adds complete in order).
+//   - Deduplication (on by default; Config.DisableDeduplication or the namespace policy turn
+//     it off) follows Pulsar: per producer name, a SEND whose sequence id is at most the
+//     highest stored is answered at once (message id -1:-1) and not stored; one whose original
+//     is still in flight is answered with the original's position when it is stored. The
+//     highest stored ids are snapshotted in the managed ledger's properties every
+//     DeduplicationSnapshotInterval entries and on unload; loading replays the entries after
+//     the snapshot.
+//   - Backpressure: a connection stops reading once MaxPendingPublishPerConnection of its
+//     SENDs are in flight, and a topic admits at most MaxPendingPublishBytesPerTopic bytes in
+//     flight (topic.AcquirePublish), so a slow disk slows producers down.
+//   - Permits count messages; a consumer gets an entry only while it has permits.
+//   - Every unacknowledged entry of a consumer that goes away (or asks for redelivery) is
+//     redelivered, before newer entries, with a higher redelivery count.
+//   - Key_Shared (AUTO_SPLIT or STICKY ranges over murmur3(key) % 65536): a key's entries
+//     reach consumers in order, also under consumer churn: an entry waits while an older
+//     entry of its key waits for redelivery, and a key moves to a new consumer only once its
+//     previous consumer acknowledged what it got of it.
+//   - Delayed delivery (deliver_at_time) is honoured on Shared and Key_Shared subscriptions.
+//   - Terminate seals the managed ledger and disconnects the producers, which reconnect and
+//     are refused with TopicTerminatedError.
+//   - Schemas: versions are stored per (base) topic in the metadata store; compatibility is
+//     "always compatible" for now (every new schema becomes the next version).
 package broker
