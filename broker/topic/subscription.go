@@ -442,6 +442,11 @@ func (s *Subscription) onRead(epoch uint64, es []Entry, err error) {
 		return
 	}
 	if err != nil {
+		if errors.Is(err, mledger.ErrFenced) {
+			t := s.topic
+			t.post(func() { t.fence(err) })
+			return
+		}
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, mledger.ErrNoMoreEntries) && !errors.Is(err, mledger.ErrClosed) {
 			s.logger.Warn("cursor read failed", "err", err)
 			s.m.readErrors.Inc()

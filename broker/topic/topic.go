@@ -456,11 +456,21 @@ func (t *Topic) addFailed(op *pubOp, err error) {
 	for _, o := range append([]*pubOp{op}, op.dups...) {
 		o.p.Conn.Send(sendError(o.p.ID, o.m.SequenceID, code, msg))
 	}
-	if errors.Is(err, mledger.ErrFenced) && t.state != StateFenced && t.state != StateClosing && t.state != StateClosed {
-		t.logger.Warn("managed ledger fenced: closing the topic", "err", err)
-		if t.become(StateFenced) == nil {
-			t.startClose(false, nil)
-		}
+	if errors.Is(err, mledger.ErrFenced) {
+		t.fence(err)
+	}
+}
+
+// fence closes the topic because another owner took its managed ledger over (the clients
+// reconnect, look the topic up and find the new owner).
+func (t *Topic) fence(err error) {
+	switch t.state {
+	case StateFenced, StateClosing, StateClosed, StateTerminating:
+		return
+	}
+	t.logger.Warn("managed ledger fenced: closing the topic", "err", err)
+	if t.become(StateFenced) == nil {
+		t.startClose(false, nil)
 	}
 }
 

@@ -443,7 +443,7 @@ func TestDelayedDelivery(t *testing.T) {
 	c := &topic.Consumer{ID: 1, Name: "c", Conn: conn, Type: pb.CommandSubscribe_Shared}
 	subscribe(t, tp, c, "s")
 	c.Flow(10)
-	at := time.Now().Add(300 * time.Millisecond)
+	at := time.UnixMilli(time.Now().Add(300 * time.Millisecond).UnixMilli()) // deliver_at_time is in ms
 	p.Publish(topic.Message{SequenceID: 0, NumMessages: 1, Data: entry(t, 0, "", at.UnixMilli())})
 	publish(p, t, 1, "")
 	_, id := msgID(conn.expect(pb.BaseCommand_MESSAGE))
