@@ -124,6 +124,10 @@ func (m *mcursor) AckBatch(p topic.Position, idx, size int, done func(error)) {
 	m.async(done, func(ctx context.Context) error { return m.c.AckBatchIndex(ctx, p, idx, size) })
 }
 
+func (m *mcursor) BatchAcked(ctx context.Context, p topic.Position) ([]bool, error) {
+	return m.c.BatchAcked(ctx, p)
+}
+
 func (m *mcursor) Reset(ctx context.Context, p topic.Position) error {
 	ch := make(chan error, 1)
 	m.async(func(err error) { ch <- err }, func(octx context.Context) error { return m.c.Reset(octx, p) })
@@ -146,7 +150,8 @@ func (m *mcursor) Info(ctx context.Context) (topic.CursorInfo, error) {
 		return topic.CursorInfo{}, err
 	}
 	return topic.CursorInfo{MarkDelete: st.MarkDelete, ReadPosition: st.ReadPosition, Backlog: st.Backlog,
-		AckedRanges: st.AckedRanges, Acked: fmt.Sprintf("%d ranges", st.AckedRanges), Ledger: -1,
+		AckedRanges: st.AckedRanges, PartialBatches: st.PartialBatches,
+		Acked: fmt.Sprintf("%d ranges", st.AckedRanges), Ledger: -1,
 		State: "Open", Properties: map[string]int64{}}, nil
 }
 

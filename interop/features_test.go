@@ -329,3 +329,58 @@ func TestProducerAccessModes(t *testing.T) {
 		t.Fatalf("duplicate producer name: %v, want ProducerBusy", err)
 	}
 }
+
+// TestBatchIndexAck: with batch-index acknowledgement, acknowledging some messages of a
+// batch is remembered (also across a broker restart): the batch comes back with ack_set and
+// the client delivers only the others.
+func TestBatchIndexAck(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 10, BatchingMaxPublishDelay: time.Second})
+	ids := produceN(t, p, 10, nil)
+	if ids[0].EntryID() != ids[9].EntryID() {
+		t.Fatalf("messages not in one batch: %v .. %v", ids[0], ids[9])
+	}
+	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		EnableBatchIndexAcknowledgment: true}
+	c1 := subscribe(t, cl, opts)
+	ctx := ctxT(t, time.Minute)
+	for i := 0; i < 10; i++ {
+		m, err := c1.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msgIndex(t, m)%2 == 0 {
+			c1.Ack(m)
+		}
+	}
+	c1.Close() // flushes the acks; the odd messages go back
+	c2 := subscribe(t, cl, opts)
+	got := map[int]bool{}
+	for i := 0; i < 5; i++ {
+		m, err := c2.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msgIndex(t, m)%2 == 0 {
+			t.Fatalf("acknowledged %q delivered again", m.Payload())
+		}
+		got[msgIndex(t, m)] = true
+	}
+	c2.Close()
+	// After a restart the cursor still knows which messages of the batch are acknowledged.
+	c.restartBroker()
+	cl2 := c.client()
+	c3 := subscribe(t, cl2, opts)
+	for i := 0; i < 5; i++ {
+		m, err := c3.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msgIndex(t, m)%2 == 0 {
+			t.Fatalf("after restart: acknowledged %q delivered again", m.Payload())
+		}
+		c3.Ack(m)
+	}
+}

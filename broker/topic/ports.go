@@ -59,6 +59,9 @@ type Cursor interface {
 	Ack(ps []Position, done func(error))
 	AckCumulative(p Position, done func(error))
 	AckBatch(p Position, idx, size int, done func(error))
+	// BatchAcked returns which messages of the batch entry at p are acknowledged (nil: none
+	// recorded, or the whole entry is).
+	BatchAcked(ctx context.Context, p Position) ([]bool, error)
 	// Reset moves the cursor so that p (Earliest, Latest or a position) is the next entry
 	// delivered, dropping the acknowledgements at or after it.
 	Reset(ctx context.Context, p Position) error
@@ -77,6 +80,8 @@ type CursorInfo struct {
 	Backlog      int64
 	// AckedRanges is the number of individually acknowledged ranges above MarkDelete.
 	AckedRanges int
+	// PartialBatches is the number of batch entries with some messages acknowledged.
+	PartialBatches int
 	// Acked lists them as "[l:f..l:t]" strings, for internal stats.
 	Acked       string
 	Ledger      int64

@@ -58,9 +58,16 @@ type Subscription struct {
 	delayTimer  *time.Timer
 	delayAt     int64
 	avgMsgs     float64 // messages per entry, smoothed
-	reset       *resetReq
-	closeWait   []func()
-	unsubWait   func(error)
+	// batchAcked holds the acknowledged messages (bit i set: message i) of partly
+	// acknowledged batch entries, so a redelivery carries ack_set and the client skips them.
+	// cursorPartials tells that the cursor had such entries before this subscription
+	// object (they are looked up when read); partialsChecked that this was checked.
+	batchAcked      map[Position][]uint64
+	cursorPartials  bool
+	partialsChecked bool
+	reset           *resetReq
+	closeWait       []func()
+	unsubWait       func(error)
 
 	msgsOut, bytesOut int64
 	rateOut           rate
@@ -98,7 +105,7 @@ func newSubscription(t *Topic, name string, cur Cursor, durable bool) *Subscript
 		logger: t.logger.With("sub", name), m: t.m, in: newInbox(), stopped: make(chan struct{}),
 		state: SubActive, replay: map[Position]entryInfo{}, replayHashes: map[uint32]int{},
 		pending: map[Position]*pendingEntry{}, pendingHash: map[uint32]*hashHold{},
-		redeliver: map[Position]uint32{}, avgMsgs: 1,
+		redeliver: map[Position]uint32{}, avgMsgs: 1, batchAcked: map[Position][]uint64{},
 	}
 	t.m.subscriptions.Inc()
 	go s.run()
@@ -402,13 +409,64 @@ func (s *Subscription) dispatch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.readCancel = cancel
 	epoch, cur := s.epoch, s.cur
+	check, partials := !s.partialsChecked, s.cursorPartials
 	go func() {
 		es, err := cur.Read(ctx, n)
 		cancel()
-		if !s.post(func() { s.onRead(epoch, es, err) }) {
-			return
+		if check {
+			ictx, icancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if ci, ierr := cur.Info(ictx); ierr == nil {
+				partials = ci.PartialBatches > 0
+			}
+			icancel()
 		}
+		acked := batchAckedOf(cur, es, partials)
+		s.post(func() {
+			if check {
+				s.partialsChecked, s.cursorPartials = true, partials
+			}
+			s.mergeBatchAcked(acked)
+			s.onRead(epoch, es, err)
+		})
 	}()
+}
+
+// batchAckedOf looks up the partly acknowledged batch entries among es (only when the
+// cursor has some).
+func batchAckedOf(cur Cursor, es []Entry, partials bool) map[Position][]bool {
+	if !partials {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out map[Position][]bool
+	for _, e := range es {
+		if m, err := parseMeta(e.Data); err != nil || m.GetNumMessagesInBatch() <= 1 {
+			continue
+		}
+		if bs, err := cur.BatchAcked(ctx, e.Position); err == nil && bs != nil {
+			if out == nil {
+				out = map[Position][]bool{}
+			}
+			out[e.Position] = bs
+		}
+	}
+	return out
+}
+
+func (s *Subscription) mergeBatchAcked(acked map[Position][]bool) {
+	for p, bs := range acked {
+		words := s.batchAcked[p]
+		for i, a := range bs {
+			if a {
+				if i/64 >= len(words) {
+					words = append(words, make([]uint64, i/64-len(words)+1)...)
+				}
+				words[i/64] |= 1 << (i % 64)
+			}
+		}
+		s.batchAcked[p] = words
+	}
 }
 
 func (s *Subscription) readReplay(permits int) {
@@ -425,12 +483,16 @@ func (s *Subscription) readReplay(permits int) {
 		ps = ps[:limit]
 	}
 	s.replaying = true
-	epoch, cur := s.epoch, s.cur
+	epoch, cur, partials := s.epoch, s.cur, s.cursorPartials
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		es, err := cur.ReadPositions(ctx, ps)
 		cancel()
-		s.post(func() { s.onReplayRead(epoch, ps, es, err) })
+		acked := batchAckedOf(cur, es, partials)
+		s.post(func() {
+			s.mergeBatchAcked(acked)
+			s.onReplayRead(epoch, ps, es, err)
+		})
 	}()
 }
 
@@ -594,6 +656,16 @@ func (s *Subscription) pick(info entryInfo, replayed bool) *Consumer {
 func (s *Subscription) send(c *Consumer, e Entry, info entryInfo) {
 	id, l, en := c.ID, uint64(e.Position.LedgerID), uint64(e.Position.EntryID)
 	cmd := &pb.CommandMessage{ConsumerId: &id, MessageId: &pb.MessageIdData{LedgerId: &l, EntryId: &en}}
+	if words := s.batchAcked[e.Position]; words != nil && info.msgs > 1 {
+		// A set bit of ack_set is a message the client must still deliver.
+		set := make([]int64, (info.msgs+63)/64)
+		for i := 0; i < info.msgs; i++ {
+			if i/64 >= len(words) || words[i/64]&(1<<(i%64)) == 0 {
+				set[i/64] |= 1 << (i % 64)
+			}
+		}
+		cmd.AckSet = set
+	}
 	if n := s.redeliver[e.Position]; n > 0 {
 		cmd.RedeliveryCount = &n
 		c.redeliv.add(int64(info.msgs), 0)
@@ -734,6 +806,11 @@ func (s *Subscription) onAck(c *Consumer, ack *pb.CommandAck, done func(error)) 
 				delete(s.redeliver, p)
 			}
 		}
+		for p := range s.batchAcked {
+			if !pos.Less(p) {
+				delete(s.batchAcked, p)
+			}
+		}
 		s.m.acks.Inc()
 		s.cur.AckCumulative(pos, done)
 		s.unblock()
@@ -757,6 +834,7 @@ func (s *Subscription) onAck(c *Consumer, ack *pb.CommandAck, done func(error)) 
 		}
 		s.dropReplay(p)
 		delete(s.redeliver, p)
+		delete(s.batchAcked, p)
 	}
 	s.m.acks.Add(float64(len(ps)))
 	if len(ps) > 0 {
@@ -780,6 +858,7 @@ func (s *Subscription) ackBatchBits(pos Position, id *pb.MessageIdData) bool {
 	}
 	words := id.GetAckSet()
 	all := true
+	acked := s.batchAcked[pos]
 	for i := 0; i < size; i++ {
 		w := i / 64
 		unacked := w < len(words) && uint64(words[w])&(1<<(i%64)) != 0
@@ -787,7 +866,18 @@ func (s *Subscription) ackBatchBits(pos Position, id *pb.MessageIdData) bool {
 			all = false
 			continue
 		}
-		s.cur.AckBatch(pos, i, size, nil)
+		if w >= len(acked) {
+			acked = append(acked, make([]uint64, w-len(acked)+1)...)
+		}
+		if acked[w]&(1<<(i%64)) == 0 {
+			acked[w] |= 1 << (i % 64)
+			s.cur.AckBatch(pos, i, size, nil)
+		}
+	}
+	if all {
+		delete(s.batchAcked, pos)
+	} else {
+		s.batchAcked[pos] = acked
 	}
 	return all
 }
@@ -886,6 +976,8 @@ func (s *Subscription) clearDispatchState() {
 	s.replay = map[Position]entryInfo{}
 	s.replayHashes = map[uint32]int{}
 	s.redeliver = map[Position]uint32{}
+	s.batchAcked = map[Position][]uint64{}
+	s.partialsChecked = false // a reset dropped acknowledgements: ask the cursor again
 	s.delayed = nil
 	if s.delayTimer != nil {
 		s.delayTimer.Stop()

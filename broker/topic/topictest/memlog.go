@@ -363,6 +363,25 @@ func (c *Cursor) AckBatch(p Position, idx, size int, done func(error)) {
 	}
 }
 
+// BatchAcked returns the acknowledged messages of a partly acknowledged batch entry.
+func (c *Cursor) BatchAcked(_ context.Context, p Position) ([]bool, error) {
+	c.l.s.mu.Lock()
+	defer c.l.s.mu.Unlock()
+	b := c.cs.batches[p]
+	if b == nil || c.ackedLocked(p) {
+		return nil, nil
+	}
+	n := 0
+	for i := range b {
+		n = max(n, i+1)
+	}
+	out := make([]bool, n)
+	for i := range b {
+		out[i] = true
+	}
+	return out, nil
+}
+
 // Reset moves the cursor so that p is delivered next.
 func (c *Cursor) Reset(_ context.Context, p Position) error {
 	c.l.s.mu.Lock()
@@ -391,7 +410,7 @@ func (c *Cursor) Info(context.Context) (topic.CursorInfo, error) {
 		}
 	}
 	return topic.CursorInfo{MarkDelete: c.cs.md, ReadPosition: c.cs.readPos, Backlog: backlog,
-		AckedRanges: len(c.cs.acked), Ledger: -1, State: "Open"}, nil
+		AckedRanges: len(c.cs.acked), PartialBatches: len(c.cs.batches), Ledger: -1, State: "Open"}, nil
 }
 
 // Close does nothing.
