@@ -22,5 +22,18 @@
 //     by our codec, batched, unbatched and compressed), and delivery of MESSAGE frames that
 //     our codec encodes (with and without broker entry metadata) to a real consumer.
 //
-// End-to-end tests against the real broker belong here too, as the broker grows.
+//   - End-to-end tests of the broker (cluster_test.go starts, per test, a namespace in one
+//     shared embedded etcd, a real bookie and a broker in the test process, over real TCP):
+//     produce_test.go (10,000 batched messages in order with cumulative acks),
+//     subscriptions_test.go (Exclusive, Failover switch and active-consumer events, Shared
+//     spreading, Key_Shared per-key order under consumer churn, nack and redelivery count),
+//     features_test.go (seek by id and time, readers, GetLastMessageId with batches,
+//     unsubscribe, terminate, delayed delivery, access modes, batch-index acks),
+//     schema_test.go, topics_test.go (partitioned topics, regex subscriptions),
+//     protocol_test.go (keep-alive, auto-creation off, ack responses), durability_test.go
+//     (dedup across a producer reconnect through proxy_test.go's TCP proxy, broker restart
+//     mid-stream, bad frames close only their connection) and standalone_test.go (the built
+//     binary survives kill -9 with every acknowledged message).
+//
+// MAGNETAR_TEST_LOG=info|debug prints the broker's logs (debug also the client's).
 package interop
