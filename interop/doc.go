@@ -17,6 +17,7 @@
 //   - descriptor_test.go: every message, field (number, name, type, label, default) and
 //     enum value of proto/pulsar/pulsar.proto equals the descriptors the client registers
 //     at run time (its PulsarApi.proto), both ways.
+//
 //   - wire_test.go: a fake broker built on proto/pulsar serves a real client over TCP:
 //     handshake, partitioned metadata, lookup, producer, SEND (decoded and checksum-verified
 //     by our codec, batched, unbatched and compressed), and delivery of MESSAGE frames that
