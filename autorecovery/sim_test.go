@@ -101,7 +101,6 @@ type arWorld struct {
 	audEnv   []*simEnv
 	workers  []*Worker
 	wrkEnv   []*simEnv
-	decom    []string // decommissions finished
 
 	faultsOver  time.Duration // no fault is scheduled after this
 	err         error

@@ -2,7 +2,6 @@ package interop
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -66,7 +65,6 @@ func TestExclusiveConsumerBusy(t *testing.T) {
 
 type activeListener struct {
 	name string
-	mu   sync.Mutex
 	ch   chan bool
 }
 
@@ -359,5 +357,3 @@ func TestUnackedRedeliveredOnClose(t *testing.T) {
 		t.Fatalf("redelivered %v", got)
 	}
 }
-
-var errStop = errors.New("stop")

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -149,5 +148,5 @@ func TestClientToolsOnStandalone(t *testing.T) {
 	if res.Failed != 0 || res.EndToEnd["samples"] < 500 || res.Publish["samples"] < 500 {
 		t.Fatalf("perf e2e: %+v", res)
 	}
-	t.Log(fmt.Sprintf("e2e p99 %.2f ms", res.EndToEnd["p99"]))
+	t.Logf("e2e p99 %.2f ms", res.EndToEnd["p99"])
 }

@@ -59,13 +59,6 @@ func (s *ackSet) add(p Position) bool {
 	return true
 }
 
-// addRange inserts every position of r.
-func (s *ackSet) addRange(r AckRange) {
-	for e := r.First; e <= r.Last; e++ { // ranges come from our own states: small and rare
-		s.add(Position{LedgerID: r.Ledger, EntryID: e})
-	}
-}
-
 // removeThrough drops every position <= p.
 func (s *ackSet) removeThrough(p Position) {
 	i := s.search(p)

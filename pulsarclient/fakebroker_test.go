@@ -56,7 +56,6 @@ type fakeSub struct {
 	name    string
 	next    int // next entry to deliver
 	permits int
-	closed  bool
 }
 
 type fakeConn struct {

@@ -301,7 +301,6 @@ type prodEvent struct {
 	c       *conn
 	receipt *pb.CommandSendReceipt
 	sendErr *pb.CommandSendError
-	success *pb.CommandProducerSuccess
 	err     error
 }
 

@@ -317,14 +317,15 @@ func (s *Storage) openLog(id uint64, c counter) (*logFile, error) {
 	lf.refs.Store(1)
 	if c.entries > 0 {
 		hdr := make([]byte, logHeaderSize)
+		var herr error
 		if _, err := f.ReadAt(hdr, 0); err != nil {
-			err = fmt.Errorf("read header: %w", err)
+			herr = fmt.Errorf("read header: %w", err)
 		} else {
-			err = checkLogHeader(hdr, id)
+			herr = checkLogHeader(hdr, id)
 		}
-		if err != nil {
+		if herr != nil {
 			_ = f.Close()
-			return nil, &CorruptionError{Log: id, Offset: -1, Err: err}
+			return nil, &CorruptionError{Log: id, Offset: -1, Err: herr}
 		}
 	}
 	return lf, nil

@@ -67,7 +67,6 @@ type Subscription struct {
 	partialsChecked bool
 	reset           *resetReq
 	closeWait       []func()
-	unsubWait       func(error)
 
 	msgsOut, bytesOut int64
 	rateOut           rate
