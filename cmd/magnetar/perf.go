@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,7 +22,33 @@ import (
 func init() { register(newPerfCmd) }
 
 func newPerfCmd() *cobra.Command {
-	c := &cobra.Command{Use: "perf", Short: "Measure performance (and the physical references to compare with)"}
+	var cpuProfile string
+	var stopProfile func()
+	c := &cobra.Command{
+		Use:   "perf",
+		Short: "Measure performance (and the physical references to compare with)",
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if cpuProfile == "" {
+				return nil
+			}
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return err
+			}
+			stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+			return nil
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if stopProfile != nil {
+				stopProfile()
+			}
+		},
+	}
+	c.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	c.AddCommand(newPerfDiskCmd(), newPerfLedgerCmd(), newPerfProduceCmd(), newPerfConsumeCmd(), newPerfE2ECmd())
 	return c
 }
