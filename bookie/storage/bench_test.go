@@ -2,9 +2,11 @@ package storage
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -29,6 +31,7 @@ func BenchmarkPut(b *testing.B) {
 		s := openT(b, b.TempDir(), Options{})
 		data := payload(0, 0, benchEntrySize)
 		b.SetBytes(benchEntrySize)
+		b.ReportAllocs()
 		var i int64
 		for b.Loop() {
 			l, e := benchKey(i)
@@ -45,6 +48,7 @@ func BenchmarkPut(b *testing.B) {
 		s := openT(b, b.TempDir(), Options{})
 		data := payload(0, 0, benchEntrySize)
 		b.SetBytes(benchEntrySize)
+		b.ReportAllocs()
 		var i int64
 		for b.Loop() {
 			l, e := benchKey(i)
@@ -60,10 +64,41 @@ func BenchmarkPut(b *testing.B) {
 		b.StopTimer() // teardown is not a write
 		closeT(b, s)
 	})
+	// The add path's tail latency: every Put is timed, and the p50, p99
+	// and max of the run are reported (the bookie's target is p99 ≤ 5 ms).
+	b.Run("latency", func(b *testing.B) {
+		s := openT(b, b.TempDir(), Options{})
+		data := payload(0, 0, benchEntrySize)
+		b.SetBytes(benchEntrySize)
+		b.ReportAllocs()
+		var (
+			h latencyHistogram
+			i int64
+		)
+		for b.Loop() {
+			l, e := benchKey(i)
+			start := time.Now()
+			if err := s.Put(l, e, data); err != nil {
+				b.Fatal(err)
+			}
+			h.add(time.Since(start))
+			if i++; i%benchCheckpoint == 0 {
+				if err := s.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StopTimer() // teardown is not a write
+		b.ReportMetric(float64(h.quantile(0.5).Microseconds()), "p50-µs")
+		b.ReportMetric(float64(h.quantile(0.99).Microseconds()), "p99-µs")
+		b.ReportMetric(float64(h.max.Microseconds()), "max-µs")
+		closeT(b, s)
+	})
 	b.Run("parallel", func(b *testing.B) {
 		s := openT(b, b.TempDir(), Options{})
 		data := payload(0, 0, benchEntrySize)
 		b.SetBytes(benchEntrySize)
+		b.ReportAllocs()
 		var next atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -199,4 +234,59 @@ func writeAmp(db *pebble.DB) float64 {
 		return 0
 	}
 	return float64(total.TableBytesFlushed+total.TableBytesCompacted) / float64(total.TableBytesFlushed)
+}
+
+// latencyHistogram is a log-linear histogram of durations (16 sub-buckets
+// per power of two, so quantiles are within ~6%), allocation-free so that
+// timing every Put does not disturb allocs/op.
+type latencyHistogram struct {
+	counts [64 * 16]uint64
+	n      uint64
+	max    time.Duration
+}
+
+func latencyBucket(ns uint64) int {
+	if ns < 16 {
+		return int(ns)
+	}
+	e := bits.Len64(ns) // ≥ 5
+	return (e-4)*16 + int(ns>>(e-5))&15
+}
+
+func (h *latencyHistogram) add(d time.Duration) {
+	h.counts[latencyBucket(uint64(max(d, 0)))]++
+	h.n++
+	h.max = max(h.max, d)
+}
+
+// quantile returns the lower bound of the bucket holding quantile q.
+func (h *latencyHistogram) quantile(q float64) time.Duration {
+	rank := uint64(q * float64(h.n))
+	var seen uint64
+	for i, c := range h.counts {
+		if seen += c; seen > rank {
+			if i < 16 {
+				return time.Duration(i)
+			}
+			e := i/16 + 4
+			return time.Duration(uint64(16+i%16) << (e - 5))
+		}
+	}
+	return h.max
+}
+
+func TestLatencyHistogram(t *testing.T) {
+	var h latencyHistogram
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Microsecond)
+	}
+	for _, q := range []float64{0.5, 0.99} {
+		want := time.Duration(q*1000) * time.Microsecond
+		if got := h.quantile(q); got > want || got < want*15/16 {
+			t.Errorf("quantile(%v) = %v, want within 1/16 below %v", q, got, want)
+		}
+	}
+	if h.max != time.Millisecond {
+		t.Errorf("max = %v", h.max)
+	}
 }
