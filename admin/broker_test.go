@@ -244,3 +244,21 @@ func TestAdminOnRealBroker(t *testing.T) {
 		{"PUT", "/admin/v2/persistent/public/default/unload-me/unload", "", 204, ""},
 	})
 }
+
+// TestUnloadThenAdminCall: a request right after an unload (or a delete) answers from a
+// freshly loaded topic, never with the closing one's "topic closed" 503 (NEEDS.md #6).
+func TestUnloadThenAdminCall(t *testing.T) {
+	rb := startRealBroker(t)
+	p := "/admin/v2/persistent/public/default/reload"
+	runSteps(t, rb.http.URL, []step{{"PUT", p, "", 204, ""}})
+	for i := range 20 {
+		sub := fmt.Sprintf("s%d", i)
+		runSteps(t, rb.http.URL, []step{
+			{"PUT", p + "/subscription/" + sub, "", 204, ""},
+			{"PUT", p + "/unload", "", 204, ""},
+			{"DELETE", p + "/subscription/" + sub, "", 204, ""},
+			{"PUT", p + "/unload", "", 204, ""},
+			{"GET", p + "/subscriptions", "", 200, "[]"},
+		})
+	}
+}

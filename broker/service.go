@@ -529,6 +529,9 @@ func (s *Service) deleteTopic(ctx context.Context, topicName string, force bool)
 	if err := t.Delete(ctx, force); err != nil {
 		return err
 	}
+	if err := waitStopped(ctx, t); err != nil {
+		return err
+	}
 	return s.res.deleteTopicRecord(ctx, name)
 }
 
@@ -615,7 +618,22 @@ func (s *Service) unload(ctx context.Context, topicName string) error {
 	if e.t == nil {
 		return nil
 	}
-	return e.t.Close(ctx)
+	if err := e.t.Close(ctx); err != nil {
+		return err
+	}
+	return waitStopped(ctx, e.t)
+}
+
+// waitStopped waits until t's goroutine has stopped, which is after the topic forgot its
+// entry here: a request that comes after Unload or Delete returned loads the topic afresh
+// instead of finding the closing one (and failing with ErrClosed).
+func waitStopped(ctx context.Context, t *topic.Topic) error {
+	select {
+	case <-t.Done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // newProducerName returns a broker-assigned producer name, unique across restarts.
