@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -28,25 +29,12 @@ func (s *Storage) Compact(ctx context.Context, minLiveRatio float64) (reclaimedB
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 
-	cur := s.cur.Load()
-	var cands []*logFile
-	s.files.RLock()
-	for id, lf := range s.files.m {
-		if id >= cur.id {
-			continue // never the current log (nor one rolled to later)
-		}
-		if lf.live.Load() == 0 || liveRatio(lf) < minLiveRatio {
-			lf.refs.Add(1)
-			cands = append(cands, lf)
-		}
-	}
-	s.files.RUnlock()
+	cands := s.compactionCandidates(minLiveRatio)
 	defer func() {
 		for _, lf := range cands {
 			lf.release()
 		}
 	}()
-	slices.SortFunc(cands, func(a, b *logFile) int { return cmpUint64(a.id, b.id) })
 
 	var (
 		deletable []*logFile
@@ -86,6 +74,30 @@ func (s *Storage) Compact(ctx context.Context, minLiveRatio float64) (reclaimedB
 	return reclaimed - copied, err
 }
 
+// compactionCandidates returns, by ascending id and each with a reference
+// to release, the logs Compact may drain: not the current one, none with
+// pending writers, and those whose live ratio is below minLiveRatio.
+func (s *Storage) compactionCandidates(minLiveRatio float64) []*logFile {
+	cur := s.cur.Load()
+	var cands []*logFile
+	s.files.RLock()
+	for id, lf := range s.files.m {
+		if id >= cur.id {
+			continue // never the current log (nor one rolled to later)
+		}
+		if lf.pending.Load() > 0 {
+			continue // records written to it may still be indexed
+		}
+		if lf.live.Load() == 0 || liveRatio(lf) < minLiveRatio {
+			lf.refs.Add(1)
+			cands = append(cands, lf)
+		}
+	}
+	s.files.RUnlock()
+	slices.SortFunc(cands, func(a, b *logFile) int { return cmpUint64(a.id, b.id) })
+	return cands
+}
+
 func (s *Storage) stopped(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -116,29 +128,66 @@ func liveRatio(lf *logFile) float64 {
 	return float64(lf.live.Load()) / float64(size)
 }
 
+// relocateBatchSize is how many bytes of live records compaction copies
+// before syncing them and re-pointing their index entries.
+const relocateBatchSize = 4 << 20
+
+// relocation is a live record being copied out of a log.
+type relocation struct {
+	h   recordHeader
+	off int64 // offset in the old log
+	pos int   // offset of the payload in relocBatch.buf
+}
+
+// relocBatch collects live records (payloads copied) to relocate together.
+type relocBatch struct {
+	recs []relocation
+	buf  []byte
+}
+
 // relocateLog scans lf and copies each record the index still references to
 // the current log. It returns the bytes copied.
 func (s *Storage) relocateLog(ctx context.Context, lf *logFile) (int64, error) {
 	sc := newScanner(lf)
-	var copied int64
+	var (
+		copied int64
+		batch  relocBatch
+	)
 	for i := 0; ; i++ {
 		if i%1024 == 0 {
 			if err := s.stopped(ctx); err != nil {
-				return copied, err
+				return copied, err // the uncommitted batch is simply not copied
 			}
 		}
 		h, off, payload, ok := sc.next()
 		if !ok {
 			break
 		}
-		n, err := s.relocate(lf.id, off, h, payload)
-		copied += n
+		// A pre-check to skip dead records; relocateBatch checks again.
+		old, found, err := s.location(entryKey(h.ledgerID, h.entryID))
 		if err != nil {
 			return copied, err
 		}
-		if lf.liveEntries.Load() == 0 {
-			break // the rest is dead
+		if !found || old.log != lf.id || old.offset != off {
+			continue // deleted or overwritten: dead
 		}
+		batch.recs = append(batch.recs, relocation{h: h, off: off, pos: len(batch.buf)})
+		batch.buf = append(batch.buf, payload...)
+		if len(batch.buf) >= relocateBatchSize {
+			n, err := s.relocateBatch(lf.id, &batch)
+			copied += n
+			if err != nil {
+				return copied, err
+			}
+			if lf.liveEntries.Load() == 0 {
+				break // the rest is dead
+			}
+		}
+	}
+	n, err := s.relocateBatch(lf.id, &batch)
+	copied += n
+	if err != nil {
+		return copied, err
 	}
 	if sc.err != nil && lf.liveEntries.Load() != 0 {
 		s.opts.Logger.Warn("storage: compaction scan stopped at a bad record",
@@ -147,38 +196,84 @@ func (s *Storage) relocateLog(ctx context.Context, lf *logFile) (int64, error) {
 	return copied, nil
 }
 
-// relocate moves one record if the index still references it at (logID,
-// off), and returns the bytes written.
-func (s *Storage) relocate(logID uint64, off int64, h recordHeader, payload []byte) (int64, error) {
-	st := s.stripe(h.ledgerID)
-	st.Lock()
-	defer st.Unlock()
-	key := entryKey(h.ledgerID, h.entryID)
-	old, found, err := s.location(key)
+// relocateBatch appends the batch's records to the current log, syncs them,
+// then re-points the index entries that still reference the old copies
+// (the others were deleted or overwritten meanwhile: their new copies are
+// dead). It returns the bytes written and empties the batch.
+func (s *Storage) relocateBatch(logID uint64, batch *relocBatch) (int64, error) {
+	if len(batch.recs) == 0 {
+		return 0, nil
+	}
+	defer func() {
+		batch.recs, batch.buf = batch.recs[:0], batch.buf[:0]
+	}()
+	var (
+		rw      recordWriter
+		locs    = make([]location, len(batch.recs))
+		written int64
+		err     error
+	)
+	s.w.Lock()
+	rw.begin(s)
+	for i, r := range batch.recs {
+		p := batch.buf[r.pos : r.pos+int(r.h.length)]
+		if locs[i], err = rw.add(r.h.ledgerID, r.h.entryID, p); err != nil {
+			break
+		}
+		written += locs[i].recordSize()
+	}
+	if err == nil {
+		err = rw.flush()
+	}
+	last := rw.log
+	s.w.Unlock()
+	defer rw.done()
 	if err != nil {
 		return 0, err
 	}
-	if !found || old.log != logID || old.offset != off {
-		return 0, nil // deleted or overwritten: dead
+	// Logs rolled meanwhile were synced by rollLocked.
+	if err := last.f.SyncData(); err != nil {
+		err = fmt.Errorf("sync entry log %d: %w", last.id, err)
+		s.becomeFailed(err)
+		return written, err
 	}
-	lf, loc, err := s.append(h.ledgerID, h.entryID, payload)
-	if err != nil {
-		return 0, err
+
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	if p := s.failErr.Load(); p != nil {
+		return written, *p
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	add := counter{loc.recordSize(), 1}
-	sub := counter{-old.recordSize(), -1}
-	_ = b.Set(key, loc.appendTo(nil), nil)
-	_ = b.Merge(counterKey(loc.log), add.appendTo(nil), nil)
-	_ = b.Merge(counterKey(old.log), sub.appendTo(nil), nil)
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return loc.recordSize(), fmt.Errorf("storage: relocate: %w", err)
+	perLog := make(map[uint64]counter)
+	var vbuf [locationSize]byte
+	for i, r := range batch.recs {
+		key := entryKey(r.h.ledgerID, r.h.entryID)
+		old, found, err := s.location(key)
+		if err != nil {
+			return written, err
+		}
+		if !found || old.log != logID || old.offset != r.off {
+			continue
+		}
+		_ = b.Set(key, locs[i].appendTo(vbuf[:0]), nil)
+		c := perLog[locs[i].log]
+		c.bytes, c.entries = c.bytes+locs[i].recordSize(), c.entries+1
+		perLog[locs[i].log] = c
+		c = perLog[old.log]
+		c.bytes, c.entries = c.bytes-old.recordSize(), c.entries-1
+		perLog[old.log] = c
 	}
-	lf.live.Add(add.bytes)
-	lf.liveEntries.Add(add.entries)
-	s.addLive(old.log, sub)
-	return loc.recordSize(), nil
+	for id, c := range perLog {
+		_ = b.Merge(counterKey(id), c.appendTo(nil), nil)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return written, fmt.Errorf("storage: relocate: %w", err)
+	}
+	for id, c := range perLog {
+		s.addLive(id, c)
+	}
+	return written, nil
 }
 
 // dropLogs deletes logs that no index entry references: counter keys first,
@@ -236,8 +331,21 @@ type Stats struct {
 	State       State
 	Logs        []LogStats // ascending ID
 	TotalBytes  int64      // sum of log sizes
-	LiveBytes   int64
+	LiveBytes   int64      // of indexed entries (cached ones are not counted)
 	LiveEntries int64
+
+	// CacheBytes is the size of the write cache's generations (active and
+	// sealed; entries plus a record header each, replaced entries included).
+	CacheBytes int64
+	// CacheFlushes counts the generations flushed since Open, CacheFlushed
+	// the entries they wrote, and CacheFlushTime the time spent (writing,
+	// syncing and indexing; the flusher is otherwise idle).
+	CacheFlushes   uint64
+	CacheFlushed   int64
+	CacheFlushTime time.Duration
+	// CacheBlockedPuts counts Puts that waited for a flush because the
+	// cache was full.
+	CacheBlockedPuts uint64
 }
 
 // Stats returns the current statistics (only State after Close).
@@ -246,7 +354,19 @@ func (s *Storage) Stats() Stats {
 		return Stats{State: s.State()}
 	}
 	defer s.leave()
-	st := Stats{State: s.State()}
+	st := Stats{
+		State:          s.State(),
+		CacheFlushes:   s.fl.flushes.Load(),
+		CacheFlushed:   s.fl.entries.Load(),
+		CacheFlushTime: time.Duration(s.fl.nanos.Load()),
+	}
+	s.cache.RLock()
+	st.CacheBytes = s.cache.active.bytes
+	if s.cache.sealed != nil {
+		st.CacheBytes += s.cache.sealed.bytes
+	}
+	st.CacheBlockedPuts = s.cache.blocked
+	s.cache.RUnlock()
 	cur := s.cur.Load()
 	s.files.RLock()
 	for _, lf := range s.files.m {

@@ -84,7 +84,10 @@ func TestCrashPowerLoss(t *testing.T) {
 func crashRun(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	fs := vfs.NewCrashableMem()
-	opts := Options{FS: fs, EntryLogSize: 256 << 10, memTableSize: 16 << 10, Logger: quiet}
+	// A small write cache (1–64 KiB) so generations are flushed in the
+	// background between Flush calls too.
+	opts := Options{FS: fs, EntryLogSize: 256 << 10, memTableSize: 16 << 10, Logger: quiet,
+		WriteCacheSize: int64(1+rng.IntN(64)) << 10}
 	s := openT(t, "/db", opts)
 
 	var (
@@ -149,12 +152,12 @@ func crashRun(t *testing.T, seed uint64) {
 			}
 		}
 	}
-	memFlushes := s.db.Metrics().Flush.Count
+	memFlushes, cacheFlushes := s.db.Metrics().Flush.Count, s.Stats().CacheFlushes
 	pct := rng.IntN(101)
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rng})
 	closeT(t, s)
-	t.Logf("%d entries, %d Flush calls, %d memtable flushes, clone keeps %d%% of unsynced data",
-		len(ever), flushes, memFlushes, pct)
+	t.Logf("%d entries, %d Flush calls, %d cache flushes, %d memtable flushes, clone keeps %d%% of unsynced data",
+		len(ever), flushes, cacheFlushes, memFlushes, pct)
 
 	opts.FS = crashed
 	c := openT(t, "/db", opts)
@@ -191,6 +194,37 @@ func crashRun(t *testing.T, seed uint64) {
 	}
 	for k := range data {
 		mustGetEq(t, c, k[0], k[1], ever[k])
+	}
+	checkCounters(t, c)
+}
+
+// TestCrashAfterCompact loses power right after a Compact that relocated
+// entries (with no cached entries for the flush to sync along): the
+// relocated records must have been synced before the index pointed at them.
+func TestCrashAfterCompact(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	opts := Options{FS: fs, EntryLogSize: 32 << 10, WriteCacheSize: 4 << 10, Logger: quiet}
+	s := openT(t, "/db", opts)
+	for e := range int64(100) {
+		mustPut(t, s, 1, e, payload(1, e, 500))
+		mustPut(t, s, 2, e, payload(2, e, 500))
+	}
+	flushT(t, s)
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	flushT(t, s)
+	if n, err := s.Compact(context.Background(), 0.9); err != nil || n <= 0 {
+		t.Fatalf("Compact = %d, %v", n, err)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0, RNG: rand.New(rand.NewPCG(1, 1))})
+	closeT(t, s)
+
+	opts.FS = crashed
+	c := openT(t, "/db", opts)
+	defer closeT(t, c)
+	for e := range int64(100) {
+		mustGetEq(t, c, 2, e, payload(2, e, 500))
 	}
 	checkCounters(t, c)
 }

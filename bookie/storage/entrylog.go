@@ -117,7 +117,9 @@ type logFile struct {
 	f  vfs.File
 
 	// size is the number of bytes written. It only grows, and only under
-	// Storage.w (the current log); other logs never change size.
+	// Storage.w (the current log); other logs never change size. Bytes
+	// below size may be unsynced; the index references them only once
+	// synced.
 	size atomic.Int64
 	// live and liveEntries count the bytes (record header included) and the
 	// records that the index references. Invariant: they equal the 'c'
@@ -125,6 +127,13 @@ type logFile struct {
 	// been applied; they never count a record the index does not reference.
 	live        atomic.Int64
 	liveEntries atomic.Int64
+
+	// pending counts the record writers (flusher, compaction) that wrote to
+	// this log and have not yet committed those records' index entries.
+	// Raised only while the log is current (under Storage.w), so once a
+	// rolled log's count is zero no index entry will ever be added for it:
+	// Compact skips logs with pending writers.
+	pending atomic.Int32
 
 	// refs counts the files map (1 while the log is in it) plus readers.
 	// The file is closed when it drops to zero.

@@ -26,10 +26,13 @@ const (
 )
 
 func entryKey(ledgerID, entryID int64) []byte {
-	k := make([]byte, 0, 17)
-	k = append(k, prefixEntry)
-	k = binary.BigEndian.AppendUint64(k, uint64(ledgerID))
-	return binary.BigEndian.AppendUint64(k, uint64(entryID))
+	return appendEntryKey(make([]byte, 0, 17), ledgerID, entryID)
+}
+
+func appendEntryKey(dst []byte, ledgerID, entryID int64) []byte {
+	dst = append(dst, prefixEntry)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ledgerID))
+	return binary.BigEndian.AppendUint64(dst, uint64(entryID))
 }
 
 // ledgerEntryBounds returns [lower, upper) covering every entry key of ledgerID.

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,8 +32,9 @@ var (
 	// ErrCorruption marks data that fails verification; test with errors.Is.
 	// A CorruptionError carries the details.
 	ErrCorruption = errors.New("storage: corruption")
-	// ErrSyncFailed marks the Storage as failed after an fsync error: writes
-	// and Flush return it until the process restarts and the journal replays.
+	// ErrSyncFailed marks the Storage as failed after an fsync error (or a
+	// failed background write of cached entries): writes and Flush return it
+	// until the process restarts and the journal replays.
 	ErrSyncFailed = errors.New("storage: sync failed")
 )
 
@@ -66,9 +68,19 @@ type Options struct {
 	// FS is the filesystem for entry logs and the index. Default vfs.Default;
 	// tests use vfs.NewCrashableMem to simulate power loss.
 	FS vfs.FS
+	// WriteCacheSize is the size at which the active write-cache generation
+	// is sealed and flushed to the entry log and the index in the
+	// background. The cache holds at most two generations, so it uses about
+	// twice this much memory. Default 32 MiB.
+	WriteCacheSize int64
 
 	// memTableSize overrides Pebble's memtable size (tests force flushes).
 	memTableSize uint64
+	// flushHook, if set, runs on the flusher goroutine at each stage of a
+	// generation's flush (tests observe the handover).
+	flushHook func(flushStage)
+	// blockedHook, if set, runs when a Put starts waiting for cache space.
+	blockedHook func()
 }
 
 const (
@@ -91,6 +103,9 @@ func (o Options) withDefaults() Options {
 	if o.FS == nil {
 		o.FS = vfs.Default
 	}
+	if o.WriteCacheSize <= 0 {
+		o.WriteCacheSize = defaultWriteCacheSize
+	}
 	if o.memTableSize == 0 {
 		o.memTableSize = defaultMemTableSize
 	}
@@ -103,9 +118,11 @@ type State uint32
 const (
 	// StateOpen serves reads and writes.
 	StateOpen State = iota
-	// StateFailed follows an fsync failure: reads work; Put, SetMeta,
-	// DeleteLedger, Flush and Compact return ErrSyncFailed. Terminal until
-	// Close (the bookie restarts and replays its journal).
+	// StateFailed follows an fsync failure, or a write to the entry log or
+	// the index by the flusher that failed: reads work (cached entries
+	// included); Put, SetMeta, DeleteLedger, Flush and Compact return
+	// ErrSyncFailed. Terminal until Close (the bookie restarts and replays
+	// its journal).
 	StateFailed
 	// StateClosed follows Close; every method returns ErrClosed.
 	StateClosed
@@ -151,21 +168,66 @@ type Storage struct {
 	// flushMu serialises flushes.
 	flushMu sync.Mutex
 
-	// stripes serialise index mutations of one ledger (Put, SetMeta,
-	// DeleteLedger, compaction relocation), making read-modify-write of a
-	// ledger's index keys and their counters atomic. Reads take no stripe.
+	// stripes serialise the mutations of one ledger (Put, SetMeta,
+	// DeleteLedger): the read-compare-write of a Put, its ordering with a
+	// DeleteLedger of the ledger. Reads take no stripe.
 	stripes [numStripes]stripe
 
+	// indexMu serialises the index changes of entry keys, each with the
+	// counter merges accounting for it: the flusher's commit, DeleteLedger,
+	// and compaction's relocation commit. Each holds it from reading the
+	// locations it replaces to its commit, so they are atomic with respect
+	// to each other. Put and the readers never take it.
+	indexMu sync.Mutex
+
+	// cache is the write cache: Put copies entries into the active
+	// generation; the flusher writes a sealed one to the entry log and the
+	// index and then drops it. Readers look in active, then sealed, then the
+	// index, so an entry is always found in one of them: a generation is
+	// sealed atomically under the lock, and dropped only after its index
+	// entries are committed.
+	cache struct {
+		sync.RWMutex
+		// active takes Puts (mutated only under the lock). Never nil.
+		active *writeCache
+		// sealed is the generation being flushed, or nil. Its maps and
+		// arena are immutable (the flusher reads them unlocked); only its
+		// deleted set changes (see writeCache.deleted).
+		sealed *writeCache
+		// drained is closed when sealed is dropped, releasing Puts that
+		// wait because active is full. Invariant: non-nil iff sealed is,
+		// unless the Storage failed (then it is closed and nil, and sealed
+		// stays, readable, until Close).
+		drained chan struct{}
+		// spare is the last dropped generation, emptied: the next active.
+		spare *writeCache
+		// free holds recycled arena chunks.
+		free [][]byte
+		// blocked counts Puts that waited for a flush (back-pressure).
+		blocked uint64
+	}
+
+	// fl is the flusher goroutine's inbox (see flushLoop) and statistics.
+	fl struct {
+		kick    chan struct{}   // cap 1: a generation was sealed
+		reqs    chan chan error // drain requests (Flush); answered when done
+		stop    chan struct{}   // closed by Close after its last flush
+		exited  chan struct{}   // closed when flushLoop returns
+		flushes atomic.Uint64   // generations flushed
+		entries atomic.Int64    // entries written by the flusher
+		nanos   atomic.Int64    // time spent flushing generations
+	}
+
 	// cur is the current (writable) log, published for lock-free readers
-	// (onFlushBegin, Flush, Stats). Written only under w.
+	// (Compact, Stats). Written only under w.
 	cur atomic.Pointer[logFile]
 
-	// w guards appends to the current log and rolling it.
+	// w guards appends to the current log and rolling it. Only the flusher
+	// and compaction append: the add path never takes it.
 	w struct {
 		sync.Mutex
 		cur    *logFile // == cur.Load()
 		nextID uint64   // id of the next log to create; > every id ever used
-		buf    []byte   // scratch record buffer
 	}
 
 	// files guards the set of open logs (every log on disk, including the
@@ -188,6 +250,11 @@ func Open(dir string, opts Options) (*Storage, error) {
 		done: make(chan struct{}),
 	}
 	s.files.m = make(map[uint64]*logFile)
+	s.cache.active = newWriteCache()
+	s.fl.kick = make(chan struct{}, 1)
+	s.fl.reqs = make(chan chan error)
+	s.fl.stop = make(chan struct{})
+	s.fl.exited = make(chan struct{})
 	if err := mkdirAllDurable(s.fs, dir); err != nil {
 		return nil, fmt.Errorf("storage: create %s: %w", dir, err)
 	}
@@ -201,7 +268,6 @@ func Open(dir string, opts Options) (*Storage, error) {
 		MemTableSize:       opts.memTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{opts.Logger},
-		EventListener:      &pebble.EventListener{FlushBegin: s.onFlushBegin},
 	}
 	db, err := pebble.Open(s.fs.PathJoin(dir, "index"), popts)
 	if err != nil {
@@ -213,6 +279,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 		s.releaseAll()
 		return nil, err
 	}
+	go s.flushLoop()
 	return s, nil
 }
 
@@ -406,28 +473,16 @@ func (s *Storage) syncDir() error {
 	return nil
 }
 
-// onFlushBegin runs on a Pebble goroutine, under Pebble's DB mutex, before a
-// memtable flush writes anything. Syncing the current log here keeps the
-// invariant that a durable index entry only ever references synced bytes
-// (rolled logs were synced when rolled). It must not call into the DB or
-// take any Storage lock.
-func (s *Storage) onFlushBegin(pebble.FlushInfo) {
-	lf := s.cur.Load()
-	if lf == nil {
-		return // Open has not created this incarnation's log: nothing unsynced.
-	}
-	if err := lf.f.SyncData(); err != nil {
-		s.becomeFailed(fmt.Errorf("sync entry log %d: %w", lf.id, err))
-	}
-}
-
-// becomeFailed moves open → failed. A failed or closed Storage stays so.
+// becomeFailed moves open → failed and releases Puts waiting for a flush.
+// The first error is kept, even during Close (whose final flush may fail).
 func (s *Storage) becomeFailed(err error) {
 	err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
-	if s.state.CompareAndSwap(uint32(StateOpen), uint32(StateFailed)) {
-		s.failErr.Store(&err)
-		s.opts.Logger.Error("storage failed; restart to replay the journal", "err", err)
+	if !s.failErr.CompareAndSwap(nil, &err) {
+		return
 	}
+	s.state.CompareAndSwap(uint32(StateOpen), uint32(StateFailed))
+	s.opts.Logger.Error("storage failed; restart to replay the journal", "err", err)
+	s.wakeBlockedPuts()
 }
 
 // becomeClosed moves open or failed → closed; false if already closed.
@@ -473,12 +528,15 @@ func (s *Storage) enterWrite() error {
 
 func (s *Storage) leave() { s.gate.RUnlock() }
 
-// stripe serialises the index mutations of the ledgers that hash to it.
+// stripe serialises the mutations of the ledgers that hash to it.
 type stripe struct {
 	sync.Mutex
-	// last caches, per ledger, the highest entry ID in the index (-1: none).
-	// Put skips the index lookup for an entry above it — the common case,
-	// as entries arrive in order. A cache: entries may be dropped at will.
+	// last caches, per ledger, an upper bound of the highest entry ID held
+	// in the write cache or the index (-1: none). Put skips looking for an
+	// entry above it — the common case, as entries arrive in order — and
+	// the flusher skips looking up its old location. A cache: entries may
+	// be dropped at will. Invariant: no key (ledger, e > last) is in the
+	// cache or the index while the stripe is held.
 	last map[int64]int64
 }
 
@@ -489,16 +547,20 @@ func (s *Storage) stripe(ledgerID int64) *stripe {
 	return &s.stripes[maphash.Comparable(s.seed, ledgerID)%numStripes]
 }
 
-// lastLocked returns the highest entry ID in the index for the ledger, or
-// -1. Requires st locked.
+// lastLocked returns the highest entry ID of the ledger in the write cache
+// or the index, or -1 (see stripe.last). Requires st locked.
 func (s *Storage) lastLocked(st *stripe, ledgerID int64) (int64, error) {
 	if last, ok := st.last[ledgerID]; ok {
 		return last, nil
 	}
+	// The cache before the index: an entry the flusher moves meanwhile is
+	// indexed before it leaves the cache.
+	cached := s.cacheLast(ledgerID)
 	last, err := s.lastIndexed(ledgerID)
 	if err != nil {
 		return 0, err
 	}
+	last = max(last, cached)
 	if st.last == nil || len(st.last) >= maxStripeCache {
 		st.last = make(map[int64]int64)
 	}
@@ -530,6 +592,11 @@ func (s *Storage) addLive(id uint64, c counter) {
 // Put stores entry (ledgerID, entryID). It is visible to Get on return and
 // durable after the next Flush. Re-putting identical bytes is a no-op;
 // different bytes replace the entry.
+//
+// Put copies the entry into the write cache: no I/O, unless the key may
+// already be held (an entry ID not above the ledger's highest), when it is
+// compared with the stored version. It blocks while the cache is full and
+// its previous generation is still being flushed.
 func (s *Storage) Put(ledgerID, entryID int64, entry []byte) error {
 	if ledgerID < 0 || entryID < 0 {
 		return ErrInvalidID
@@ -545,85 +612,42 @@ func (s *Storage) Put(ledgerID, entryID int64, entry []byte) error {
 	st.Lock()
 	defer st.Unlock()
 
-	key := entryKey(ledgerID, entryID)
 	last, err := s.lastLocked(st, ledgerID)
 	if err != nil {
 		return err
 	}
-	var (
-		old   location
-		found bool
-	)
-	if entryID <= last {
-		if old, found, err = s.location(key); err != nil {
-			return err
+	mayBeHeld := entryID <= last
+	if mayBeHeld {
+		equal, cached := s.cachedEqual(ledgerID, entryID, entry)
+		if equal {
+			return nil // journal replay of an entry we already hold
 		}
-	}
-	if found {
-		if lf := s.acquire(old.log); lf != nil {
-			p, err := lf.readRecord(old.offset, old.length, ledgerID, entryID)
-			lf.release()
-			if err == nil && bytes.Equal(p, entry) {
-				return nil // journal replay of an entry we already hold
+		if !cached {
+			// Only the flusher changes the index under us (from the sealed
+			// generation, which we just looked at), and relocation, which
+			// keeps the bytes.
+			old, found, err := s.location(entryKey(ledgerID, entryID))
+			if err != nil {
+				return err
+			}
+			if found {
+				if lf := s.acquire(old.log); lf != nil {
+					p, err := lf.readRecord(old.offset, old.length, ledgerID, entryID)
+					lf.release()
+					if err == nil && bytes.Equal(p, entry) {
+						return nil
+					}
+				}
 			}
 		}
 	}
-	lf, loc, err := s.append(ledgerID, entryID, entry)
-	if err != nil {
+	if err := s.cachePut(ledgerID, entryID, entry, mayBeHeld); err != nil {
 		return err
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	var vbuf [locationSize + counterSize]byte
-	add := counter{loc.recordSize(), 1}
-	_ = b.Set(key, loc.appendTo(vbuf[:0]), nil)
-	_ = b.Merge(counterKey(loc.log), add.appendTo(vbuf[:0]), nil)
-	sub := counter{-old.recordSize(), -1}
-	if found {
-		_ = b.Merge(counterKey(old.log), sub.appendTo(vbuf[:0]), nil)
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("storage: index put: %w", err)
-	}
-	lf.live.Add(add.bytes)
-	lf.liveEntries.Add(add.entries)
-	if found {
-		s.addLive(old.log, sub)
 	}
 	if entryID > last {
 		st.last[ledgerID] = entryID
 	}
 	return nil
-}
-
-// append writes one record at the end of the current log, rolling it first
-// if the record would take it past EntryLogSize. The bytes are readable on
-// return (not synced).
-func (s *Storage) append(ledgerID, entryID int64, payload []byte) (*logFile, location, error) {
-	s.w.Lock()
-	defer s.w.Unlock()
-	recSize := int64(recordHeaderSize + len(payload))
-	cur := s.w.cur
-	size := cur.size.Load()
-	if size > logHeaderSize && size+recSize > s.opts.EntryLogSize {
-		if err := s.rollLocked(); err != nil {
-			return nil, location{}, err
-		}
-		cur = s.w.cur
-		size = cur.size.Load()
-	}
-	s.w.buf = appendRecord(s.w.buf[:0], ledgerID, entryID, payload)
-	_, err := cur.f.WriteAt(s.w.buf, size)
-	if cap(s.w.buf) > 1<<20 {
-		s.w.buf = nil // don't pin a large entry's buffer
-	}
-	if err != nil {
-		// The size is not advanced: the next record overwrites whatever
-		// part of this one reached the file.
-		return nil, location{}, fmt.Errorf("storage: append to log %d: %w", cur.id, err)
-	}
-	cur.size.Store(size + recSize)
-	return cur, location{log: cur.id, offset: size, length: uint32(len(payload))}, nil
 }
 
 // rollLocked creates the next log, syncs the current one and makes the new
@@ -693,6 +717,11 @@ func (s *Storage) Get(ledgerID, entryID int64) ([]byte, error) {
 	if entryID < 0 {
 		return nil, ErrNoSuchEntry
 	}
+	// The cache before the index: the flusher indexes a generation's
+	// entries before it drops the generation.
+	if p, ok := s.cacheGet(ledgerID, entryID); ok {
+		return p, nil
+	}
 	key := entryKey(ledgerID, entryID)
 	// A concurrent Compact may move the entry and delete its old log
 	// between our index read and our file lookup; the index then already
@@ -728,6 +757,9 @@ func (s *Storage) Get(ledgerID, entryID int64) ([]byte, error) {
 
 // known reports whether the ledger has metadata or at least one entry.
 func (s *Storage) known(ledgerID int64) (bool, error) {
+	if s.cacheLast(ledgerID) >= 0 {
+		return true, nil
+	}
 	_, ok, err := s.meta(ledgerID)
 	if err != nil || ok {
 		return ok, err
@@ -750,9 +782,13 @@ func (s *Storage) lastEntryID(ledgerID int64) (int64, error) {
 	if ledgerID < 0 {
 		return 0, ErrNoSuchLedger
 	}
+	cached := s.cacheLast(ledgerID) // before the index, as in Get
 	last, err := s.lastIndexed(ledgerID)
-	if err != nil || last >= 0 {
-		return last, err
+	if err != nil {
+		return 0, err
+	}
+	if last = max(last, cached); last >= 0 {
+		return last, nil
 	}
 	_, ok, err := s.meta(ledgerID)
 	if err != nil {
@@ -796,6 +832,7 @@ func (s *Storage) ListEntries(ledgerID int64) ([][2]int64, error) {
 	if ledgerID < 0 {
 		return nil, ErrNoSuchLedger
 	}
+	cached := s.cacheEntryIDs(ledgerID) // before the index, as in Get
 	lower, upper := ledgerEntryBounds(ledgerID)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -817,12 +854,34 @@ func (s *Storage) ListEntries(ledgerID int64) ([][2]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: index iter: %w", err)
 	}
+	out = mergeRanges(out, cached)
 	if len(out) == 0 {
 		if _, ok, err := s.meta(ledgerID); err != nil || !ok {
 			return nil, cmpErr(err, ErrNoSuchLedger)
 		}
 	}
 	return out, nil
+}
+
+// mergeRanges returns the union of sorted, disjoint, inclusive ranges and
+// unordered ids, as sorted, disjoint, inclusive ranges.
+func mergeRanges(ranges [][2]int64, ids []int64) [][2]int64 {
+	if len(ids) == 0 {
+		return ranges
+	}
+	for _, e := range ids {
+		ranges = append(ranges, [2]int64{e, e})
+	}
+	slices.SortFunc(ranges, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	out := ranges[:1]
+	for _, r := range ranges[1:] {
+		if last := &out[len(out)-1]; r[0] <= last[1]+1 {
+			last[1] = max(last[1], r[1])
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // cmpErr returns err if non-nil, otherwise fallback.
@@ -886,7 +945,7 @@ func (s *Storage) Ledgers() ([]int64, error) {
 		return nil, err
 	}
 	defer s.leave()
-	var out []int64
+	out := s.cacheLedgers() // before the index, as in Get
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixMeta}, UpperBound: []byte{prefixMeta + 1}})
 	if err != nil {
 		return nil, fmt.Errorf("storage: index iter: %w", err)
@@ -924,9 +983,10 @@ func (s *Storage) Ledgers() ([]int64, error) {
 	return slices.Compact(out), nil
 }
 
-// DeleteLedger removes the ledger's index entries and metadata. Its bytes
-// stay in the entry logs until Compact rewrites or deletes them. Deleting an
-// unknown ledger is a no-op. Durable after the next Flush.
+// DeleteLedger removes the ledger's cached entries, index entries and
+// metadata. Its bytes stay in the entry logs until Compact rewrites or
+// deletes them; cached entries are never written. Deleting an unknown ledger
+// is a no-op. Durable after the next Flush.
 func (s *Storage) DeleteLedger(ledgerID int64) error {
 	if ledgerID < 0 {
 		return ErrInvalidID
@@ -940,6 +1000,12 @@ func (s *Storage) DeleteLedger(ledgerID int64) error {
 	defer st.Unlock()
 	delete(st.last, ledgerID)
 
+	// Under indexMu the flusher is not between reading a sealed generation's
+	// deleted set and committing: it either committed the ledger's entries
+	// already (they are deleted below) or will skip them.
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	s.cacheDeleteLedger(ledgerID)
 	lower, upper := ledgerEntryBounds(ledgerID)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -979,7 +1045,8 @@ func (s *Storage) DeleteLedger(ledgerID int64) error {
 }
 
 // Flush makes every Put, SetMeta and DeleteLedger that returned before the
-// call durable: it syncs the current entry log, then flushes Pebble's
+// call durable: it has the flusher write, sync and index every cached entry
+// (the generation being flushed, then the active one), then flushes Pebble's
 // memtable to a synced sstable. After it returns the journal may be trimmed
 // up to the point noted before the call.
 func (s *Storage) Flush() error {
@@ -994,26 +1061,21 @@ func (s *Storage) flush() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	if p := s.failErr.Load(); p != nil {
-		return *p // never make index entries durable over unsynced logs
+		return *p
 	}
-	// Logs before the current one were synced when rolled.
-	if lf := s.cur.Load(); lf != nil {
-		if err := lf.f.SyncData(); err != nil {
-			s.becomeFailed(fmt.Errorf("sync entry log %d: %w", lf.id, err))
-			return *s.failErr.Load()
-		}
+	if err := s.drain(); err != nil {
+		return err
 	}
 	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("storage: flush index: %w", err)
 	}
-	if p := s.failErr.Load(); p != nil {
-		return *p // onFlushBegin failed to sync
-	}
 	return nil
 }
 
-// Close flushes (unless the Storage failed), closes the index and the logs.
-// It waits for running calls; a running Compact is cancelled. Idempotent.
+// Close flushes (unless the Storage failed; cached entries are then lost,
+// for the journal to replay), stops the flusher, closes the index and the
+// logs. It waits for running calls; a running Compact and Puts waiting for
+// cache space are cancelled with ErrClosed. Idempotent.
 func (s *Storage) Close() error {
 	s.closeOnce.Do(func() {
 		failed := s.State() == StateFailed
@@ -1025,6 +1087,8 @@ func (s *Storage) Close() error {
 		if !failed {
 			errs = append(errs, s.flush())
 		}
+		close(s.fl.stop)
+		<-s.fl.exited
 		errs = append(errs, s.db.Close())
 		s.releaseAll()
 		s.closeErr = errors.Join(errs...)

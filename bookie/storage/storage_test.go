@@ -56,6 +56,13 @@ func mustPut(t testing.TB, s *Storage, l, e int64, b []byte) {
 	}
 }
 
+func flushT(t testing.TB, s *Storage) {
+	t.Helper()
+	if err := s.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+}
+
 func mustGetEq(t testing.TB, s *Storage, l, e int64, want []byte) {
 	t.Helper()
 	got, err := s.Get(l, e)
@@ -300,14 +307,32 @@ func TestPutIdempotent(t *testing.T) {
 	defer closeT(t, s)
 	a, b := payload(1, 1, 300), payload(2, 2, 200)
 	mustPut(t, s, 1, 1, a)
+	cached := s.Stats().CacheBytes
+	mustPut(t, s, 1, 1, a) // replay of a cached entry: nothing cached
+	if st := s.Stats(); st.CacheBytes != cached {
+		t.Errorf("re-put of a cached entry: cache %d bytes, want %d", st.CacheBytes, cached)
+	}
+	flushT(t, s)
 	size := s.Stats().TotalBytes
-	mustPut(t, s, 1, 1, a) // replay: nothing written
+	mustPut(t, s, 1, 1, a) // replay of an indexed entry: nothing written
+	flushT(t, s)
 	if st := s.Stats(); st.TotalBytes != size || st.LiveEntries != 1 {
 		t.Errorf("re-put: %d bytes, %d entries; want %d, 1", st.TotalBytes, st.LiveEntries, size)
 	}
 	mustPut(t, s, 1, 1, b) // different bytes replace
 	mustGetEq(t, s, 1, 1, b)
+	flushT(t, s)
+	mustGetEq(t, s, 1, 1, b)
 	if st := s.Stats(); st.LiveEntries != 1 || st.LiveBytes != recordHeaderSize+200 {
+		t.Errorf("replace: %d entries, %d live bytes", st.LiveEntries, st.LiveBytes)
+	}
+	mustPut(t, s, 1, 1, a) // and back, replacing a cached entry twice
+	mustPut(t, s, 1, 1, b)
+	mustPut(t, s, 1, 1, a)
+	mustGetEq(t, s, 1, 1, a)
+	flushT(t, s)
+	mustGetEq(t, s, 1, 1, a)
+	if st := s.Stats(); st.LiveEntries != 1 || st.LiveBytes != recordHeaderSize+300 {
 		t.Errorf("replace: %d entries, %d live bytes", st.LiveEntries, st.LiveBytes)
 	}
 	checkCounters(t, s)
@@ -315,7 +340,7 @@ func TestPutIdempotent(t *testing.T) {
 
 func TestDeleteLedgerCompact(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{EntryLogSize: 64 << 10}
+	opts := Options{EntryLogSize: 64 << 10, WriteCacheSize: 16 << 10}
 	s := openT(t, dir, opts)
 	const size = 1000
 	// Ledger 1 alone fills the first logs; then 1 and 2 interleave.
@@ -329,6 +354,7 @@ func TestDeleteLedgerCompact(t *testing.T) {
 	if err := s.SetMeta(1, LedgerMeta{Fenced: true}); err != nil {
 		t.Fatal(err)
 	}
+	flushT(t, s)
 	before := s.Stats()
 	if err := s.DeleteLedger(1); err != nil {
 		t.Fatal(err)
@@ -389,6 +415,7 @@ func TestCompactCancelled(t *testing.T) {
 		mustPut(t, s, 1, e, payload(1, e, 500))
 		mustPut(t, s, 2, e, payload(2, e, 500))
 	}
+	flushT(t, s)
 	if err := s.DeleteLedger(1); err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +433,7 @@ func TestCompactCancelled(t *testing.T) {
 // TestConcurrent runs writers, readers, deletes, flushes and compactions at
 // once; run it under -race.
 func TestConcurrent(t *testing.T) {
-	s := openT(t, t.TempDir(), Options{EntryLogSize: 32 << 10})
+	s := openT(t, t.TempDir(), Options{EntryLogSize: 32 << 10, WriteCacheSize: 8 << 10})
 	defer closeT(t, s)
 	const (
 		writers = 6
