@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/ledger/seqwin"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
 
@@ -80,10 +82,24 @@ func (o Options) withDefaults() Options {
 // Callback receives the outcome of one request. See Conn.Send.
 type Callback func(bk.Response, error)
 
+// Handler receives the outcomes of requests sent with Conn.SendTo, each with the tag it was
+// sent with. It lets a caller with many requests in flight use one long-lived object instead of
+// a closure per request. The rules of Callback apply: it must not block.
+type Handler interface {
+	HandleResponse(tag uint64, resp bk.Response, err error)
+}
+
+// callbackHandler adapts a Callback to a Handler. A func is pointer-shaped, so the conversion
+// allocates nothing.
+type callbackHandler Callback
+
+func (f callbackHandler) HandleResponse(_ uint64, resp bk.Response, err error) { f(resp, err) }
+
 // pending is a request awaiting its response.
 type pending struct {
-	op bk.Op
-	cb Callback
+	h   Handler
+	tag uint64
+	op  bk.Op
 }
 
 // Conn is a pipelined connection to one bookie. It is safe for concurrent use. See doc.go for
@@ -102,9 +118,12 @@ type Conn struct {
 		sync.Mutex // guards all fields below; leaf lock, held for no I/O
 		// nextID is the id of the next request; ids start at 1.
 		nextID uint64
-		// pending holds every request sent and not yet answered. nil once the reader has
-		// drained it on its way out; Send then fails requests itself.
-		pending map[uint64]pending
+		// pending holds every request sent and not yet answered, by id (ids are dense, so
+		// a window rather than a map).
+		pending seqwin.Window[pending]
+		// drained is set once the reader has failed pending on its way out; Send then fails
+		// requests itself.
+		drained bool
 		// queue holds encoded frames the writer has not taken yet.
 		queue []byte
 		// err is nil while the connection is alive, then the *ConnError that killed it.
@@ -131,7 +150,6 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		done: make(chan struct{}),
 	}
 	c.mu.nextID = 1
-	c.mu.pending = make(map[uint64]pending)
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -159,36 +177,91 @@ func (c *Conn) Addr() string { return c.addr }
 // the connection. Send never blocks and does not bound the queue; the caller bounds its
 // outstanding requests.
 func (c *Conn) Send(req *bk.Request, cb Callback) {
-	if !req.Op.Valid() {
-		cb(bk.Response{}, fmt.Errorf("client: send %v: undefined op", req.Op))
+	c.send(req, nil, callbackHandler(cb), 0)
+}
+
+// SendTo is Send with the outcome delivered to h.HandleResponse(tag, ...) instead of a
+// callback, under the same rules.
+func (c *Conn) SendTo(req *bk.Request, h Handler, tag uint64) {
+	c.send(req, nil, h, tag)
+}
+
+// SendEntry is SendTo for an OpAddEntry request whose body is the entry e packaged with
+// req.Digest (bk.AppendEntry): the entry is packaged straight into the connection's write
+// buffer, so the caller needs no buffer of its own. req.Body is ignored; e.Payload is not
+// retained.
+func (c *Conn) SendEntry(req *bk.Request, e *bk.Entry, h Handler, tag uint64) {
+	if req.Op != bk.OpAddEntry {
+		h.HandleResponse(tag, bk.Response{}, fmt.Errorf("client: send entry with op %v", req.Op))
 		return
 	}
+	c.send(req, e, h, tag)
+}
+
+// send queues req (with its body packaged from e if e is non-nil) and registers h.
+func (c *Conn) send(req *bk.Request, e *bk.Entry, h Handler, tag uint64) {
+	if !req.Op.Valid() {
+		h.HandleResponse(tag, bk.Response{}, fmt.Errorf("client: send %v: undefined op", req.Op))
+		return
+	}
+	if e != nil {
+		if _, err := bk.DigestLen(req.Digest); err != nil {
+			h.HandleResponse(tag, bk.Response{}, fmt.Errorf("client: send %v ledger %d: %w", req.Op, req.LedgerID, err))
+			return
+		}
+	}
 	c.mu.Lock()
-	if c.mu.pending == nil || c.mu.err != nil {
+	if c.mu.drained || c.mu.err != nil {
 		err := c.mu.err
 		c.mu.Unlock()
-		cb(bk.Response{}, err)
+		h.HandleResponse(tag, bk.Response{}, err)
 		return
 	}
 	id := c.mu.nextID
 	c.mu.nextID++
 	req.RequestID = id
 	start := len(c.mu.queue)
-	c.mu.queue = bk.AppendRequest(c.mu.queue, req)
+	if e == nil {
+		c.mu.queue = bk.AppendRequest(c.mu.queue, req)
+	} else {
+		c.mu.queue = appendEntryRequest(c.mu.queue, req, e)
+	}
 	if n := len(c.mu.queue) - start - bk.LengthPrefixLen; n > c.opts.MaxFrameLen {
 		c.mu.queue = c.mu.queue[:start]
 		c.mu.Unlock()
-		cb(bk.Response{}, fmt.Errorf("client: send %v ledger %d: %w: %d bytes, limit %d",
+		h.HandleResponse(tag, bk.Response{}, fmt.Errorf("client: send %v ledger %d: %w: %d bytes, limit %d",
 			req.Op, req.LedgerID, bk.ErrFrameTooLarge, n, c.opts.MaxFrameLen))
 		return
 	}
-	c.mu.pending[id] = pending{op: req.Op, cb: cb}
+	c.mu.pending.Put(id, pending{h: h, tag: tag, op: req.Op})
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
 	default: // the writer is already due to look at the queue
 	}
 }
+
+// appendEntryRequest appends the AddEntry frame of req with body e packaged by bk.AppendEntry.
+// The body is the last field of an AddEntry frame, as a u32 length and the bytes (see
+// proto/bk doc.go): the request is encoded with an empty body, the entry appended after it,
+// and the body length and frame length patched.
+func appendEntryRequest(dst []byte, req *bk.Request, e *bk.Entry) []byte {
+	r := *req
+	r.Body = nil
+	start := len(dst)
+	dl, _ := bk.DigestLen(r.Digest) // checked by the caller
+	dst = slices.Grow(dst, bk.LengthPrefixLen+bk.RequestHeaderLen+addEntryFieldsLen+4+bk.EntryHeaderLen+dl+len(e.Payload))
+	dst = bk.AppendRequest(dst, &r)
+	bodyAt := len(dst)
+	dst = bk.AppendEntry(dst, e.LedgerID, e.EntryID, e.LAC, e.Length, r.Digest, e.Payload)
+	binary.BigEndian.PutUint32(dst[bodyAt-4:], uint32(len(dst)-bodyAt))
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-bk.LengthPrefixLen))
+	return dst
+}
+
+// addEntryFieldsLen is the size of an AddEntry request's fields before its body: ledger id,
+// entry id, master key and digest type.
+const addEntryFieldsLen = 8 + 8 + bk.MasterKeyLen + 1
 
 // Do sends req and waits for its response. A response with a non-OK status is returned along
 // with its status error (bk.Status.Err), so callers can test errors.Is(err, bk.ErrFenced).
@@ -299,8 +372,7 @@ func (c *Conn) readLoop() {
 			return
 		}
 		c.mu.Lock()
-		p, ok := c.mu.pending[resp.RequestID]
-		delete(c.mu.pending, resp.RequestID)
+		p, ok := c.mu.pending.Delete(resp.RequestID)
 		c.mu.Unlock()
 		if !ok {
 			c.fail(fmt.Errorf("%w: response %v to unknown request %d", ErrProtocol, resp.Op, resp.RequestID))
@@ -309,28 +381,24 @@ func (c *Conn) readLoop() {
 		if resp.Op != p.op {
 			err := fmt.Errorf("%w: %v response to %v request %d", ErrProtocol, resp.Op, p.op, resp.RequestID)
 			c.fail(err)
-			p.cb(bk.Response{}, c.Err())
+			p.h.HandleResponse(p.tag, bk.Response{}, c.Err())
 			return
 		}
-		p.cb(own(resp), nil)
+		p.h.HandleResponse(p.tag, own(resp), nil)
 	}
 }
 
-// failPending runs on the reader goroutine after fail: it takes the pending map (so that Send
-// fails new requests inline from now on) and fails each request in id order.
+// failPending runs on the reader goroutine after fail: it takes the pending requests (so that
+// Send fails new requests inline from now on) and fails each in id order.
 func (c *Conn) failPending() {
 	c.mu.Lock()
 	pend := c.mu.pending
-	c.mu.pending = nil
+	c.mu.pending = seqwin.Window[pending]{}
+	c.mu.drained = true
 	err := c.mu.err
 	c.mu.Unlock()
-	ids := make([]uint64, 0, len(pend))
-	for id := range pend {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		pend[id].cb(bk.Response{}, err)
+	for _, p := range pend.All() {
+		p.h.HandleResponse(p.tag, bk.Response{}, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -425,6 +426,79 @@ func TestSendRejectsLocally(t *testing.T) {
 	}
 }
 
+// recorder is a Handler collecting outcomes by tag.
+type recorder struct {
+	mu   sync.Mutex
+	got  map[uint64]bk.Response
+	errs map[uint64]error
+	wg   sync.WaitGroup
+}
+
+func (r *recorder) HandleResponse(tag uint64, resp bk.Response, err error) {
+	r.mu.Lock()
+	if _, dup := r.got[tag]; dup {
+		panic(fmt.Sprintf("tag %d answered twice", tag))
+	}
+	r.got[tag], r.errs[tag] = resp, err
+	r.mu.Unlock()
+	r.wg.Done()
+}
+
+// TestSendEntry: SendEntry puts on the wire exactly the frame AppendRequest makes from the
+// packaged entry, and SendTo/SendEntry outcomes reach the handler with their tags.
+func TestSendEntry(t *testing.T) {
+	const n = 300
+	s := newFakeServer(t, 5, echo) // n is a multiple of the batch
+	s.got = make(chan bk.Request, n)
+	defer s.close()
+	c := dial(t, s, Options{})
+	defer c.Close()
+
+	rec := &recorder{got: map[uint64]bk.Response{}, errs: map[uint64]error{}}
+	rec.wg.Add(n)
+	want := map[int64]bk.Request{}
+	for i := range int64(n) {
+		e := bk.Entry{LedgerID: 7, EntryID: i, LAC: i - 1, Length: i * 10, Payload: bytes.Repeat([]byte{byte(i)}, int(i)*7)}
+		req := bk.Request{Op: bk.OpAddEntry, LedgerID: 7, EntryID: i, MasterKey: bk.MasterKey([]byte("pw")),
+			Digest: []bk.DigestType{bk.DigestCRC32C, bk.DigestNone}[i%2], Body: []byte("ignored")}
+		if i%3 == 0 {
+			req.Flags = bk.FlagRecovery
+		}
+		tag := uint64(1000 + i)
+		if i%5 == 4 {
+			// A plain SendTo with the body packaged by the caller.
+			req.Body = bk.AppendEntry(nil, e.LedgerID, e.EntryID, e.LAC, e.Length, req.Digest, e.Payload)
+			c.SendTo(&req, rec, tag)
+		} else {
+			c.SendEntry(&req, &e, rec, tag)
+		}
+		req.Body = bk.AppendEntry(nil, e.LedgerID, e.EntryID, e.LAC, e.Length, req.Digest, e.Payload)
+		want[i] = req
+	}
+	for range n {
+		got := <-s.got
+		w := want[got.EntryID]
+		if !reflect.DeepEqual(got, w) {
+			t.Fatalf("entry %d: server got %+v, want %+v", got.EntryID, got, w)
+		}
+	}
+	rec.wg.Wait()
+	for i := range int64(n) {
+		tag := uint64(1000 + i)
+		if err := rec.errs[tag]; err != nil || rec.got[tag].EntryID != i {
+			t.Fatalf("tag %d: %+v %v", tag, rec.got[tag], err)
+		}
+	}
+
+	// Local rejections reach the handler before SendEntry returns.
+	rec.wg.Add(2)
+	c.SendEntry(&bk.Request{Op: bk.OpReadEntry}, &bk.Entry{}, rec, 1)
+	c.SendEntry(&bk.Request{Op: bk.OpAddEntry, Digest: 77}, &bk.Entry{}, rec, 2)
+	if rec.errs[1] == nil || rec.errs[2] == nil {
+		t.Fatalf("bad SendEntry accepted: %v, %v", rec.errs[1], rec.errs[2])
+	}
+}
+
 func TestProtocolViolation(t *testing.T) {
 	for name, mutate := range map[string]func(*bk.Response){
 		"unknown id": func(r *bk.Response) { r.RequestID += 1000 },
@@ -530,28 +604,53 @@ func TestDialError(t *testing.T) {
 }
 
 // BenchmarkPipelinedAdd measures round trips of 1 KiB adds through a real loopback socket
-// with a fake bookie that answers immediately.
+// with a fake bookie that answers immediately: with a callback per request (Send), a Handler
+// and a caller-packaged body (SendTo), and the entry packaged into the write buffer
+// (SendEntry).
 func BenchmarkPipelinedAdd(b *testing.B) {
-	s := newFakeServer(b, 1, echo)
-	c := dial(b, s, Options{})
-	entry := bk.AppendEntry(nil, 1, 0, -1, 1024, bk.DigestCRC32C, make([]byte, 1024))
-	const window = 256
-	sem := make(chan struct{}, window)
-	b.SetBytes(int64(len(entry)))
-	for b.Loop() {
-		sem <- struct{}{}
-		c.Send(&bk.Request{Op: bk.OpAddEntry, LedgerID: 1, Digest: bk.DigestCRC32C, Body: entry},
-			func(_ bk.Response, err error) {
-				if err != nil {
-					panic(fmt.Sprint(err))
+	payload := make([]byte, 1024)
+	entry := bk.AppendEntry(nil, 1, 0, -1, 1024, bk.DigestCRC32C, payload)
+	for _, api := range []string{"Send", "SendTo", "SendEntry"} {
+		b.Run("api="+api, func(b *testing.B) {
+			s := newFakeServer(b, 1, echo)
+			c := dial(b, s, Options{})
+			const window = 256
+			sem := make(chan struct{}, window)
+			h := semHandler(sem)
+			b.SetBytes(int64(len(entry)))
+			for b.Loop() {
+				sem <- struct{}{}
+				req := bk.Request{Op: bk.OpAddEntry, LedgerID: 1, Digest: bk.DigestCRC32C, Body: entry}
+				switch api {
+				case "Send":
+					c.Send(&req, func(_ bk.Response, err error) {
+						if err != nil {
+							panic(fmt.Sprint(err))
+						}
+						<-sem
+					})
+				case "SendTo":
+					c.SendTo(&req, h, 0)
+				case "SendEntry":
+					c.SendEntry(&req, &bk.Entry{LedgerID: 1, LAC: -1, Length: 1024, Payload: payload}, h, 0)
 				}
-				<-sem
-			})
+			}
+			for range window {
+				sem <- struct{}{}
+			}
+			b.StopTimer() // teardown (closing sockets, joining goroutines) is not part of the cost
+			c.Close()
+			s.close()
+		})
 	}
-	for range window {
-		sem <- struct{}{}
+}
+
+// semHandler releases a semaphore slot per response.
+type semHandler chan struct{}
+
+func (h semHandler) HandleResponse(_ uint64, _ bk.Response, err error) {
+	if err != nil {
+		panic(fmt.Sprint(err))
 	}
-	b.StopTimer() // teardown (closing sockets, joining goroutines) is not part of the cost
-	c.Close()
-	s.close()
+	<-h
 }
