@@ -2,9 +2,11 @@ package ledger
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/magnetar-io/magnetar/ledger/quorum"
+	"github.com/magnetar-io/magnetar/ledger/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
@@ -100,7 +102,7 @@ type Recovery struct {
 	seq     uint64 // Seq of the in-flight MetaWrite
 	result  *RecoveryResult
 
-	reqs      map[uint64]recRef // outstanding requests by token; absent = stale
+	reqs      seqwin.Window[recRef] // outstanding requests by token; absent = stale
 	nextToken uint64
 
 	// Fencing.
@@ -172,7 +174,7 @@ func NewRecovery(cfg RecoveryConfig) (*Recovery, error) {
 		cfg.MaxEnsembleChanges = 16
 	}
 	return &Recovery{
-		cfg: cfg, meta: cfg.Meta, addMeta: cfg.Meta, version: cfg.Version, reqs: map[uint64]recRef{},
+		cfg: cfg, meta: cfg.Meta, addMeta: cfg.Meta, version: cfg.Version,
 		maxLAC: -1, lengthAt: map[int64]int64{}, end: endUnknown, reads: map[int64]*recRead{},
 	}, nil
 }
@@ -244,7 +246,7 @@ func (r *Recovery) mark() {
 
 func (r *Recovery) token(ref recRef) uint64 {
 	r.nextToken++
-	r.reqs[r.nextToken] = ref
+	r.reqs.Put(r.nextToken, ref)
 	return r.nextToken
 }
 
@@ -254,11 +256,10 @@ func (r *Recovery) Step(msg any) {
 	case MetaResult:
 		r.onMeta(m)
 	case ReadResult:
-		ref, ok := r.reqs[m.Token]
+		ref, ok := r.reqs.Delete(m.Token)
 		if !ok {
 			return
 		}
-		delete(r.reqs, m.Token)
 		switch {
 		case ref.kind == kindFence && r.state == RecoveryFencing:
 			r.onFence(ref, m)
@@ -268,16 +269,15 @@ func (r *Recovery) Step(msg any) {
 			r.onLength(ref, m)
 		}
 	case AddResult:
-		ref, ok := r.reqs[m.Token]
+		ref, ok := r.reqs.Delete(m.Token)
 		if !ok {
 			return
 		}
-		delete(r.reqs, m.Token)
 		if ref.kind == kindAdd && r.state == RecoveryReading {
 			r.onAdd(ref, m)
 		}
 	default:
-		_ = assertionFailedf("recovery: unexpected message %T", msg)
+		_ = assertionFailedf("recovery: unexpected message %s", reflect.TypeOf(msg))
 	}
 }
 
@@ -454,7 +454,7 @@ func (r *Recovery) readd(e int64, rd *recRead) {
 func (r *Recovery) sendReadd(ra *reAdd, s int) {
 	e := ra.entry.EntryID
 	if old := ra.tokens[s]; old != 0 {
-		delete(r.reqs, old)
+		r.reqs.Delete(old)
 	}
 	b := r.addMeta.WriteSet(e)[s]
 	ra.tokens[s] = r.token(recRef{kind: kindAdd, entry: e, slot: s})
@@ -597,7 +597,7 @@ func (r *Recovery) done(m *Metadata, v metadata.Version) {
 	r.meta, r.addMeta, r.version = m, m, v
 	r.result = &RecoveryResult{Meta: m, Version: v}
 	r.ready.Recovered = r.result
-	clear(r.reqs)
+	r.reqs.Clear()
 }
 
 func (r *Recovery) fail(err error) {
@@ -607,7 +607,7 @@ func (r *Recovery) fail(err error) {
 	r.become(RecoveryFailed)
 	r.result = &RecoveryResult{Err: err}
 	r.ready.Recovered = r.result
-	clear(r.reqs)
+	r.reqs.Clear()
 }
 
 // Ready returns and clears what the driver must do next.

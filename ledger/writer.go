@@ -2,9 +2,11 @@ package ledger
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/magnetar-io/magnetar/ledger/quorum"
+	"github.com/magnetar-io/magnetar/ledger/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
@@ -82,15 +84,17 @@ type Writer struct {
 	err     error // why the writer is Fenced or Failed
 
 	// lac is the last add confirmed. Invariant: every entry <= lac completed, in order, and
-	// entries lac+1 .. next-1 are exactly pending.
+	// entries lac+1 .. next-1 are exactly pending (keyed by entry id).
 	lac     int64
 	next    int64
 	length  int64 // payload bytes of entries 0..next-1
-	pending []*pendingAdd
+	pending seqwin.Window[*pendingAdd]
+	// free holds completed pendingAdds for reuse (nothing else refers to them).
+	free []*pendingAdd
 
 	// sends maps the token of every outstanding AddRequest to its target. A token absent from
-	// the map is stale: its answer is ignored.
-	sends     map[uint64]sendRef
+	// the window is stale: its answer is ignored. Tokens are allocated consecutively.
+	sends     seqwin.Window[sendRef]
 	nextToken uint64
 
 	// failed holds bookies of the last ensemble that failed and await (or are undergoing)
@@ -151,7 +155,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	return &Writer{
 		cfg: cfg, meta: cfg.Meta, version: cfg.Version, state: WriterOpen,
-		lac: -1, lacSent: -1, sends: map[uint64]sendRef{},
+		lac: -1, lacSent: -1,
 	}, nil
 }
 
@@ -180,6 +184,21 @@ func (w *Writer) Ready() Ready {
 	return r
 }
 
+// Advance tells the writer that the driver has finished with rd (performed it and delivered its
+// completions), so the writer may reuse its slices for the next Ready. The driver must not
+// touch rd afterwards. Calling Advance is optional: without it every Ready has fresh slices.
+func (w *Writer) Advance(rd *Ready) {
+	if w.ready.Adds == nil && cap(rd.Adds) > 0 {
+		clear(rd.Adds) // drop the payload references
+		w.ready.Adds = rd.Adds[:0]
+	}
+	if w.ready.Completions == nil && cap(rd.Completions) > 0 {
+		clear(rd.Completions)
+		w.ready.Completions = rd.Completions[:0]
+	}
+	*rd = Ready{}
+}
+
 // Append assigns the next entry id to payload and sends it (unless an ensemble change is in
 // flight, in which case it is sent once the change lands). The outcome arrives later as an
 // AddCompletion. It fails at once, without an id, if the writer does not accept appends.
@@ -194,12 +213,11 @@ func (w *Writer) Append(payload []byte) (int64, error) {
 	w.length += int64(len(payload))
 	e := Entry{EntryID: w.next, LAC: w.lac, Length: w.length, Payload: payload}
 	w.next++
-	pa := &pendingAdd{entry: e, acks: quorum.NewAckSet(w.meta.WriteQuorum, w.meta.AckQuorum),
-		tokens: make([]uint64, w.meta.WriteQuorum)}
+	pa := w.newPending(e)
 	if w.cfg.Encode != nil {
 		pa.body = w.cfg.Encode(e)
 	}
-	w.pending = append(w.pending, pa)
+	w.pending.Put(uint64(e.EntryID), pa)
 	w.lacSent = max(w.lacSent, e.LAC)
 	w.idleTicks = 0
 	if w.change == nil {
@@ -208,12 +226,33 @@ func (w *Writer) Append(payload []byte) (int64, error) {
 	return e.EntryID, nil
 }
 
+// newPending returns a pendingAdd for e with nothing sent, reusing a completed one if any.
+func (w *Writer) newPending(e Entry) *pendingAdd {
+	var pa *pendingAdd
+	if n := len(w.free); n > 0 {
+		pa, w.free = w.free[n-1], w.free[:n-1]
+	} else {
+		pa = &pendingAdd{}
+	}
+	tokens := pa.tokens[:0]
+	if cap(tokens) < w.meta.WriteQuorum {
+		tokens = make([]uint64, 0, w.meta.WriteQuorum)
+	}
+	*pa = pendingAdd{entry: e, acks: quorum.NewAckSet(w.meta.WriteQuorum, w.meta.AckQuorum),
+		tokens: tokens[:w.meta.WriteQuorum]}
+	clear(pa.tokens)
+	return pa
+}
+
+// maxFree bounds the pendingAdds kept for reuse.
+const maxFree = 4096
+
 // Close stops accepting appends, waits for the pending ones, and closes the ledger at its LAC
 // by compare-and-swap. The outcome arrives as Ready.Closed.
 func (w *Writer) Close() {
 	switch w.state {
 	case WriterOpen:
-		if len(w.pending) > 0 || w.change != nil {
+		if w.pending.Len() > 0 || w.change != nil {
 			w.become(WriterDraining)
 			return
 		}
@@ -230,7 +269,7 @@ func (w *Writer) Close() {
 // Tick advances the writer's logical clock. After LACFlushTicks idle ticks with a LAC nobody
 // has been told, it sends an explicit LAC so tailing readers see the last entry.
 func (w *Writer) Tick() {
-	if w.state != WriterOpen || len(w.pending) > 0 || w.change != nil {
+	if w.state != WriterOpen || w.pending.Len() > 0 || w.change != nil {
 		w.idleTicks = 0
 		return
 	}
@@ -255,7 +294,8 @@ func (w *Writer) Step(msg any) {
 	case MetaResult:
 		w.onMeta(m)
 	default:
-		_ = assertionFailedf("writer: unexpected message %T", msg)
+		// The type name, not msg itself: a msg that does not escape costs no allocation.
+		_ = assertionFailedf("writer: unexpected message %s", reflect.TypeOf(msg))
 	}
 }
 
@@ -287,12 +327,12 @@ func (w *Writer) sendAll(pa *pendingAdd) {
 // > lac >= (last ensemble's first entry) - 1, so the last ensemble is the one in force.
 func (w *Writer) send(pa *pendingAdd, s int) {
 	if old := pa.tokens[s]; old != 0 {
-		delete(w.sends, old)
+		w.sends.Delete(old)
 	}
 	bookie := w.meta.LastEnsemble().Bookies[quorum.Index(pa.entry.EntryID, s, w.meta.EnsembleSize)]
 	w.nextToken++
 	pa.tokens[s] = w.nextToken
-	w.sends[w.nextToken] = sendRef{entry: pa.entry.EntryID, slot: s, bookie: bookie}
+	w.sends.Put(w.nextToken, sendRef{entry: pa.entry.EntryID, slot: s, bookie: bookie})
 	w.ready.Adds = append(w.ready.Adds, AddRequest{
 		Token: w.nextToken, Bookie: bookie, Entry: pa.entry, Body: pa.body,
 	})
@@ -300,19 +340,18 @@ func (w *Writer) send(pa *pendingAdd, s int) {
 
 // pendingFor returns the pending add for entry, or nil if it completed (or failed).
 func (w *Writer) pendingFor(entry int64) *pendingAdd {
-	i := entry - w.lac - 1
-	if i < 0 || i >= int64(len(w.pending)) {
+	if entry < 0 {
 		return nil
 	}
-	return w.pending[i]
+	pa, _ := w.pending.Get(uint64(entry))
+	return pa
 }
 
 func (w *Writer) onAdd(r AddResult) {
-	ref, ok := w.sends[r.Token]
+	ref, ok := w.sends.Delete(r.Token)
 	if !ok {
 		return // stale: the slot was re-sent or the writer moved on
 	}
-	delete(w.sends, r.Token)
 	if w.state.final() {
 		return
 	}
@@ -436,7 +475,7 @@ func (w *Writer) apply(meta *Metadata, v metadata.Version) {
 	oldLast := w.meta.LastEnsemble().Bookies
 	w.meta, w.version, w.change = meta, v, nil
 	newLast := meta.LastEnsemble().Bookies
-	for _, pa := range w.pending {
+	for _, pa := range w.pending.All() {
 		if !pa.sent {
 			w.sendAll(pa)
 			continue
@@ -463,22 +502,21 @@ func (w *Writer) advance() {
 		return
 	}
 	aq := w.meta.AckQuorum + w.cfg.ackQuorumDelta
-	n := 0
-	for _, pa := range w.pending {
+	for id, pa := range w.pending.All() {
 		if pa.acks.Acked() < aq || !pa.sent {
 			break
 		}
 		w.lac = pa.entry.EntryID
 		w.ready.Completions = append(w.ready.Completions, AddCompletion{EntryID: pa.entry.EntryID})
-		n++
-	}
-	if n > 0 {
 		// Outstanding requests of completed entries stay in sends: a failure among them still
 		// triggers the bookie's replacement.
-		clear(w.pending[:n])
-		w.pending = w.pending[n:]
+		w.pending.Delete(id)
+		if len(w.free) < maxFree {
+			*pa = pendingAdd{tokens: pa.tokens}
+			w.free = append(w.free, pa)
+		}
 	}
-	if w.state == WriterDraining && len(w.pending) == 0 && w.change == nil {
+	if w.state == WriterDraining && w.pending.Len() == 0 && w.change == nil {
 		w.startClose()
 	}
 }
@@ -539,11 +577,12 @@ func (w *Writer) fail(err error) {
 		w.become(WriterFailed)
 	}
 	w.err = err
-	for _, pa := range w.pending {
+	for _, pa := range w.pending.All() {
 		w.ready.Completions = append(w.ready.Completions, AddCompletion{EntryID: pa.entry.EntryID, Err: err})
 	}
-	w.pending, w.change, w.failed = nil, nil, nil
-	clear(w.sends)
+	w.pending.Clear()
+	w.change, w.failed = nil, nil
+	w.sends.Clear()
 	if closing {
 		w.ready.Closed = &CloseResult{Err: err}
 	}
