@@ -456,9 +456,13 @@ func TestMetricsExposed(t *testing.T) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, m := range []string{"magnetar_bookie_add_latency_seconds_count 1", "magnetar_bookie_journal_fsync_seconds",
-		"magnetar_bookie_journal_group_records", "magnetar_bookie_add_bytes_total", "magnetar_bookie_fenced_ledgers"} {
+		"magnetar_bookie_journal_group_records", "magnetar_bookie_add_bytes_total", "magnetar_bookie_fenced_ledgers",
+		"magnetar_bookie_write_cache_bytes ", "magnetar_bookie_write_cache_flushes_total 0", "magnetar_bookie_entry_logs 1"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("metrics lack %q", m)
 		}
+	}
+	if strings.Contains(string(body), "magnetar_bookie_write_cache_bytes 0") {
+		t.Error("the added entry is not counted in the write cache")
 	}
 }

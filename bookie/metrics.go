@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"github.com/magnetar-io/magnetar/bookie/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -68,4 +69,57 @@ func newMetrics() *metrics {
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// storageCollector exports the ledger storage's statistics (write cache, entry logs) at
+// scrape time.
+type storageCollector struct {
+	stats                                   func() (storage.Stats, bool)
+	cacheBytes, flushes, flushed, flushTime *prometheus.Desc
+	blockedPuts, logBytes, liveBytes, nLogs *prometheus.Desc
+}
+
+func newStorageCollector(stats func() (storage.Stats, bool)) *storageCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &storageCollector{
+		stats:       stats,
+		cacheBytes:  d("magnetar_bookie_write_cache_bytes", "Entry bytes in the write cache (not yet in an entry log)."),
+		flushes:     d("magnetar_bookie_write_cache_flushes_total", "Write-cache generations flushed to the entry log."),
+		flushed:     d("magnetar_bookie_write_cache_flushed_entries_total", "Entries flushed from the write cache."),
+		flushTime:   d("magnetar_bookie_write_cache_flush_seconds_total", "Time spent flushing the write cache (write, fdatasync, index)."),
+		blockedPuts: d("magnetar_bookie_write_cache_blocked_puts_total", "Adds that waited for a write-cache flush (the cache was full)."),
+		logBytes:    d("magnetar_bookie_entry_log_bytes", "Bytes in entry logs."),
+		liveBytes:   d("magnetar_bookie_entry_log_live_bytes", "Bytes in entry logs still referenced by the index."),
+		nLogs:       d("magnetar_bookie_entry_logs", "Entry log files."),
+	}
+}
+
+func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.cacheBytes, c.flushes, c.flushed, c.flushTime, c.blockedPuts,
+		c.logBytes, c.liveBytes, c.nLogs} {
+		ch <- d
+	}
+}
+
+func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
+	st, ok := c.stats()
+	if !ok {
+		return
+	}
+	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	n := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
+	g(c.cacheBytes, float64(st.CacheBytes))
+	n(c.flushes, float64(st.CacheFlushes))
+	n(c.flushed, float64(st.CacheFlushed))
+	n(c.flushTime, st.CacheFlushTime.Seconds())
+	n(c.blockedPuts, float64(st.CacheBlockedPuts))
+	g(c.logBytes, float64(st.TotalBytes))
+	var live int64
+	for _, l := range st.Logs {
+		live += l.LiveBytes
+	}
+	g(c.liveBytes, float64(live))
+	g(c.nLogs, float64(len(st.Logs)))
 }

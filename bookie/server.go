@@ -133,6 +133,10 @@ func (b *Bookie) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bookie: open storage: %w", err)
 	}
+	b.m.reg.MustRegister(newStorageCollector(func() (storage.Stats, bool) {
+		s := st.Stats()
+		return s, s.State != storage.StateClosed
+	}))
 	jopts := b.cfg.Journal
 	if jopts.Logger == nil {
 		jopts.Logger = b.cfg.Logger
