@@ -18,9 +18,18 @@ import (
 // DefaultDialTimeout bounds connection establishment when Options.DialTimeout is zero.
 const DefaultDialTimeout = 10 * time.Second
 
-// maxSpareQueue is the largest write buffer the writer keeps for reuse; a bigger one (after a
-// burst of large entries) is dropped so an idle connection does not pin it.
-const maxSpareQueue = 1 << 20
+// chunkSize is the size of the write-queue chunks frames are encoded into. Chunks come from
+// and go back to chunkPool, so a busy connection allocates none and an idle one pins none; a
+// frame larger than a chunk gets a chunk of its own, which is not pooled.
+const chunkSize = 64 << 10
+
+// chunkPool holds free *[chunkSize]byte chunks shared by every connection.
+var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
+// maxFrameOverhead bounds the bytes of a request frame besides its body (or packaged entry):
+// the length prefix, the header and the largest fixed fields (AddEntry's, with the body
+// length).
+const maxFrameOverhead = bk.LengthPrefixLen + bk.RequestHeaderLen + addEntryFieldsLen + 4
 
 var (
 	// ErrConnClosed is matched (errors.Is) by every error reported for requests that a failed
@@ -124,8 +133,9 @@ type Conn struct {
 		// drained is set once the reader has failed pending on its way out; Send then fails
 		// requests itself.
 		drained bool
-		// queue holds encoded frames the writer has not taken yet.
-		queue []byte
+		// queue holds encoded frames the writer has not taken yet, in chunks (see chunkSize).
+		// Frames never straddle chunks; only the last chunk is appended to.
+		queue [][]byte
 		// err is nil while the connection is alive, then the *ConnError that killed it.
 		// Invariant: err != nil iff done is closed.
 		err error
@@ -220,24 +230,59 @@ func (c *Conn) send(req *bk.Request, e *bk.Entry, h Handler, tag uint64) {
 	id := c.mu.nextID
 	c.mu.nextID++
 	req.RequestID = id
-	start := len(c.mu.queue)
-	if e == nil {
-		c.mu.queue = bk.AppendRequest(c.mu.queue, req)
-	} else {
-		c.mu.queue = appendEntryRequest(c.mu.queue, req, e)
+	size := maxFrameOverhead + len(req.Body)
+	if e != nil {
+		dl, _ := bk.DigestLen(req.Digest)
+		size = maxFrameOverhead + bk.EntryHeaderLen + dl + len(e.Payload)
 	}
-	if n := len(c.mu.queue) - start - bk.LengthPrefixLen; n > c.opts.MaxFrameLen {
-		c.mu.queue = c.mu.queue[:start]
+	buf := c.chunkLocked(size)
+	start := len(buf)
+	if e == nil {
+		buf = bk.AppendRequest(buf, req)
+	} else {
+		buf = appendEntryRequest(buf, req, e)
+	}
+	if n := len(buf) - start - bk.LengthPrefixLen; n > c.opts.MaxFrameLen {
+		c.mu.queue[len(c.mu.queue)-1] = buf[:start]
 		c.mu.Unlock()
 		h.HandleResponse(tag, bk.Response{}, fmt.Errorf("client: send %v ledger %d: %w: %d bytes, limit %d",
 			req.Op, req.LedgerID, bk.ErrFrameTooLarge, n, c.opts.MaxFrameLen))
 		return
 	}
+	c.mu.queue[len(c.mu.queue)-1] = buf
 	c.mu.pending.Put(id, pending{h: h, tag: tag, op: req.Op})
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
 	default: // the writer is already due to look at the queue
+	}
+}
+
+// chunkLocked returns the last chunk of the queue after making sure it has room for size more
+// bytes (adding a chunk if needed). The caller stores the extended slice back in place.
+func (c *Conn) chunkLocked(size int) []byte {
+	if n := len(c.mu.queue); n > 0 {
+		if last := c.mu.queue[n-1]; cap(last)-len(last) >= size {
+			return last
+		}
+	}
+	var buf []byte
+	if size <= chunkSize {
+		buf = chunkPool.Get().(*[chunkSize]byte)[:0]
+	} else {
+		buf = make([]byte, 0, size)
+	}
+	c.mu.queue = append(c.mu.queue, buf)
+	return buf
+}
+
+// recycle returns the pooled chunks of bufs to chunkPool and clears bufs.
+func recycle(bufs [][]byte) {
+	for i, b := range bufs {
+		if cap(b) == chunkSize {
+			chunkPool.Put((*[chunkSize]byte)(b[:chunkSize]))
+		}
+		bufs[i] = nil
 	}
 }
 
@@ -316,6 +361,7 @@ func (c *Conn) fail(cause error) {
 		return
 	}
 	c.mu.err = &ConnError{Addr: c.addr, Err: cause}
+	recycle(c.mu.queue)
 	c.mu.queue = nil
 	close(c.done)
 	c.mu.Unlock()
@@ -328,10 +374,12 @@ func (c *Conn) fail(cause error) {
 }
 
 // writeLoop is the writer goroutine: it takes the whole queue at once and writes it in one
-// call, so frames queued while a write is in progress go out together in the next one.
+// call (writev), so frames queued while a write is in progress go out together in the next
+// one.
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
-	var buf []byte
+	var bufs [][]byte
+	var iov net.Buffers
 	for {
 		select {
 		case <-c.wake:
@@ -339,17 +387,18 @@ func (c *Conn) writeLoop() {
 			return
 		}
 		c.mu.Lock()
-		buf, c.mu.queue = c.mu.queue, buf[:0]
+		bufs, c.mu.queue = c.mu.queue, bufs[:0]
 		c.mu.Unlock()
-		if len(buf) == 0 {
+		if len(bufs) == 0 {
 			continue
 		}
-		if _, err := c.nc.Write(buf); err != nil {
+		iov = append(iov[:0], bufs...) // WriteTo consumes iov; bufs keeps the chunks
+		_, err := iov.WriteTo(c.nc)
+		clear(iov[:cap(iov)])
+		recycle(bufs)
+		if err != nil {
 			c.fail(fmt.Errorf("write: %w", err))
 			return
-		}
-		if cap(buf) > maxSpareQueue {
-			buf = nil
 		}
 	}
 }

@@ -30,7 +30,7 @@ type fakeServer struct {
 	batch int
 	// respond returns the response to a request, or false to swallow it.
 	respond func(bk.Request) (bk.Response, bool)
-	// got, if non-nil, receives every decoded request.
+	// got, if non-nil, receives every decoded request. Set by setGot, under mu.
 	got chan bk.Request
 
 	accepted atomic.Int32
@@ -74,6 +74,9 @@ func (s *fakeServer) acceptLoop() {
 func (s *fakeServer) readLoop(nc net.Conn, reqs chan<- bk.Request) {
 	defer s.wg.Done()
 	defer close(reqs)
+	s.mu.Lock()
+	got := s.got
+	s.mu.Unlock()
 	fr := bk.NewFrameReader(nc, 0)
 	for {
 		f, err := fr.Next()
@@ -86,8 +89,8 @@ func (s *fakeServer) readLoop(nc net.Conn, reqs chan<- bk.Request) {
 			return
 		}
 		req.Body = bytes.Clone(req.Body)
-		if s.got != nil {
-			s.got <- req
+		if got != nil {
+			got <- req
 		}
 		reqs <- req
 	}
@@ -114,6 +117,14 @@ func (s *fakeServer) answerLoop(nc net.Conn, reqs <-chan bk.Request, rng *rand.R
 			return
 		}
 	}
+}
+
+// setGot makes the server send every request it decodes on a new channel of capacity n,
+// s.got. Call it before dialling: connections accepted earlier do not report.
+func (s *fakeServer) setGot(n int) {
+	s.mu.Lock()
+	s.got = make(chan bk.Request, n)
+	s.mu.Unlock()
 }
 
 // dropAll closes every server-side connection.
@@ -287,7 +298,7 @@ func sendN(t *testing.T, s *fakeServer, c *Conn, n int) (errs chan error, calls 
 func TestConnDropFailsPending(t *testing.T) {
 	const n = 200
 	s := newFakeServer(t, 1, swallow)
-	s.got = make(chan bk.Request, n)
+	s.setGot(n)
 	defer s.close()
 	c := dial(t, s, Options{})
 	defer c.Close()
@@ -330,7 +341,7 @@ func TestConnDropFailsPending(t *testing.T) {
 func TestCloseWaits(t *testing.T) {
 	const n = 100
 	s := newFakeServer(t, 1, swallow)
-	s.got = make(chan bk.Request, n)
+	s.setGot(n)
 	c := dial(t, s, Options{})
 
 	errs, calls := sendN(t, s, c, n)
@@ -368,7 +379,7 @@ func TestDo(t *testing.T) {
 		resp.Status = st
 		return resp, true
 	})
-	s.got = make(chan bk.Request, 16)
+	s.setGot(16)
 	defer s.close()
 	c := dial(t, s, Options{})
 	defer c.Close()
@@ -449,7 +460,7 @@ func (r *recorder) HandleResponse(tag uint64, resp bk.Response, err error) {
 func TestSendEntry(t *testing.T) {
 	const n = 300
 	s := newFakeServer(t, 5, echo) // n is a multiple of the batch
-	s.got = make(chan bk.Request, n)
+	s.setGot(n)
 	defer s.close()
 	c := dial(t, s, Options{})
 	defer c.Close()

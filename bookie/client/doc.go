@@ -31,11 +31,13 @@
 //
 // Each Conn runs two goroutines, started by Dial and waited for by Close:
 //
-//   - writer (Conn.writeLoop): owns the socket's write side. Send (SendTo, SendEntry) encodes frames into the
-//     shared queue (Conn.mu.queue) and signals the cap-1 channel wake; the writer swaps the
-//     whole queue for its spare buffer and writes it in one call, so requests queued during a
-//     write are batched into the next one, and the queue is flushed as soon as it is
-//     non-empty. It exits when done is closed or a write fails.
+//   - writer (Conn.writeLoop): owns the socket's write side. Send (SendTo, SendEntry)
+//     encodes frames into the shared queue (Conn.mu.queue: 64 KiB chunks from a sync.Pool
+//     shared by all connections, so a busy connection allocates nothing and an idle one pins
+//     nothing) and signals the cap-1 channel wake; the writer takes the whole queue and
+//     writes it in one writev, so requests queued during a write are batched into the next
+//     one, and the queue is flushed as soon as it is non-empty. It exits when done is closed
+//     or a write fails.
 //   - reader (Conn.readLoop): owns the socket's read side and the FrameReader. It matches
 //     each response to Conn.mu.pending by request id (a seqwin.Window: ids are allocated
 //     consecutively, so no map), copies its byte slices (responses without any allocate
