@@ -261,26 +261,30 @@ func (c *Client) recoverOnce(ctx context.Context, m *Metadata, v metadata.Versio
 	tick := time.NewTicker(min(c.opts.ReadTimeout, c.opts.AddTimeout) / 4)
 	defer tick.Stop()
 	r.Start()
+	var drained, evs []event
 	for {
 		rd := r.Ready()
 		t.perform(&rd)
 		if rd.Recovered != nil {
 			return rd.Recovered, nil
 		}
-		var evs []any
+		evs = evs[:0]
 		select {
 		case <-in.signal:
-			for _, ev := range in.drain() {
-				evs = append(evs, t.handle(ev)...)
+			drained = in.drain(drained)
+			for _, ev := range drained {
+				evs = t.handle(ev, evs)
 			}
 		case now := <-tick.C:
-			evs = t.expire(now)
+			evs = t.expire(now, evs)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		for _, ev := range evs {
-			if ev != nil {
-				r.Step(ev)
+			if ev.other != nil {
+				r.Step(ev.other)
+			} else {
+				r.Step(ev.add)
 			}
 		}
 	}

@@ -272,6 +272,72 @@ func TestClientCreateErrors(t *testing.T) {
 	}
 }
 
+// TestClientAppendQueue: MaxPendingAdds bounds the appends queued or in flight (a waiting
+// AppendAsync gives up with its ctx), callbacks come once each in entry order, an append made
+// before Close is taken before the close, and appends after it fail with ErrClosed.
+func TestClientAppendQueue(t *testing.T) {
+	c := newCluster(t, 1)
+	lc := c.client(ledger.Options{MaxPendingAdds: 2})
+	ctx := ctxT(t)
+	h, err := lc.Create(ctx, ledger.CreateOptions{Ensemble: 1, WriteQuorum: 1, AckQuorum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		id  int64
+		err error
+	}
+	results := make(chan result, 100)
+	record := func(id int64, err error) { results <- result{id, err} }
+
+	// Entry 0's callback blocks the owner goroutine, so entries 0 and 1 fill MaxPendingAdds.
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	h.AppendAsync(ctx, payload(0), func(id int64, err error) {
+		close(entered)
+		<-unblock
+		record(id, err)
+	})
+	<-entered
+	h.AppendAsync(ctx, payload(1), record)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	h.AppendAsync(cctx, payload(2), record) // no room: waits, and its ctx is done
+	if r := <-results; r.id != -1 || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("append without room, ctx done: %+v", r)
+	}
+	close(unblock)
+
+	// Many appenders racing; then one more and a Close from the same goroutine.
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.AppendAsync(ctx, payload(10+i), record)
+		}()
+	}
+	wg.Wait()
+	h.AppendAsync(ctx, payload(99), record)
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(0)
+	for range 23 {
+		r := <-results
+		if r.err != nil || r.id != want {
+			t.Fatalf("callback %d: %+v", want, r)
+		}
+		want++
+	}
+	if m := h.Metadata(); m.State != ledger.StateClosed || m.LastEntryID != 22 {
+		t.Fatalf("closed metadata: %+v", m)
+	}
+	h.AppendAsync(ctx, payload(100), record)
+	if r := <-results; r.id != -1 || !errors.Is(r.err, ledger.ErrClosed) {
+		t.Fatalf("append after close: %+v", r)
+	}
+}
+
 // BenchmarkAppend measures pipelined 1 KiB appends on local bookies (which share one disk).
 func BenchmarkAppend(b *testing.B) {
 	for _, q := range []struct{ e, wq, aq int }{{1, 1, 1}, {3, 2, 2}} {

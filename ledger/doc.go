@@ -52,20 +52,34 @@
 //     updating the bookieSet (a mutex-guarded leaf) that placement reads. Stopped by
 //     Client.Close.
 //   - Handle.run (one per writer Handle): the owner of the Writer core and its transport. It
-//     selects over appendc (AppendAsync; nil-ed while MaxPendingAdds are in flight), closec,
-//     the transport's inbox (bookie answers, dial results, metadata results), and a ticker
-//     (explicit-LAC flush and request timeouts). It performs each Ready, calls completion
-//     callbacks, and publishes a snapshot (metadata, LAC) under Handle.mu for readers. It
-//     exits once the close finished (or the client closed).
+//     selects over the append queue's signal (AppendAsync queues under appendQueue.mu and
+//     waits only while MaxPendingAdds appends are queued or in flight), closec, the
+//     transport's inbox (bookie answers, dial results, metadata results), and a ticker
+//     (explicit-LAC flush and request timeouts). Each wake-up takes everything queued (inbox
+//     results, then appends, then a close) and only then asks the core for a Ready, so a
+//     burst of appends is one batch of requests per bookie connection. It performs each
+//     Ready, calls completion callbacks, hands the Ready back (Writer.Advance), and
+//     publishes a snapshot (metadata, LAC) under Handle.mu for readers. It exits once the
+//     close finished (or the client closed), failing appends still queued.
 //   - Transport helpers, owned by the goroutine that owns the transport: a short-lived
 //     goroutine per dial and per metadata compare-and-swap; they only push to the inbox.
-//     Callbacks of bookie/client connections also only push to the inbox (never block).
+//     Callbacks of bookie/client connections also only push to the inbox (never block); for
+//     adds the callback is the connection's transport.bookieConn (a client.Handler keyed by
+//     token), so no closure is made per request.
 //   - Open with Recovery drives the Recovery core on the caller's goroutine, with the same
 //     transport and inbox; Read, ReadLAC and LongPollRead run on the caller's goroutine
 //     and collect answers on a channel.
 //
-// Locks: Handle.mu, bookieSet.mu, inbox.mu and randomPlacement.mu are leaves; none is held
-// across I/O or a callback.
+// Locks: Handle.mu, appendQueue.mu, bookieSet.mu, inbox.mu and randomPlacement.mu are
+// leaves; none is held across I/O or a callback.
+//
+// # Per-entry costs
+//
+// The append path is CPU-bound, so it avoids per-entry maps and allocations: ids in flight
+// (the writer's tokens and pending adds, the transport's deadlines, the handle's callbacks,
+// a connection's request ids) live in seqwin.Windows, ring buffers indexed by id; inbox and
+// append queue hand their slices back and forth; completed pendingAdds and Ready slices are
+// reused; entries are packaged straight into the connection's write buffer.
 //
 // # Invariants (DESIGN.md L1–L3; checked after every step by TestSim*)
 //

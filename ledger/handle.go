@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/ledger/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
-	"github.com/magnetar-io/magnetar/proto/bk"
 )
 
 // Handle is an open ledger. A handle from Client.Create is a writer: Append and AppendAsync
@@ -19,11 +19,11 @@ type Handle struct {
 	id int64
 
 	// Writer handles only. The owner goroutine (run) owns w, t and every field it uses;
-	// other goroutines talk to it through appendc and closec (both unbuffered, so a request
+	// other goroutines talk to it through appends and closec (unbuffered, so a close request
 	// is either taken by run or refused once stopped is closed: none is ever lost).
 	w       *Writer
 	t       *transport
-	appendc chan appendReq
+	appends *appendQueue
 	closec  chan chan CloseResult
 	stopped chan struct{} // closed when run returns
 	cancel  context.CancelFunc
@@ -44,6 +44,95 @@ type Handle struct {
 type appendReq struct {
 	payload []byte
 	cb      func(int64, error)
+}
+
+// appendQueue carries AppendAsync requests to the owner goroutine, which takes them all at
+// once: appenders do not wait for the owner (no hand-off per entry), and the owner turns a
+// burst of appends into one Ready. It is a leaf structure: mu is held for no I/O or callback.
+type appendQueue struct {
+	max    int           // MaxPendingAdds
+	signal chan struct{} // cap 1: q is non-empty
+	mu     struct {
+		sync.Mutex // guards the fields below
+		q          []appendReq
+		// inflight counts the appends queued or taken and not yet called back.
+		// Invariant: inflight <= max.
+		inflight int
+		// room, if non-nil, is closed (and reset) when inflight drops below max or the
+		// queue stops: AppendAsync calls waiting for room wait on it.
+		room chan struct{}
+		// stopped is set once the owner has exited: nothing is taken any more.
+		stopped bool
+	}
+}
+
+func newAppendQueue(max int) *appendQueue {
+	return &appendQueue{max: max, signal: make(chan struct{}, 1)}
+}
+
+// add queues r if there is room. Otherwise it returns a channel closed when there may be room.
+// stopped reports that the owner has exited (r was not queued).
+func (q *appendQueue) add(r appendReq) (wait <-chan struct{}, stopped bool) {
+	q.mu.Lock()
+	if q.mu.stopped {
+		q.mu.Unlock()
+		return nil, true
+	}
+	if q.mu.inflight >= q.max {
+		if q.mu.room == nil {
+			q.mu.room = make(chan struct{})
+		}
+		room := q.mu.room
+		q.mu.Unlock()
+		return room, false
+	}
+	q.mu.inflight++
+	q.mu.q = append(q.mu.q, r)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+	return nil, false
+}
+
+// take returns every queued request in order; spare (the previous take's slice, which the
+// owner no longer uses) becomes the new queue.
+func (q *appendQueue) take(spare []appendReq) []appendReq {
+	clear(spare)
+	q.mu.Lock()
+	taken := q.mu.q
+	q.mu.q = spare[:0]
+	q.mu.Unlock()
+	return taken
+}
+
+// release records that n appends were called back.
+func (q *appendQueue) release(n int) {
+	if n == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.mu.inflight -= n
+	if q.mu.room != nil && q.mu.inflight < q.max {
+		close(q.mu.room)
+		q.mu.room = nil
+	}
+	q.mu.Unlock()
+}
+
+// stop refuses every later add and returns the requests still queued.
+func (q *appendQueue) stop() []appendReq {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.mu.stopped = true
+	if q.mu.room != nil {
+		close(q.mu.room)
+		q.mu.room = nil
+	}
+	taken := q.mu.q
+	q.mu.q = nil
+	return taken
 }
 
 // ID returns the ledger id.
@@ -73,18 +162,20 @@ func (c *Client) newReadHandle(m *Metadata, v metadata.Version) *Handle {
 }
 
 func (c *Client) newWriteHandle(m *Metadata, v metadata.Version) (*Handle, error) {
-	digest := m.Digest.Wire()
 	id := m.LedgerID
+	// No Encode: the transport packages each add straight into the bookie connection's write
+	// buffer (client.Conn.SendEntry), so an entry costs no buffer of its own. The payload is
+	// the caller's until the append's callback (caller obligation 3), and perform copies it
+	// before the callbacks of the same Ready run (transport.send).
 	w, err := NewWriter(WriterConfig{
 		Meta: m, Version: v, Placement: c.opts.Placement, MaxEnsembleChanges: c.opts.MaxEnsembleChanges,
-		Encode: func(e Entry) []byte { return bk.AppendEntry(nil, id, e.EntryID, e.LAC, e.Length, digest, e.Payload) },
 	})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	h := &Handle{c: c, id: id, w: w, appendc: make(chan appendReq), closec: make(chan chan CloseResult),
-		stopped: make(chan struct{}), cancel: cancel}
+	h := &Handle{c: c, id: id, w: w, appends: newAppendQueue(c.opts.MaxPendingAdds),
+		closec: make(chan chan CloseResult), stopped: make(chan struct{}), cancel: cancel}
 	h.t = newTransport(ctx, c, m, newInbox())
 	h.mu.meta, h.mu.version, h.mu.lac = m, v, -1
 	go h.run(ctx)
@@ -100,12 +191,21 @@ func (h *Handle) AppendAsync(ctx context.Context, payload []byte, cb func(entryI
 		cb(-1, fmt.Errorf("%w: ledger %d opened read-only", ErrClosed, h.id))
 		return
 	}
-	select {
-	case h.appendc <- appendReq{payload: payload, cb: cb}:
-	case <-h.stopped:
-		cb(-1, h.stoppedErr())
-	case <-ctx.Done():
-		cb(-1, ctx.Err())
+	for {
+		room, stopped := h.appends.add(appendReq{payload: payload, cb: cb})
+		switch {
+		case stopped:
+			cb(-1, h.stoppedErr())
+			return
+		case room == nil:
+			return // queued
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			cb(-1, ctx.Err())
+			return
+		}
 	}
 }
 
@@ -167,8 +267,10 @@ func (h *Handle) stoppedErr() error {
 }
 
 // run is the writer's owner goroutine: it owns h.w and h.t, feeds the core appends, close
-// requests, bookie and metadata results, ticks and timeouts, and performs its Ready. It
-// returns once the close finished (or the client closed).
+// requests, bookie and metadata results, ticks and timeouts, and performs its Ready. Each
+// wake-up takes everything queued (results, then appends) before asking the core for one
+// Ready, so a burst of appends goes out as one batch of requests per bookie. It returns once
+// the close finished (or the client closed).
 func (h *Handle) run(ctx context.Context) {
 	defer close(h.stopped)
 	defer func() {
@@ -176,61 +278,80 @@ func (h *Handle) run(ctx context.Context) {
 		h.t.wg.Wait()
 	}()
 	w, t := h.w, h.t
-	callbacks := map[int64]func(int64, error){}
+	// callbacks holds the callback of every pending append by entry id (ids are consecutive
+	// and complete in order).
+	var callbacks seqwin.Window[func(int64, error)]
 	var closeWaiters []chan CloseResult
+	var (
+		appends []appendReq // taken from h.appends, reused
+		inbox   []event     // drained from t.in, reused
+		evs     []event     // for the core, reused
+	)
 	tick := time.NewTicker(h.c.opts.LACFlushInterval)
 	defer tick.Stop()
 	lastExpire := time.Now()
 	expireEvery := min(h.c.opts.AddTimeout, h.c.opts.ReadTimeout) / 4
 	for {
-		appendc := h.appendc
-		if len(callbacks) >= h.c.opts.MaxPendingAdds {
-			appendc = nil // back-pressure: AppendAsync waits
-		}
-		var evs []any
+		evs = evs[:0]
+		closing := false
 		select {
-		case r := <-appendc:
-			id, err := w.Append(r.payload)
-			if err != nil {
-				r.cb(-1, err)
-			} else {
-				callbacks[id] = r.cb
-			}
+		case <-h.appends.signal:
+		case <-t.in.signal:
 		case done := <-h.closec:
 			closeWaiters = append(closeWaiters, done)
-			if len(closeWaiters) == 1 {
-				w.Close()
-			}
-		case <-t.in.signal:
-			for _, ev := range t.in.drain() {
-				evs = append(evs, t.handle(ev)...)
-			}
+			closing = len(closeWaiters) == 1
 		case now := <-tick.C:
 			w.Tick()
 			if now.Sub(lastExpire) >= expireEvery {
 				lastExpire = now
-				evs = t.expire(now)
+				evs = t.expire(now, evs)
 			}
 		case <-ctx.Done():
-			for id, cb := range callbacks {
-				cb(id, ErrStopped)
+			for id, cb := range callbacks.All() {
+				cb(int64(id), ErrStopped)
+			}
+			for _, r := range h.appends.stop() {
+				r.cb(-1, h.stoppedErr())
 			}
 			for _, d := range closeWaiters {
 				d <- CloseResult{Err: ErrStopped}
 			}
 			return
 		}
+		// Results first: the acks they carry may move the LAC the new entries piggyback.
+		inbox = t.in.drain(inbox)
+		for _, ev := range inbox {
+			evs = t.handle(ev, evs)
+		}
 		for _, ev := range evs {
-			if ev != nil {
-				w.Step(ev)
+			if ev.other != nil {
+				w.Step(ev.other)
+			} else {
+				w.Step(ev.add) // no allocation: Step does not retain its message
 			}
+		}
+		// Then every append queued, including those queued before a Close that came with
+		// this wake-up (the caller's append happened before its Close).
+		appends = h.appends.take(appends)
+		released := 0
+		for _, r := range appends {
+			id, err := w.Append(r.payload)
+			if err != nil {
+				r.cb(-1, err)
+				released++
+			} else {
+				callbacks.Put(uint64(id), r.cb)
+			}
+		}
+		if closing {
+			w.Close()
 		}
 		for w.HasReady() {
 			rd := w.Ready()
 			t.perform(&rd)
 			for _, c := range rd.Completions {
-				if cb := callbacks[c.EntryID]; cb != nil {
-					delete(callbacks, c.EntryID)
+				if cb, ok := callbacks.Delete(uint64(c.EntryID)); ok {
+					released++
 					if c.Err != nil {
 						cb(-1, c.Err)
 					} else {
@@ -238,19 +359,26 @@ func (h *Handle) run(ctx context.Context) {
 					}
 				}
 			}
+			closed := rd.Closed
+			w.Advance(&rd)
 			meta, v := w.Metadata()
 			h.mu.Lock()
 			h.mu.meta, h.mu.version, h.mu.lac = meta, v, max(h.mu.lac, w.LAC())
+			if closed != nil {
+				h.mu.closeRes = closed
+			}
 			h.mu.Unlock()
-			if rd.Closed != nil {
-				h.mu.Lock()
-				h.mu.closeRes = rd.Closed
-				h.mu.Unlock()
+			if closed != nil {
+				h.appends.release(released)
+				for _, r := range h.appends.stop() {
+					r.cb(-1, h.stoppedErr())
+				}
 				for _, d := range closeWaiters {
-					d <- *rd.Closed
+					d <- *closed
 				}
 				return
 			}
 		}
+		h.appends.release(released)
 	}
 }

@@ -379,6 +379,7 @@ func (w *world) pumpWriter() {
 			w.s.Tracef("writer close: %v", rd.Closed.Err)
 			w.writerClose = rd.Closed
 		}
+		wr.Advance(&rd) // as Handle.run does: the next Ready reuses the slices
 	}
 }
 

@@ -8,24 +8,32 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/ledger/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
 
+// event is one item of an inbox: a bookie's answer to an add (the hot path, kept unboxed so it
+// costs no allocation) or any other result (other != nil): ReadResult, MetaResult, dialDone.
+type event struct {
+	add   AddResult
+	other any
+}
+
 // inbox carries results from connection callbacks and helper goroutines to a core's owner
 // goroutine without ever blocking the sender. It is a small leaf structure: push appends under
-// mu and signals; the owner drains.
+// mu and signals; the owner drains, handing back the slice it drained last time.
 type inbox struct {
 	signal chan struct{} // cap 1: non-empty
 	mu     struct {
 		sync.Mutex // guards q
-		q          []any
+		q          []event
 	}
 }
 
 func newInbox() *inbox { return &inbox{signal: make(chan struct{}, 1)} }
 
-func (in *inbox) push(ev any) {
+func (in *inbox) push(ev event) {
 	in.mu.Lock()
 	in.mu.q = append(in.mu.q, ev)
 	in.mu.Unlock()
@@ -35,10 +43,16 @@ func (in *inbox) push(ev any) {
 	}
 }
 
-func (in *inbox) drain() []any {
+// pushOther pushes a result other than an AddResult.
+func (in *inbox) pushOther(ev any) { in.push(event{other: ev}) }
+
+// drain returns every queued event in push order. spare (the previous drain's slice, which
+// the caller no longer uses) becomes the new queue.
+func (in *inbox) drain(spare []event) []event {
+	clear(spare)
 	in.mu.Lock()
 	q := in.mu.q
-	in.mu.q = nil
+	in.mu.q = spare[:0]
 	in.mu.Unlock()
 	return q
 }
@@ -60,16 +74,34 @@ type transport struct {
 	digest   bk.DigestType
 	in       *inbox
 
-	conns   map[string]*client.Conn
+	conns   map[string]*bookieConn
 	dialing map[string][]queuedReq // requests waiting for a connection
-	// deadlines holds every outstanding bookie request; expire answers those past their
-	// deadline with a timeout (the core then ignores the real answer, if any).
-	deadlines map[uint64]deadline
+	// deadlines holds every outstanding bookie request by token (tokens are allocated
+	// consecutively by the core); expire answers those past their deadline with a timeout
+	// (the core then ignores the real answer, if any).
+	deadlines seqwin.Window[deadline]
 	wg        sync.WaitGroup // helper goroutines (dials, metadata calls)
 }
 
+// bookieConn is a connection the transport sends on. It is the client.Handler of the adds
+// sent on it: an answer becomes an AddResult in the inbox, with no closure per request. It
+// runs on the connection's reader goroutine and touches only immutable fields and the inbox.
+type bookieConn struct {
+	conn *client.Conn
+	addr string
+	in   *inbox
+}
+
+// HandleResponse implements client.Handler for the add with token tag.
+func (b *bookieConn) HandleResponse(tag uint64, resp bk.Response, err error) {
+	b.in.push(event{add: AddResult{Token: tag, Bookie: b.addr, Status: resp.Status, Err: err}})
+}
+
+// queuedReq is a request to send. An add whose Body is nil is packaged by the connection from
+// entry (client.Conn.SendEntry).
 type queuedReq struct {
-	req   *bk.Request
+	req   bk.Request
+	entry Entry
 	token uint64
 	read  *ReadRequest // nil for adds
 }
@@ -86,84 +118,101 @@ var errRequestTimeout = errors.New("ledger: bookie request timed out")
 func newTransport(ctx context.Context, c *Client, m *Metadata, in *inbox) *transport {
 	return &transport{
 		c: c, ctx: ctx, ledgerID: m.LedgerID, key: bk.MasterKey(m.Password), digest: m.Digest.Wire(), in: in,
-		conns: map[string]*client.Conn{}, dialing: map[string][]queuedReq{}, deadlines: map[uint64]deadline{},
+		conns: map[string]*bookieConn{}, dialing: map[string][]queuedReq{},
 	}
 }
 
 // perform sends every request of rd. Completions and close/recovery results are left to the
 // caller.
 func (t *transport) perform(rd *Ready) {
-	for _, a := range rd.Adds {
-		req := &bk.Request{Op: bk.OpAddEntry, LedgerID: t.ledgerID, EntryID: a.Entry.EntryID, MasterKey: t.key,
-			Digest: t.digest, Body: a.Body}
+	if len(rd.Adds)+len(rd.Reads) == 0 && len(rd.LACWrites)+len(rd.MetaWrites) == 0 {
+		return
+	}
+	now := time.Now()
+	for i := range rd.Adds {
+		a := &rd.Adds[i]
+		q := queuedReq{req: bk.Request{Op: bk.OpAddEntry, LedgerID: t.ledgerID, EntryID: a.Entry.EntryID,
+			MasterKey: t.key, Digest: t.digest, Body: a.Body}, token: a.Token}
 		if a.Recovery {
-			req.Flags |= bk.FlagRecovery
+			q.req.Flags |= bk.FlagRecovery
 		}
-		if req.Body == nil {
-			req.Body = bk.AppendEntry(nil, t.ledgerID, a.Entry.EntryID, a.Entry.LAC, a.Entry.Length, t.digest, a.Entry.Payload)
+		if a.Body == nil {
+			q.entry = a.Entry
 		}
-		t.send(a.Bookie, queuedReq{req: req, token: a.Token}, t.c.opts.AddTimeout)
+		t.send(a.Bookie, &q, now.Add(t.c.opts.AddTimeout))
 	}
 	for i := range rd.Reads {
-		q := rd.Reads[i]
-		req := &bk.Request{Op: bk.OpReadEntry, LedgerID: t.ledgerID, EntryID: q.EntryID, MasterKey: t.key}
-		if q.Fence {
-			req.Flags |= bk.FlagFence
+		r := rd.Reads[i]
+		q := queuedReq{req: bk.Request{Op: bk.OpReadEntry, LedgerID: t.ledgerID, EntryID: r.EntryID, MasterKey: t.key},
+			token: r.Token, read: &r}
+		if r.Fence {
+			q.req.Flags |= bk.FlagFence
 		}
-		t.send(q.Bookie, queuedReq{req: req, token: q.Token, read: &q}, t.c.opts.ReadTimeout)
+		t.send(r.Bookie, &q, now.Add(t.c.opts.ReadTimeout))
 	}
 	for _, l := range rd.LACWrites {
-		req := &bk.Request{Op: bk.OpWriteLAC, LedgerID: t.ledgerID, LAC: l.LAC, MasterKey: t.key,
-			Body: bk.AppendLACBody(nil, t.ledgerID, l.LAC, t.digest)}
-		t.send(l.Bookie, queuedReq{req: req}, 0)
+		q := queuedReq{req: bk.Request{Op: bk.OpWriteLAC, LedgerID: t.ledgerID, LAC: l.LAC, MasterKey: t.key,
+			Body: bk.AppendLACBody(nil, t.ledgerID, l.LAC, t.digest)}}
+		t.send(l.Bookie, &q, time.Time{})
 	}
 	for _, m := range rd.MetaWrites {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
-			t.in.push(t.c.casMeta(t.ctx, m))
+			t.in.pushOther(t.c.casMeta(t.ctx, m))
 		}()
 	}
 }
 
-// send sends one request on the bookie's connection, dialling first if needed.
-func (t *transport) send(addr string, q queuedReq, timeout time.Duration) {
+// send sends one request on the bookie's connection, dialling first if needed. A request with
+// a token expires at deadline.
+func (t *transport) send(addr string, q *queuedReq, deadlineAt time.Time) {
 	if q.token != 0 {
-		t.deadlines[q.token] = deadline{at: time.Now().Add(timeout), bookie: addr, read: q.read != nil}
+		t.deadlines.Put(q.token, deadline{at: deadlineAt, bookie: addr, read: q.read != nil})
 	}
-	if conn := t.conns[addr]; conn != nil {
-		if conn.Err() == nil {
-			t.sendOn(conn, q)
+	if bc := t.conns[addr]; bc != nil {
+		if bc.conn.Err() == nil {
+			t.sendOn(bc, q)
 			return
 		}
 		delete(t.conns, addr)
 	}
+	if q.req.Op == bk.OpAddEntry && q.req.Body == nil {
+		// The request outlives this call, maybe the append's callback too (another write-set
+		// member may complete it): package the entry now, while the payload is ours.
+		e := &q.entry
+		q.req.Body = bk.AppendEntry(nil, t.ledgerID, e.EntryID, e.LAC, e.Length, t.digest, e.Payload)
+		q.entry = Entry{}
+	}
 	if waiting, ok := t.dialing[addr]; ok {
-		t.dialing[addr] = append(waiting, q)
+		t.dialing[addr] = append(waiting, *q)
 		return
 	}
-	t.dialing[addr] = []queuedReq{q}
+	t.dialing[addr] = []queuedReq{*q}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		conn, err := t.c.pool.Get(t.ctx, addr)
-		t.in.push(dialDone{addr: addr, conn: conn, err: err})
+		t.in.pushOther(dialDone{addr: addr, conn: conn, err: err})
 	}()
 }
 
-func (t *transport) sendOn(conn *client.Conn, q queuedReq) {
-	addr, token, read := conn.Addr(), q.token, q.read
-	if token == 0 {
-		conn.Send(q.req, func(bk.Response, error) {}) // fire and forget (explicit LAC)
-		return
+func (t *transport) sendOn(bc *bookieConn, q *queuedReq) {
+	switch {
+	case q.token == 0:
+		bc.conn.Send(&q.req, func(bk.Response, error) {}) // fire and forget (explicit LAC)
+	case q.read != nil:
+		addr, read := bc.addr, *q.read
+		bc.conn.Send(&q.req, func(resp bk.Response, err error) {
+			t.in.pushOther(t.readResult(read, addr, resp, err))
+		})
+	case q.req.Body == nil:
+		e := bk.Entry{LedgerID: t.ledgerID, EntryID: q.entry.EntryID, LAC: q.entry.LAC, Length: q.entry.Length,
+			Payload: q.entry.Payload}
+		bc.conn.SendEntry(&q.req, &e, bc, q.token)
+	default:
+		bc.conn.SendTo(&q.req, bc, q.token)
 	}
-	conn.Send(q.req, func(resp bk.Response, err error) {
-		if read != nil {
-			t.in.push(t.readResult(*read, addr, resp, err))
-			return
-		}
-		t.in.push(AddResult{Token: token, Bookie: addr, Status: resp.Status, Err: err})
-	})
 }
 
 // readResult verifies a read answer: a StatusOK entry whose digest or ids do not check out is
@@ -183,61 +232,62 @@ func (t *transport) readResult(q ReadRequest, addr string, resp bk.Response, err
 	return r
 }
 
-// handle processes a transport event from the inbox. It returns the event to give to the core
-// (nil if the event was the transport's own).
-func (t *transport) handle(ev any) (forCore []any) {
-	switch e := ev.(type) {
+// handle processes an event from the inbox and appends what it yields for the core to
+// forCore: the event itself if it answers an outstanding request, nothing if the request
+// already timed out or the event was the transport's own (a dial).
+func (t *transport) handle(ev event, forCore []event) []event {
+	switch e := ev.other.(type) {
+	case nil: // an AddResult
+		if _, ok := t.deadlines.Delete(ev.add.Token); !ok {
+			return forCore // already timed out
+		}
 	case dialDone:
 		waiting := t.dialing[e.addr]
 		delete(t.dialing, e.addr)
 		if e.err != nil {
-			for _, q := range waiting {
-				forCore = append(forCore, t.failed(q, e.addr, e.err))
+			for i := range waiting {
+				forCore = t.failed(&waiting[i], e.addr, e.err, forCore)
 			}
 			return forCore
 		}
-		t.conns[e.addr] = e.conn
-		for _, q := range waiting {
-			t.sendOn(e.conn, q)
+		bc := &bookieConn{conn: e.conn, addr: e.addr, in: t.in}
+		t.conns[e.addr] = bc
+		for i := range waiting {
+			t.sendOn(bc, &waiting[i])
 		}
-		return nil
-	case AddResult:
-		if _, ok := t.deadlines[e.Token]; !ok {
-			return nil // already timed out
-		}
-		delete(t.deadlines, e.Token)
+		return forCore
 	case ReadResult:
-		if _, ok := t.deadlines[e.Token]; !ok {
-			return nil
+		if _, ok := t.deadlines.Delete(e.Token); !ok {
+			return forCore
 		}
-		delete(t.deadlines, e.Token)
 	}
-	return []any{ev}
+	return append(forCore, ev)
 }
 
-func (t *transport) failed(q queuedReq, addr string, err error) any {
+func (t *transport) failed(q *queuedReq, addr string, err error, forCore []event) []event {
 	if q.token == 0 {
-		return nil
+		return forCore
 	}
-	delete(t.deadlines, q.token)
+	t.deadlines.Delete(q.token)
 	if q.read != nil {
-		return ReadResult{Token: q.token, Bookie: addr, Err: err}
+		return append(forCore, event{other: ReadResult{Token: q.token, Bookie: addr, Err: err}})
 	}
-	return AddResult{Token: q.token, Bookie: addr, Err: err}
+	return append(forCore, event{add: AddResult{Token: q.token, Bookie: addr, Err: err}})
 }
 
-// expire answers every request past its deadline with errRequestTimeout.
-func (t *transport) expire(now time.Time) (forCore []any) {
-	for token, d := range t.deadlines {
+// expire answers every request past its deadline with errRequestTimeout, appending the
+// answers to forCore.
+func (t *transport) expire(now time.Time, forCore []event) []event {
+	for token, d := range t.deadlines.All() {
 		if now.Before(d.at) {
 			continue
 		}
-		delete(t.deadlines, token)
+		t.deadlines.Delete(token)
 		err := fmt.Errorf("%w: %s", errRequestTimeout, d.bookie)
 		if d.read {
-			forCore = append(forCore, ReadResult{Token: token, Bookie: d.bookie, Err: err})
+			forCore = append(forCore, event{other: ReadResult{Token: token, Bookie: d.bookie, Err: err}})
 		} else {
-			forCore = append(forCore, AddResult{Token: token, Bookie: d.bookie, Err: err})
+			forCore = append(forCore, event{add: AddResult{Token: token, Bookie: d.bookie, Err: err}})
 		}
 	}
 	return forCore
