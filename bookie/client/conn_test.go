@@ -437,6 +437,46 @@ func TestSendRejectsLocally(t *testing.T) {
 	}
 }
 
+// TestUnansweredRequestStaysPending: a request the bookie never answers stays pending (and is
+// failed on Close) while many later ones complete, without the pending window growing with
+// them.
+func TestUnansweredRequestStaysPending(t *testing.T) {
+	const n, window = 20000, 64
+	s := newFakeServer(t, 1, func(req bk.Request) (bk.Response, bool) {
+		if req.EntryID == -1 {
+			return bk.Response{}, false // a long poll that never fires
+		}
+		return echo(req)
+	})
+	defer s.close()
+	c := dial(t, s, Options{})
+	straggler := make(chan error, 1)
+	c.Send(&bk.Request{Op: bk.OpReadEntry, LedgerID: 1, EntryID: -1}, func(_ bk.Response, err error) { straggler <- err })
+	sem := make(chan struct{}, window)
+	for i := range n {
+		sem <- struct{}{}
+		c.Send(&bk.Request{Op: bk.OpForce, LedgerID: int64(i)}, func(_ bk.Response, err error) {
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+			<-sem
+		})
+	}
+	for range window {
+		sem <- struct{}{}
+	}
+	c.mu.Lock()
+	pending, ring := c.mu.pending.Len(), c.mu.pending.Cap()
+	c.mu.Unlock()
+	if pending != 1 || ring > 16*window {
+		t.Fatalf("%d pending in a window of %d slots", pending, ring)
+	}
+	c.Close()
+	if err := <-straggler; !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("straggler: %v", err)
+	}
+}
+
 // recorder is a Handler collecting outcomes by tag.
 type recorder struct {
 	mu   sync.Mutex

@@ -8,17 +8,19 @@
 // pops retired keys at its ends: Put, Get and Delete are a subtraction and a mask, and a
 // steady state allocates nothing.
 //
-// Its memory is proportional to the span of live keys (the oldest to the newest), not to how
-// many are live: use it only where ids are dense. One long-lived key among millions of retired
-// ones pins a ring as large as the distance between them.
+// A key that stays while later ones come and go (a request the peer never answers, a long
+// poll among adds) would stretch the ring: when the ring would have to grow although at most
+// half of it is live, the oldest keys move to a side map instead, so the ring stays within a
+// few times the live keys, and a Window of sparse keys degrades to a map rather than failing.
 //
 // A Window is a plain value type with no locks; it is not safe for concurrent use. The zero
 // value is an empty window ready to use.
 package seqwin
 
 import (
-	"fmt"
 	"iter"
+	"maps"
+	"slices"
 )
 
 const (
@@ -26,9 +28,6 @@ const (
 	minCap = 16
 	// shrinkCap is the smallest ring a Window shrinks; smaller rings are kept.
 	shrinkCap = 1024
-	// maxSpan bounds the key span: a Put beyond it is a caller bug (sparse keys), not a
-	// reason to allocate gigabytes.
-	maxSpan = 1 << 32
 )
 
 // Window maps uint64 keys to values of T, for dense keys. See the package documentation.
@@ -41,8 +40,12 @@ type Window[T any] struct {
 	// span is the number of keys from the lowest to the highest present key.
 	// Invariant: n == 0 iff span == 0; if span > 0, keys base and base+span-1 are present.
 	span int
-	// n is the number of present keys.
+	// n is the number of present keys in the ring.
 	n int
+	// old holds the keys evicted from the ring (stragglers, sparse keys); nil when empty.
+	// Invariant: no key is present in both old and the ring (Put updates a key in old in
+	// place; the ring's span may come to cover keys of old, which are absent in the ring).
+	old map[uint64]T
 }
 
 type slot[T any] struct {
@@ -51,16 +54,26 @@ type slot[T any] struct {
 }
 
 // Len returns the number of keys present.
-func (w *Window[T]) Len() int { return w.n }
+func (w *Window[T]) Len() int { return w.n + len(w.old) }
+
+// Cap returns the number of slots of the ring (keys in the side map not counted): the
+// window's memory, in values.
+func (w *Window[T]) Cap() int { return len(w.ring) }
 
 func (w *Window[T]) index(k uint64) int { return (w.head + int(k-w.base)) & (len(w.ring) - 1) }
 
 // contains reports whether k lies within the span (present or not).
 func (w *Window[T]) contains(k uint64) bool { return k >= w.base && k-w.base < uint64(w.span) }
 
-// Put sets the value of key k. Keys may be put in any order, but the window grows to cover
-// every key from the lowest to the highest present one: it panics if that span exceeds 2^32.
+// Put sets the value of key k. Keys may be put in any order; keys far from the others are
+// kept in a side map.
 func (w *Window[T]) Put(k uint64, v T) {
+	if w.old != nil {
+		if _, ok := w.old[k]; ok {
+			w.old[k] = v
+			return
+		}
+	}
 	switch {
 	case w.span == 0:
 		if len(w.ring) == 0 {
@@ -69,13 +82,26 @@ func (w *Window[T]) Put(k uint64, v T) {
 		w.head, w.base, w.span = 0, k, 1
 	case k < w.base:
 		d := w.base - k
-		w.grow(uint64(w.span) + d)
+		need := uint64(w.span) + d
+		if need > uint64(len(w.ring)) && need > 2*uint64(w.n+1) {
+			w.putOld(k, v) // far below the others: keep the ring dense
+			return
+		}
+		w.grow(int(need))
 		w.head = (w.head - int(d)) & (len(w.ring) - 1)
 		w.base = k
 		w.span += int(d)
 	case k-w.base >= uint64(w.span):
+		// Before growing a ring that is at most half live, move its oldest keys out.
+		for w.n > 0 && k-w.base >= uint64(len(w.ring)) && k-w.base+1 > 2*uint64(w.n+1) {
+			w.evictHead()
+		}
+		if w.n == 0 {
+			w.head, w.base, w.span = 0, k, 1
+			break
+		}
 		need := k - w.base + 1
-		w.grow(need)
+		w.grow(int(need))
 		w.span = int(need)
 	}
 	s := &w.ring[w.index(k)]
@@ -87,23 +113,27 @@ func (w *Window[T]) Put(k uint64, v T) {
 
 // Get returns the value of key k and whether it is present.
 func (w *Window[T]) Get(k uint64) (T, bool) {
-	if !w.contains(k) {
-		var zero T
-		return zero, false
+	if w.contains(k) {
+		if s := &w.ring[w.index(k)]; s.ok {
+			return s.v, true
+		}
 	}
-	s := &w.ring[w.index(k)]
-	return s.v, s.ok
+	if w.old != nil {
+		v, ok := w.old[k]
+		return v, ok
+	}
+	var zero T
+	return zero, false
 }
 
 // Delete removes key k and returns the value it had and whether it was present.
 func (w *Window[T]) Delete(k uint64) (T, bool) {
-	var zero T
 	if !w.contains(k) {
-		return zero, false
+		return w.deleteOld(k)
 	}
 	s := &w.ring[w.index(k)]
 	if !s.ok {
-		return zero, false
+		return w.deleteOld(k)
 	}
 	v := s.v
 	*s = slot[T]{}
@@ -112,11 +142,7 @@ func (w *Window[T]) Delete(k uint64) (T, bool) {
 	case w.n == 0:
 		w.head, w.span = 0, 0
 	case k == w.base:
-		for !w.ring[w.head].ok {
-			w.head = (w.head + 1) & (len(w.ring) - 1)
-			w.base++
-			w.span--
-		}
+		w.popHead()
 	case k == w.base+uint64(w.span)-1:
 		for !w.ring[w.index(w.base+uint64(w.span)-1)].ok {
 			w.span--
@@ -128,38 +154,96 @@ func (w *Window[T]) Delete(k uint64) (T, bool) {
 	return v, true
 }
 
+// deleteOld removes key k from old.
+func (w *Window[T]) deleteOld(k uint64) (T, bool) {
+	v, ok := w.old[k]
+	if ok {
+		delete(w.old, k)
+		if len(w.old) == 0 {
+			w.old = nil
+		}
+	}
+	return v, ok
+}
+
+// popHead advances the head past absent keys. The ring must hold a key.
+func (w *Window[T]) popHead() {
+	for !w.ring[w.head].ok {
+		w.head = (w.head + 1) & (len(w.ring) - 1)
+		w.base++
+		w.span--
+	}
+}
+
+// evictHead moves the ring's lowest key to old.
+func (w *Window[T]) evictHead() {
+	s := &w.ring[w.head]
+	w.putOld(w.base, s.v)
+	*s = slot[T]{}
+	w.n--
+	if w.n == 0 {
+		w.head, w.span = 0, 0
+		return
+	}
+	w.popHead()
+}
+
+func (w *Window[T]) putOld(k uint64, v T) {
+	if w.old == nil {
+		w.old = make(map[uint64]T)
+	}
+	w.old[k] = v
+}
+
 // Clear removes every key. It keeps the ring for reuse.
 func (w *Window[T]) Clear() {
 	clear(w.ring)
-	w.head, w.span, w.n = 0, 0, 0
+	w.head, w.span, w.n, w.old = 0, 0, 0, nil
 }
 
 // All yields the present keys and their values in increasing key order. The loop body may
 // Delete the key it was given (and nothing else).
 func (w *Window[T]) All() iter.Seq2[uint64, T] {
 	return func(yield func(uint64, T) bool) {
-		for k := w.base; w.span > 0; k++ {
-			k = max(k, w.base)
-			if k-w.base >= uint64(w.span) {
+		var olds []uint64 // the side map's keys, sorted, merged with the ring's
+		if len(w.old) > 0 {
+			olds = slices.Sorted(maps.Keys(w.old))
+		}
+		k := w.base
+		for {
+			rk, rv, ringOK := w.next(k)
+			for len(olds) > 0 && (!ringOK || olds[0] < rk) {
+				if v, ok := w.old[olds[0]]; ok && !yield(olds[0], v) {
+					return
+				}
+				olds = olds[1:]
+			}
+			if !ringOK || !yield(rk, rv) {
 				return
 			}
-			if s := w.ring[w.index(k)]; s.ok && !yield(k, s.v) {
-				return
-			}
+			k = rk + 1
 		}
 	}
 }
 
-// grow makes the ring hold at least need keys.
-func (w *Window[T]) grow(need uint64) {
-	if need > maxSpan {
-		panic(fmt.Sprintf("seqwin: key span %d too large (keys too sparse for a window)", need))
+// next returns the lowest key >= k present in the ring.
+func (w *Window[T]) next(k uint64) (uint64, T, bool) {
+	for k = max(k, w.base); w.span > 0 && k-w.base < uint64(w.span); k++ {
+		if s := &w.ring[w.index(k)]; s.ok {
+			return k, s.v, true
+		}
 	}
-	if int(need) <= len(w.ring) {
+	var zero T
+	return 0, zero, false
+}
+
+// grow makes the ring hold at least need keys.
+func (w *Window[T]) grow(need int) {
+	if need <= len(w.ring) {
 		return
 	}
 	c := max(len(w.ring), minCap)
-	for c < int(need) {
+	for c < need {
 		c *= 2
 	}
 	w.resize(c)

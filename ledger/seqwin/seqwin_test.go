@@ -32,6 +32,11 @@ func check(t *testing.T, w *Window[int], m map[uint64]int) {
 	if w.span > len(w.ring) || (w.n == 0) != (w.span == 0) {
 		t.Fatalf("span %d, ring %d, n %d", w.span, len(w.ring), w.n)
 	}
+	for k := range w.old {
+		if w.contains(k) && w.ring[w.index(k)].ok {
+			t.Fatalf("key %d both in the ring and in old", k)
+		}
+	}
 	if w.span > 0 {
 		if _, ok := w.Get(w.base); !ok {
 			t.Fatalf("base %d not present", w.base)
@@ -61,11 +66,23 @@ func TestWindowModel(t *testing.T) {
 			case x < 50 && len(m) > 0:
 				lo := slices.Min(slices.Collect(maps.Keys(m)))
 				k := lo - uint64(r.IntN(int(min(lo, 40))+1))
+				if r.IntN(8) == 0 {
+					k = lo - uint64(r.IntN(int(min(lo, 100_000))+1)) // far below
+				}
+				m[k] = op
+				w.Put(k, op)
+			case x < 51:
+				k := next + uint64(r.IntN(1_000_000)) // far above: a sparse key
 				m[k] = op
 				w.Put(k, op)
 			case x < 85 && len(m) > 0:
 				keys := slices.Sorted(maps.Keys(m))
-				k := keys[0]
+				// Mostly the oldest key, but seed%4 == 0 keeps the oldest few (stragglers).
+				i := 0
+				if seed%4 == 0 {
+					i = min(len(keys)-1, 3)
+				}
+				k := keys[i]
 				if r.IntN(3) == 0 {
 					k = keys[r.IntN(len(keys))]
 				}
@@ -120,15 +137,49 @@ func TestWindowShrinks(t *testing.T) {
 	}
 }
 
-func TestWindowSparsePanics(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic")
+// TestWindowStraggler: a key that stays while a million later ones come and go does not
+// stretch the ring; nor do keys far apart.
+func TestWindowStraggler(t *testing.T) {
+	var w Window[uint64]
+	w.Put(0, 0) // never answered
+	const live = 100
+	for k := uint64(1); k <= 1_000_000; k++ {
+		w.Put(k, k)
+		if k > live {
+			if v, ok := w.Delete(k - live); !ok || v != k-live {
+				t.Fatalf("Delete(%d) = %d, %v", k-live, v, ok)
+			}
 		}
-	}()
-	var w Window[int]
-	w.Put(1, 1)
-	w.Put(1<<40, 2)
+	}
+	if len(w.ring) > 8*live {
+		t.Fatalf("ring of %d slots for %d live keys", len(w.ring), w.Len())
+	}
+	if v, ok := w.Get(0); !ok || v != 0 || w.Len() != live+1 {
+		t.Fatalf("straggler: %d, %v; Len %d", v, ok, w.Len())
+	}
+	var keys []uint64
+	for k := range w.All() {
+		keys = append(keys, k)
+	}
+	if len(keys) != live+1 || keys[0] != 0 || keys[1] != 1_000_000-live+1 || !slices.IsSorted(keys) {
+		t.Fatalf("All: %d keys, %v ...", len(keys), keys[:3])
+	}
+
+	var s Window[int]
+	for i, k := range []uint64{1 << 50, 1, 1 << 40, 2, 1<<50 + 1} {
+		s.Put(k, i)
+	}
+	if len(s.ring) > 64 || s.Len() != 5 {
+		t.Fatalf("sparse keys: ring %d, Len %d", len(s.ring), s.Len())
+	}
+	for i, k := range []uint64{1 << 50, 1, 1 << 40, 2, 1<<50 + 1} {
+		if v, ok := s.Delete(k); !ok || v != i {
+			t.Fatalf("Delete(%d) = %d, %v", k, v, ok)
+		}
+	}
+	if s.Len() != 0 || s.old != nil {
+		t.Fatalf("not empty: %d, %v", s.Len(), s.old)
+	}
 }
 
 // BenchmarkChurn compares a Window with a map on the in-flight id workload: put the next id,
