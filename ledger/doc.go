@@ -30,7 +30,8 @@
 //
 //   - Writer (writer.go): Append, Close, Tick and Step(AddResult|MetaResult); Ready returns
 //     the adds, explicit-LAC writes and metadata compare-and-swaps to perform and the
-//     completions to deliver. States Open → Draining → Closing → Closed, or Fenced / Failed.
+//     completions to deliver, and the optional Advance hands a performed Ready's slices back
+//     for reuse. States Open → Draining → Closing → Closed, or Fenced / Failed.
 //   - Recovery (recovery.go): Start and Step(ReadResult|AddResult|MetaResult). States
 //     Marking → Fencing → Reading → Closing → Done, or Failed.
 //
