@@ -35,6 +35,7 @@ func (s *Storage) cachePut(ledgerID, entryID int64, entry []byte, mayBeIndexed b
 		wait := c.drained // non-nil: failErr is set before drained is cleared
 		c.blocked++
 		c.Unlock()
+		s.hurry()
 		if s.opts.blockedHook != nil {
 			s.opts.blockedHook()
 		}
@@ -77,6 +78,7 @@ func (s *Storage) sealLocked() *writeCache {
 		panic("storage: seal with a sealed generation pending")
 	}
 	c.sealed, c.drained = c.active, make(chan struct{})
+	c.sealed.sealed = time.Now()
 	if c.spare != nil {
 		c.active, c.spare = c.spare, nil
 	} else {
@@ -230,6 +232,7 @@ func (s *Storage) drainCache(fw *flushWriter, all bool) error {
 		}
 		c.Lock()
 		sealed := c.sealed
+		requested := all
 		if sealed == nil {
 			full := c.active.bytes >= s.opts.WriteCacheSize
 			if c.active.puts == 0 || !(all || full) {
@@ -240,6 +243,7 @@ func (s *Storage) drainCache(fw *flushWriter, all bool) error {
 			all = false // everything cached before the call is now sealed
 		}
 		c.Unlock()
+		fw.rw.pace = paceFor(sealed, requested)
 		if err := s.flushSealed(fw, sealed); err != nil {
 			s.becomeFailed(err)
 			return *s.failErr.Load()
@@ -418,7 +422,16 @@ func (s *Storage) commitFlushed(fw *flushWriter, wc *writeCache) error {
 func (s *Storage) drain() error {
 	r := make(chan error, 1)
 	s.fl.reqs <- r
+	s.hurry()
 	return <-r
+}
+
+// hurry makes a paced flush write the rest of its generation at full speed.
+func (s *Storage) hurry() {
+	select {
+	case s.fl.hurry <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Storage) hook(st flushStage) {
@@ -439,6 +452,7 @@ const writeBufferSize = 1 << 20
 // Compact leaves the log alone while records in it may still be indexed.
 type recordWriter struct {
 	s       *Storage
+	pace    pacing
 	buf     []byte
 	log     *logFile // where buf goes: Storage.w.cur
 	off     int64    // file offset of buf[0]
@@ -502,6 +516,7 @@ func (rw *recordWriter) flush() error {
 	if _, err := rw.log.f.SyncTo(rw.off); err != nil {
 		return fmt.Errorf("storage: start write-back of entry log %d: %w", rw.log.id, err)
 	}
+	rw.pace.wait(rw.s, int64(len(rw.buf)))
 	rw.buf = rw.buf[:0]
 	if cap(rw.buf) > 2*writeBufferSize {
 		rw.buf = nil // don't pin a large entry's buffer
@@ -516,4 +531,56 @@ func (rw *recordWriter) done() {
 		rw.touched[i] = nil
 	}
 	rw.touched = rw.touched[:0]
+}
+
+// maxPaceBudget bounds how long the flusher spreads one generation's writes.
+const maxPaceBudget = time.Second
+
+// pacing spreads a flush's writes over half the time its generation took to
+// fill, instead of writing it at the disk's full speed: a burst of tens of
+// MiB makes the journal's fdatasyncs on the same disk wait behind it (tens of
+// milliseconds of add latency), a steady stream at twice the fill rate does
+// not. A Put that waits for cache space or a Flush call ends the pacing
+// (hurry). The zero pacing writes at full speed.
+type pacing struct {
+	start  time.Time
+	budget time.Duration
+	total  int64 // bytes of the generation
+	done   int64 // bytes written so far
+}
+
+// paceFor returns the pacing for flushing wc: none for a flush somebody waits
+// for (requested), else half its fill time, at most maxPaceBudget.
+func paceFor(wc *writeCache, requested bool) pacing {
+	if requested || wc.first.IsZero() || wc.sealed.IsZero() {
+		return pacing{}
+	}
+	budget := min(wc.sealed.Sub(wc.first)/2, maxPaceBudget)
+	if budget <= 0 {
+		return pacing{}
+	}
+	return pacing{start: time.Now(), budget: budget, total: wc.bytes}
+}
+
+// wait accounts n more bytes written and, when ahead of schedule, waits until
+// their share of the budget has passed, or until hurried or stopped.
+func (p *pacing) wait(s *Storage, n int64) {
+	if p.budget <= 0 || p.total <= 0 {
+		return
+	}
+	p.done += n
+	due := p.start.Add(time.Duration(float64(p.budget) * min(float64(p.done)/float64(p.total), 1)))
+	d := time.Until(due)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.fl.hurry:
+		p.budget = 0
+	case <-s.fl.stop:
+		p.budget = 0
+	}
 }

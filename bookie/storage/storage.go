@@ -210,6 +210,7 @@ type Storage struct {
 	// fl is the flusher goroutine's inbox (see flushLoop) and statistics.
 	fl struct {
 		kick    chan struct{}   // cap 1: a generation was sealed
+		hurry   chan struct{}   // cap 1: a Put or Flush waits: stop pacing the running flush
 		reqs    chan chan error // drain requests (Flush); answered when done
 		stop    chan struct{}   // closed by Close after its last flush
 		exited  chan struct{}   // closed when flushLoop returns
@@ -252,6 +253,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	s.files.m = make(map[uint64]*logFile)
 	s.cache.active = newWriteCache()
 	s.fl.kick = make(chan struct{}, 1)
+	s.fl.hurry = make(chan struct{}, 1)
 	s.fl.reqs = make(chan chan error)
 	s.fl.stop = make(chan struct{})
 	s.fl.exited = make(chan struct{})

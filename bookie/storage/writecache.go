@@ -1,6 +1,9 @@
 package storage
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Write-cache sizing. The arena is made of fixed-size chunks that are
 // recycled from generation to generation, so a steady stream of Puts
@@ -60,6 +63,10 @@ type writeCache struct {
 	// freeLedgers are emptied cachedLedgers kept from the last generation
 	// this writeCache held, reused by put.
 	freeLedgers []*cachedLedger
+
+	// first is when the first entry was put, sealed when the generation was
+	// sealed: the flusher paces its writes by how fast the generation filled.
+	first, sealed time.Time
 }
 
 func newWriteCache() *writeCache {
@@ -69,6 +76,9 @@ func newWriteCache() *writeCache {
 // put copies entry into the arena, replacing any slot the key had. alloc
 // returns an empty arena chunk of cacheChunkSize bytes capacity.
 func (wc *writeCache) put(ledgerID, entryID int64, entry []byte, mayBeIndexed bool, alloc func() []byte) {
+	if wc.puts == 0 {
+		wc.first = time.Now()
+	}
 	s := slot{length: uint32(len(entry)), mayBeIndexed: mayBeIndexed}
 	if len(entry) > cacheLargeEntry {
 		s.chunk = uint32(len(wc.chunks))
@@ -173,6 +183,7 @@ func (wc *writeCache) appendLedgers(dst []int64) []int64 {
 // reset empties the generation for reuse, handing its recyclable arena
 // chunks to free.
 func (wc *writeCache) reset(free func([]byte)) {
+	wc.first, wc.sealed = time.Time{}, time.Time{}
 	for _, c := range wc.chunks {
 		if cap(c) == cacheChunkSize {
 			free(c[:0])

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -539,4 +540,34 @@ func TestCompactSkipsLogsBeingFlushed(t *testing.T) {
 		mustGetEq(t, s, 1, e, payload(1, e, 1000))
 	}
 	checkCounters(t, s)
+}
+
+// TestFlushPacing: a generation sealed for size is written over half its fill time (at
+// most maxPaceBudget); a flush somebody waits for is not paced, and hurry ends a pacing.
+func TestFlushPacing(t *testing.T) {
+	now := time.Now()
+	wc := &writeCache{first: now.Add(-400 * time.Millisecond), sealed: now, bytes: 4 << 20}
+	if p := paceFor(wc, true); p.budget != 0 {
+		t.Fatalf("requested flush paced over %v", p.budget)
+	}
+	if p := paceFor(&writeCache{first: now.Add(-time.Hour), sealed: now, bytes: 1}, false); p.budget != maxPaceBudget {
+		t.Fatalf("budget %v, want the cap %v", p.budget, maxPaceBudget)
+	}
+	p := paceFor(wc, false)
+	if p.budget != 200*time.Millisecond {
+		t.Fatalf("budget %v, want half the 400ms fill time", p.budget)
+	}
+	s := &Storage{}
+	s.fl.hurry = make(chan struct{}, 1)
+	s.fl.stop = make(chan struct{})
+	p.wait(s, 2<<20) // half the bytes: not before half the budget
+	if el := time.Since(p.start); el < 100*time.Millisecond {
+		t.Fatalf("half the generation written after %v, want ≥ 100ms", el)
+	}
+	s.hurry()
+	p.wait(s, 1<<20) // due at 150ms, but hurried: returns and stops pacing
+	if p.budget != 0 {
+		t.Fatal("hurry did not end the pacing")
+	}
+	p.wait(s, 1<<20)
 }
