@@ -139,7 +139,7 @@
 // 1 MiB write it starts that range's write-back (sync_file_range through
 // vfs.File.SyncTo), so the final fdatasync finds little dirty data, and it
 // spreads a generation sealed for size over half the time the generation took
-// to fill (at most 1 s; see pacing). Written in one burst, 32 MiB at 5 MB/s of
+// to fill (at most 10 s; see pacing). Written in one burst, 32 MiB at 5 MB/s of
 // adds made the journal's fdatasyncs wait ≈ 20 ms once per generation. A Put
 // that waits for cache space or a Flush call ends the pacing (hurry).
 //

@@ -534,7 +534,7 @@ func (rw *recordWriter) done() {
 }
 
 // maxPaceBudget bounds how long the flusher spreads one generation's writes.
-const maxPaceBudget = time.Second
+const maxPaceBudget = 10 * time.Second
 
 // pacing spreads a flush's writes over half the time its generation took to
 // fill, instead of writing it at the disk's full speed: a burst of tens of
