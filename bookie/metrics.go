@@ -25,6 +25,7 @@ type metrics struct {
 	malformed     prometheus.Counter
 	gcDeleted     prometheus.Counter
 	gcReclaimed   prometheus.Counter
+	journalRolls  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -61,7 +62,9 @@ func newMetrics() *metrics {
 		Help: "Ledgers reclaimed because they no longer exist in metadata."})
 	m.gcReclaimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_bookie_gc_reclaimed_bytes_total",
 		Help: "Entry-log bytes reclaimed by compaction."})
-	for _, c := range []prometheus.Collector{m.addLatency, m.readLatency, m.fsyncLatency, m.groupRecords,
+	m.journalRolls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "magnetar_bookie_journal_rolls_total",
+		Help: "Journal file rolls, by whether the new file was prepared (zero-filled ahead) or fallocated."}, []string{"prepared"})
+	for _, c := range []prometheus.Collector{m.journalRolls, m.addLatency, m.readLatency, m.fsyncLatency, m.groupRecords,
 		m.groupBytes, m.bytesAdded, m.entriesAdded, m.addsRejected, m.fences, m.fencedLedgers, m.readOnly,
 		m.connections, m.malformed, m.gcDeleted, m.gcReclaimed} {
 		f(c)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,13 @@ func (b *Bookie) open(ctx context.Context) error {
 	jopts := b.cfg.Journal
 	if jopts.Logger == nil {
 		jopts.Logger = b.cfg.Logger
+	}
+	userRoll := jopts.OnRoll
+	jopts.OnRoll = func(seq uint64, prepared bool) {
+		b.m.journalRolls.WithLabelValues(strconv.FormatBool(prepared)).Inc()
+		if userRoll != nil {
+			userRoll(seq, prepared)
+		}
 	}
 	userHook := jopts.OnGroupSynced
 	jopts.OnGroupSynced = func(records, bytes int, fsync time.Duration) {

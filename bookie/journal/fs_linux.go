@@ -125,3 +125,14 @@ func (m *mappedFile) nextData(off int64) (start, end int64, ok bool) {
 	}
 	return start, end, start < size
 }
+
+// startWriteBack starts writing back f's dirty pages below off (sync_file_range; no
+// durability), waiting for the write-back started by the previous call.
+func startWriteBack(f *os.File, off int64) error {
+	const waitBefore, write = 0x1, 0x2
+	err := unix.SyncFileRange(int(f.Fd()), 0, off, waitBefore|write)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+		return nil
+	}
+	return err
+}

@@ -37,3 +37,6 @@ func (m *mappedFile) stopReadahead(int) {}
 func (m *mappedFile) nextData(off int64) (start, end int64, ok bool) {
 	return off, int64(len(m.b)), off < int64(len(m.b))
 }
+
+// startWriteBack is a no-op where sync_file_range is unavailable.
+func startWriteBack(*os.File, int64) error { return nil }

@@ -34,6 +34,13 @@ type Options struct {
 	NoSync bool
 	// Logger receives rolls, truncations and failures (default slog.Default()).
 	Logger *slog.Logger
+	// PrepareRate bounds how fast the next journal file is written with zeros in the
+	// background, in bytes/s (see prepare.go; default DefaultPrepareRate). Negative: never
+	// prepare files (every file is fallocated).
+	PrepareRate int64
+	// OnRoll, if set, is called by the writer goroutine when appends move to file seq;
+	// prepared tells whether that file was prepared (zero-filled) or fallocated.
+	OnRoll func(seq uint64, prepared bool)
 	// OnGroupSynced, if set, is called after each synced group with its record count,
 	// its byte count and the fdatasync duration. It runs on the syncer goroutine and
 	// must not block.
@@ -72,6 +79,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FileSize <= 0 {
 		o.FileSize = DefaultFileSize
+	}
+	if o.PrepareRate == 0 {
+		o.PrepareRate = DefaultPrepareRate
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -276,6 +286,9 @@ func Open(dir string, opts Options, replay func(Record) error) (*Journal, error)
 	next, err := recoverDir(dir, opts.Logger, replay)
 	if err != nil {
 		return nil, err
+	}
+	if err := removeLeftovers(dir); err != nil {
+		return nil, fmt.Errorf("journal: remove leftover prepared files: %w", err)
 	}
 	f, err := opts.fs.Create(filePath(dir, next), opts.FileSize)
 	if err != nil {

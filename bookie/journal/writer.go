@@ -10,6 +10,9 @@ type writerState struct {
 	active file   // the file being appended to; synced by the writer when rolled away from
 	seq    uint64 // active's sequence number
 	err    error  // sticky: once set, batches are failed without being written
+	// activePrepared: active was prepared (zero-filled), not fallocated.
+	activePrepared bool
+	prep           *prepJob // the preparation of file seq+1, if any (see prepare.go)
 }
 
 // runWriter is the writer goroutine. It decides where groups end (the group commit
@@ -21,9 +24,12 @@ type writerState struct {
 func (j *Journal) runWriter() {
 	defer close(j.writerDone)
 	defer close(j.written)
+	defer j.stopPrepare()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	j.startPrepare(j.w.seq + 1)
 	for {
+		j.maybeRollEarly()
 		b, wait, exit := j.nextWrite(time.Now())
 		if exit {
 			return
@@ -175,9 +181,15 @@ func (j *Journal) roll(seq uint64) error {
 			return fmt.Errorf("journal: sync file %d before roll: %w", w.seq, err)
 		}
 	}
-	f, err := j.opts.fs.Create(filePath(j.dir, seq), j.opts.FileSize)
+	f, err := j.takePrepared(seq)
 	if err != nil {
-		return fmt.Errorf("journal: create file %d: %w", seq, err)
+		return fmt.Errorf("journal: adopt prepared file %d: %w", seq, err)
+	}
+	prepared := f != nil
+	if f == nil {
+		if f, err = j.opts.fs.Create(filePath(j.dir, seq), j.opts.FileSize); err != nil {
+			return fmt.Errorf("journal: create file %d: %w", seq, err)
+		}
 	}
 	if !j.opts.NoSync {
 		if err := j.opts.fs.SyncDir(j.dir); err != nil {
@@ -186,7 +198,11 @@ func (j *Journal) roll(seq uint64) error {
 		}
 	}
 	// The syncer closes the old file once it has seen a batch in the new one.
-	w.active, w.seq = f, seq
-	j.log.Debug("journal: rolled", "dir", j.dir, "file", seq)
+	w.active, w.seq, w.activePrepared = f, seq, prepared
+	j.log.Debug("journal: rolled", "dir", j.dir, "file", seq, "prepared", prepared)
+	if j.opts.OnRoll != nil {
+		j.opts.OnRoll(seq, prepared)
+	}
+	j.startPrepare(seq + 1)
 	return nil
 }

@@ -1,0 +1,227 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Journal file preparation.
+//
+// A journal file made with fallocate holds unwritten extents: every fdatasync after an
+// append into one converts extents, which commits the filesystem journal (ext4's jbd2)
+// and waits for whatever other files' data that commit orders (the entry logs, the index
+// on the same disk). An append into blocks that were written before needs no metadata:
+// its fdatasync writes the data and flushes the device cache, nothing else. Measured on
+// the 2-core VM with a flusher-like writer beside it (1 KiB records, groups of 20):
+// fdatasync p50 0.19 ms vs 0.34 ms, p99 0.7 ms vs 1.7 ms, max 5 ms vs 127 ms; through a
+// bookie at 5k adds/s, add latency p50 1.3 ms vs 1.9 ms.
+//
+// So the writer has the next file written with zeros in the background, at a bounded
+// rate (Options.PrepareRate) so that the zeros do not stall the fdatasyncs they are meant
+// to speed up, under a temporary name, then synced and renamed to its prepared name. A
+// roll adopts the prepared file (renames it to the journal file name; the roll syncs the
+// directory before any record in it is acknowledged). If the preparation is not done when
+// the roll comes (appends faster than PrepareRate), the roll stops it and falls back to
+// fallocate. A journal whose active file was fallocated (every Open) rolls early, at the
+// next append, once the next file is prepared: the unused rest of the old file stays
+// zeros, which replay reads as its end.
+//
+// Prepared and temporary files are not journal files (listFiles ignores them); Open
+// deletes any left over by a crash.
+
+const (
+	preparedExt  = ".prepared"
+	preparingExt = ".preparing"
+	// DefaultPrepareRate bounds how fast the next journal file is zero-filled.
+	DefaultPrepareRate = 64 << 20
+	prepareChunk       = 1 << 20
+)
+
+func preparedPath(dir string, seq uint64) string { return filePath(dir, seq) + preparedExt }
+
+// preparer is implemented by filesystems that can prepare journal files (osFS).
+type preparer interface {
+	// Prepare writes size zero bytes to tmp at most rate bytes/s, syncs it and renames it
+	// to name. It gives up (removing tmp) when stop is closed.
+	Prepare(tmp, name string, size int64, rate int64, stop <-chan struct{}) error
+	// Adopt renames the prepared file prepared to name and opens it for writing.
+	Adopt(prepared, name string) (file, error)
+}
+
+var errPrepareStopped = errors.New("journal: preparation stopped")
+
+// prepJob is one background preparation, owned by the writer goroutine.
+type prepJob struct {
+	seq  uint64
+	stop chan struct{}
+	done chan struct{}
+	err  error // valid after done
+}
+
+// startPrepare begins preparing file seq in the background, if the filesystem can.
+func (j *Journal) startPrepare(seq uint64) {
+	p, ok := j.opts.fs.(preparer)
+	if !ok || j.opts.PrepareRate < 0 {
+		return
+	}
+	job := &prepJob{seq: seq, stop: make(chan struct{}), done: make(chan struct{})}
+	j.w.prep = job
+	go func() {
+		defer close(job.done)
+		final := preparedPath(j.dir, seq)
+		job.err = p.Prepare(filePath(j.dir, seq)+preparingExt, final, j.opts.FileSize, j.opts.PrepareRate, job.stop)
+	}()
+}
+
+// preparedReady reports whether the running preparation finished successfully.
+func (j *Journal) preparedReady() bool {
+	job := j.w.prep
+	if job == nil {
+		return false
+	}
+	select {
+	case <-job.done:
+		return job.err == nil
+	default:
+		return false
+	}
+}
+
+// takePrepared returns the prepared file for seq, or nil: a preparation still running
+// is stopped and its files removed, as is a finished one for another file.
+func (j *Journal) takePrepared(seq uint64) (file, error) {
+	job := j.w.prep
+	j.w.prep = nil
+	if job == nil {
+		return nil, nil
+	}
+	select {
+	case <-job.done:
+	default:
+		close(job.stop)
+		<-job.done
+	}
+	final := preparedPath(j.dir, job.seq)
+	if job.err != nil || job.seq != seq {
+		if job.err != nil && !errors.Is(job.err, errPrepareStopped) {
+			j.log.Warn("journal: preparing the next file failed; falling back to fallocate", "file", job.seq, "err", job.err)
+		}
+		_ = os.Remove(final)
+		return nil, nil
+	}
+	return j.opts.fs.(preparer).Adopt(final, filePath(j.dir, seq))
+}
+
+// stopPrepare stops a running preparation and removes what it made (Close).
+func (j *Journal) stopPrepare() {
+	if job := j.w.prep; job != nil {
+		j.w.prep = nil
+		select {
+		case <-job.done:
+		default:
+			close(job.stop)
+			<-job.done
+		}
+		_ = os.Remove(preparedPath(j.dir, job.seq))
+	}
+}
+
+// removeLeftovers deletes prepared and half-prepared files a crash left behind.
+func removeLeftovers(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, preparedExt) || strings.HasSuffix(n, preparingExt) {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maybeRollEarly moves appends to the next file once it is prepared, while the active
+// file was fallocated: called by the writer between writes.
+func (j *Journal) maybeRollEarly() {
+	if j.w.activePrepared || !j.preparedReady() {
+		return
+	}
+	q := &j.q
+	q.mu.Lock()
+	if q.state == stateOpen && q.seq == j.w.prep.seq-1 && q.off > 0 {
+		q.seq++
+		q.off = 0
+	}
+	q.mu.Unlock()
+}
+
+func (osFS) Prepare(tmp, name string, size int64, rate int64, stop <-chan struct{}) (err error) {
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	zeros := make([]byte, prepareChunk)
+	start := time.Now()
+	for off := int64(0); off < size; {
+		n := min(int64(len(zeros)), size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		off += n
+		if err := startWriteBack(f, off); err != nil {
+			return err
+		}
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(off) / float64(rate) * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-stop:
+					t.Stop()
+					return errPrepareStopped
+				}
+			}
+		}
+		select {
+		case <-stop:
+			return errPrepareStopped
+		default:
+		}
+	}
+	if err := newOSFile(f).Sync(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fmt.Errorf("rename prepared file: %w", err)
+	}
+	return nil
+}
+
+func (osFS) Adopt(prepared, name string) (file, error) {
+	if _, err := os.Stat(name); err == nil {
+		return nil, fmt.Errorf("adopt %s: %w", name, os.ErrExist)
+	}
+	if err := os.Rename(prepared, name); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return newOSFile(f), nil
+}

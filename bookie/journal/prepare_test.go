@@ -1,0 +1,117 @@
+package journal
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPreparedFiles: the journal zero-fills the next file in the background, rolls early
+// from its fallocated first file once that is done, adopts prepared files at later rolls,
+// and every record replays in order afterwards; Close leaves no prepared file behind.
+func TestPreparedFiles(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(64 << 10)
+	var mu sync.Mutex
+	var rolls []bool // prepared, per roll
+	opts.OnRoll = func(_ uint64, prepared bool) {
+		mu.Lock()
+		rolls = append(rolls, prepared)
+		mu.Unlock()
+	}
+	preparedRolls := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, p := range rolls {
+			if p {
+				n++
+			}
+		}
+		return n
+	}
+	j, _ := openCollect(t, dir, opts)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var want []Record
+	deadline := time.Now().Add(20 * time.Second)
+	for preparedRolls() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 3 rolls to prepared files before the deadline; rolls %v", rolls)
+		}
+		recs := genRecords(rng, 4, 2000, int64(len(want)+1))
+		appendAll(t, j, recs)
+		want = append(want, recs...)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if _, ok := parseFileName(e.Name()); !ok {
+			t.Errorf("file %s left behind after Close", e.Name())
+		}
+	}
+	checkRecords(t, replayAll(t, dir, opts), want)
+}
+
+// TestPrepareLeftoversRemoved: prepared or half-prepared files a crash left behind are
+// not journal files and are deleted by Open.
+func TestPrepareLeftoversRemoved(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(64 << 10)
+	opts.PrepareRate = -1
+	replayAll(t, dir, opts)
+	for _, n := range []string{fileName(7) + preparedExt, fileName(8) + preparingExt} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte{1, 2, 3}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, _ := openCollect(t, dir, opts)
+	defer j.Close()
+	for _, n := range []string{fileName(7) + preparedExt, fileName(8) + preparingExt} {
+		if _, err := os.Stat(filepath.Join(dir, n)); !os.IsNotExist(err) {
+			t.Errorf("%s: %v, want removed", n, err)
+		}
+	}
+}
+
+// TestEarlyRollToPrepared: a journal whose file was fallocated (as at every Open) moves
+// its appends to the next file as soon as that one is prepared, long before the first
+// is full; the records on both sides replay in order.
+func TestEarlyRollToPrepared(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(1 << 20)
+	rolled := make(chan bool, 4)
+	opts.OnRoll = func(_ uint64, prepared bool) { rolled <- prepared }
+	j, _ := openCollect(t, dir, opts)
+	var want []Record
+	deadline := time.After(20 * time.Second)
+	for done := false; !done; {
+		r := Record{Type: RecAddEntry, LedgerID: 1, EntryID: int64(len(want)), Data: []byte("x")}
+		appendAll(t, j, []Record{r})
+		want = append(want, r)
+		select {
+		case p := <-rolled:
+			if !p {
+				t.Fatal("rolled to a file that was not prepared")
+			}
+			done = true
+		case <-deadline:
+			t.Fatal("no early roll to the prepared file")
+		default:
+		}
+	}
+	r := Record{Type: RecAddEntry, LedgerID: 1, EntryID: int64(len(want)), Data: []byte("after")}
+	appendAll(t, j, []Record{r})
+	want = append(want, r)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(journalFiles(t, dir)); n != 2 {
+		t.Fatalf("%d journal files, want 2 (the early roll)", n)
+	}
+	checkRecords(t, replayAll(t, dir, opts), want)
+}
