@@ -310,20 +310,30 @@ func (c *conn) RemoteAddr() string    { return c.remote }
 func (c *conn) ClientVersion() string { return c.clientVersion }
 
 func (c *conn) detachAll() {
+	// An entry's p, c and t are written under c.mu by the goroutine creating it: read them
+	// under it too. Entries still being created find themselves gone and close what they made.
+	var prods []*topic.Producer
+	var cons []*topic.Consumer
 	c.mu.Lock()
-	prods := c.mu.producers
-	cons := c.mu.consumers
+	for _, e := range c.mu.producers {
+		if e.p != nil && e.t != nil {
+			prods = append(prods, e.p)
+		}
+	}
+	for _, e := range c.mu.consumers {
+		if e.c != nil && e.t != nil {
+			cons = append(cons, e.c)
+		}
+	}
 	c.mu.producers = map[uint64]*prodEntry{}
 	c.mu.consumers = map[uint64]*consEntry{}
 	c.mu.Unlock()
-	for _, e := range prods {
-		if e.p != nil && e.t != nil {
-			e.p.Close(nil)
-		}
+	for _, p := range prods {
+		p.Close(nil)
 	}
-	for _, e := range cons {
-		if e.c != nil && e.t != nil && e.c.Subscription() != nil {
-			e.c.Close(nil)
+	for _, cs := range cons {
+		if cs.Subscription() != nil {
+			cs.Close(nil)
 		}
 	}
 }
@@ -615,12 +625,17 @@ func (c *conn) handleCloseProducer(cmd *pb.CommandCloseProducer) {
 	c.mu.Lock()
 	e := c.mu.producers[pid]
 	delete(c.mu.producers, pid)
+	var p *topic.Producer
+	if e != nil && e.t != nil {
+		p = e.p // written under c.mu by createProducer
+	}
 	c.mu.Unlock()
-	if e == nil || e.p == nil || e.t == nil {
+	if p == nil {
+		// Not created yet: createProducer finds its entry gone and closes what it made.
 		c.sendSuccess(rid)
 		return
 	}
-	e.p.Close(func() { c.sendSuccess(rid) })
+	p.Close(func() { c.sendSuccess(rid) })
 }
 
 // Consuming.
@@ -797,14 +812,17 @@ func (c *conn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) {
 func (c *conn) handleCloseConsumer(cmd *pb.CommandCloseConsumer) {
 	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
 	c.mu.Lock()
-	e := c.mu.consumers[cid]
+	var cons *topic.Consumer
+	if e := c.mu.consumers[cid]; e != nil {
+		cons = e.c // written under c.mu by createConsumer
+	}
 	delete(c.mu.consumers, cid)
 	c.mu.Unlock()
-	if e == nil || e.c == nil || e.c.Subscription() == nil {
+	if cons == nil || cons.Subscription() == nil {
 		c.sendSuccess(rid)
 		return
 	}
-	e.c.Close(func() { c.sendSuccess(rid) })
+	cons.Close(func() { c.sendSuccess(rid) })
 }
 
 func (c *conn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) {
