@@ -35,7 +35,7 @@ cluster() { # cluster N: fresh etcd and N bookies (metrics on 127.0.0.1:1800i)
   for i in $(seq "$1"); do
     for _ in $(seq 100); do grep -q "bookie started" "$root/c/b$i.log" && break; sleep 0.1; done
   done
-  sleep 5 # let the journal prepare its next file (see bookie/journal/prepare.go)
+
 }
 group() { # mean journal records per fsync of bookie 1
   curl -s 127.0.0.1:18001/metrics | awk '/^magnetar_bookie_journal_group_records_sum/{s=$2}

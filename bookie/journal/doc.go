@@ -33,8 +33,9 @@
 // A journal directory holds files named by a 16-digit decimal sequence number that
 // only grows: 0000000000000001.jnl, 0000000000000002.jnl, ... Each file is created
 // with O_EXCL, preallocated to Options.FileSize with fallocate (so it reads as zeros) or,
-// when the background preparation finished in time, written with zeros ahead of use
-// (prepare.go: appends into written blocks keep fdatasync out of the filesystem journal),
+// with Options.PrepareRate set and the background preparation done in time, written
+// with zeros ahead of use (prepare.go: appends into written blocks keep fdatasync out of
+// the filesystem journal),
 // and the directory is fsynced before any record in it is acknowledged. A file holds
 // records back to back from offset 0, all integers little-endian:
 //

@@ -34,9 +34,9 @@ type Options struct {
 	NoSync bool
 	// Logger receives rolls, truncations and failures (default slog.Default()).
 	Logger *slog.Logger
-	// PrepareRate bounds how fast the next journal file is written with zeros in the
-	// background, in bytes/s (see prepare.go; default DefaultPrepareRate). Negative: never
-	// prepare files (every file is fallocated).
+	// PrepareRate, if positive, has the next journal file written with zeros in the
+	// background at this many bytes/s (see prepare.go; DefaultPrepareRate is a good value
+	// for a journal on a disk of its own). 0 (the default): every file is fallocated.
 	PrepareRate int64
 	// OnRoll, if set, is called by the writer goroutine when appends move to file seq;
 	// prepared tells whether that file was prepared (zero-filled) or fallocated.
@@ -79,9 +79,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FileSize <= 0 {
 		o.FileSize = DefaultFileSize
-	}
-	if o.PrepareRate == 0 {
-		o.PrepareRate = DefaultPrepareRate
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -30,13 +30,20 @@ import (
 // next append, once the next file is prepared: the unused rest of the old file stays
 // zeros, which replay reads as its end.
 //
+// Preparation is off by default (Options.PrepareRate 0): it doubles the bytes the journal
+// writes. Measured on the 2-core VM, one bookie at 5k adds/s: add latency p50 1.5–1.9 ms
+// with preparation vs 1.9–2.5 ms without; but three bookies sharing the disk at 10k adds/s
+// each: p50 9.4–9.8 ms and p99 142–168 ms with preparation vs 5.2–5.6 ms and 62–67 ms
+// without (the zero-fill competes with the other journals). Turn it on for a journal on a
+// disk of its own (`magnetar bookie --journal-prepare-rate`).
+//
 // Prepared and temporary files are not journal files (listFiles ignores them); Open
 // deletes any left over by a crash.
 
 const (
 	preparedExt  = ".prepared"
 	preparingExt = ".preparing"
-	// DefaultPrepareRate bounds how fast the next journal file is zero-filled.
+	// DefaultPrepareRate is a zero-fill rate for Options.PrepareRate.
 	DefaultPrepareRate = 64 << 20
 	prepareChunk       = 1 << 20
 )
@@ -65,7 +72,7 @@ type prepJob struct {
 // startPrepare begins preparing file seq in the background, if the filesystem can.
 func (j *Journal) startPrepare(seq uint64) {
 	p, ok := j.opts.fs.(preparer)
-	if !ok || j.opts.PrepareRate < 0 {
+	if !ok || j.opts.PrepareRate <= 0 {
 		return
 	}
 	job := &prepJob{seq: seq, stop: make(chan struct{}), done: make(chan struct{})}

@@ -15,6 +15,7 @@ import (
 func TestPreparedFiles(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64 << 10)
+	opts.PrepareRate = DefaultPrepareRate
 	var mu sync.Mutex
 	var rolls []bool // prepared, per roll
 	opts.OnRoll = func(_ uint64, prepared bool) {
@@ -62,7 +63,6 @@ func TestPreparedFiles(t *testing.T) {
 func TestPrepareLeftoversRemoved(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64 << 10)
-	opts.PrepareRate = -1
 	replayAll(t, dir, opts)
 	for _, n := range []string{fileName(7) + preparedExt, fileName(8) + preparingExt} {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte{1, 2, 3}, 0o644); err != nil {
@@ -84,6 +84,7 @@ func TestPrepareLeftoversRemoved(t *testing.T) {
 func TestEarlyRollToPrepared(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(1 << 20)
+	opts.PrepareRate = DefaultPrepareRate
 	rolled := make(chan bool, 4)
 	opts.OnRoll = func(_ uint64, prepared bool) { rolled <- prepared }
 	j, _ := openCollect(t, dir, opts)

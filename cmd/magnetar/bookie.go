@@ -24,6 +24,7 @@ func newBookieCmd() *cobra.Command {
 	var (
 		metaURL, dataDir, listen, advertise, id, httpAddr, logLevel string
 		ttl, groupWait, gcInterval                                  time.Duration
+		prepareRate                                                 int64
 		threshold                                                   float64
 		arOn                                                        bool
 		ar                                                          autorecoveryFlags
@@ -55,7 +56,7 @@ func newBookieCmd() *cobra.Command {
 			b, err := bookie.Start(ctx, bookie.Config{
 				ID: id, Listen: listen, Advertise: advertise, DataDir: dataDir, Store: store,
 				SessionTTL: ttl, DiskThreshold: threshold, GCInterval: gcInterval,
-				Journal: journal.Options{MaxGroupWait: journalGroupWait(groupWait)},
+				Journal: journal.Options{MaxGroupWait: journalGroupWait(groupWait), PrepareRate: prepareRate},
 				Logger:  slog.Default(),
 			})
 			if err != nil {
@@ -106,6 +107,8 @@ func newBookieCmd() *cobra.Command {
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8000", "metrics HTTP address (empty disables)")
 	f.DurationVar(&ttl, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead bookie stays registered")
 	f.Float64Var(&threshold, "disk-threshold", 0.95, "disk usage fraction at which the bookie turns read-only")
+	f.Int64Var(&prepareRate, "journal-prepare-rate", 0,
+		fmt.Sprintf("zero-fill the next journal file ahead of use at this many bytes/s, e.g. %d (0: fallocate only); for a journal on a disk of its own", journal.DefaultPrepareRate))
 	f.DurationVar(&groupWait, "journal-group-wait", time.Millisecond, "longest wait for company before a journal fsync (0: sync as soon as the queue is empty)")
 	f.DurationVar(&gcInterval, "gc-interval", 10*time.Minute, "how often to reclaim deleted ledgers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
