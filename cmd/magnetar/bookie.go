@@ -60,6 +60,11 @@ func newBookieCmd() *cobra.Command {
 				Logger:  slog.Default(),
 			})
 			if err != nil {
+				if ctx.Err() != nil {
+					// SIGINT/SIGTERM while starting: a clean stop, not a failure.
+					slog.Info("bookie stopped while starting", "reason", err)
+					return nil
+				}
 				return err
 			}
 			// Auto-recovery (auditor candidate + replication worker) runs in every bookie by
