@@ -50,61 +50,44 @@ type appendReq struct {
 // once: appenders do not wait for the owner (no hand-off per entry), and the owner turns a
 // burst of appends into one Ready. It is a leaf structure: mu is held for no I/O or callback.
 type appendQueue struct {
-	max    int           // MaxPendingAdds
-	signal chan struct{} // cap 1: q is non-empty
-	mu     struct {
-		sync.Mutex // guards the fields below
-		q          []appendReq
-		// inflight counts the appends queued or taken and not yet called back.
-		// Invariant: inflight <= max.
-		inflight int
-		// room, if non-nil, is closed (and reset) when inflight drops below max or the
-		// queue stops: AppendAsync calls waiting for room wait on it.
-		room chan struct{}
-		// stopped is set once the owner has exited: nothing is taken any more.
-		stopped bool
-	}
+	max int // MaxPendingAdds
+	// swapQueue's mu also guards the fields below.
+	swapQueue[appendReq]
+	// inflight counts the appends queued or taken and not yet called back.
+	// Invariant: inflight <= max.
+	inflight int
+	// room, if non-nil, is closed (and reset) when inflight drops below max or the
+	// queue stops: AppendAsync calls waiting for room wait on it.
+	room chan struct{}
+	// stopped is set once the owner has exited: nothing is taken any more.
+	stopped bool
 }
 
 func newAppendQueue(max int) *appendQueue {
-	return &appendQueue{max: max, signal: make(chan struct{}, 1)}
+	return &appendQueue{max: max, swapQueue: newSwapQueue[appendReq]()}
 }
 
 // add queues r if there is room. Otherwise it returns a channel closed when there may be room.
 // stopped reports that the owner has exited (r was not queued).
 func (q *appendQueue) add(r appendReq) (wait <-chan struct{}, stopped bool) {
 	q.mu.Lock()
-	if q.mu.stopped {
+	if q.stopped {
 		q.mu.Unlock()
 		return nil, true
 	}
-	if q.mu.inflight >= q.max {
-		if q.mu.room == nil {
-			q.mu.room = make(chan struct{})
+	if q.inflight >= q.max {
+		if q.room == nil {
+			q.room = make(chan struct{})
 		}
-		room := q.mu.room
+		room := q.room
 		q.mu.Unlock()
 		return room, false
 	}
-	q.mu.inflight++
-	q.mu.q = append(q.mu.q, r)
+	q.inflight++
+	q.q = append(q.q, r)
 	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
+	q.notify()
 	return nil, false
-}
-
-// take returns every queued request in order; spare (the previous take's slice, which the
-// owner no longer uses) becomes the new queue.
-func (q *appendQueue) take(spare []appendReq) []appendReq {
-	clear(spare)
-	q.mu.Lock()
-	taken := q.mu.q
-	q.mu.q = spare[:0]
-	q.mu.Unlock()
-	return taken
 }
 
 // release records that n appends were called back.
@@ -113,10 +96,10 @@ func (q *appendQueue) release(n int) {
 		return
 	}
 	q.mu.Lock()
-	q.mu.inflight -= n
-	if q.mu.room != nil && q.mu.inflight < q.max {
-		close(q.mu.room)
-		q.mu.room = nil
+	q.inflight -= n
+	if q.room != nil && q.inflight < q.max {
+		close(q.room)
+		q.room = nil
 	}
 	q.mu.Unlock()
 }
@@ -125,13 +108,13 @@ func (q *appendQueue) release(n int) {
 func (q *appendQueue) stop() []appendReq {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.mu.stopped = true
-	if q.mu.room != nil {
-		close(q.mu.room)
-		q.mu.room = nil
+	q.stopped = true
+	if q.room != nil {
+		close(q.room)
+		q.room = nil
 	}
-	taken := q.mu.q
-	q.mu.q = nil
+	taken := q.q
+	q.q = nil
 	return taken
 }
 
@@ -332,7 +315,7 @@ func (h *Handle) run(ctx context.Context) {
 		}
 		// Then every append queued, including those queued before a Close that came with
 		// this wake-up (the caller's append happened before its Close).
-		appends = h.appends.take(appends)
+		appends = h.appends.drain(appends)
 		released := 0
 		for _, r := range appends {
 			id, err := w.Append(r.payload)

@@ -21,41 +21,13 @@ type event struct {
 }
 
 // inbox carries results from connection callbacks and helper goroutines to a core's owner
-// goroutine without ever blocking the sender. It is a small leaf structure: push appends under
-// mu and signals; the owner drains, handing back the slice it drained last time.
-type inbox struct {
-	signal chan struct{} // cap 1: non-empty
-	mu     struct {
-		sync.Mutex // guards q
-		q          []event
-	}
-}
+// goroutine without ever blocking the sender.
+type inbox struct{ swapQueue[event] }
 
-func newInbox() *inbox { return &inbox{signal: make(chan struct{}, 1)} }
-
-func (in *inbox) push(ev event) {
-	in.mu.Lock()
-	in.mu.q = append(in.mu.q, ev)
-	in.mu.Unlock()
-	select {
-	case in.signal <- struct{}{}:
-	default:
-	}
-}
+func newInbox() *inbox { return &inbox{newSwapQueue[event]()} }
 
 // pushOther pushes a result other than an AddResult.
 func (in *inbox) pushOther(ev any) { in.push(event{other: ev}) }
-
-// drain returns every queued event in push order. spare (the previous drain's slice, which
-// the caller no longer uses) becomes the new queue.
-func (in *inbox) drain(spare []event) []event {
-	clear(spare)
-	in.mu.Lock()
-	q := in.mu.q
-	in.mu.q = spare[:0]
-	in.mu.Unlock()
-	return q
-}
 
 // dialDone reports a connection attempt started by a transport.
 type dialDone struct {
