@@ -98,11 +98,20 @@ func (s *Storage) cachedEqual(ledgerID, entryID int64, entry []byte) (equal, inC
 	c := &s.cache
 	c.RLock()
 	defer c.RUnlock()
+	b, ok := s.newestCachedLocked(ledgerID, entryID)
+	return ok && bytes.Equal(b, entry), ok
+}
+
+// newestCachedLocked returns the newest cached version of the key (the active
+// generation's, else the sealed one's), aliasing the arena. Requires cache
+// (read) locked.
+func (s *Storage) newestCachedLocked(ledgerID, entryID int64) ([]byte, bool) {
+	c := &s.cache
 	b, ok := c.active.get(ledgerID, entryID)
 	if !ok && c.sealed != nil {
 		b, ok = c.sealed.get(ledgerID, entryID)
 	}
-	return ok && bytes.Equal(b, entry), ok
+	return b, ok
 }
 
 // cacheGet returns a copy of the newest cached version of the key.
@@ -110,10 +119,7 @@ func (s *Storage) cacheGet(ledgerID, entryID int64) ([]byte, bool) {
 	c := &s.cache
 	c.RLock()
 	defer c.RUnlock()
-	b, ok := c.active.get(ledgerID, entryID)
-	if !ok && c.sealed != nil {
-		b, ok = c.sealed.get(ledgerID, entryID)
-	}
+	b, ok := s.newestCachedLocked(ledgerID, entryID)
 	if !ok {
 		return nil, false
 	}
