@@ -165,17 +165,30 @@ func TestAutoRecoveryDecommission(t *testing.T) {
 		}
 	}
 
-	// Status: nothing under-replicated; an auditor and the four workers.
-	stOut, err := exec.CommandContext(ctx, Binary(t), "autorecovery", "status", "--metadata-url", metaURL, "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("autorecovery status: %v", err)
-	}
-	var st autorecovery.Status
-	if err := json.Unmarshal(stOut, &st); err != nil {
-		t.Fatalf("status JSON: %v\n%s", err, stOut)
-	}
-	if len(st.Ledgers) != 0 || st.Auditor == nil || len(st.Workers) != 4 {
-		t.Fatalf("status after decommission: %s", stOut)
+	// Status: nothing under-replicated and the four workers; and an auditor, once a follower
+	// has seen the victim's election key go (followers look every second).
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		stOut, err := exec.CommandContext(ctx, Binary(t), "autorecovery", "status", "--metadata-url", metaURL, "-o", "json").Output()
+		if err != nil {
+			t.Fatalf("autorecovery status: %v", err)
+		}
+		var st autorecovery.Status
+		if err := json.Unmarshal(stOut, &st); err != nil {
+			t.Fatalf("status JSON: %v\n%s", err, stOut)
+		}
+		if len(st.Ledgers) != 0 || len(st.Workers) != 4 {
+			t.Fatalf("status after decommission: %s", stOut)
+		}
+		if st.Auditor != nil {
+			if st.Auditor.ID == victim {
+				t.Fatalf("the decommissioned bookie is still the auditor: %s", stOut)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no auditor elected after decommission: %s", stOut)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if _, err := store.Get(ctx, metadata.CookieKey(victim)); err == nil {
 		t.Fatal("the decommissioned bookie's cookie is still there")

@@ -27,6 +27,9 @@ type core struct {
 	trace func(format string, args ...any) // nil: off
 	mut   mutation
 	hooks hooks
+	// published, when set, is told every new state before the step that made it goes on, so
+	// a caller whose reply this step sends already sees the state that decided it.
+	published func(State)
 
 	state State
 	// stateErr is why the log is Fenced (or why opening failed).
@@ -141,6 +144,9 @@ func (c *core) transition(to State) error {
 	}
 	c.state = to
 	c.tracef("state %v -> %v", from, to)
+	if c.published != nil {
+		c.published(to)
+	}
 	if c.hooks.transition != nil {
 		c.hooks.transition(from, to)
 	}

@@ -148,7 +148,7 @@ type ManagedLedger struct {
 	stopped chan struct{}
 
 	mirror struct {
-		sync.Mutex    // guards the fields below; written by the owner after each batch
+		sync.Mutex    // guards the fields below; state on each transition, lastConfirmed after each batch
 		state         State
 		lastConfirmed Position
 	}
@@ -158,6 +158,11 @@ func newManagedLedger(f *Factory, name string, cfg Config) *ManagedLedger {
 	m := &ManagedLedger{f: f, name: name, in: newInbox(), opened: make(chan struct{}), stopped: make(chan struct{})}
 	m.c = newCore(name, cfg, &liveEnv{in: m.in}, f.bk, f.ms, newToken(), f.log)
 	m.mirror.state = StateOpening
+	m.c.published = func(s State) {
+		m.mirror.Lock()
+		m.mirror.state = s
+		m.mirror.Unlock()
+	}
 	return m
 }
 
@@ -193,7 +198,8 @@ func (m *ManagedLedger) syncMirror() {
 // Name returns the managed ledger's name.
 func (m *ManagedLedger) Name() string { return m.name }
 
-// State returns the state as of the owner's last step (it may be a step behind).
+// State returns the owner's state. It changes before any reply of the step that changed it,
+// so a caller that got a reply sees the state that decided it (or a later one).
 func (m *ManagedLedger) State() State {
 	m.mirror.Lock()
 	defer m.mirror.Unlock()
