@@ -115,7 +115,7 @@
 //	Get ──► active, then sealed, then the index
 //
 //	flusher, per sealed generation:
-//	  1. write its records, sorted by (ledger, entry), in 1 MiB pwrites,
+//	  1. write its records, sorted by (ledger, entry), in 128 KiB pwrites,
 //	     rolling logs at EntryLogSize
 //	  2. fdatasync the entry log
 //	  3. commit one Pebble batch (NoSync): its 'e' keys and summed 'c' merges
@@ -136,7 +136,7 @@
 // costs ≈ 70 ns per entry, 2% of a flush (BenchmarkWriteCache/flush-order).
 //
 // The flusher is gentle with the disk it shares with the journal: after every
-// 1 MiB write it starts that range's write-back (sync_file_range through
+// 128 KiB write it starts that range's write-back (sync_file_range through
 // vfs.File.SyncTo), so the final fdatasync finds little dirty data, and it
 // spreads a generation sealed for size over half the time the generation took
 // to fill (at most 10 s; see pacing). Written in one burst, 32 MiB at 5 MB/s of
