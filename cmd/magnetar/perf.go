@@ -60,21 +60,51 @@ func newPerfDiskCmd() *cobra.Command {
 		group    int
 		duration time.Duration
 		prealloc int64
+		rate     float64
+		journals int
+		copies   int
 	)
 	c := &cobra.Command{
 		Use:   "disk",
 		Short: "The physical reference: append + fdatasync on a preallocated file, N entries per sync",
-		Args:  cobra.NoArgs,
+		Long: `The physical reference for perf ledger, on the same disk.
+
+Without --rate: one file, groups of --group entries appended and fdatasynced as fast as the
+disk goes (throughput; match --group to the journal's group size to compare).
+
+With --rate: entries arrive at that many per second and each goes to --copies of --journals
+files (round-robin, like a ledger's write sets); every file syncs whatever has arrived as soon
+as its previous fdatasync ends. The add latency it reports (arrival to the last copy synced) is
+the least that any store syncing before it acknowledges can have on this disk at this load:
+compare with perf ledger --rate R and E=journals, WQ=AQ=copies.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
 				return usageError{fmt.Errorf("--dir is required")}
 			}
-			if size <= 0 || group <= 0 || duration <= 0 {
-				return usageError{fmt.Errorf("--size, --group and --duration must be positive")}
+			if size <= 0 || group <= 0 || duration <= 0 || prealloc < int64(size) {
+				return usageError{fmt.Errorf("--size, --group and --duration must be positive, --prealloc at least --size")}
+			}
+			if rate < 0 || journals < 1 || copies < 1 || copies > journals {
+				return usageError{fmt.Errorf("--rate must not be negative, and 1 <= --copies <= --journals")}
+			}
+			if rate == 0 && (journals != 1 || copies != 1) {
+				return usageError{fmt.Errorf("--journals and --copies need --rate")}
+			}
+			if rate > 0 && cmd.Flags().Changed("group") {
+				return usageError{fmt.Errorf("--group is for the throughput mode (without --rate)")}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, err := perfDisk(ctx, dir, size, group, duration, prealloc, func(s string) { fmt.Println(s) })
+			print := func(s string) { fmt.Println(s) }
+			var res string
+			var err error
+			if rate > 0 {
+				res, err = diskRateRun{dir: dir, size: size, rate: rate, journals: journals, copies: copies,
+					d: duration, prealloc: prealloc}.run(ctx, print)
+			} else {
+				res, err = perfDisk(ctx, dir, size, group, duration, prealloc, print)
+			}
 			if err != nil {
 				return err
 			}
@@ -87,7 +117,10 @@ func newPerfDiskCmd() *cobra.Command {
 	f.IntVar(&size, "size", 1024, "entry size in bytes")
 	f.IntVar(&group, "group", 1, "entries per fdatasync (match the journal's group size to compare)")
 	f.DurationVar(&duration, "duration", 10*time.Second, "how long to run")
-	f.Int64Var(&prealloc, "prealloc", 1<<30, "bytes to preallocate (the file wraps around when full)")
+	f.Int64Var(&prealloc, "prealloc", 1<<30, "bytes to preallocate per file (a file wraps around when full)")
+	f.Float64Var(&rate, "rate", 0, "entries per second arriving (0: as fast as possible, in groups of --group)")
+	f.IntVar(&journals, "journals", 1, "files syncing side by side (with --rate), e.g. 3 for three bookies' journals")
+	f.IntVar(&copies, "copies", 1, "files each entry goes to (with --rate), e.g. 2 for write quorum 2")
 	return c
 }
 
@@ -180,6 +213,9 @@ func newPerfLedgerCmd() *cobra.Command {
 	return c
 }
 
+// pacingStep is the shortest sleep of a paced load generator (perf ledger, perf produce).
+const pacingStep = 500 * time.Microsecond
+
 // perfLedger appends to one ledger for d, pacing at rate if > 0. Latency is counted from the
 // scheduled send time, so a stalled writer shows up in the percentiles.
 func perfLedger(ctx context.Context, env *ledgerEnv, opts ledger.CreateOptions, size int, d time.Duration,
@@ -207,7 +243,11 @@ func perfLedger(ctx context.Context, env *ledgerEnv, opts ledger.CreateOptions, 
 		if interval > 0 {
 			sched = start.Add(time.Duration(i) * interval)
 			if wait := time.Until(sched); wait > 0 {
-				time.Sleep(wait) // pacing the load generator, not synchronisation
+				// Pacing the load generator, not synchronisation. It sleeps at least
+				// pacingStep, then sends every entry that fell due meanwhile (each timed from
+				// its own due time): a sleep per entry would cost the generator more CPU than
+				// the entries it sends at tens of thousands a second.
+				time.Sleep(max(wait, pacingStep))
 			}
 		}
 		if time.Since(start) >= d {

@@ -68,6 +68,10 @@ func TestToolsBadInput(t *testing.T) {
 		{[]string{"perf", "consume", "t", "-t", "Nope"}, "unknown subscription type"},
 		{[]string{"perf", "e2e", "t", "--size", "4"}, "--size must be between 8"},
 		{[]string{"perf", "produce"}, "accepts 1 arg(s)"},
+		{[]string{"perf", "disk", "--dir", ".", "--journals", "3"}, "--journals and --copies need --rate"},
+		{[]string{"perf", "disk", "--dir", ".", "--rate", "10", "--journals", "2", "--copies", "3"}, "1 <= --copies <= --journals"},
+		{[]string{"perf", "disk", "--dir", ".", "--rate", "10", "--group", "4"}, "--group is for the throughput mode"},
+		{[]string{"perf", "disk", "--dir", ".", "--rate", "-1"}, "--rate must not be negative"},
 	} {
 		var code int
 		stderr := captureStderr(t, func() { code = run(tc.args) })
