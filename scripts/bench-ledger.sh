@@ -2,7 +2,9 @@
 # Issue #3's measurements, side by side in one run: `magnetar perf ledger` (1 KiB entries) against
 # `magnetar perf disk` with the group size the bookie's journal actually used in that run, for
 # E/WQ/AQ = 1/1/1 on one bookie and 3/2/2 on three bookies sharing the disk; then add latency on
-# 3/2/2 at fixed rates (default: half of the measured 3/2/2 maximum, and 5k/s).
+# 3/2/2 at fixed rates (default: half of the measured 3/2/2 maximum, and 5k/s), each beside
+# the disk's floor at that rate (`perf disk --rate R --journals 3 --copies 2`: three journals
+# on this disk syncing each entry's two copies with nothing else to do).
 #
 #   scripts/bench-ledger.sh [REPS]        (REPS default 3; prints one line per run)
 #
@@ -69,5 +71,8 @@ for rate in ${RATES:-half 5000}; do
   for rep in $(seq "$reps"); do
     cluster 3
     echo "latency,3/2/2,$rep,rate $rate/s,$(ledger 3 2 2 "$rate" | sed 's/.*add latency //')"
+    stop
+    echo "latency,disk floor 3x2,$rep,rate $rate/s,$("$bin" perf disk --dir "$root" --rate "$rate" --journals 3 --copies 2 \
+      --duration "$dur" | tail -1 | sed 's/.*add latency //')"
   done
 done
