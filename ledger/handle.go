@@ -332,6 +332,10 @@ func (h *Handle) run(ctx context.Context) {
 		for w.HasReady() {
 			rd := w.Ready()
 			t.perform(&rd)
+			// The LAC first: a caller whose add completes below must see it in LAC().
+			h.mu.Lock()
+			h.mu.lac = max(h.mu.lac, w.LAC())
+			h.mu.Unlock()
 			for _, c := range rd.Completions {
 				if cb, ok := callbacks.Delete(uint64(c.EntryID)); ok {
 					released++
