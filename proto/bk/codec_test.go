@@ -337,6 +337,22 @@ type retriableErr struct{}
 func (retriableErr) Error() string   { return "retriable" }
 func (retriableErr) Retriable() bool { return true }
 
+// loopReader reads b over and over, without end.
+type loopReader struct {
+	b   []byte
+	off int
+}
+
+func (l *loopReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], l.b[l.off:])
+		n += c
+		l.off = (l.off + c) % len(l.b)
+	}
+	return n, nil
+}
+
 // BenchmarkAdd1KiB measures encoding and decoding of an AddEntry request with a 1 KiB entry.
 func BenchmarkAdd1KiB(b *testing.B) {
 	entry := bk.AppendEntry(nil, 7, 3, 2, 300, bk.DigestCRC32C, make([]byte, 1024))
@@ -355,6 +371,17 @@ func BenchmarkAdd1KiB(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := bk.DecodeRequest(buf[4:]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("frame/read", func(b *testing.B) {
+		// An endless stream of the same frame: Next allocates nothing per frame.
+		fr := bk.NewFrameReader(&loopReader{b: buf}, 0)
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := fr.Next(); err != nil {
 				b.Fatal(err)
 			}
 		}

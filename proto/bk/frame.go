@@ -52,11 +52,17 @@ func (f *FrameReader) Next() ([]byte, error) {
 }
 
 func (f *FrameReader) next() ([]byte, error) {
-	var hdr [LengthPrefixLen]byte
-	if _, err := io.ReadFull(f.br, hdr[:]); err != nil {
+	// Peek, not io.ReadFull into a local array: that array would escape to the heap, one
+	// allocation per frame.
+	hdr, err := f.br.Peek(LengthPrefixLen)
+	if err != nil {
+		if len(hdr) > 0 {
+			return nil, eofIsUnexpected(err) // the stream ended inside the prefix
+		}
 		return nil, err // io.EOF only when no byte of the prefix arrived
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	n := binary.BigEndian.Uint32(hdr)
+	_, _ = f.br.Discard(LengthPrefixLen) // cannot fail: Peek returned the prefix
 	if uint64(n) > uint64(f.max) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, f.max)
 	}
