@@ -75,8 +75,14 @@ func TestProduceConsumeBatched(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if ids[0].BatchIndex != 0 || ids[1].BatchIndex != 1 || ids[0].EntryID != ids[1].EntryID {
-		t.Errorf("ids %v %v: want one batch entry", ids[0], ids[1])
+	// The first message goes alone (nothing was in flight); the rest gather in batches of up
+	// to 50 while entries are in flight.
+	entries := map[int64]bool{}
+	for _, id := range ids {
+		entries[id.EntryID] = true
+	}
+	if len(entries) > n/10 {
+		t.Errorf("%d messages in %d entries: want batches", n, len(entries))
 	}
 	var last *Message
 	for i := range n {
@@ -401,5 +407,72 @@ func TestFlushCoversQueued(t *testing.T) {
 			t.Fatalf("round %d: %d of 1000 callbacks after Close", round, done)
 		}
 		mu.Unlock()
+	}
+}
+
+// TestBatchGoesWhenIdle: with a batching delay far beyond the test's deadline, a message
+// sent while nothing is in flight goes at once, and the messages sent while it is in flight
+// go together, as one batch entry, when it is acknowledged.
+func TestBatchGoesWhenIdle(t *testing.T) {
+	b := startFakeBroker(t)
+	release := make(chan struct{})
+	var once sync.Once
+	b.mu.Lock()
+	b.onSend = func(_ *fakeConn, seq uint64) {
+		if seq == 0 {
+			<-release // hold the first entry's receipt until the rest are queued
+		}
+	}
+	b.mu.Unlock()
+	defer once.Do(func() { close(release) })
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "idle", BatchingMaxDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	ids := make([]MessageID, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	send := func(i int) {
+		if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, func(id MessageID, err error) {
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+			ids[i] = id
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(0)
+	// The first message reaches the broker without waiting for the hour.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		sends := b.sends
+		b.mu.Unlock()
+		if sends == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first message was not sent while nothing was in flight")
+		}
+	}
+	for i := 1; i < n; i++ {
+		send(i)
+	}
+	once.Do(func() { close(release) })
+	wg.Wait()
+	if ids[0].EntryID != 0 || ids[0].BatchIndex != 0 {
+		t.Fatalf("first message: %v, want entry 0 alone", ids[0])
+	}
+	for i := 1; i < n; i++ {
+		if ids[i].EntryID != 1 || ids[i].BatchIndex != int32(i-1) {
+			t.Fatalf("message %d: %v, want entry 1 batch index %d", i, ids[i], i-1)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -40,7 +40,11 @@ type ProducerOptions struct {
 	// BatchingMaxBytes bounds the payload bytes of one batch entry. Default 128 KiB.
 	BatchingMaxBytes int
 	// BatchingMaxDelay is how long the first message of a batch may wait for more. Default
-	// 1 ms. Send (the synchronous call) never waits: it flushes its batch at once.
+	// 1 ms. A batch does not wait at all while none of the producer's entries is in flight,
+	// and is sent when the last one in flight is acknowledged: at low rates messages wait
+	// for the broker, not for a timer (Go's timers fire no sooner than about 1 ms, often
+	// 2–3 ms, on a busy machine). Send (the synchronous call) never waits: it flushes its
+	// batch at once.
 	BatchingMaxDelay time.Duration
 	// MaxPendingMessages bounds the messages sent and not yet acknowledged (across
 	// partitions); SendAsync blocks when it is reached. Default 1000.
@@ -339,6 +343,7 @@ type partProducer struct {
 	pending    []*pendingEntry // ring-free FIFO: pending[0] is the oldest
 	timer      *time.Timer
 	timerOn    bool
+	gathering  bool // takeQueued is filling the batch: no idle flush per message
 	scratch    []byte
 }
 
@@ -462,14 +467,7 @@ func (pp *partProducer) run() {
 		case w := <-pp.flushc:
 			// Every SendAsync that returned before Flush was called has its message in
 			// sendc: take them all first, so that the flush covers them.
-			for drained := false; !drained; {
-				select {
-				case r := <-pp.sendc:
-					pp.add(r)
-				default:
-					drained = true
-				}
-			}
+			pp.takeQueued()
 			pp.flushBatch()
 			if len(pp.pending) == 0 {
 				w <- nil
@@ -504,8 +502,30 @@ func (pp *partProducer) add(r *sendReq) {
 		pp.timer.Reset(pp.opts.BatchingMaxDelay)
 		pp.timerOn = true
 	}
-	if r.flush || len(pp.batch) >= pp.opts.BatchingMaxMessages || pp.batchBytes >= pp.opts.BatchingMaxBytes {
+	if r.flush || len(pp.batch) >= pp.opts.BatchingMaxMessages || pp.batchBytes >= pp.opts.BatchingMaxBytes ||
+		pp.idle() {
 		pp.flushBatch()
+	}
+}
+
+// idle tells whether nothing is in flight on the producer's connection: a batch then goes
+// at once (and the next one when this one is acknowledged; see BatchingMaxDelay).
+func (pp *partProducer) idle() bool {
+	return !pp.gathering && len(pp.pending) == 0 && pp.conn != nil
+}
+
+// takeQueued adds every message already queued in sendc to the batch (sending only what
+// the batch limits make it send).
+func (pp *partProducer) takeQueued() {
+	pp.gathering = true
+	defer func() { pp.gathering = false }()
+	for {
+		select {
+		case r := <-pp.sendc:
+			pp.add(r)
+		default:
+			return
+		}
 	}
 }
 
@@ -686,6 +706,12 @@ func (pp *partProducer) onReceiptEvent(r *pb.CommandSendReceipt) {
 	}
 	for _, w := range head.waiters {
 		w <- nil
+	}
+	if pp.idle() {
+		// The last entry in flight is acknowledged: send what gathered meanwhile, with what
+		// is queued behind it.
+		pp.takeQueued()
+		pp.flushBatch()
 	}
 }
 
