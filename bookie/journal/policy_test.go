@@ -36,7 +36,8 @@ func (f *memFile) Close() error { return nil }
 // TestGroupCommitPolicy checks the group commit policy with fake time:
 //   - a closed loop of N writers settles at groups of N: the writers are waited for;
 //   - a lone record right after a group waits min(MaxGroupWait, previous fsync) for
-//     company, never more;
+//     company, never more; when that company does not come, the next unmetWaitBackoff
+//     groups do not wait;
 //   - a lone record after a quiet period is synced at once;
 //   - with MaxGroupWait 0 nothing waits.
 func TestGroupCommitPolicy(t *testing.T) {
@@ -99,8 +100,13 @@ func TestGroupCommitPolicy(t *testing.T) {
 				}
 
 				// A group of all writers (formed behind a blocker record that holds the
-				// syncer), then a lone record right after it.
+				// syncer), then a lone record right after it. First lone records at
+				// leisure, which never wait: they use up any backoff left by an unmet
+				// wait as the closed loop wound down.
 				time.Sleep(time.Second)
+				for i := range unmetWaitBackoff {
+					appendWait(int64(-200 - i))
+				}
 				blocker := make(chan error, 1)
 				j.Append(Record{Type: RecFence, LedgerID: 2}, func(err error) { blocker <- err })
 				synctest.Wait() // the blocker is being synced
@@ -115,6 +121,12 @@ func TestGroupCommitPolicy(t *testing.T) {
 				}
 				if lone := appendWait(-1); lone != tc.loneAfter {
 					t.Errorf("lone record right after a group took %v, want %v", lone, tc.loneAfter)
+				}
+				// Its company never came (an open loop): the next records do not wait.
+				for i := range unmetWaitBackoff {
+					if d := appendWait(int64(-100 - i)); d != syncDelay {
+						t.Fatalf("record %d after an unmet wait took %v, want %v (no wait)", i, d, syncDelay)
+					}
 				}
 				time.Sleep(time.Second)
 				if d := appendWait(-2); d != tc.loneAtLeisure {

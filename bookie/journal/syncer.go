@@ -143,7 +143,9 @@ func (j *Journal) publishIdle(dur time.Duration) {
 		_ = assertionFailedf("inflight below zero")
 	}
 	q.target = 0
-	if pending := q.groupRecords + len(q.cur.dones); pending < s.records {
+	if q.noWait > 0 {
+		q.noWait--
+	} else if pending := q.groupRecords + len(q.cur.dones); pending < s.records {
 		q.target = pending + s.records
 	}
 	q.lastSync = dur
