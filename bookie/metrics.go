@@ -1,6 +1,8 @@
 package bookie
 
 import (
+	"math"
+
 	"github.com/magnetar-io/magnetar/bookie/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -31,7 +33,8 @@ type metrics struct {
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
-	lat := prometheus.ExponentialBuckets(50e-6, 2, 16) // 50µs .. ~1.6s
+	// Half-octave buckets (×√2), 50µs .. ~2.3s: fine enough to read a p99 of a few ms.
+	lat := prometheus.ExponentialBuckets(50e-6, math.Sqrt2, 32)
 	m.addLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "magnetar_bookie_add_latency_seconds",
 		Help: "Time from receiving an add to acknowledging it (journal fsynced).", Buckets: lat})
 	m.readLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "magnetar_bookie_read_latency_seconds",
