@@ -564,9 +564,14 @@ func (s *EtcdStore) NewSession(ctx context.Context, ttl time.Duration) (Session,
 	return ss, nil
 }
 
-// revoke revokes a lease, bounded by its ttl (after which it has expired anyway).
+// maxRevokeWait bounds a lease revocation: a reachable etcd answers in milliseconds, and an
+// unreachable one would only hold a stopping process for the whole ttl, after which the
+// lease expires on its own anyway (as after a crash).
+const maxRevokeWait = 2 * time.Second
+
+// revoke revokes a lease, bounded by maxRevokeWait and its ttl.
 func (s *EtcdStore) revoke(id clientv3.LeaseID, ttlSecs int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(ttlSecs)*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), min(time.Duration(ttlSecs)*time.Second, maxRevokeWait))
 	defer cancel()
 	_, err := s.cli.Revoke(ctx, id)
 	return err
@@ -602,9 +607,16 @@ func (ss *etcdSession) Put(ctx context.Context, key string, value []byte, expect
 }
 
 // Close stops the keep-alive and revokes the lease, deleting the session's keys. After the
-// store is closed it only stops the keep-alive (the lease then expires on its own).
+// store is closed, or once the lease has expired, it only stops the keep-alive. If etcd does
+// not answer within maxRevokeWait, Close returns the error and the lease expires on its own.
 func (ss *etcdSession) Close() error {
 	ss.closeOnce.Do(func() {
+		select {
+		case <-ss.done:
+			ss.cancel()
+			return // the lease expired (its keys went with it) or the client closed
+		default:
+		}
 		ss.cancel()
 		<-ss.done
 		if ss.s.isClosed() {

@@ -818,3 +818,37 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestSessionCloseWithEtcdGone: closing a live session whose etcd has gone away returns
+// within the revoke bound instead of holding the caller for the session's ttl (a stopping
+// bookie waited 10 s).
+func TestSessionCloseWithEtcdGone(t *testing.T) {
+	ctx := ctxT(t)
+	e, err := metadata.StartEmbedded(ctx, metadata.EmbeddedConfig{DataDir: filepath.Join(t.TempDir(), "etcd"),
+		ListenClient: "127.0.0.1:0", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := metadata.Open(ctx, metadata.Config{Endpoints: e.Endpoints(), Namespace: "/g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess, err := s.NewSession(ctx, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = sess.Close()
+	took := time.Since(start)
+	t.Logf("Close with etcd gone: %v (%v)", took.Round(time.Millisecond), err)
+	if took > 10*time.Second {
+		t.Fatalf("Close took %v with etcd gone (err %v), want about the 2 s revoke bound", took, err)
+	}
+	if err == nil {
+		t.Fatal("Close reported a revocation that etcd never saw")
+	}
+}
