@@ -154,13 +154,9 @@ func crashRun(t *testing.T, seed uint64) {
 	}
 	memFlushes, cacheFlushes := s.db.Metrics().Flush.Count, s.Stats().CacheFlushes
 	pct := rng.IntN(101)
-	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rng})
-	closeT(t, s)
 	t.Logf("%d entries, %d Flush calls, %d cache flushes, %d memtable flushes, clone keeps %d%% of unsynced data",
 		len(ever), flushes, cacheFlushes, memFlushes, pct)
-
-	opts.FS = crashed
-	c := openT(t, "/db", opts)
+	c := crashReopen(t, fs, s, opts, pct, rng)
 	defer closeT(t, c)
 	var missing int
 	for k, want := range ever {
@@ -205,10 +201,7 @@ func TestCrashAfterCompact(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	opts := Options{FS: fs, EntryLogSize: 32 << 10, WriteCacheSize: 4 << 10, Logger: quiet}
 	s := openT(t, "/db", opts)
-	for e := range int64(100) {
-		mustPut(t, s, 1, e, payload(1, e, 500))
-		mustPut(t, s, 2, e, payload(2, e, 500))
-	}
+	putPair(t, s, 0, 100, 500)
 	flushT(t, s)
 	if err := s.DeleteLedger(1); err != nil {
 		t.Fatal(err)
@@ -217,11 +210,7 @@ func TestCrashAfterCompact(t *testing.T) {
 	if n, err := s.Compact(context.Background(), 0.9); err != nil || n <= 0 {
 		t.Fatalf("Compact = %d, %v", n, err)
 	}
-	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0, RNG: rand.New(rand.NewPCG(1, 1))})
-	closeT(t, s)
-
-	opts.FS = crashed
-	c := openT(t, "/db", opts)
+	c := crashReopen(t, fs, s, opts, 0, rand.New(rand.NewPCG(1, 1)))
 	defer closeT(t, c)
 	for e := range int64(100) {
 		mustGetEq(t, c, 2, e, payload(2, e, 500))

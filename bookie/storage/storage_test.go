@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/goleak"
 )
 
@@ -61,6 +62,49 @@ func flushT(t testing.TB, s *Storage) {
 	if err := s.Flush(); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
+}
+
+// putPair puts entries [from, to) of ledgers 1 and 2, interleaved, size bytes each.
+func putPair(t testing.TB, s *Storage, from, to int64, size int) {
+	t.Helper()
+	for e := from; e < to; e++ {
+		mustPut(t, s, 1, e, payload(1, e, size))
+		mustPut(t, s, 2, e, payload(2, e, size))
+	}
+}
+
+// crashReopen crashes fs (keeping pct% of unsynced data), closes s and opens the crashed copy
+// of "/db" with opts.
+func crashReopen(t testing.TB, fs *vfs.MemFS, s *Storage, opts Options, pct int, rng *rand.Rand) *Storage {
+	t.Helper()
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rng})
+	closeT(t, s)
+	opts.FS = crashed
+	return openT(t, "/db", opts)
+}
+
+// loopUntil runs step until stop is closed or step fails; the failure goes to errc.
+func loopUntil(stop <-chan struct{}, errc chan<- error, step func() error) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if err := step(); err != nil {
+			errc <- err
+			return
+		}
+	}
+}
+
+// getEq reads (l, e) and compares it with its payload of size bytes.
+func getEq(s *Storage, l, e int64, size int) error {
+	got, err := s.Get(l, e)
+	if err != nil || !bytes.Equal(got, payload(l, e, size)) {
+		return fmt.Errorf("Get(%d,%d): %v (%d bytes)", l, e, err, len(got))
+	}
+	return nil
 }
 
 func mustGetEq(t testing.TB, s *Storage, l, e int64, want []byte) {
@@ -411,10 +455,7 @@ func TestDeleteLedgerCompact(t *testing.T) {
 func TestCompactCancelled(t *testing.T) {
 	s := openT(t, t.TempDir(), Options{EntryLogSize: 8 << 10})
 	defer closeT(t, s)
-	for e := range int64(100) {
-		mustPut(t, s, 1, e, payload(1, e, 500))
-		mustPut(t, s, 2, e, payload(2, e, 500))
-	}
+	putPair(t, s, 0, 100, 500)
 	flushT(t, s)
 	if err := s.DeleteLedger(1); err != nil {
 		t.Fatal(err)
@@ -473,42 +514,24 @@ func TestConcurrent(t *testing.T) {
 	for r := range 3 {
 		rg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(r), 0))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			loopUntil(stop, errc, func() error {
 				w := rng.IntN(writers)
 				n := written[w].Load()
 				if n == 0 {
-					continue
+					return nil
 				}
-				l, e := int64(w+1), rng.Int64N(n)
-				got, err := s.Get(l, e)
-				if err != nil || !bytes.Equal(got, payload(l, e, size)) {
-					errc <- fmt.Errorf("Get(%d,%d): %v (%d bytes)", l, e, err, len(got))
-					return
-				}
-			}
+				return getEq(s, int64(w+1), rng.Int64N(n), size)
+			})
 		})
 	}
 	rg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		loopUntil(stop, errc, func() error {
 			if err := s.Flush(); err != nil {
-				errc <- err
-				return
+				return err
 			}
-			if _, err := s.Compact(context.Background(), 0.7); err != nil {
-				errc <- err
-				return
-			}
-		}
+			_, err := s.Compact(context.Background(), 0.7)
+			return err
+		})
 	})
 	wg.Wait()
 	close(stop)

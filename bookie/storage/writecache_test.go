@@ -186,48 +186,28 @@ func TestWriteCacheConcurrentReaders(t *testing.T) {
 			for r := range 2 {
 				rg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(r), 1))
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
+					loopUntil(stop, errc, func() error {
 						w := rng.IntN(writers)
 						n := written[w].Load()
 						if n == 0 {
-							continue
+							return nil
 						}
 						l, e := int64(w+1), n-1-rng.Int64N(min(n, 8)) // mostly the newest
-						got, err := s.Get(l, e)
-						if err != nil || !bytes.Equal(got, payload(l, e, size)) {
-							errc <- fmt.Errorf("Get(%d,%d): %v (%d bytes)", l, e, err, len(got))
-							return
+						if err := getEq(s, l, e, size); err != nil {
+							return err
 						}
 						if last, err := s.LastEntryID(l); err != nil || last < n-1 {
-							errc <- fmt.Errorf("LastEntryID(%d) = %d, %v; want ≥ %d", l, last, err, n-1)
-							return
+							return fmt.Errorf("LastEntryID(%d) = %d, %v; want ≥ %d", l, last, err, n-1)
 						}
 						if rs, err := s.ListEntries(l); err != nil || len(rs) != 1 || rs[0][1] < n-1 {
-							errc <- fmt.Errorf("ListEntries(%d) = %v, %v; want [[0 ≥%d]]", l, rs, err, n-1)
-							return
+							return fmt.Errorf("ListEntries(%d) = %v, %v; want [[0 ≥%d]]", l, rs, err, n-1)
 						}
-					}
+						return nil
+					})
 				})
 			}
 			if flushes {
-				rg.Go(func() {
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						if err := s.Flush(); err != nil {
-							errc <- err
-							return
-						}
-					}
-				})
+				rg.Go(func() { loopUntil(stop, errc, s.Flush) })
 			}
 			wg.Wait()
 			close(stop)
@@ -340,10 +320,7 @@ func TestWriteCacheDeleteDuringFlush(t *testing.T) {
 				}
 			}
 			s = openT(t, dir, opts)
-			for e := range int64(10) {
-				mustPut(t, s, 1, e, payload(1, e, 100))
-				mustPut(t, s, 2, e, payload(2, e, 100))
-			}
+			putPair(t, s, 0, 10, 100)
 			armed.Store(true)
 			flushT(t, s)
 			if err != nil || armed.Load() {
@@ -469,16 +446,9 @@ func TestCrashDropsCache(t *testing.T) {
 		mustPut(t, s, 1, e, payload(1, e, 1000))
 	}
 	flushT(t, s)
-	for e := int64(100); e < 200; e++ {
-		mustPut(t, s, 1, e, payload(1, e, 1000))
-		mustPut(t, s, 2, e, payload(2, e, 1000))
-	}
+	putPair(t, s, 100, 200, 1000)
 	// Keep every unsynced byte: what is lost was never written at all.
-	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 2))})
-	closeT(t, s)
-
-	opts.FS = crashed
-	c := openT(t, "/db", opts)
+	c := crashReopen(t, fs, s, opts, 100, rand.New(rand.NewPCG(1, 2)))
 	defer closeT(t, c)
 	for e := range int64(100) {
 		mustGetEq(t, c, 1, e, payload(1, e, 1000))
