@@ -98,6 +98,26 @@ func loopUntil(stop <-chan struct{}, errc chan<- error, step func() error) {
 	}
 }
 
+// pickWritten picks a writer at random and returns its ledger (writer w writes ledger w+1)
+// and how many entries it has written; n is 0 when it has written none yet.
+func pickWritten(rng *rand.Rand, written []atomic.Int64) (l, n int64) {
+	w := rng.IntN(len(written))
+	return int64(w + 1), written[w].Load()
+}
+
+// stopReaders waits for the writers (wg), then stops the readers (rg) and reports every
+// error they sent.
+func stopReaders(t testing.TB, wg, rg *sync.WaitGroup, stop chan struct{}, errc chan error) {
+	t.Helper()
+	wg.Wait()
+	close(stop)
+	rg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+}
+
 // getEq reads (l, e) and compares it with its payload of size bytes.
 func getEq(s *Storage, l, e int64, size int) error {
 	got, err := s.Get(l, e)
@@ -515,12 +535,10 @@ func TestConcurrent(t *testing.T) {
 		rg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(r), 0))
 			loopUntil(stop, errc, func() error {
-				w := rng.IntN(writers)
-				n := written[w].Load()
-				if n == 0 {
-					return nil
+				if l, n := pickWritten(rng, written[:]); n > 0 {
+					return getEq(s, l, rng.Int64N(n), size)
 				}
-				return getEq(s, int64(w+1), rng.Int64N(n), size)
+				return nil
 			})
 		})
 	}
@@ -533,13 +551,7 @@ func TestConcurrent(t *testing.T) {
 			return err
 		})
 	})
-	wg.Wait()
-	close(stop)
-	rg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Error(err)
-	}
+	stopReaders(t, &wg, &rg, stop, errc)
 	for w := range writers {
 		l := int64(w + 1)
 		for e := range int64(perW) {

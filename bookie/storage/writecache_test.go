@@ -187,13 +187,11 @@ func TestWriteCacheConcurrentReaders(t *testing.T) {
 				rg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(r), 1))
 					loopUntil(stop, errc, func() error {
-						w := rng.IntN(writers)
-						n := written[w].Load()
+						l, n := pickWritten(rng, written[:])
 						if n == 0 {
 							return nil
 						}
-						l, e := int64(w+1), n-1-rng.Int64N(min(n, 8)) // mostly the newest
-						if err := getEq(s, l, e, size); err != nil {
+						if err := getEq(s, l, n-1-rng.Int64N(min(n, 8)), size); err != nil { // mostly the newest
 							return err
 						}
 						if last, err := s.LastEntryID(l); err != nil || last < n-1 {
@@ -209,13 +207,7 @@ func TestWriteCacheConcurrentReaders(t *testing.T) {
 			if flushes {
 				rg.Go(func() { loopUntil(stop, errc, s.Flush) })
 			}
-			wg.Wait()
-			close(stop)
-			rg.Wait()
-			close(errc)
-			for err := range errc {
-				t.Error(err)
-			}
+			stopReaders(t, &wg, &rg, stop, errc)
 			if err := readBack(s, written[:], size); err != nil {
 				t.Error(err)
 			}
