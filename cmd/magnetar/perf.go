@@ -124,20 +124,36 @@ compare with perf ledger --rate R and E=journals, WQ=AQ=copies.`,
 	return c
 }
 
+// preallocated creates a temporary file in dir, fallocated to size bytes and synced: the
+// reference's files, which read as zeros and need no block allocation while written. The
+// caller removes and closes it.
+func preallocated(dir string, size int64) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "magnetar-perf-disk-*.dat")
+	if err != nil {
+		return nil, err
+	}
+	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err != nil {
+		err = fmt.Errorf("fallocate %s: %w", filepath.Base(f.Name()), err)
+	} else {
+		err = unix.Fdatasync(int(f.Fd()))
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
+}
+
 // perfDisk appends group entries of size bytes, fdatasyncs, and repeats for d.
 func perfDisk(ctx context.Context, dir string, size, group int, d time.Duration, prealloc int64, progress func(string)) (string, error) {
-	f, err := os.CreateTemp(dir, "magnetar-perf-disk-*.dat")
+	f, err := preallocated(dir, prealloc)
 	if err != nil {
 		return "", err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, prealloc); err != nil {
-		return "", fmt.Errorf("fallocate %s: %w", filepath.Base(f.Name()), err)
-	}
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return "", err
-	}
 	buf := make([]byte, size*group)
 	for i := range buf {
 		buf[i] = byte(i)

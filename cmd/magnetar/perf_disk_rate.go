@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,18 +40,12 @@ func (r diskRateRun) run(ctx context.Context, progress func(string)) (string, er
 	var synced atomic.Int64 // copies synced, all journals
 	files := make([]*os.File, r.journals)
 	for j := range files {
-		f, err := os.CreateTemp(r.dir, "magnetar-perf-disk-*.dat")
+		f, err := preallocated(r.dir, r.prealloc)
 		if err != nil {
 			return "", err
 		}
 		defer os.Remove(f.Name())
 		defer f.Close()
-		if err := unix.Fallocate(int(f.Fd()), 0, 0, r.prealloc); err != nil {
-			return "", fmt.Errorf("fallocate %s: %w", filepath.Base(f.Name()), err)
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			return "", err
-		}
 		files[j] = f
 	}
 	ctx, cancel := context.WithCancel(ctx)
