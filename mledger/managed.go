@@ -191,7 +191,7 @@ func (m *ManagedLedger) run() {
 
 func (m *ManagedLedger) syncMirror() {
 	m.mirror.Lock()
-	m.mirror.state, m.mirror.lastConfirmed = m.c.state, m.c.lastConfirmed
+	m.mirror.lastConfirmed = m.c.lastConfirmed // state is published by each transition
 	m.mirror.Unlock()
 }
 
