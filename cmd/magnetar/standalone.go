@@ -15,6 +15,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/journal"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -23,6 +24,7 @@ func init() { register(newStandaloneCmd) }
 
 type standaloneFlags struct {
 	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel string
+	journalPrepareRate                                            int64
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -47,6 +49,8 @@ func newStandaloneCmd() *cobra.Command {
 	f.StringVar(&fl.brokerAddr, "broker-listen", "127.0.0.1:6650", "Pulsar protocol address")
 	f.StringVar(&fl.httpAddr, "http", "127.0.0.1:8080", "admin REST and metrics HTTP address")
 	f.StringVar(&fl.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.Int64Var(&fl.journalPrepareRate, "journal-prepare-rate", journal.DefaultPrepareRate,
+		"zero-fill the next journal file ahead of use at this many bytes/s (0: fallocate only)")
 	return c
 }
 
@@ -75,6 +79,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	defer store.Close()
 	b, err := bookie.Start(ctx, bookie.Config{
 		Listen: fl.bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(),
+		Journal: journal.Options{PrepareRate: fl.journalPrepareRate},
 	})
 	if err != nil {
 		return err
@@ -97,6 +102,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	}
 	defer svc.Close()
 	mux.Handle("/metrics", svc.MetricsHandler())
+	mountPprof(mux)
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
 	mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
