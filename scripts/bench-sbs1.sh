@@ -10,7 +10,7 @@
 #   scripts/bench-sbs1.sh [REPS] > results.csv      (REPS default 3)
 #
 # Environment: MAGNETAR_BENCH_DIR (default: a temp dir) holds the standalone's data, on the
-# disk being measured; BENCH_DURATION (default 8s) is each Magnetar run after a 2 s warm-up;
+# disk being measured; STANDALONE_FLAGS are added to the standalone command line; BENCH_DURATION (default 8s) is each Magnetar run after a 2 s warm-up;
 # JS_MSGS_D1/JS_MSGS_D0/JS_SYNC_MSGS_D1/JS_SYNC_MSGS_D0 size the JetStream runs (fixed message
 # counts: nats bench has no duration) to last several seconds too.
 set -euo pipefail
@@ -27,7 +27,7 @@ etcd=127.0.0.1:12379 bk=127.0.0.1:13181 brk=127.0.0.1:16650 web=127.0.0.1:18080
 url=pulsar://$brk
 
 "$bin" standalone --data-dir "$dir/data" --etcd-listen $etcd --bookie-listen $bk --broker-listen $brk \
-  --http $web --log-level warn >"$dir/standalone.log" 2>&1 &
+  --http $web --log-level warn ${STANDALONE_FLAGS:-} >"$dir/standalone.log" 2>&1 &
 spid=$!
 trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; [ -n "${MAGNETAR_BENCH_DIR:-}" ] || rm -rf "$dir"' EXIT
 for _ in $(seq 300); do (exec 3<>/dev/tcp/${brk%:*}/${brk#*:}) 2>/dev/null && break; sleep 0.1; done

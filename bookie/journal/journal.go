@@ -35,9 +35,15 @@ type Options struct {
 	// Logger receives rolls, truncations and failures (default slog.Default()).
 	Logger *slog.Logger
 	// PrepareRate, if positive, has the next journal file written with zeros in the
-	// background at this many bytes/s (see prepare.go; DefaultPrepareRate is a good value
-	// for a journal on a disk of its own). 0 (the default): every file is fallocated.
+	// background at this many bytes/s while the journal's own write rate leaves time for
+	// it (see prepare.go; DefaultPrepareRate is a good value). 0 (the default): every file
+	// is fallocated.
 	PrepareRate int64
+	// alwaysPrepare prepares every next file whatever the write rate (tests of the
+	// preparation itself); rateWindow replaces the rate measurement's window (tests; 0:
+	// the default). See maybePrepare.
+	alwaysPrepare bool
+	rateWindow    time.Duration
 	// OnRoll, if set, is called by the writer goroutine when appends move to file seq;
 	// prepared tells whether that file was prepared (zero-filled) or fallocated.
 	OnRoll func(seq uint64, prepared bool)

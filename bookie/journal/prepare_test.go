@@ -16,6 +16,7 @@ func TestPreparedFiles(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64 << 10)
 	opts.PrepareRate = DefaultPrepareRate
+	opts.alwaysPrepare = true // the appends fill a file in about as long as its preparation takes
 	var mu sync.Mutex
 	var rolls []bool // prepared, per roll
 	opts.OnRoll = func(_ uint64, prepared bool) {
@@ -113,6 +114,67 @@ func TestEarlyRollToPrepared(t *testing.T) {
 	}
 	if n := len(journalFiles(t, dir)); n != 2 {
 		t.Fatalf("%d journal files, want 2 (the early roll)", n)
+	}
+	checkRecords(t, replayAll(t, dir, opts), want)
+}
+
+func TestShouldPrepare(t *testing.T) {
+	const size = 256 << 20 // 4 s to prepare at DefaultPrepareRate
+	for _, c := range []struct {
+		rate int64
+		fill time.Duration
+		want bool
+	}{
+		{DefaultPrepareRate, 50 * time.Second, true}, // 5 MB/s of appends
+		{DefaultPrepareRate, 8 * time.Second, true},  // ready in exactly half the time
+		{DefaultPrepareRate, 7 * time.Second, false},
+		{DefaultPrepareRate, 3 * time.Second, false}, // 85 MB/s of appends
+		{0, time.Hour, false},                        // preparation off
+	} {
+		if got := shouldPrepare(size, c.rate, c.fill); got != c.want {
+			t.Errorf("shouldPrepare(256 MiB, %d B/s, fill %v) = %v, want %v", c.rate, c.fill, got, c.want)
+		}
+	}
+}
+
+// TestNoPrepareWhenFilesFillFast: while files fill much faster than a preparation takes,
+// the next file's preparation is not started and rolls fallocate.
+func TestNoPrepareWhenFilesFillFast(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(64 << 10)
+	opts.PrepareRate = 64 << 10 // a second per file, while the appends fill one in milliseconds
+	opts.rateWindow = 5 * time.Millisecond
+	var mu sync.Mutex
+	var rolls []bool
+	opts.OnRoll = func(_ uint64, prepared bool) {
+		mu.Lock()
+		rolls = append(rolls, prepared)
+		mu.Unlock()
+	}
+	j, _ := openCollect(t, dir, opts)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var want []Record
+	start := time.Now()
+	for len(want) < 400 || time.Since(start) < 4*opts.rateWindow {
+		recs := genRecords(rng, 8, 2000, int64(len(want)+1))
+		appendAll(t, j, recs)
+		want = append(want, recs...)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rolls) < 3 {
+		t.Fatalf("%d rolls, want at least 3", len(rolls))
+	}
+	for i, p := range rolls {
+		if p {
+			t.Errorf("roll %d adopted a prepared file", i)
+		}
+	}
+	if j.w.prepSkipped == 0 {
+		t.Errorf("no preparation skipped in %d rolls of files filling in milliseconds", len(rolls))
 	}
 	checkRecords(t, replayAll(t, dir, opts), want)
 }

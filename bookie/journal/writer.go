@@ -13,6 +13,16 @@ type writerState struct {
 	// activePrepared: active was prepared (zero-filled), not fallocated.
 	activePrepared bool
 	prep           *prepJob // the preparation of file seq+1, if any (see prepare.go)
+	// filled is how far into active the writer has written; written counts every byte
+	// written. rate is the bytes per second written over the last whole rateWindow (0:
+	// not known yet), measured from rateMark on. See maybePrepare.
+	filled, written int64
+	rateMark        time.Time
+	rateMarkWritten int64
+	rate            float64
+	// prepSkipped counts the files maybePrepare decided not to prepare (for tests).
+	prepSkipped     int
+	prepSkippedFile uint64
 }
 
 // runWriter is the writer goroutine. It decides where groups end (the group commit
@@ -27,8 +37,9 @@ func (j *Journal) runWriter() {
 	defer j.stopPrepare()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	j.startPrepare(j.w.seq + 1)
+	j.w.rateMark = time.Now()
 	for {
+		j.maybePrepare(time.Now())
 		j.maybeRollEarly()
 		b, wait, exit := j.nextWrite(time.Now())
 		if exit {
@@ -173,6 +184,8 @@ func (j *Journal) writeBatch(b *batch) {
 			j.failWriter(b, fmt.Errorf("journal: write file %d at %d: %w", s.seq, s.off, err))
 			return
 		}
+		w.filled = max(w.filled, s.off+int64(s.end-s.start))
+		w.written += int64(s.end - s.start)
 	}
 }
 
@@ -211,11 +224,11 @@ func (j *Journal) roll(seq uint64) error {
 		}
 	}
 	// The syncer closes the old file once it has seen a batch in the new one.
-	w.active, w.seq, w.activePrepared = f, seq, prepared
+	w.active, w.seq, w.activePrepared, w.filled = f, seq, prepared, 0
 	j.log.Debug("journal: rolled", "dir", j.dir, "file", seq, "prepared", prepared)
 	if j.opts.OnRoll != nil {
 		j.opts.OnRoll(seq, prepared)
 	}
-	j.startPrepare(seq + 1)
+	j.maybePrepare(time.Now())
 	return nil
 }

@@ -68,7 +68,7 @@ func newBrokerCmd() *cobra.Command {
 			defer svc.Close()
 			if mux != nil {
 				mux.Handle("/metrics", svc.MetricsHandler())
-	mountPprof(mux)
+				mountPprof(mux)
 				mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
 			}
 			fmt.Fprintf(os.Stdout, "broker %s serving %s", svc.Info().ID, svc.Info().ServiceURL)
