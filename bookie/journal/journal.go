@@ -420,22 +420,31 @@ func (j *Journal) Release(m Mark) error {
 	if err != nil {
 		return fmt.Errorf("journal: release: %w", err)
 	}
-	removed := 0
+	var doomed []string
 	for _, seq := range seqs {
 		if seq >= m.File {
 			break
 		}
-		if err := os.Remove(filePath(j.dir, seq)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Renamed first, so that a crash in the middle of the gradual removal leaves a
+		// file Open deletes, not a truncated journal file that replays as corruption.
+		path := filePath(j.dir, seq)
+		if err := os.Rename(path, path+deletingExt); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("journal: release: %w", err)
 		}
-		removed++
+		doomed = append(doomed, path+deletingExt)
 	}
-	if removed > 0 {
-		j.log.Debug("journal: released files", "dir", j.dir, "before", m.File, "count", removed)
-		if !j.opts.NoSync {
-			if err := j.opts.fs.SyncDir(j.dir); err != nil {
-				return fmt.Errorf("journal: release: sync dir: %w", err)
-			}
+	if len(doomed) == 0 {
+		return nil
+	}
+	j.log.Debug("journal: releasing files", "dir", j.dir, "before", m.File, "count", len(doomed))
+	if !j.opts.NoSync {
+		if err := j.opts.fs.SyncDir(j.dir); err != nil {
+			return fmt.Errorf("journal: release: sync dir: %w", err)
+		}
+	}
+	for _, path := range doomed {
+		if err := removeGradually(path); err != nil {
+			return fmt.Errorf("journal: release: %w", err)
 		}
 	}
 	return nil

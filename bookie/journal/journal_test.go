@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -169,6 +170,9 @@ func TestRelease(t *testing.T) {
 	}
 	if len(after) >= len(before) {
 		t.Fatalf("Release removed nothing: %d files before, %d after", len(before), len(after))
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*"+deletingExt)); len(left) > 0 {
+		t.Fatalf("Release left files being removed behind: %v", left)
 	}
 	// Releasing again, or an older mark, is a no-op.
 	if err := j.Release(m); err != nil {

@@ -198,14 +198,16 @@ func (j *Journal) stopPrepare() {
 	}
 }
 
-// removeLeftovers deletes prepared and half-prepared files a crash left behind.
+// removeLeftovers deletes prepared and half-prepared files, and released files being
+// removed, that a crash left behind.
 func removeLeftovers(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
-		if n := e.Name(); strings.HasSuffix(n, preparedExt) || strings.HasSuffix(n, preparingExt) {
+		if n := e.Name(); strings.HasSuffix(n, preparedExt) || strings.HasSuffix(n, preparingExt) ||
+			strings.HasSuffix(n, deletingExt) {
 			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

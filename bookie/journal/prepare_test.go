@@ -59,20 +59,21 @@ func TestPreparedFiles(t *testing.T) {
 	checkRecords(t, replayAll(t, dir, opts), want)
 }
 
-// TestPrepareLeftoversRemoved: prepared or half-prepared files a crash left behind are
-// not journal files and are deleted by Open.
+// TestPrepareLeftoversRemoved: prepared or half-prepared files, and released files being
+// removed, that a crash left behind are not journal files and are deleted by Open.
 func TestPrepareLeftoversRemoved(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64 << 10)
 	replayAll(t, dir, opts)
-	for _, n := range []string{fileName(7) + preparedExt, fileName(8) + preparingExt} {
+	leftovers := []string{fileName(7) + preparedExt, fileName(8) + preparingExt, fileName(2) + deletingExt}
+	for _, n := range leftovers {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte{1, 2, 3}, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	j, _ := openCollect(t, dir, opts)
 	defer j.Close()
-	for _, n := range []string{fileName(7) + preparedExt, fileName(8) + preparingExt} {
+	for _, n := range leftovers {
 		if _, err := os.Stat(filepath.Join(dir, n)); !os.IsNotExist(err) {
 			t.Errorf("%s: %v, want removed", n, err)
 		}
