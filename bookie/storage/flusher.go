@@ -304,13 +304,9 @@ func (s *Storage) flushSealed(fw *flushWriter, wc *writeCache) error {
 	var err error
 	for _, l := range fw.ledgers {
 		cl := wc.ledgers[l]
-		fw.ids = fw.ids[:0]
-		for e := range cl.entries {
-			fw.ids = append(fw.ids, e)
-		}
-		slices.Sort(fw.ids)
+		fw.ids = cl.entries.appendIDs(fw.ids[:0])
 		for _, e := range fw.ids {
-			sl := cl.entries[e]
+			sl, _ := cl.entries.get(e)
 			var loc location
 			if loc, err = fw.rw.add(l, e, wc.bytesOf(sl)); err != nil {
 				break

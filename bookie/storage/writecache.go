@@ -29,12 +29,14 @@ type slot struct {
 	// then looks up the old location to take it off its log's counters.
 	// When clear, the index cannot hold the key (see Storage.Put).
 	mayBeIndexed bool
+	// used tells an entryTable's dense run which IDs it holds.
+	used bool
 }
 
 // cachedLedger holds one ledger's entries in a writeCache.
 type cachedLedger struct {
-	entries map[int64]slot // entry ID → slot
-	last    int64          // highest key of entries
+	entries entryTable // entry ID → slot
+	last    int64      // highest key of entries
 }
 
 // writeCache is one generation of the write cache: the entries put while it
@@ -97,10 +99,10 @@ func (wc *writeCache) put(ledgerID, entryID int64, entry []byte, mayBeIndexed bo
 		cl = wc.newLedger()
 		wc.ledgers[ledgerID] = cl
 	}
-	if old, ok := cl.entries[entryID]; ok && old.mayBeIndexed {
+	if old, ok := cl.entries.get(entryID); ok && old.mayBeIndexed {
 		s.mayBeIndexed = true
 	}
-	cl.entries[entryID] = s
+	cl.entries.set(entryID, s)
 	cl.last = max(cl.last, entryID)
 	wc.bytes += recordHeaderSize + int64(len(entry))
 	wc.puts++
@@ -112,7 +114,7 @@ func (wc *writeCache) newLedger() *cachedLedger {
 		wc.freeLedgers = wc.freeLedgers[:n-1]
 		return cl
 	}
-	return &cachedLedger{entries: make(map[int64]slot), last: -1}
+	return &cachedLedger{last: -1}
 }
 
 // bytesOf returns the arena bytes of s (not a copy).
@@ -134,7 +136,7 @@ func (wc *writeCache) get(ledgerID, entryID int64) ([]byte, bool) {
 	if cl == nil {
 		return nil, false
 	}
-	s, ok := cl.entries[entryID]
+	s, ok := cl.entries.get(entryID)
 	if !ok {
 		return nil, false
 	}
@@ -160,12 +162,10 @@ func (wc *writeCache) markDeleted(ledgerID int64) {
 	wc.deleted[ledgerID] = struct{}{}
 }
 
-// appendEntryIDs appends the ledger's live entry IDs (unordered).
+// appendEntryIDs appends the ledger's live entry IDs (in ascending order).
 func (wc *writeCache) appendEntryIDs(dst []int64, ledgerID int64) []int64 {
 	if cl := wc.ledger(ledgerID); cl != nil {
-		for e := range cl.entries {
-			dst = append(dst, e)
-		}
+		dst = cl.entries.appendIDs(dst)
 	}
 	return dst
 }
@@ -193,7 +193,7 @@ func (wc *writeCache) reset(free func([]byte)) {
 	wc.chunks, wc.cur = wc.chunks[:0], -1
 	for l, cl := range wc.ledgers {
 		if len(wc.freeLedgers) < maxFreeLedgers {
-			clear(cl.entries)
+			cl.entries.reset()
 			cl.last = -1
 			wc.freeLedgers = append(wc.freeLedgers, cl)
 		}

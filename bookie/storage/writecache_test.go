@@ -38,7 +38,7 @@ func TestWriteCacheCore(t *testing.T) {
 		t.Error("replaced entry not returned")
 	}
 	wc.put(1, 0, small, false, alloc) // mayBeIndexed sticks
-	if s := wc.ledgers[1].entries[0]; !s.mayBeIndexed {
+	if s, _ := wc.ledgers[1].entries.get(0); !s.mayBeIndexed {
 		t.Error("replacement dropped mayBeIndexed")
 	}
 	if wc.ledgers[1].last != 2 || wc.puts != 5 {
