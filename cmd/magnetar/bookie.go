@@ -43,6 +43,9 @@ func newBookieCmd() *cobra.Command {
 			if threshold <= 0 || threshold > 1 {
 				return usageError{fmt.Errorf("--disk-threshold must be in (0,1], got %v", threshold)}
 			}
+			if prepareRate < 0 {
+				return usageError{fmt.Errorf("--journal-prepare-rate must not be negative")}
+			}
 			if err := ar.validate("autorecovery-"); err != nil {
 				return err
 			}

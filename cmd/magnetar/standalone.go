@@ -37,6 +37,9 @@ func newStandaloneCmd() *cobra.Command {
 			if err := setupLogging(fl.logLevel); err != nil {
 				return err
 			}
+			if fl.journalPrepareRate < 0 {
+				return usageError{fmt.Errorf("--journal-prepare-rate must not be negative")}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runStandalone(ctx, fl)

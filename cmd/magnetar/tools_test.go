@@ -53,6 +53,8 @@ func TestToolsBadInput(t *testing.T) {
 		{[]string{"admin", "subscriptions", "reset-cursor", "t", "-s", "s", "-t", "yesterday"}, "RFC 3339"},
 		{[]string{"admin", "subscriptions", "skip", "t", "-s", "s", "-n", "-1"}, "must not be negative"},
 		{[]string{"admin", "subscriptions", "skip", "t", "-s", "s", "-n", "x"}, "invalid argument"},
+		{[]string{"standalone", "--journal-prepare-rate", "-1"}, "--journal-prepare-rate must not be negative"},
+		{[]string{"bookie", "--data-dir", "d", "--journal-prepare-rate", "-1"}, "--journal-prepare-rate must not be negative"},
 		{[]string{"produce", "t"}, "at least one message"},
 		{[]string{"produce", "t", "-m", "x", "-n", "0"}, "-n must be at least 1"},
 		{[]string{"produce", "t", "-m", "x", "-p", "novalue"}, "want key=value"},
