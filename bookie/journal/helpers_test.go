@@ -248,6 +248,10 @@ func (c *crashFS) SyncDir(string) error {
 func (c *crashFS) Crash(keep func(total int) int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.crashLocked(keep)
+}
+
+func (c *crashFS) crashLocked(keep func(total int) int) {
 	if c.crashed {
 		return
 	}

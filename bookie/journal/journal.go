@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -432,6 +434,13 @@ func (j *Journal) Release(m Mark) error {
 			return fmt.Errorf("journal: release: %w", err)
 		}
 		doomed = append(doomed, path+deletingExt)
+	}
+	// Files an earlier Release renamed but failed to remove are removed now.
+	earlier, _ := filepath.Glob(filepath.Join(j.dir, "*"+deletingExt))
+	for _, path := range earlier {
+		if !slices.Contains(doomed, path) {
+			doomed = append(doomed, path)
+		}
 	}
 	if len(doomed) == 0 {
 		return nil

@@ -153,6 +153,11 @@ func TestRelease(t *testing.T) {
 	appendAll(t, j, recs[30:])
 	before := journalFiles(t, dir)
 
+	// A file an earlier Release renamed but did not remove goes with this one.
+	stale := filepath.Join(dir, fileName(m.File)+deletingExt+".x"+deletingExt)
+	if err := os.WriteFile(stale, []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// A mark past the end is a caller bug.
 	if err := j.Release(Mark{File: m.File + 1000}); err == nil {
 		t.Fatal("Release past the end succeeded")
