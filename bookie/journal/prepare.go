@@ -75,10 +75,20 @@ var errPrepareStopped = errors.New("journal: preparation stopped")
 
 // prepJob is one background preparation, owned by the writer goroutine.
 type prepJob struct {
-	seq  uint64
-	stop chan struct{}
-	done chan struct{}
-	err  error // valid after done
+	seq     uint64
+	stop    chan struct{}
+	stopped bool // stop is closed
+	done    chan struct{}
+	err     error // valid after done
+}
+
+// halt asks the preparation to stop (if not asked yet) and waits until it has.
+func (job *prepJob) halt() {
+	if !job.stopped {
+		job.stopped = true
+		close(job.stop)
+	}
+	<-job.done
 }
 
 // rateWindow is how long the writer measures its write rate over (see maybePrepare).
@@ -96,8 +106,10 @@ func shouldPrepare(fileSize, rate int64, fillTime time.Duration) bool {
 
 // maybePrepare starts preparing the file after the active one if none is being prepared
 // and shouldPrepare says that, at the write rate of the last rateWindow, it would be ready
-// in time. Called by the writer between writes (and at each roll), so that a preparation
-// declined under a heavy load starts once the load turns light.
+// in time, and stops a running preparation once it says the opposite. Called by the writer
+// between writes (and at each roll), so that a preparation declined under a heavy load
+// starts once the load turns light, and one started while the journal was quiet does not
+// keep writing zeros into a heavy phase.
 func (j *Journal) maybePrepare(now time.Time) {
 	w := &j.w
 	if j.opts.PrepareRate <= 0 {
@@ -111,12 +123,21 @@ func (j *Journal) maybePrepare(now time.Time) {
 		w.rate = float64(w.written-w.rateMarkWritten) / d.Seconds()
 		w.rateMark, w.rateMarkWritten = now, w.written
 	}
-	if w.prep != nil {
-		return
-	}
 	fillTime := time.Duration(math.MaxInt64) // idle, or not measured yet
 	if w.rate > 0 && !j.opts.alwaysPrepare {
 		fillTime = time.Duration(float64(j.opts.FileSize-w.filled) / w.rate * float64(time.Second))
+	}
+	if job := w.prep; job != nil {
+		// A preparation started while the journal was quiet stops once the load makes it
+		// not worth its zeros; the roll then fallocates.
+		if !job.stopped && !j.preparedReady() && !shouldPrepare(j.opts.FileSize, j.opts.PrepareRate, fillTime) {
+			job.stopped = true
+			close(job.stop)
+			w.prepStopped++
+			j.log.Debug("journal: stopped preparing the next file: the active one fills faster than it would be ready",
+				"dir", j.dir, "file", job.seq, "bytesPerSecond", int64(w.rate))
+		}
+		return
 	}
 	if shouldPrepare(j.opts.FileSize, j.opts.PrepareRate, fillTime) {
 		j.startPrepare(w.seq + 1)
@@ -167,12 +188,7 @@ func (j *Journal) takePrepared(seq uint64) (file, error) {
 	if job == nil {
 		return nil, nil
 	}
-	select {
-	case <-job.done:
-	default:
-		close(job.stop)
-		<-job.done
-	}
+	job.halt()
 	final := preparedPath(j.dir, job.seq)
 	if job.err != nil || job.seq != seq {
 		if job.err != nil && !errors.Is(job.err, errPrepareStopped) {
@@ -188,12 +204,7 @@ func (j *Journal) takePrepared(seq uint64) (file, error) {
 func (j *Journal) stopPrepare() {
 	if job := j.w.prep; job != nil {
 		j.w.prep = nil
-		select {
-		case <-job.done:
-		default:
-			close(job.stop)
-			<-job.done
-		}
+		job.halt()
 		_ = os.Remove(preparedPath(j.dir, job.seq))
 	}
 }

@@ -179,3 +179,36 @@ func TestNoPrepareWhenFilesFillFast(t *testing.T) {
 	}
 	checkRecords(t, replayAll(t, dir, opts), want)
 }
+
+// TestRunningPreparationStopsUnderLoad: a preparation started while the journal was quiet
+// (at Open) stops once appends come fast enough that it would not be ready in time.
+func TestRunningPreparationStopsUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(4 << 20)
+	opts.PrepareRate = 64 << 10 // a minute for the next file
+	opts.rateWindow = 5 * time.Millisecond
+	j, _ := openCollect(t, dir, opts)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var want []Record
+	written := 0
+	start := time.Now()
+	// Stay in the first file: about 200 KiB over several rate windows.
+	for written < 200<<10 || time.Since(start) < 4*opts.rateWindow {
+		if written > 3<<20 {
+			t.Fatal("the appends were too slow to measure a rate before the file filled")
+		}
+		recs := genRecords(rng, 8, 2000, 1)
+		appendAll(t, j, recs)
+		for _, r := range recs {
+			written += len(r.Data) + 25
+		}
+		want = append(want, recs...)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if j.w.prepStopped != 1 {
+		t.Errorf("%d preparations stopped, want 1 (the one Open started)", j.w.prepStopped)
+	}
+	checkRecords(t, replayAll(t, dir, opts), want)
+}

@@ -20,8 +20,10 @@ type writerState struct {
 	rateMark        time.Time
 	rateMarkWritten int64
 	rate            float64
-	// prepSkipped counts the files maybePrepare decided not to prepare (for tests).
+	// prepSkipped counts the files maybePrepare decided not to prepare, prepStopped the
+	// preparations it stopped (for tests).
 	prepSkipped     int
+	prepStopped     int
 	prepSkippedFile uint64
 }
 
