@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 )
@@ -422,7 +421,6 @@ func (j *Journal) Release(m Mark) error {
 	if err != nil {
 		return fmt.Errorf("journal: release: %w", err)
 	}
-	var doomed []string
 	for _, seq := range seqs {
 		if seq >= m.File {
 			break
@@ -433,14 +431,11 @@ func (j *Journal) Release(m Mark) error {
 		if err := os.Rename(path, path+deletingExt); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("journal: release: %w", err)
 		}
-		doomed = append(doomed, path+deletingExt)
 	}
-	// Files an earlier Release renamed but failed to remove are removed now.
-	earlier, _ := filepath.Glob(filepath.Join(j.dir, "*"+deletingExt))
-	for _, path := range earlier {
-		if !slices.Contains(doomed, path) {
-			doomed = append(doomed, path)
-		}
+	// The files just renamed, and any an earlier Release renamed but failed to remove.
+	doomed, err := filepath.Glob(filepath.Join(j.dir, "*"+deletingExt))
+	if err != nil {
+		return fmt.Errorf("journal: release: %w", err)
 	}
 	if len(doomed) == 0 {
 		return nil

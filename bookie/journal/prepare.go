@@ -82,12 +82,17 @@ type prepJob struct {
 	err     error // valid after done
 }
 
-// halt asks the preparation to stop (if not asked yet) and waits until it has.
-func (job *prepJob) halt() {
+// requestStop asks the preparation to stop, once.
+func (job *prepJob) requestStop() {
 	if !job.stopped {
 		job.stopped = true
 		close(job.stop)
 	}
+}
+
+// halt asks the preparation to stop and waits until it has.
+func (job *prepJob) halt() {
+	job.requestStop()
 	<-job.done
 }
 
@@ -131,8 +136,7 @@ func (j *Journal) maybePrepare(now time.Time) {
 		// A preparation started while the journal was quiet stops once the load makes it
 		// not worth its zeros; the roll then fallocates.
 		if !job.stopped && !j.preparedReady() && !shouldPrepare(j.opts.FileSize, j.opts.PrepareRate, fillTime) {
-			job.stopped = true
-			close(job.stop)
+			job.requestStop()
 			w.prepStopped++
 			j.log.Debug("journal: stopped preparing the next file: the active one fills faster than it would be ready",
 				"dir", j.dir, "file", job.seq, "bytesPerSecond", int64(w.rate))

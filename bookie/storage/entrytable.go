@@ -65,6 +65,30 @@ func (t *entryTable) appendIDs(dst []int64) []int64 {
 	return dst
 }
 
+// ascend calls f for each entry in ascending ID order, stopping at f's first error. ids is
+// scratch space, used only when the table has sparse entries (to sort them in).
+func (t *entryTable) ascend(ids *[]int64, f func(id int64, s slot) error) error {
+	if len(t.sparse) == 0 {
+		for i, s := range t.dense {
+			if !s.used {
+				continue
+			}
+			if err := f(t.base+int64(i), s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	*ids = t.appendIDs((*ids)[:0])
+	for _, id := range *ids {
+		s, _ := t.get(id)
+		if err := f(id, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // reset empties the table, keeping its dense capacity for reuse.
 func (t *entryTable) reset() {
 	clear(t.dense)

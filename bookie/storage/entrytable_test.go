@@ -51,6 +51,17 @@ func TestEntryTableMatchesMap(t *testing.T) {
 		if got := tab.appendIDs(nil); !slices.Equal(got, want) {
 			t.Fatalf("seed %d: appendIDs has %d IDs, want %d (ascending, no duplicates)", seed, len(got), len(want))
 		}
+		var scratch, seen []int64
+		_ = tab.ascend(&scratch, func(id int64, s slot) error {
+			if s != ref[id] {
+				t.Fatalf("seed %d: ascend gave %+v for %d, want %+v", seed, s, id, ref[id])
+			}
+			seen = append(seen, id)
+			return nil
+		})
+		if !slices.Equal(seen, want) {
+			t.Fatalf("seed %d: ascend visited %d IDs, want %d (ascending, no duplicates)", seed, len(seen), len(want))
+		}
 		for _, id := range []int64{-1, next + 1, next + 100000} {
 			if _, ok := ref[id]; !ok {
 				if _, ok := tab.get(id); ok {

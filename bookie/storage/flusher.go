@@ -304,15 +304,14 @@ func (s *Storage) flushSealed(fw *flushWriter, wc *writeCache) error {
 	var err error
 	for _, l := range fw.ledgers {
 		cl := wc.ledgers[l]
-		fw.ids = cl.entries.appendIDs(fw.ids[:0])
-		for _, e := range fw.ids {
-			sl, _ := cl.entries.get(e)
-			var loc location
-			if loc, err = fw.rw.add(l, e, wc.bytesOf(sl)); err != nil {
-				break
+		err = cl.entries.ascend(&fw.ids, func(e int64, sl slot) error {
+			loc, err := fw.rw.add(l, e, wc.bytesOf(sl))
+			if err != nil {
+				return err
 			}
 			fw.recs = append(fw.recs, flushedRecord{l, e, loc, sl.mayBeIndexed})
-		}
+			return nil
+		})
 		if err != nil {
 			break
 		}
