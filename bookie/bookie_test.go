@@ -430,6 +430,12 @@ func TestLongPollAndExplicitLAC(t *testing.T) {
 	// Explicit LAC write is visible to ReadLAC and releases pollers.
 	body := bk.AppendLACBody(nil, 9, 1, bk.DigestCRC32C)
 	wantStatus(t, do(t, c, bk.Request{Op: bk.OpWriteLAC, LedgerID: 9, LAC: 1, MasterKey: testKey, Body: body}), bk.StatusOK)
+	// The request bodies alias the connection's read buffer: push more than that buffer
+	// through the connection before reading the LAC body back.
+	filler := strings.Repeat("x", 1024)
+	for i := int64(0); i < 200; i++ {
+		wantStatus(t, do(t, c, addReq(10, i, i-1, filler)), bk.StatusOK)
+	}
 	lr := do(t, c, bk.Request{Op: bk.OpReadLAC, LedgerID: 9})
 	wantStatus(t, lr, bk.StatusOK)
 	if !bytes.Equal(lr.LACBody, body) || !bytes.Equal(lr.Body, entry(9, 1, 0, "b")) {

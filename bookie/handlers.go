@@ -17,6 +17,7 @@ const maxLongPoll = 5 * time.Minute
 
 // handle dispatches one request. It runs on the connection's read goroutine and never waits
 // for I/O completion: durable replies are sent from the journal's completion callback.
+// req.Body is valid only until handle returns (it is the connection's read buffer).
 func (b *Bookie) handle(c *conn, req *bk.Request) {
 	switch req.Op {
 	case bk.OpAddEntry:
@@ -263,7 +264,7 @@ func (b *Bookie) handleWriteLAC(c *conn, req *bk.Request) {
 	}
 	var ready []*pollWaiter
 	if req.LAC >= ls.lac {
-		ls.meta.ExplicitLAC = req.Body
+		ls.meta.ExplicitLAC = append([]byte(nil), req.Body...) // req.Body is the reader's buffer
 		if err := b.st.SetMeta(ls.id, ls.meta); err != nil {
 			ls.mu.Unlock()
 			c.respond(reply(req, bk.StatusServerError))

@@ -393,8 +393,8 @@ func (c *conn) readLoop() {
 			c.log.Warn("closing connection: malformed frame", "err", err)
 			return
 		}
-		// The decoded request aliases the frame buffer, which the reader reuses.
-		req.Body = append([]byte(nil), req.Body...)
+		// req.Body aliases the frame buffer, which the reader reuses for the next frame:
+		// handlers copy what they keep (Storage.Put and Journal.Append copy their input).
 		select {
 		case c.pending <- struct{}{}:
 		case <-c.done:

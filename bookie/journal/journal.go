@@ -183,7 +183,10 @@ type queue struct {
 	state state
 	err   error  // the sticky failure (stateFailed, and kept through stateClosed)
 	cur   *batch // never nil
-	free  []*batch
+	// free holds recycled batches; freeBytes is the sum of their buffers' capacities.
+	// Invariant: freeBytes <= 2×maxQueue (see recycle).
+	free      []*batch
+	freeBytes int
 	// seq, off: where the next record goes. Invariant: off <= FileSize unless one
 	// record larger than FileSize was placed at offset 0 of file seq.
 	seq     uint64
@@ -210,14 +213,26 @@ type queue struct {
 	lastSync  time.Duration // the last fdatasync's duration
 }
 
+// getFreeLocked returns the free batch with the largest buffer, or a new one. Taking the
+// largest keeps the buffers that grew under load in use, so that a queue which grows
+// while the writer is busy does not grow (and copy) a small buffer again each time.
 func (q *queue) getFreeLocked() *batch {
-	if n := len(q.free); n > 0 {
-		b := q.free[n-1]
-		q.free[n-1] = nil
-		q.free = q.free[:n-1]
-		return b
+	n := len(q.free)
+	if n == 0 {
+		return &batch{buf: make([]byte, 0, maxWriteChunk)}
 	}
-	return &batch{buf: make([]byte, 0, maxWriteChunk)}
+	big := 0
+	for i, b := range q.free {
+		if cap(b.buf) > cap(q.free[big].buf) {
+			big = i
+		}
+	}
+	b := q.free[big]
+	q.free[big] = q.free[n-1]
+	q.free[n-1] = nil
+	q.free = q.free[:n-1]
+	q.freeBytes -= cap(b.buf)
+	return b
 }
 
 // fail moves the queue to stateFailed (or records err when already closed).

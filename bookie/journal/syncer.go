@@ -157,17 +157,20 @@ func (j *Journal) publishIdle(dur time.Duration) {
 	}
 }
 
-// recycle returns the completed batches to the queue's free list.
+// recycle returns the completed batches to the queue's free list, keeping at most
+// 2×maxQueue bytes of buffers: enough for a full queue (Append blocks at maxQueue) and the
+// groups being written and synced meanwhile.
 func (j *Journal) recycle() {
-	maxBuf := 4 * j.opts.MaxGroupBytes
+	maxFree := 2 * j.maxQueue
 	q := &j.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, b := range j.s.pending {
-		if cap(b.buf) > maxBuf {
-			continue // let an outsized buffer go
+		if q.freeBytes+cap(b.buf) > maxFree {
+			continue // let it go: the free list holds enough
 		}
 		b.reset()
 		q.free = append(q.free, b)
+		q.freeBytes += cap(b.buf)
 	}
 }
