@@ -141,7 +141,7 @@ func (s state) String() string {
 // the bytes go on disk. A batch is filled by Append, written by the writer, synced and
 // completed by the syncer, then recycled.
 type batch struct {
-	buf   []byte
+	buf   chunkedBuf
 	dones []func(error) // one per record, in append order
 	// segs place buf on disk; more than one only when the batch crosses a roll.
 	// Invariant: segs[i].end == segs[i+1].start, segs[0].start == 0,
@@ -161,8 +161,9 @@ type segment struct {
 	f          file   // set by the writer
 }
 
-func (b *batch) reset() {
-	b.buf = b.buf[:0]
+// reset empties b, returning its buffer's chunks to pool.
+func (b *batch) reset(pool *chunkPool) {
+	b.buf.reset(pool)
 	clear(b.dones)
 	b.dones = b.dones[:0]
 	clear(b.segs)
@@ -180,13 +181,11 @@ func (b *batch) reset() {
 type queue struct {
 	mu sync.Mutex
 	// mu guards all fields below.
-	state state
-	err   error  // the sticky failure (stateFailed, and kept through stateClosed)
-	cur   *batch // never nil
-	// free holds recycled batches; freeBytes is the sum of their buffers' capacities.
-	// Invariant: freeBytes <= 2×maxQueue (see recycle).
-	free      []*batch
-	freeBytes int
+	state  state
+	err    error     // the sticky failure (stateFailed, and kept through stateClosed)
+	cur    *batch    // never nil
+	free   []*batch  // recycled batches (their chunks are in chunks)
+	chunks chunkPool // free buffer chunks, at most 2×maxQueue bytes
 	// seq, off: where the next record goes. Invariant: off <= FileSize unless one
 	// record larger than FileSize was placed at offset 0 of file seq.
 	seq     uint64
@@ -213,26 +212,14 @@ type queue struct {
 	lastSync  time.Duration // the last fdatasync's duration
 }
 
-// getFreeLocked returns the free batch with the largest buffer, or a new one. Taking the
-// largest keeps the buffers that grew under load in use, so that a queue which grows
-// while the writer is busy does not grow (and copy) a small buffer again each time.
 func (q *queue) getFreeLocked() *batch {
-	n := len(q.free)
-	if n == 0 {
-		return &batch{buf: make([]byte, 0, maxWriteChunk)}
+	if n := len(q.free); n > 0 {
+		b := q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+		return b
 	}
-	big := 0
-	for i, b := range q.free {
-		if cap(b.buf) > cap(q.free[big].buf) {
-			big = i
-		}
-	}
-	b := q.free[big]
-	q.free[big] = q.free[n-1]
-	q.free[n-1] = nil
-	q.free = q.free[:n-1]
-	q.freeBytes -= cap(b.buf)
-	return b
+	return &batch{}
 }
 
 // fail moves the queue to stateFailed (or records err when already closed).
@@ -333,6 +320,7 @@ func Open(dir string, opts Options, replay func(Record) error) (*Journal, error)
 		writerDone: make(chan struct{}),
 		syncerDone: make(chan struct{}),
 	}
+	j.q.chunks.max = 2 * j.maxQueue / chunkSize
 	j.q.cur = j.q.getFreeLocked()
 	j.q.seq = next
 	j.q.notFull.L = &j.q.mu
@@ -363,7 +351,7 @@ func (j *Journal) Append(r Record, done func(error)) {
 
 	q := &j.q
 	q.mu.Lock()
-	for q.state == stateOpen && len(q.cur.buf) >= j.maxQueue {
+	for q.state == stateOpen && q.cur.buf.Len() >= j.maxQueue {
 		q.waiters++
 		q.notFull.Wait()
 		q.waiters--
@@ -387,11 +375,11 @@ func (j *Journal) Append(r Record, done func(error)) {
 		b.first = time.Now()
 	}
 	if k := len(b.segs); k == 0 || b.segs[k-1].seq != q.seq {
-		b.segs = append(b.segs, segment{seq: q.seq, off: q.off, start: len(b.buf)})
+		b.segs = append(b.segs, segment{seq: q.seq, off: q.off, start: b.buf.Len()})
 	}
-	b.buf = append(b.buf, hdr[:]...)
-	b.buf = append(b.buf, r.Data...)
-	b.segs[len(b.segs)-1].end = len(b.buf)
+	b.buf.append(hdr[:], &q.chunks)
+	b.buf.append(r.Data, &q.chunks)
+	b.segs[len(b.segs)-1].end = b.buf.Len()
 	b.dones = append(b.dones, done)
 	q.off += n
 	// Wake the writer when it may act: the first record while the syncer is idle (a
@@ -399,7 +387,7 @@ func (j *Journal) Append(r Record, done func(error)) {
 	// waits for, or every writeChunk bytes (to write early, or to end a group at
 	// MaxGroupBytes).
 	wake := (wasEmpty && (q.inflight == 0 || j.opts.MaxGroupWait <= 0)) || len(b.dones) == q.want ||
-		len(b.buf)/j.writeChunk != (len(b.buf)-int(n))/j.writeChunk
+		b.buf.Len()/j.writeChunk != (b.buf.Len()-int(n))/j.writeChunk
 	q.mu.Unlock()
 
 	if wake {

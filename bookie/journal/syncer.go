@@ -57,7 +57,7 @@ func (j *Journal) addPending(b *batch) {
 		s.finals++
 	}
 	s.records += len(b.dones)
-	s.bytes += len(b.buf)
+	s.bytes += b.buf.Len()
 	for i := range b.segs {
 		f := b.segs[i].f
 		if f != nil && (len(s.open) == 0 || s.open[len(s.open)-1] != f) {
@@ -157,20 +157,14 @@ func (j *Journal) publishIdle(dur time.Duration) {
 	}
 }
 
-// recycle returns the completed batches to the queue's free list, keeping at most
-// 2×maxQueue bytes of buffers: enough for a full queue (Append blocks at maxQueue) and the
-// groups being written and synced meanwhile.
+// recycle returns the completed batches to the queue's free list and their chunks to its
+// pool.
 func (j *Journal) recycle() {
-	maxFree := 2 * j.maxQueue
 	q := &j.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, b := range j.s.pending {
-		if q.freeBytes+cap(b.buf) > maxFree {
-			continue // let it go: the free list holds enough
-		}
-		b.reset()
+		b.reset(&q.chunks)
 		q.free = append(q.free, b)
-		q.freeBytes += cap(b.buf)
 	}
 }

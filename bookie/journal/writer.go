@@ -103,7 +103,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 		return nil, 0, q.state == stateClosed
 	}
 	records := q.groupRecords + queued
-	bytes := q.groupBytes + len(cur.buf)
+	bytes := q.groupBytes + cur.buf.Len()
 	first := q.groupFirst
 	if q.groupRecords == 0 {
 		first = cur.first
@@ -113,7 +113,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 	case q.state != stateOpen, bytes >= j.opts.MaxGroupBytes, j.opts.MaxGroupWait <= 0:
 		final = true
 	case q.inflight > 0:
-		if len(cur.buf) < j.writeChunk {
+		if cur.buf.Len() < j.writeChunk {
 			return nil, 0, false
 		}
 	case records >= q.target:
@@ -162,7 +162,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 			q.groupFirst = b.first
 		}
 		q.groupRecords += len(b.dones)
-		q.groupBytes += len(b.buf)
+		q.groupBytes += b.buf.Len()
 	}
 	return b, 0, false
 }
@@ -182,7 +182,7 @@ func (j *Journal) writeBatch(b *batch) {
 			}
 		}
 		s.f = w.active
-		if _, err := s.f.WriteAt(b.buf[s.start:s.end], s.off); err != nil {
+		if err := b.buf.writeAt(s.f, s.start, s.end, s.off); err != nil {
 			j.failWriter(b, fmt.Errorf("journal: write file %d at %d: %w", s.seq, s.off, err))
 			return
 		}

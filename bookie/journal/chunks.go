@@ -1,0 +1,80 @@
+package journal
+
+// chunkSize is the size of the fixed buffers that hold a batch's bytes.
+const chunkSize = 64 << 10
+
+// chunkedBuf is a byte sequence kept in chunkSize buffers. Appending never moves the bytes
+// already there, so a batch that grows while the writer is busy (it may reach maxQueue)
+// costs no reallocation and copy, and its buffers go back to a bounded pool afterwards.
+//
+// Invariant: every chunk but the last is full (len chunkSize); n is the sum of the lens.
+type chunkedBuf struct {
+	chunks [][]byte
+	n      int
+}
+
+// Len is the number of bytes held.
+func (c *chunkedBuf) Len() int { return c.n }
+
+// append copies p to the end, taking new chunks from pool.
+func (c *chunkedBuf) append(p []byte, pool *chunkPool) {
+	for len(p) > 0 {
+		k := len(c.chunks)
+		if k == 0 || len(c.chunks[k-1]) == chunkSize {
+			c.chunks = append(c.chunks, pool.get())
+			k++
+		}
+		last := c.chunks[k-1]
+		m := copy(last[len(last):chunkSize], p)
+		c.chunks[k-1] = last[:len(last)+m]
+		c.n += m
+		p = p[m:]
+	}
+}
+
+// writeAt writes bytes [start, end) to f at offset off, one WriteAt per chunk touched.
+func (c *chunkedBuf) writeAt(f file, start, end int, off int64) error {
+	for i := start / chunkSize; start < end; i++ {
+		lo := start - i*chunkSize
+		hi := min(end-i*chunkSize, len(c.chunks[i]))
+		if _, err := f.WriteAt(c.chunks[i][lo:hi], off); err != nil {
+			return err
+		}
+		off += int64(hi - lo)
+		start += hi - lo
+	}
+	return nil
+}
+
+// reset empties c, returning its chunks to pool.
+func (c *chunkedBuf) reset(pool *chunkPool) {
+	for i, ch := range c.chunks {
+		pool.put(ch)
+		c.chunks[i] = nil
+	}
+	c.chunks = c.chunks[:0]
+	c.n = 0
+}
+
+// chunkPool keeps free chunks for reuse, at most max of them. Not safe for concurrent use:
+// the journal's queue guards it with its mutex.
+type chunkPool struct {
+	free [][]byte
+	max  int
+}
+
+func (p *chunkPool) get() []byte {
+	if n := len(p.free); n > 0 {
+		ch := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		return ch
+	}
+	return make([]byte, 0, chunkSize)
+}
+
+func (p *chunkPool) put(ch []byte) {
+	if len(p.free) < p.max {
+		p.free = append(p.free, ch[:0])
+	}
+}
