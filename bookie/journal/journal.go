@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/fsutil"
 )
 
 // ErrClosed is passed to done for appends made after Close and returned by calls on a
@@ -450,7 +452,7 @@ func (j *Journal) Release(m Mark) error {
 		}
 	}
 	for _, path := range doomed {
-		if err := removeGradually(path); err != nil {
+		if err := fsutil.RemoveGradually(path, nil); err != nil {
 			return fmt.Errorf("journal: release: %w", err)
 		}
 	}

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-io/magnetar/internal/fsutil"
 )
 
 // Compact reclaims space held by deleted or overwritten entries. Every entry
@@ -15,7 +18,9 @@ import (
 // is below minLiveRatio has its live records copied to the current log and
 // is then deleted; a log with no live bytes is always deleted without
 // copying. The index is flushed before any log file is removed, so a crash
-// never leaves the index pointing into a deleted log.
+// never leaves the index pointing into a deleted log. A deleted log's file is
+// renamed, and removed gradually once no Get reads from it any more (removeDropped):
+// unlinking a whole log at once stalls every fdatasync on the disk.
 //
 // reclaimedBytes is the size of the deleted logs minus the bytes copied.
 // Compact stops early, after finishing the logs already copied, when ctx is
@@ -28,7 +33,12 @@ func (s *Storage) Compact(ctx context.Context, minLiveRatio float64) (reclaimedB
 	defer s.leave()
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
+	reclaimedBytes, err = s.compactLocked(ctx, minLiveRatio)
+	return reclaimedBytes, errors.Join(err, s.removeDropped(ctx))
+}
 
+// compactLocked drains and drops the candidate logs. Requires compactMu.
+func (s *Storage) compactLocked(ctx context.Context, minLiveRatio float64) (int64, error) {
 	cands := s.compactionCandidates(minLiveRatio)
 	defer func() {
 		for _, lf := range cands {
@@ -278,7 +288,8 @@ func (s *Storage) relocateBatch(logID uint64, batch *relocBatch) (int64, error) 
 
 // dropLogs deletes logs that no index entry references: counter keys first,
 // then a flush (making the relocated index entries and the deletions
-// durable), then the files. It returns the bytes freed.
+// durable), then the files, renamed deletingExt for removeDropped. It returns
+// the bytes freed (once removeDropped has removed them). Requires compactMu.
 func (s *Storage) dropLogs(logs []*logFile) (int64, error) {
 	if len(logs) == 0 {
 		return 0, nil
@@ -303,16 +314,51 @@ func (s *Storage) dropLogs(logs []*logFile) (int64, error) {
 			lf.release() // the map's reference; readers keep theirs
 		}
 		s.files.Unlock()
-		if err := s.fs.Remove(s.fs.PathJoin(s.dir, logFileName(lf.id))); err != nil {
+		path := s.fs.PathJoin(s.dir, logFileName(lf.id))
+		if err := s.fs.Rename(path, path+deletingExt); err != nil {
 			errs = append(errs, fmt.Errorf("storage: remove log %d: %w", lf.id, err))
 			continue
 		}
+		s.dropped = append(s.dropped, lf)
 		freed += lf.size.Load()
 	}
 	if err := s.syncDir(); err != nil {
 		errs = append(errs, err)
 	}
 	return freed, errors.Join(errs...)
+}
+
+// removeDropped removes the files of dropped logs, each once its last reader has
+// released it (a Get holds a log only while it reads one record), shrinking it step by
+// step on an OS filesystem (fsutil.RemoveGradually). When ctx ends or the Storage
+// closes first, the logs still read stay for the next Compact, or for Open. Requires
+// compactMu.
+func (s *Storage) removeDropped(ctx context.Context) error {
+	var errs []error
+	for len(s.dropped) > 0 {
+		lf := s.dropped[0]
+		select {
+		case <-lf.closed:
+		case <-ctx.Done():
+			return errors.Join(append(errs, ctx.Err())...)
+		case <-s.done:
+			return errors.Join(append(errs, ErrClosed)...)
+		}
+		path := s.fs.PathJoin(s.dir, logFileName(lf.id)+deletingExt)
+		var err error
+		if s.fs == vfs.Default {
+			err = fsutil.RemoveGradually(path, s.done)
+		} else {
+			err = s.fs.Remove(path)
+		}
+		if err != nil {
+			// Left for Open, which removes every dropped log's file.
+			errs = append(errs, fmt.Errorf("storage: remove log %d: %w", lf.id, err))
+		}
+		s.dropped[0] = nil
+		s.dropped = s.dropped[1:]
+	}
+	return errors.Join(errs...)
 }
 
 // LogStats describes one entry log.

@@ -201,9 +201,13 @@
 // pointing at the old copy is re-pointed (others were deleted or replaced
 // meanwhile, by DeleteLedger or a flushed Put, and their new copies are
 // dead). Then it deletes the drained logs' counters, calls Flush, and
-// removes the files. A concurrent Get that read the old location keeps the
-// file open through a reference count, or re-reads the index if the log is
-// already gone.
+// renames the files (deletingExt). A concurrent Get that read the old location
+// keeps the file open through a reference count, or re-reads the index if the
+// log is already gone. Once a dropped log's last reference is released,
+// Compact removes its file gradually (16 MiB truncations 20 ms apart, then the
+// unlink: fsutil.RemoveGradually), because unlinking a whole 512 MiB log in one
+// filesystem transaction stalls every journal fdatasync on the disk. Open
+// removes renamed files left by a crash or by a stopped Compact.
 //
 // # Concurrency
 //

@@ -30,6 +30,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // directory listing sorts by id.
 func logFileName(id uint64) string { return fmt.Sprintf("%016x.log", id) }
 
+// deletingExt marks a dropped log's file: renamed out of its live name, it waits for
+// its last reader and is then removed gradually (see Storage.removeDropped).
+const deletingExt = ".deleting"
+
 // parseLogFileName is the inverse of logFileName.
 func parseLogFileName(name string) (uint64, bool) {
 	if len(name) != 20 {
@@ -136,14 +140,24 @@ type logFile struct {
 	pending atomic.Int32
 
 	// refs counts the files map (1 while the log is in it) plus readers.
-	// The file is closed when it drops to zero.
-	refs atomic.Int32
+	// The file is closed when it drops to zero, and then closed is closed.
+	refs   atomic.Int32
+	closed chan struct{}
+}
+
+// newLogFile returns the logFile of id open as f, with the files map's reference.
+func newLogFile(id uint64, f vfs.File, size int64) *logFile {
+	lf := &logFile{id: id, f: f, closed: make(chan struct{})}
+	lf.size.Store(size)
+	lf.refs.Store(1)
+	return lf
 }
 
 // release drops one reference and closes the file on the last one.
 func (lf *logFile) release() {
 	if n := lf.refs.Add(-1); n == 0 {
 		_ = lf.f.Close()
+		close(lf.closed)
 	} else if n < 0 {
 		panic(fmt.Sprintf("storage: log %d released too often", lf.id))
 	}

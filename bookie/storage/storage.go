@@ -10,6 +10,7 @@ import (
 	iofs "io/fs"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -165,6 +166,10 @@ type Storage struct {
 
 	// compactMu serialises Compact calls.
 	compactMu sync.Mutex
+	// dropped are logs Compact deleted (renamed deletingExt) whose files are not yet
+	// removed: removeDropped removes each once its last reader is gone. Guarded by
+	// compactMu.
+	dropped []*logFile
 	// flushMu serialises flushes.
 	flushMu sync.Mutex
 
@@ -314,6 +319,17 @@ func (s *Storage) load() error {
 	}
 	var maxID uint64
 	for _, name := range names {
+		if base, ok := strings.CutSuffix(name, deletingExt); ok {
+			// A log dropped by Compact before a crash: nothing references it.
+			if id, ok := parseLogFileName(base); ok {
+				maxID = max(maxID, id)
+				if err := s.fs.Remove(s.fs.PathJoin(s.dir, name)); err != nil {
+					return fmt.Errorf("storage: remove dropped log: %w", err)
+				}
+				s.opts.Logger.Info("storage: removed a log dropped before a restart", "log", id)
+			}
+			continue
+		}
 		id, ok := parseLogFileName(name)
 		if !ok {
 			continue
@@ -379,11 +395,9 @@ func (s *Storage) openLog(id uint64, c counter) (*logFile, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("storage: stat %s: %w", path, err)
 	}
-	lf := &logFile{id: id, f: f}
-	lf.size.Store(fi.Size())
+	lf := newLogFile(id, f, fi.Size())
 	lf.live.Store(c.bytes)
 	lf.liveEntries.Store(c.entries)
-	lf.refs.Store(1)
 	if c.entries > 0 {
 		hdr := make([]byte, logHeaderSize)
 		var herr error
@@ -416,10 +430,7 @@ func (s *Storage) createLog(id uint64) (*logFile, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	lf := &logFile{id: id, f: f}
-	lf.size.Store(logHeaderSize)
-	lf.refs.Store(1)
-	return lf, nil
+	return newLogFile(id, f, logHeaderSize), nil
 }
 
 // mkdirAllDurable creates dir and any missing parents, and syncs every

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -559,4 +562,75 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 	checkCounters(t, s)
+}
+
+// TestDroppedLogWaitsForReaders: Compact renames a dropped log's file and removes it only
+// once the last reader has released the log; a renamed file left by a crash (or by a
+// Compact stopped while a reader held it) is removed at Open, and its id is not reused.
+func TestDroppedLogWaitsForReaders(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{EntryLogSize: 8 << 10}
+	s := openT(t, dir, opts)
+	for e := range int64(40) {
+		mustPut(t, s, 1, e, payload(1, e, 500))
+	}
+	flushT(t, s)
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	first := s.Stats().Logs[0].ID
+	held := s.acquire(first) // a Get reading from the log
+	if held == nil {
+		t.Fatalf("log %d not open", first)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Compact(context.Background(), 0.5)
+		done <- err
+	}()
+	dropped := filepath.Join(dir, logFileName(first)+deletingExt)
+	waitFor(t, func() bool { _, err := os.Stat(dropped); return err == nil })
+	if _, err := os.Stat(filepath.Join(dir, logFileName(first))); !os.IsNotExist(err) {
+		t.Fatalf("live name of dropped log %d: %v, want gone", first, err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Compact returned (%v) while a reader held a dropped log", err)
+	default:
+	}
+	held.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dropped); !os.IsNotExist(err) {
+		t.Fatalf("dropped log %d after Compact: %v, want removed", first, err)
+	}
+
+	// A leftover from before a restart, with the highest id of the directory.
+	leftover := s.Stats().Logs[len(s.Stats().Logs)-1].ID + 5
+	closeT(t, s)
+	path := filepath.Join(dir, logFileName(leftover)+deletingExt)
+	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir, opts)
+	defer closeT(t, s)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("leftover after Open: %v, want removed", err)
+	}
+	if cur := s.cur.Load().id; cur <= leftover {
+		t.Fatalf("current log %d after Open, want above the leftover's id %d", cur, leftover)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(time.Millisecond) // polling a condition with a deadline, not synchronising
+	}
 }
