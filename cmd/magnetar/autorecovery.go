@@ -22,7 +22,7 @@ func init() { register(newAutorecoveryCmd) }
 // autorecoveryFlags are the tuning flags shared by `magnetar autorecovery` and the
 // auto-recovery embedded in `magnetar bookie`.
 type autorecoveryFlags struct {
-	lostDelay, checkInterval, grace, poll, ttl time.Duration
+	lostDelay, checkInterval, grace, poll, audit, ttl time.Duration
 	checkPercent                               int
 }
 
@@ -33,6 +33,7 @@ func (f *autorecoveryFlags) add(c *cobra.Command, prefix string) {
 	fs.IntVar(&f.checkPercent, prefix+"check-percent", 100, "percent of entries per fragment the full check verifies (100: all)")
 	fs.DurationVar(&f.grace, prefix+"open-ledger-grace", 30*time.Second, "how long the LAC of an open ledger must stand still before its writer is taken as gone and the ledger recovered")
 	fs.DurationVar(&f.poll, prefix+"poll-interval", time.Second, "how often an idle worker looks for under-replicated ledgers")
+	fs.DurationVar(&f.audit, prefix+"audit-interval", time.Second, "how often the auditor checks the registered bookies (and a standby auditor its leader)")
 }
 
 func (f *autorecoveryFlags) validate(prefix string) error {
@@ -43,8 +44,8 @@ func (f *autorecoveryFlags) validate(prefix string) error {
 		return usageError{fmt.Errorf("--%scheck-interval must not be negative", prefix)}
 	case f.checkPercent < 1 || f.checkPercent > 100:
 		return usageError{fmt.Errorf("--%scheck-percent must be in 1..100, got %d", prefix, f.checkPercent)}
-	case f.grace <= 0 || f.poll <= 0:
-		return usageError{fmt.Errorf("--%sopen-ledger-grace and --%spoll-interval must be positive", prefix, prefix)}
+	case f.grace <= 0 || f.poll <= 0 || f.audit <= 0:
+		return usageError{fmt.Errorf("--%sopen-ledger-grace, --%spoll-interval and --%saudit-interval must be positive", prefix, prefix, prefix)}
 	}
 	return nil
 }
@@ -60,7 +61,7 @@ func (f *autorecoveryFlags) config() autorecovery.Config {
 	}
 	return autorecovery.Config{
 		RunAuditor: true, RunWorker: true, SessionTTL: f.ttl, Logger: slog.Default(),
-		Auditor: autorecovery.AuditorConfig{LostBookieDelay: lost, CheckInterval: check, CheckPercent: f.checkPercent},
+		Auditor: autorecovery.AuditorConfig{Interval: f.audit, LostBookieDelay: lost, CheckInterval: check, CheckPercent: f.checkPercent},
 		Worker:  autorecovery.WorkerConfig{OpenLedgerGrace: f.grace, PollInterval: f.poll},
 	}
 }

@@ -55,6 +55,8 @@ func TestToolsBadInput(t *testing.T) {
 		{[]string{"admin", "subscriptions", "skip", "t", "-s", "s", "-n", "x"}, "invalid argument"},
 		{[]string{"standalone", "--journal-prepare-rate", "-1"}, "--journal-prepare-rate must not be negative"},
 		{[]string{"bookie", "--data-dir", "d", "--journal-prepare-rate", "-1"}, "--journal-prepare-rate must not be negative"},
+		{[]string{"autorecovery", "--audit-interval", "0"}, "--audit-interval must be positive"},
+		{[]string{"bookie", "--data-dir", "d", "--autorecovery-audit-interval", "-1s"}, "--autorecovery-audit-interval must be positive"},
 		{[]string{"produce", "t"}, "at least one message"},
 		{[]string{"produce", "t", "-m", "x", "-n", "0"}, "-n must be at least 1"},
 		{[]string{"produce", "t", "-m", "x", "-p", "novalue"}, "want key=value"},
