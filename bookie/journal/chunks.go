@@ -1,5 +1,7 @@
 package journal
 
+import "github.com/magnetar-io/magnetar/internal/chunkpool"
+
 // chunkSize is the size of the fixed buffers that hold a batch's bytes.
 const chunkSize = 64 << 10
 
@@ -16,12 +18,12 @@ type chunkedBuf struct {
 // Len is the number of bytes held.
 func (c *chunkedBuf) Len() int { return c.n }
 
-// append copies p to the end, taking new chunks from pool.
-func (c *chunkedBuf) append(p []byte, pool *chunkPool) {
+// append copies p to the end, taking new chunks (of chunkSize) from pool.
+func (c *chunkedBuf) append(p []byte, pool *chunkpool.Pool) {
 	for len(p) > 0 {
 		k := len(c.chunks)
 		if k == 0 || len(c.chunks[k-1]) == chunkSize {
-			c.chunks = append(c.chunks, pool.get())
+			c.chunks = append(c.chunks, pool.Get())
 			k++
 		}
 		last := c.chunks[k-1]
@@ -47,34 +49,11 @@ func (c *chunkedBuf) writeAt(f file, start, end int, off int64) error {
 }
 
 // reset empties c, returning its chunks to pool.
-func (c *chunkedBuf) reset(pool *chunkPool) {
+func (c *chunkedBuf) reset(pool *chunkpool.Pool) {
 	for i, ch := range c.chunks {
-		pool.put(ch)
+		pool.Put(ch)
 		c.chunks[i] = nil
 	}
 	c.chunks = c.chunks[:0]
 	c.n = 0
-}
-
-// chunkPool keeps free chunks for reuse, at most max of them. Not safe for concurrent use:
-// the journal's queue guards it with its mutex.
-type chunkPool struct {
-	free [][]byte
-	max  int
-}
-
-func (p *chunkPool) get() []byte {
-	if n := len(p.free); n > 0 {
-		ch := p.free[n-1]
-		p.free[n-1] = nil
-		p.free = p.free[:n-1]
-		return ch
-	}
-	return make([]byte, 0, chunkSize)
-}
-
-func (p *chunkPool) put(ch []byte) {
-	if len(p.free) < p.max {
-		p.free = append(p.free, ch[:0])
-	}
 }

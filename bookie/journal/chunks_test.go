@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/magnetar-io/magnetar/internal/chunkpool"
 )
 
 // TestChunkedBufMatchesSlice appends random pieces (some larger than a chunk) and checks
@@ -11,7 +13,7 @@ import (
 // keeps at most its bound.
 func TestChunkedBufMatchesSlice(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	pool := &chunkPool{max: 3}
+	pool := &chunkpool.Pool{Size: chunkSize, Max: 3}
 	var c chunkedBuf
 	for round := 0; round < 50; round++ {
 		var want []byte
@@ -38,8 +40,8 @@ func TestChunkedBufMatchesSlice(t *testing.T) {
 			}
 		}
 		c.reset(pool)
-		if c.Len() != 0 || len(c.chunks) != 0 || len(pool.free) > pool.max {
-			t.Fatalf("after reset: Len %d, %d chunks, pool %d (max %d)", c.Len(), len(c.chunks), len(pool.free), pool.max)
+		if c.Len() != 0 || len(c.chunks) != 0 || pool.Len() > pool.Max {
+			t.Fatalf("after reset: Len %d, %d chunks, pool %d (max %d)", c.Len(), len(c.chunks), pool.Len(), pool.Max)
 		}
 	}
 }

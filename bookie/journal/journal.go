@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/chunkpool"
 	"github.com/magnetar-io/magnetar/internal/fsutil"
 )
 
@@ -164,7 +165,7 @@ type segment struct {
 }
 
 // reset empties b, returning its buffer's chunks to pool.
-func (b *batch) reset(pool *chunkPool) {
+func (b *batch) reset(pool *chunkpool.Pool) {
 	b.buf.reset(pool)
 	clear(b.dones)
 	b.dones = b.dones[:0]
@@ -184,10 +185,10 @@ type queue struct {
 	mu sync.Mutex
 	// mu guards all fields below.
 	state  state
-	err    error     // the sticky failure (stateFailed, and kept through stateClosed)
-	cur    *batch    // never nil
-	free   []*batch  // recycled batches (their chunks are in chunks)
-	chunks chunkPool // free buffer chunks, at most 2×maxQueue bytes
+	err    error          // the sticky failure (stateFailed, and kept through stateClosed)
+	cur    *batch         // never nil
+	free   []*batch       // recycled batches (their chunks are in chunks)
+	chunks chunkpool.Pool // free buffer chunks, at most 2×maxQueue bytes
 	// seq, off: where the next record goes. Invariant: off <= FileSize unless one
 	// record larger than FileSize was placed at offset 0 of file seq.
 	seq     uint64
@@ -322,7 +323,7 @@ func Open(dir string, opts Options, replay func(Record) error) (*Journal, error)
 		writerDone: make(chan struct{}),
 		syncerDone: make(chan struct{}),
 	}
-	j.q.chunks.max = 2 * j.maxQueue / chunkSize
+	j.q.chunks = chunkpool.Pool{Size: chunkSize, Max: 2 * j.maxQueue / chunkSize}
 	j.q.cur = j.q.getFreeLocked()
 	j.q.seq = next
 	j.q.notFull.L = &j.q.mu

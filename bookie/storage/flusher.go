@@ -60,14 +60,7 @@ func (s *Storage) cachePut(ledgerID, entryID int64, entry []byte, mayBeIndexed b
 
 // allocChunkLocked returns an empty arena chunk. Requires cache.
 func (s *Storage) allocChunkLocked() []byte {
-	c := &s.cache
-	if n := len(c.free); n > 0 {
-		b := c.free[n-1]
-		c.free[n-1] = nil
-		c.free = c.free[:n-1]
-		return b
-	}
-	return make([]byte, 0, cacheChunkSize)
+	return s.cache.chunks.Get()
 }
 
 // sealLocked makes the active generation the sealed one, installs an empty
@@ -353,9 +346,7 @@ func (s *Storage) flushSealed(fw *flushWriter, wc *writeCache) error {
 	wc.reset(func(b []byte) { fw.chunks = append(fw.chunks, b) })
 	c.Lock()
 	for i, b := range fw.chunks {
-		if len(c.free) < int(s.opts.WriteCacheSize/cacheChunkSize)+2 {
-			c.free = append(c.free, b)
-		}
+		c.chunks.Put(b)
 		fw.chunks[i] = nil
 	}
 	c.spare = wc

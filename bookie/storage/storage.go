@@ -16,6 +16,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-io/magnetar/internal/chunkpool"
 )
 
 var (
@@ -206,8 +208,8 @@ type Storage struct {
 		drained chan struct{}
 		// spare is the last dropped generation, emptied: the next active.
 		spare *writeCache
-		// free holds recycled arena chunks.
-		free [][]byte
+		// chunks holds recycled arena chunks (at most a generation's worth, plus 2).
+		chunks chunkpool.Pool
 		// blocked counts Puts that waited for a flush (back-pressure).
 		blocked uint64
 	}
@@ -257,6 +259,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	}
 	s.files.m = make(map[uint64]*logFile)
 	s.cache.active = newWriteCache()
+	s.cache.chunks = chunkpool.Pool{Size: cacheChunkSize, Max: int(s.opts.WriteCacheSize/cacheChunkSize) + 2}
 	s.fl.kick = make(chan struct{}, 1)
 	s.fl.hurry = make(chan struct{}, 1)
 	s.fl.reqs = make(chan chan error)
