@@ -279,6 +279,14 @@ type Journal struct {
 	s syncerState // owned by the syncer goroutine; by Close after syncerDone
 
 	releaseMu sync.Mutex // serializes Release
+	// spare is a file kept for the next preparation instead of being removed (see "The
+	// spare file" in prepare.go): Release and the writer's rolls make it, the writer's
+	// next preparation takes it.
+	spare struct {
+		sync.Mutex
+		present bool  // sparePath exists
+		zeroed  int64 // its first zeroed bytes are zeros
+	}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -427,23 +435,34 @@ func (j *Journal) Release(m Mark) error {
 	if err != nil {
 		return fmt.Errorf("journal: release: %w", err)
 	}
+	renamed := false
 	for _, seq := range seqs {
 		if seq >= m.File {
 			break
 		}
 		// Renamed first, so that a crash in the middle of the gradual removal leaves a
 		// file Open deletes, not a truncated journal file that replays as corruption.
+		// One file becomes the spare instead, when preparations can use it.
 		path := filePath(j.dir, seq)
+		renamed = true
+		if j.spareEnabled() {
+			if kept, err := j.keepSpare(path, 0); err != nil {
+				return fmt.Errorf("journal: release: %w", err)
+			} else if kept {
+				continue
+			}
+		}
 		if err := os.Rename(path, path+deletingExt); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("journal: release: %w", err)
 		}
 	}
-	// The files just renamed, and any an earlier Release renamed but failed to remove.
+	// The files just renamed, and any an earlier Release (or roll) renamed but did not
+	// remove.
 	doomed, err := filepath.Glob(filepath.Join(j.dir, "*"+deletingExt))
 	if err != nil {
 		return fmt.Errorf("journal: release: %w", err)
 	}
-	if len(doomed) == 0 {
+	if len(doomed) == 0 && !renamed {
 		return nil
 	}
 	j.log.Debug("journal: releasing files", "dir", j.dir, "before", m.File, "count", len(doomed))

@@ -65,7 +65,8 @@ func TestPrepareLeftoversRemoved(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64 << 10)
 	replayAll(t, dir, opts)
-	leftovers := []string{fileName(7) + preparedExt, fileName(8) + preparingExt, fileName(2) + deletingExt}
+	leftovers := []string{fileName(7) + preparedExt, fileName(8) + preparingExt, fileName(2) + deletingExt, spareName,
+		fileName(9) + preparedExt + deletingExt}
 	for _, n := range leftovers {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte{1, 2, 3}, 0o644); err != nil {
 			t.Fatal(err)
@@ -142,8 +143,10 @@ func TestShouldPrepare(t *testing.T) {
 // the next file's preparation is not started and rolls fallocate.
 func TestNoPrepareWhenFilesFillFast(t *testing.T) {
 	dir := t.TempDir()
-	opts := testOptions(64 << 10)
-	opts.PrepareRate = 64 << 10 // a second per file, while the appends fill one in milliseconds
+	// Larger than a preparation's first write (prepareChunk): the preparation Open starts
+	// is stopped with part of its file zeroed, and kept as the spare.
+	opts := testOptions(4 << 20)
+	opts.PrepareRate = 64 << 10 // a minute per file, while the appends fill one in milliseconds
 	opts.rateWindow = 5 * time.Millisecond
 	var mu sync.Mutex
 	var rolls []bool
@@ -156,8 +159,8 @@ func TestNoPrepareWhenFilesFillFast(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var want []Record
 	start := time.Now()
-	for len(want) < 400 || time.Since(start) < 4*opts.rateWindow {
-		recs := genRecords(rng, 8, 2000, int64(len(want)+1))
+	for len(journalFiles(t, dir)) < 4 || time.Since(start) < 4*opts.rateWindow {
+		recs := genRecords(rng, 16, 8000, int64(len(want)+1))
 		appendAll(t, j, recs)
 		want = append(want, recs...)
 	}
@@ -211,4 +214,114 @@ func TestRunningPreparationStopsUnderLoad(t *testing.T) {
 		t.Errorf("%d preparations stopped, want 1 (the one Open started)", j.w.prepStopped)
 	}
 	checkRecords(t, replayAll(t, dir, opts), want)
+}
+
+// TestSpareReused: with preparations on, Release keeps one released journal file as the
+// spare instead of removing it; the next preparation zero-fills the spare in place and a
+// roll adopts it; replay afterwards finds every record and none of the spare's stale ones.
+func TestSpareReused(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(64 << 10)
+	opts.PrepareRate = DefaultPrepareRate
+	opts.alwaysPrepare = true
+	var mu sync.Mutex
+	prepared := 0
+	opts.OnRoll = func(_ uint64, p bool) {
+		if p {
+			mu.Lock()
+			prepared++
+			mu.Unlock()
+		}
+	}
+	preparedRolls := func() int { mu.Lock(); defer mu.Unlock(); return prepared }
+	j, _ := openCollect(t, dir, opts)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var all []Record
+	add := func() {
+		recs := genRecords(rng, 4, 2000, int64(len(all)+1))
+		appendAll(t, j, recs)
+		all = append(all, recs...)
+	}
+	for len(journalFiles(t, dir)) < 4 {
+		add()
+	}
+	mark := j.Mark()
+	before := len(all)
+	if err := j.Release(mark); err != nil {
+		t.Fatal(err)
+	}
+	spare := filepath.Join(dir, spareName)
+	if _, err := os.Stat(spare); err != nil {
+		t.Fatalf("no spare after Release: %v", err)
+	}
+	if doomed, _ := filepath.Glob(filepath.Join(dir, "*"+deletingExt)); len(doomed) != 0 {
+		t.Fatalf("left after Release: %v", doomed)
+	}
+	// Append until a preparation has taken the spare and a roll has adopted what it made.
+	deadline := time.Now().Add(20 * time.Second)
+	taken := -1 // prepared rolls when the spare was seen gone
+	for taken < 0 || preparedRolls() <= taken {
+		if time.Now().After(deadline) {
+			t.Fatalf("spare not reused before the deadline (taken at %d prepared rolls, now %d)", taken, preparedRolls())
+		}
+		add()
+		if _, err := os.Stat(spare); taken < 0 && os.IsNotExist(err) {
+			taken = preparedRolls()
+		}
+	}
+	add() // records in the adopted file, ahead of its zeros
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := replayAll(t, dir, opts)
+	if len(got) < len(all)-before || len(got) > len(all) {
+		t.Fatalf("replayed %d records; %d appended, %d of them after the release mark", len(got), len(all), len(all)-before)
+	}
+	checkRecords(t, got, all[len(all)-len(got):])
+}
+
+// TestStoppedPreparationKept: a preparation a roll stops keeps its partly zeroed file as
+// the spare (nothing is freed on the writer's path), and the next preparation continues
+// it from where its zeros end, so that preparations each cut short by a roll still end in
+// a prepared file, and a roll adopts it.
+func TestStoppedPreparationKept(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(4 << 20)
+	opts.PrepareRate = 1 << 20 // 4 s per file: each preparation zeroes 1 MiB, then a roll stops it
+	opts.alwaysPrepare = true  // prepare whatever the appends' rate
+	var mu sync.Mutex
+	prepared := 0
+	opts.OnRoll = func(_ uint64, p bool) {
+		if p {
+			mu.Lock()
+			prepared++
+			mu.Unlock()
+		}
+	}
+	preparedRolls := func() int { mu.Lock(); defer mu.Unlock(); return prepared }
+	j, _ := openCollect(t, dir, opts)
+	rng := rand.New(rand.NewPCG(9, 10))
+	var all []Record
+	deadline := time.Now().Add(30 * time.Second)
+	for preparedRolls() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no roll adopted a prepared file before the deadline")
+		}
+		recs := genRecords(rng, 16, 8000, int64(len(all)+1))
+		appendAll(t, j, recs)
+		all = append(all, recs...)
+	}
+	if doomed, _ := filepath.Glob(filepath.Join(dir, "*"+deletingExt)); len(doomed) != 0 {
+		t.Fatalf("files renamed for removal: %v, want stopped preparations kept", doomed)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if j.w.prepKept == 0 {
+		t.Fatal("no stopped preparation kept")
+	}
+	if _, err := os.Stat(filepath.Join(dir, spareName)); !os.IsNotExist(err) {
+		t.Fatalf("spare after Close: %v, want removed", err)
+	}
+	checkRecords(t, replayAll(t, dir, opts), all)
 }
