@@ -279,13 +279,13 @@ type Journal struct {
 	s syncerState // owned by the syncer goroutine; by Close after syncerDone
 
 	releaseMu sync.Mutex // serializes Release
-	// spare is a file kept for the next preparation instead of being removed (see "The
-	// spare file" in prepare.go): Release and the writer's rolls make it, the writer's
-	// next preparation takes it.
+	// spare holds files kept for later preparations instead of being removed (see "Spare
+	// files" in prepare.go): Release and the writer's rolls add them, the writer's
+	// preparations take them. Invariant: len(files) <= maxSpares.
 	spare struct {
 		sync.Mutex
-		present bool  // sparePath exists
-		zeroed  int64 // its first zeroed bytes are zeros
+		files []spareFile
+		next  int // number in the next spare's name
 	}
 
 	closeOnce sync.Once
@@ -442,7 +442,7 @@ func (j *Journal) Release(m Mark) error {
 		}
 		// Renamed first, so that a crash in the middle of the gradual removal leaves a
 		// file Open deletes, not a truncated journal file that replays as corruption.
-		// One file becomes the spare instead, when preparations can use it.
+		// Up to maxSpares files are kept as spares instead, when preparations can use them.
 		path := filePath(j.dir, seq)
 		renamed = true
 		if j.spareEnabled() {

@@ -52,7 +52,7 @@ import (
 // Prepared and temporary files are not journal files (listFiles ignores them); Open
 // deletes any left over by a crash.
 //
-// # The spare file
+// # Spare files
 //
 // Freeing a file's blocks (unlink, truncate) is the costly part of removing it: on a
 // filesystem mounted with online discard, as this VM's root is, ext4 discards the freed
@@ -61,18 +61,22 @@ import (
 // apart) measured worst fdatasyncs of 8–9 ms on an ext4 mounted nodiscard and 20–223 ms on
 // the same ext4 mounted discard; on the VM's root 17–149 ms. So while preparations are on,
 // the journal does not free what it can reuse: a preparation that is stopped keeps its
-// partly zeroed file, a prepared file a roll did not use is kept, and Release keeps one
-// released journal file instead of removing it. Each becomes the spare (spareName, one at
-// most; a second is renamed deletingExt for Release to remove gradually), and the next
-// preparation zero-fills the spare in place from where its zeros end, which overwrites
-// blocks instead of allocating new ones. A released journal file's records are stale:
-// its zeros start at 0, and it is not a journal file under its spare name (Open deletes
-// it, as every other leftover).
+// partly zeroed file, a prepared file a roll did not use is kept, and Release keeps
+// released journal files instead of removing them. Each becomes a spare (named
+// sparePrefix N preparingExt; at most maxSpares, beyond which files are renamed
+// deletingExt for Release to remove gradually), and the next preparation zero-fills the
+// spare with the most zeros in place, from where its zeros end, which overwrites blocks
+// instead of allocating new ones. A released journal file's records are stale: its zeros
+// start at 0, and it is not a journal file under its spare name (Open deletes spares, as
+// every other leftover).
 
 const (
 	preparedExt  = ".prepared"
 	preparingExt = ".preparing"
-	spareName    = "spare" + preparingExt
+	sparePrefix  = "spare-"
+	// maxSpares bounds the spare files (at most maxSpares×FileSize of disk, 1 GiB by
+	// default): enough to keep what a checkpoint after a heavy phase releases.
+	maxSpares = 4
 	// DefaultPrepareRate is a zero-fill rate for Options.PrepareRate.
 	DefaultPrepareRate = 64 << 20
 	prepareChunk       = 1 << 20
@@ -194,46 +198,60 @@ func (j *Journal) startPrepare(seq uint64) {
 	}()
 }
 
-// spareEnabled reports whether preparations run, and so whether a spare file is of use.
+// spareEnabled reports whether preparations run, and so whether spare files are of use.
 func (j *Journal) spareEnabled() bool {
 	_, ok := j.opts.fs.(preparer)
 	return ok && j.opts.PrepareRate > 0
 }
 
-func (j *Journal) sparePath() string { return filepath.Join(j.dir, spareName) }
+// spareFile is a kept file: its first zeroed bytes are zeros, the rest is stale.
+type spareFile struct {
+	path   string
+	zeroed int64
+}
 
-// keepSpare renames the file at path to the spare, whose first zeroed bytes are zeros,
-// unless there is a spare already (kept false; the file is left as it is).
+// keepSpare renames the file at path to a new spare, whose first zeroed bytes are zeros,
+// unless maxSpares are kept already (kept false; the file is left as it is).
 func (j *Journal) keepSpare(path string, zeroed int64) (kept bool, err error) {
 	j.spare.Lock()
 	defer j.spare.Unlock()
-	if j.spare.present {
+	if len(j.spare.files) >= maxSpares {
 		return false, nil
 	}
-	if err := os.Rename(path, j.sparePath()); err != nil {
+	j.spare.next++
+	name := filepath.Join(j.dir, fmt.Sprintf("%s%d%s", sparePrefix, j.spare.next, preparingExt))
+	if err := os.Rename(path, name); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return true, nil // already gone: nothing to keep or remove
 		}
 		return false, err
 	}
-	j.spare.present, j.spare.zeroed = true, zeroed
+	j.spare.files = append(j.spare.files, spareFile{path: name, zeroed: zeroed})
 	return true, nil
 }
 
-// takeSpare renames the spare, if any, to tmp and returns how many of its first bytes are
-// zeros (0 without a spare).
+// takeSpare renames the spare with the most zeros, if any, to tmp and returns how many of
+// its first bytes are zeros (0 without a spare).
 func (j *Journal) takeSpare(tmp string) int64 {
 	j.spare.Lock()
 	defer j.spare.Unlock()
-	if !j.spare.present {
+	files := j.spare.files
+	if len(files) == 0 {
 		return 0
 	}
-	j.spare.present = false
-	if err := os.Rename(j.sparePath(), tmp); err != nil {
-		j.log.Warn("journal: could not reuse the spare file; preparing a new one", "dir", j.dir, "err", err)
+	best := 0
+	for i, f := range files {
+		if f.zeroed > files[best].zeroed {
+			best = i
+		}
+	}
+	f := files[best]
+	j.spare.files = append(files[:best], files[best+1:]...)
+	if err := os.Rename(f.path, tmp); err != nil {
+		j.log.Warn("journal: could not reuse a spare file; preparing a new one", "dir", j.dir, "err", err)
 		return 0
 	}
-	return j.spare.zeroed
+	return f.zeroed
 }
 
 // keepOrDrop keeps the file at path as the spare, or else renames it for Release to
@@ -298,10 +316,10 @@ func (j *Journal) stopPrepare() {
 		_ = os.Remove(filePath(j.dir, job.seq) + preparingExt)
 	}
 	j.spare.Lock()
-	if j.spare.present {
-		j.spare.present = false
-		_ = os.Remove(j.sparePath())
+	for _, f := range j.spare.files {
+		_ = os.Remove(f.path)
 	}
+	j.spare.files = nil
 	j.spare.Unlock()
 	// Unused prepared files the writer renamed for removal (keepOrDrop).
 	if doomed, err := filepath.Glob(filepath.Join(j.dir, "*"+preparedExt+deletingExt)); err == nil {

@@ -65,7 +65,7 @@ func TestPrepareLeftoversRemoved(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64 << 10)
 	replayAll(t, dir, opts)
-	leftovers := []string{fileName(7) + preparedExt, fileName(8) + preparingExt, fileName(2) + deletingExt, spareName,
+	leftovers := []string{fileName(7) + preparedExt, fileName(8) + preparingExt, fileName(2) + deletingExt, sparePrefix + "1" + preparingExt,
 		fileName(9) + preparedExt + deletingExt}
 	for _, n := range leftovers {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte{1, 2, 3}, 0o644); err != nil {
@@ -216,9 +216,10 @@ func TestRunningPreparationStopsUnderLoad(t *testing.T) {
 	checkRecords(t, replayAll(t, dir, opts), want)
 }
 
-// TestSpareReused: with preparations on, Release keeps one released journal file as the
-// spare instead of removing it; the next preparation zero-fills the spare in place and a
-// roll adopts it; replay afterwards finds every record and none of the spare's stale ones.
+// TestSpareReused: with preparations on, Release keeps released journal files (up to
+// maxSpares) as spares instead of removing them; the next preparation zero-fills one in
+// place and a roll adopts it; replay afterwards finds every record and none of the
+// spare's stale ones.
 func TestSpareReused(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64 << 10)
@@ -247,25 +248,31 @@ func TestSpareReused(t *testing.T) {
 	}
 	mark := j.Mark()
 	before := len(all)
+	spares := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, sparePrefix+"*"+preparingExt))
+		return m
+	}
+	had := len(spares()) // kept from preparations that rolls stopped
 	if err := j.Release(mark); err != nil {
 		t.Fatal(err)
 	}
-	spare := filepath.Join(dir, spareName)
-	if _, err := os.Stat(spare); err != nil {
-		t.Fatalf("no spare after Release: %v", err)
+	kept := spares()
+	if released := int(mark.File - 1); len(kept) != min(had+released, maxSpares) {
+		t.Fatalf("spares after Release of %d files (%d before): %v, want %d", released, had, kept, min(had+released, maxSpares))
 	}
 	if doomed, _ := filepath.Glob(filepath.Join(dir, "*"+deletingExt)); len(doomed) != 0 {
 		t.Fatalf("left after Release: %v", doomed)
 	}
-	// Append until a preparation has taken the spare and a roll has adopted what it made.
+	// Append until preparations have taken every spare and a roll has adopted what the last
+	// one made (the released files' stale records are then all under zeros or records).
 	deadline := time.Now().Add(20 * time.Second)
-	taken := -1 // prepared rolls when the spare was seen gone
+	taken := -1 // prepared rolls when the last spare was seen gone
 	for taken < 0 || preparedRolls() <= taken {
 		if time.Now().After(deadline) {
-			t.Fatalf("spare not reused before the deadline (taken at %d prepared rolls, now %d)", taken, preparedRolls())
+			t.Fatalf("spares not reused before the deadline (%v left; taken at %d prepared rolls, now %d)", spares(), taken, preparedRolls())
 		}
 		add()
-		if _, err := os.Stat(spare); taken < 0 && os.IsNotExist(err) {
+		if taken < 0 && len(spares()) == 0 {
 			taken = preparedRolls()
 		}
 	}
@@ -320,8 +327,8 @@ func TestStoppedPreparationKept(t *testing.T) {
 	if j.w.prepKept == 0 {
 		t.Fatal("no stopped preparation kept")
 	}
-	if _, err := os.Stat(filepath.Join(dir, spareName)); !os.IsNotExist(err) {
-		t.Fatalf("spare after Close: %v, want removed", err)
+	if m, _ := filepath.Glob(filepath.Join(dir, sparePrefix+"*")); len(m) != 0 {
+		t.Fatalf("spares after Close: %v, want removed", m)
 	}
 	checkRecords(t, replayAll(t, dir, opts), all)
 }
