@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/inbox"
 )
 
 // Factory opens managed ledgers on one ledger layer and one metadata store. It is safe for
@@ -80,7 +82,7 @@ func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLe
 	f.mu.Unlock()
 
 	go m.run()
-	m.in.push(func() {
+	m.in.Push(func() {
 		m.c.open(func(err error) {
 			m.openErr = err
 			m.syncMirror()
@@ -95,7 +97,7 @@ func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLe
 		}
 		return m, nil
 	case <-ctx.Done():
-		m.in.push(func() { m.c.closeML(func(error) {}) })
+		m.in.Push(func() { m.c.closeML(func(error) {}) })
 		return nil, ctx.Err()
 	}
 }
@@ -142,7 +144,7 @@ type ManagedLedger struct {
 	f       *Factory
 	name    string
 	c       *core // owned by the run goroutine
-	in      *inbox
+	in      *events
 	opened  chan struct{}
 	openErr error // set before opened closes
 	stopped chan struct{}
@@ -155,7 +157,7 @@ type ManagedLedger struct {
 }
 
 func newManagedLedger(f *Factory, name string, cfg Config) *ManagedLedger {
-	m := &ManagedLedger{f: f, name: name, in: newInbox(), opened: make(chan struct{}), stopped: make(chan struct{})}
+	m := &ManagedLedger{f: f, name: name, in: inbox.New[func()](), opened: make(chan struct{}), stopped: make(chan struct{})}
 	m.c = newCore(name, cfg, &liveEnv{in: m.in}, f.bk, f.ms, newToken(), f.log)
 	m.mirror.state = StateOpening
 	m.c.published = func(s State) {
@@ -177,10 +179,13 @@ func newToken() string {
 func (m *ManagedLedger) run() {
 	defer close(m.stopped)
 	defer m.f.forget(m)
-	defer m.in.close()
-	for range m.in.signal {
-		for _, fn := range m.in.drain() {
+	defer m.in.Close()
+	var batch []func()
+	for range m.in.Signal() {
+		batch = m.in.Drain(batch)
+		for i, fn := range batch {
 			fn()
+			batch[i] = nil
 		}
 		m.syncMirror()
 		if m.c.state == StateClosed {
@@ -228,7 +233,7 @@ func do[T any](ctx context.Context, m *ManagedLedger, fn func(c *core, reply fun
 		}
 	}
 	var zero T
-	if !m.in.push(func() { fn(m.c, reply) }) {
+	if !m.in.Push(func() { fn(m.c, reply) }) {
 		return zero, ErrClosed
 	}
 	select {
@@ -264,7 +269,7 @@ func (m *ManagedLedger) Add(ctx context.Context, data []byte) (Position, error) 
 // AddAsync appends data and calls cb exactly once with its position or error. Callbacks run
 // on the owner goroutine, in add order, and must not block.
 func (m *ManagedLedger) AddAsync(data []byte, cb func(Position, error)) {
-	if !m.in.push(func() { m.c.add(data, cb) }) {
+	if !m.in.Push(func() { m.c.add(data, cb) }) {
 		cb(Position{}, ErrClosed)
 	}
 }
@@ -328,7 +333,7 @@ func (m *ManagedLedger) read(ctx context.Context, op *readOp) ([]Entry, error) {
 		default:
 		}
 	}
-	if !m.in.push(func() {
+	if !m.in.Push(func() {
 		if op.cur != nil && op.positions == nil && op.cur.reading != nil {
 			op.reply(nil, fmt.Errorf("%w: cursor %s has a read in progress", ErrInvalidArgument, op.cur.name))
 			return
@@ -344,7 +349,7 @@ func (m *ManagedLedger) read(ctx context.Context, op *readOp) ([]Entry, error) {
 		return nil, ErrClosed
 	case <-ctx.Done():
 	}
-	m.in.push(func() { m.c.cancelRead(op) })
+	m.in.Push(func() { m.c.cancelRead(op) })
 	select {
 	case r := <-ch:
 		if errors.Is(r.err, errCancelled) {
@@ -404,59 +409,19 @@ func (m *ManagedLedger) Trim(ctx context.Context) error {
 	})
 }
 
-// inbox is the owner goroutine's event queue: unbounded, so that completions posted from
+// events is the owner goroutine's event queue: unbounded, so that completions posted from
 // other goroutines never block.
-type inbox struct {
-	mu struct {
-		sync.Mutex // guards the fields below
-		q          []func()
-		closed     bool
-	}
-	signal chan struct{}
-}
-
-func newInbox() *inbox { return &inbox{signal: make(chan struct{}, 1)} }
-
-// push queues fn; false once the owner has stopped.
-func (b *inbox) push(fn func()) bool {
-	b.mu.Lock()
-	if b.mu.closed {
-		b.mu.Unlock()
-		return false
-	}
-	b.mu.q = append(b.mu.q, fn)
-	b.mu.Unlock()
-	select {
-	case b.signal <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-func (b *inbox) drain() []func() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q := b.mu.q
-	b.mu.q = nil
-	return q
-}
-
-func (b *inbox) close() {
-	b.mu.Lock()
-	b.mu.closed = true
-	b.mu.q = nil
-	b.mu.Unlock()
-}
+type events = inbox.Queue[func()]
 
 // liveEnv is the env of a core run by an owner goroutine.
-type liveEnv struct{ in *inbox }
+type liveEnv struct{ in *events }
 
-func (e *liveEnv) post(_ string, fn func()) { e.in.push(fn) }
+func (e *liveEnv) post(_ string, fn func()) { e.in.Push(fn) }
 
 func (e *liveEnv) after(d time.Duration, _ string, fn func()) func() {
 	cancelled := false // read and written on the owner goroutine only
 	t := time.AfterFunc(d, func() {
-		e.in.push(func() {
+		e.in.Push(func() {
 			if !cancelled {
 				fn()
 			}

@@ -71,7 +71,7 @@ type Message struct {
 // Publish hands a SEND to the topic. It never blocks; the connection bounds its pending
 // publishes (Conn.PublishDone releases one per SEND).
 func (p *Producer) Publish(m Message) {
-	if !p.topic.in.push(func() { p.topic.onPublish(p, m) }) {
+	if !p.topic.in.Push(func() { p.topic.onPublish(p, m) }) {
 		p.topic.pubDone(p, m)
 		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_ServiceNotReady, "topic is closed"))
 	}
@@ -79,7 +79,7 @@ func (p *Producer) Publish(m Message) {
 
 // Close removes the producer from the topic; done (may be nil) runs once it is removed.
 func (p *Producer) Close(done func()) {
-	if !p.topic.in.push(func() {
+	if !p.topic.in.Push(func() {
 		p.topic.removeProducer(p, false)
 		if done != nil {
 			done()

@@ -26,7 +26,7 @@ type Subscription struct {
 	durable bool
 	logger  *slog.Logger
 	m       *Metrics
-	in      *inbox
+	in      *events
 	stopped chan struct{}
 	// nConsumers mirrors len(consumers) for other goroutines.
 	nConsumers atomic.Int32
@@ -101,7 +101,7 @@ const maxReplayPerConsumer = 1000
 func newSubscription(t *Topic, name string, cur Cursor, durable bool) *Subscription {
 	s := &Subscription{
 		name: name, topic: t, cur: cur, durable: durable,
-		logger: t.logger.With("sub", name), m: t.m, in: newInbox(), stopped: make(chan struct{}),
+		logger: t.logger.With("sub", name), m: t.m, in: newEvents(), stopped: make(chan struct{}),
 		state: SubActive, replay: map[Position]entryInfo{}, replayHashes: map[uint32]int{},
 		pending: map[Position]*pendingEntry{}, pendingHash: map[uint32]*hashHold{},
 		redeliver: map[Position]uint32{}, avgMsgs: 1, batchAcked: map[Position][]uint64{},
@@ -120,21 +120,21 @@ func (s *Subscription) Topic() *Topic { return s.topic }
 func (s *Subscription) run() {
 	defer close(s.stopped)
 	var batch []func()
-	for range s.in.signal {
-		batch = s.in.drain(batch)
+	for range s.in.Signal() {
+		batch = s.in.Drain(batch)
 		for i, fn := range batch {
 			fn()
 			batch[i] = nil
 		}
 		if s.state == SubClosed {
-			s.in.close()
+			s.in.Close()
 			s.m.subscriptions.Dec()
 			return
 		}
 	}
 }
 
-func (s *Subscription) post(fn func()) bool { return s.in.push(fn) }
+func (s *Subscription) post(fn func()) bool { return s.in.Push(fn) }
 
 func (s *Subscription) become(to SubState) error {
 	if !legal(subEdges, s.state, to) {

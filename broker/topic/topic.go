@@ -57,7 +57,7 @@ type Topic struct {
 	log     Log
 	logger  *slog.Logger
 	m       *Metrics
-	in      *inbox
+	in      *events
 	stopped chan struct{}
 	created time.Time
 	// pubBudget bounds the bytes in flight; every Publish holds len(Data) of it until done.
@@ -111,7 +111,7 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	}
 	t := &Topic{
 		name: cfg.Name, cfg: cfg, log: cfg.Log, logger: cfg.Logger.With("topic", cfg.Name.String()),
-		m: cfg.Metrics, in: newInbox(), stopped: make(chan struct{}), created: time.Now(),
+		m: cfg.Metrics, in: newEvents(), stopped: make(chan struct{}), created: time.Now(),
 		state: StateActive, producers: map[*Producer]struct{}{}, byName: map[string]*Producer{},
 		subs: map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
 	}
@@ -148,14 +148,14 @@ func (t *Topic) Done() <-chan struct{} { return t.stopped }
 func (t *Topic) run() {
 	defer close(t.stopped)
 	var batch []func()
-	for range t.in.signal {
-		batch = t.in.drain(batch)
+	for range t.in.Signal() {
+		batch = t.in.Drain(batch)
 		for i, fn := range batch {
 			fn()
 			batch[i] = nil
 		}
 		if t.state == StateClosed {
-			t.in.close()
+			t.in.Close()
 			t.m.topics.Dec()
 			if t.cfg.OnClosed != nil {
 				t.cfg.OnClosed(t)
@@ -177,7 +177,7 @@ func (t *Topic) become(to State) error {
 }
 
 // post runs fn on the topic goroutine; false if the topic has stopped.
-func (t *Topic) post(fn func()) bool { return t.in.push(fn) }
+func (t *Topic) post(fn func()) bool { return t.in.Push(fn) }
 
 // Producers.
 

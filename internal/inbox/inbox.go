@@ -1,0 +1,56 @@
+// Package inbox is the event queue of an owner goroutine: other goroutines push events
+// (completions, requests) without ever blocking, and the owner drains them all at once
+// whenever Signal fires.
+package inbox
+
+import "sync"
+
+// Queue is an unbounded queue of T from any goroutine to one owner goroutine.
+type Queue[T any] struct {
+	signal chan struct{} // cap 1: the queue may be non-empty
+	mu     sync.Mutex    // guards q and closed
+	q      []T
+	closed bool
+}
+
+// New returns an empty, open queue.
+func New[T any]() *Queue[T] { return &Queue[T]{signal: make(chan struct{}, 1)} }
+
+// Push queues v and wakes the owner. It returns false, queueing nothing, once Close was
+// called.
+func (b *Queue[T]) Push(v T) bool {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.q = append(b.q, v)
+	b.mu.Unlock()
+	select {
+	case b.signal <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Signal receives a value after pushes: the owner drains when it does.
+func (b *Queue[T]) Signal() <-chan struct{} { return b.signal }
+
+// Drain returns every queued value in push order. spare, the previous Drain's result that
+// the owner no longer uses, is cleared and becomes the queue's storage.
+func (b *Queue[T]) Drain(spare []T) []T {
+	clear(spare)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.q
+	b.q = spare[:0]
+	return q
+}
+
+// Close makes later pushes fail and drops what is queued.
+func (b *Queue[T]) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.q = nil
+	b.mu.Unlock()
+}
