@@ -225,16 +225,7 @@ func TestSpareReused(t *testing.T) {
 	opts := testOptions(64 << 10)
 	opts.PrepareRate = DefaultPrepareRate
 	opts.alwaysPrepare = true
-	var mu sync.Mutex
-	prepared := 0
-	opts.OnRoll = func(_ uint64, p bool) {
-		if p {
-			mu.Lock()
-			prepared++
-			mu.Unlock()
-		}
-	}
-	preparedRolls := func() int { mu.Lock(); defer mu.Unlock(); return prepared }
+	preparedRolls := countPreparedRolls(&opts)
 	j, _ := openCollect(t, dir, opts)
 	rng := rand.New(rand.NewPCG(7, 8))
 	var all []Record
@@ -296,16 +287,7 @@ func TestStoppedPreparationKept(t *testing.T) {
 	opts := testOptions(4 << 20)
 	opts.PrepareRate = 1 << 20 // 4 s per file: each preparation zeroes 1 MiB, then a roll stops it
 	opts.alwaysPrepare = true  // prepare whatever the appends' rate
-	var mu sync.Mutex
-	prepared := 0
-	opts.OnRoll = func(_ uint64, p bool) {
-		if p {
-			mu.Lock()
-			prepared++
-			mu.Unlock()
-		}
-	}
-	preparedRolls := func() int { mu.Lock(); defer mu.Unlock(); return prepared }
+	preparedRolls := countPreparedRolls(&opts)
 	j, _ := openCollect(t, dir, opts)
 	rng := rand.New(rand.NewPCG(9, 10))
 	var all []Record
@@ -331,4 +313,19 @@ func TestStoppedPreparationKept(t *testing.T) {
 		t.Fatalf("spares after Close: %v, want removed", m)
 	}
 	checkRecords(t, replayAll(t, dir, opts), all)
+}
+
+// countPreparedRolls sets opts.OnRoll to count the rolls to prepared files and returns the
+// count so far.
+func countPreparedRolls(opts *Options) func() int {
+	var mu sync.Mutex
+	prepared := 0
+	opts.OnRoll = func(_ uint64, p bool) {
+		if p {
+			mu.Lock()
+			prepared++
+			mu.Unlock()
+		}
+	}
+	return func() int { mu.Lock(); defer mu.Unlock(); return prepared }
 }
