@@ -322,12 +322,8 @@ func (j *Journal) stopPrepare() {
 	j.spare.files = nil
 	j.spare.Unlock()
 	// Unused prepared files the writer renamed for removal (keepOrDrop).
-	if doomed, err := filepath.Glob(filepath.Join(j.dir, "*"+preparedExt+deletingExt)); err == nil {
-		for _, path := range doomed {
-			_ = os.Remove(path)
-		}
-	}
-	if doomed, err := filepath.Glob(filepath.Join(j.dir, "*"+preparingExt+deletingExt)); err == nil {
+	for _, ext := range []string{preparedExt, preparingExt} {
+		doomed, _ := filepath.Glob(filepath.Join(j.dir, "*"+ext+deletingExt))
 		for _, path := range doomed {
 			_ = os.Remove(path)
 		}
