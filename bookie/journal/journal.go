@@ -445,7 +445,7 @@ func (j *Journal) Release(m Mark) error {
 		// Up to maxSpares files are kept as spares instead, when preparations can use them.
 		path := filePath(j.dir, seq)
 		renamed = true
-		if j.spareEnabled() {
+		if j.prepares() {
 			if kept, err := j.keepSpare(path, 0); err != nil {
 				return fmt.Errorf("journal: release: %w", err)
 			} else if kept {

@@ -183,10 +183,10 @@ func (j *Journal) maybePrepare(now time.Time) {
 
 // startPrepare begins preparing file seq in the background, if the filesystem can.
 func (j *Journal) startPrepare(seq uint64) {
-	p, ok := j.opts.fs.(preparer)
-	if !ok || j.opts.PrepareRate <= 0 {
+	if !j.prepares() {
 		return
 	}
+	p := j.opts.fs.(preparer)
 	job := &prepJob{seq: seq, stop: make(chan struct{}), done: make(chan struct{})}
 	j.w.prep = job
 	tmp := filePath(j.dir, seq) + preparingExt
@@ -198,8 +198,8 @@ func (j *Journal) startPrepare(seq uint64) {
 	}()
 }
 
-// spareEnabled reports whether preparations run, and so whether spare files are of use.
-func (j *Journal) spareEnabled() bool {
+// prepares reports whether preparations run (and so whether spare files are of use).
+func (j *Journal) prepares() bool {
 	_, ok := j.opts.fs.(preparer)
 	return ok && j.opts.PrepareRate > 0
 }
@@ -368,12 +368,10 @@ func (osFS) Prepare(tmp, name string, size, from, rate int64, stop <-chan struct
 	if err != nil {
 		return 0, err
 	}
-	off := min(from, size)
 	defer func() {
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
-		zeroed = off
 		if err != nil && !errors.Is(err, errPrepareStopped) {
 			os.Remove(tmp)
 			zeroed = 0
@@ -387,42 +385,43 @@ func (osFS) Prepare(tmp, name string, size, from, rate int64, stop <-chan struct
 			return 0, err
 		}
 	}
+	zeroed = min(from, size)
 	zeros := make([]byte, prepareChunk)
-	start, startOff := time.Now(), off
-	for off < size {
-		n := min(int64(len(zeros)), size-off)
-		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return 0, err
+	start, startOff := time.Now(), zeroed
+	for zeroed < size {
+		n := min(int64(len(zeros)), size-zeroed)
+		if _, err := f.WriteAt(zeros[:n], zeroed); err != nil {
+			return zeroed, err
 		}
-		off += n
-		if err := startWriteBack(f, off); err != nil {
-			return 0, err
+		zeroed += n
+		if err := startWriteBack(f, zeroed); err != nil {
+			return zeroed, err
 		}
 		if rate > 0 {
-			due := start.Add(time.Duration(float64(off-startOff) / float64(rate) * float64(time.Second)))
+			due := start.Add(time.Duration(float64(zeroed-startOff) / float64(rate) * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
 				t := time.NewTimer(d)
 				select {
 				case <-t.C:
 				case <-stop:
 					t.Stop()
-					return 0, errPrepareStopped
+					return zeroed, errPrepareStopped
 				}
 			}
 		}
 		select {
 		case <-stop:
-			return 0, errPrepareStopped
+			return zeroed, errPrepareStopped
 		default:
 		}
 	}
 	if err := newOSFile(f).Sync(); err != nil {
-		return 0, err
+		return zeroed, err
 	}
 	if err := os.Rename(tmp, name); err != nil {
-		return 0, fmt.Errorf("rename prepared file: %w", err)
+		return zeroed, fmt.Errorf("rename prepared file: %w", err)
 	}
-	return 0, nil
+	return zeroed, nil
 }
 
 func (osFS) Adopt(prepared, name string) (file, error) {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-io/magnetar/internal/fsutil"
 )
 
 // Entry-log format constants. They are on disk: never change them, add a new
@@ -32,7 +34,7 @@ func logFileName(id uint64) string { return fmt.Sprintf("%016x.log", id) }
 
 // deletingExt marks a dropped log's file: renamed out of its live name, it waits for
 // its last reader and is then removed gradually (see Storage.removeDropped).
-const deletingExt = ".deleting"
+const deletingExt = fsutil.DeletingExt
 
 // parseLogFileName is the inverse of logFileName.
 func parseLogFileName(name string) (uint64, bool) {

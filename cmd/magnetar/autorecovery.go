@@ -23,7 +23,7 @@ func init() { register(newAutorecoveryCmd) }
 // auto-recovery embedded in `magnetar bookie`.
 type autorecoveryFlags struct {
 	lostDelay, checkInterval, grace, poll, audit, ttl time.Duration
-	checkPercent                               int
+	checkPercent                                      int
 }
 
 func (f *autorecoveryFlags) add(c *cobra.Command, prefix string) {

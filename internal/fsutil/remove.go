@@ -26,6 +26,8 @@ import (
 const (
 	RemoveStep  = 16 << 20
 	RemovePause = 20 * time.Millisecond
+	// DeletingExt is the suffix of a file renamed out of its live name, to be removed.
+	DeletingExt = ".deleting"
 )
 
 // RemoveGradually truncates the file at path in RemoveStep steps, RemovePause apart, then
