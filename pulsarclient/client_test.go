@@ -410,8 +410,8 @@ func TestFlushCoversQueued(t *testing.T) {
 	}
 }
 
-// TestBatchGoesWhenIdle: with a batching delay far beyond the test's deadline, a message
-// sent while nothing is in flight goes at once, and the messages sent while it is in flight
+// TestBatchGoesWhenIdle: with a batching delay far beyond the test's deadline and one
+// entry in flight at most, a message sent while nothing is in flight goes at once, and the messages sent while it is in flight
 // go together, as one batch entry, when it is acknowledged.
 func TestBatchGoesWhenIdle(t *testing.T) {
 	b := startFakeBroker(t)
@@ -427,7 +427,7 @@ func TestBatchGoesWhenIdle(t *testing.T) {
 	defer once.Do(func() { close(release) })
 	cl := newTestClient(t, b.url)
 	ctx := testCtx(t)
-	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "idle", BatchingMaxDelay: time.Hour})
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "idle", BatchingMaxDelay: time.Hour, BatchingMaxInFlight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,6 +470,66 @@ func TestBatchGoesWhenIdle(t *testing.T) {
 	for i := 1; i < n; i++ {
 		if ids[i].EntryID != 1 || ids[i].BatchIndex != int32(i-1) {
 			t.Fatalf("message %d: %v, want entry 1 batch index %d", i, ids[i], i-1)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPartialBatchesInFlight: below BatchingMaxInFlight entries in flight, each message goes
+// at once (the delay is an hour); at the limit, messages gather into one batch that goes
+// when an entry in flight is acknowledged.
+func TestPartialBatchesInFlight(t *testing.T) {
+	b := startFakeBroker(t)
+	b.holdReceipts = true
+	cl := newTestClient(t, b.url)
+	ctx := testCtx(t)
+	const inFlight, n = 3, 10
+	p, err := cl.CreateProducer(ctx, ProducerOptions{Topic: "inflight", BatchingMaxDelay: time.Hour, BatchingMaxInFlight: inFlight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]MessageID, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	send := func(i int) {
+		if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, func(id MessageID, err error) {
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+			ids[i] = id
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range inFlight {
+		send(i)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			b.mu.Lock()
+			sends := b.sends
+			b.mu.Unlock()
+			if sends == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("message %d was not sent with %d entries in flight", i, i)
+			}
+		}
+	}
+	for i := inFlight; i < n; i++ {
+		send(i)
+	}
+	b.releaseReceipts()
+	wg.Wait()
+	for i := range n {
+		entry, index := int64(i), int32(0)
+		if i >= inFlight {
+			entry, index = inFlight, int32(i-inFlight)
+		}
+		if ids[i].EntryID != entry || ids[i].BatchIndex != index {
+			t.Fatalf("message %d: %v, want entry %d batch index %d", i, ids[i], entry, index)
 		}
 	}
 	if err := p.Close(ctx); err != nil {

@@ -32,6 +32,7 @@ type fakeBroker struct {
 	lastSeq      map[string]uint64 // producer name → highest persisted sequence id + 1
 	nextName     int
 	holdReceipts bool                           // store but do not answer sends
+	held         []heldReceipt                  // the receipts holdReceipts kept back
 	dropAfter    int                            // close the connection after this many SENDs (0: never)
 	sends        int                            // SEND frames seen
 	acks         []*pb.CommandAck               // every ACK
@@ -42,6 +43,22 @@ type fakeBroker struct {
 	seqEntry     map[string]int                 // "name/seq" → entry index, for duplicates
 	subErr       map[string]pb.ServerError      // subscription → error for SUBSCRIBE
 	onSend       func(fc *fakeConn, seq uint64) // test hook
+}
+
+type heldReceipt struct {
+	fc *fakeConn
+	r  *pb.CommandSendReceipt
+}
+
+// releaseReceipts answers, in order, every send held back so far, and stops holding.
+func (b *fakeBroker) releaseReceipts() {
+	b.mu.Lock()
+	held := b.held
+	b.holdReceipts, b.held = false, nil
+	b.mu.Unlock()
+	for _, h := range held {
+		h.fc.write(pulsar.Wrap(h.r))
+	}
 }
 
 type fakeTopic struct {
@@ -284,9 +301,12 @@ func (fc *fakeConn) store(f *pulsar.Frame) bool {
 		entry = len(t.entries) - 1
 		b.lastSeq[name] = seq + uint64(s.GetNumMessages())
 	}
-	if !b.holdReceipts {
-		fc.write(pulsar.Wrap(&pb.CommandSendReceipt{ProducerId: s.ProducerId, SequenceId: s.SequenceId,
-			MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(uint64(entry))}}))
+	r := &pb.CommandSendReceipt{ProducerId: s.ProducerId, SequenceId: s.SequenceId,
+		MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(uint64(entry))}}
+	if b.holdReceipts {
+		b.held = append(b.held, heldReceipt{fc, r})
+	} else {
+		fc.write(pulsar.Wrap(r))
 	}
 	b.deliverLocked(topic, t)
 	return true

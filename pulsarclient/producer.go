@@ -40,15 +40,20 @@ type ProducerOptions struct {
 	// BatchingMaxBytes bounds the payload bytes of one batch entry. Default 128 KiB.
 	BatchingMaxBytes int
 	// BatchingMaxDelay is how long the first message of a batch may wait for more. Default
-	// 1 ms. A batch does not wait at all while none of the producer's entries is in flight,
-	// and is sent when the last one in flight is acknowledged: at low rates messages wait
-	// for the broker, not for a timer (Go's timers fire no sooner than about 1 ms, often
+	// 1 ms. A batch does not wait at all while fewer than BatchingMaxInFlight of the
+	// producer's entries are in flight, and is sent when one in flight is acknowledged: at
+	// low rates messages wait for the broker, not for a timer (Go's timers fire no sooner than about 1 ms, often
 	// 2–3 ms, on a busy machine). Send (the synchronous call) never waits: it flushes its
 	// batch at once.
 	BatchingMaxDelay time.Duration
 	// MaxPendingMessages bounds the messages sent and not yet acknowledged (across
 	// partitions); SendAsync blocks when it is reached. Default 1000.
 	MaxPendingMessages int
+	// BatchingMaxInFlight is how many entries may be in flight before a batch that is not
+	// full waits to gather more (for BatchingMaxDelay, or until one is acknowledged).
+	// Below it, a batch goes as soon as the producer has taken every message queued for
+	// it. Default 4; 1 sends a partial batch only when nothing is in flight.
+	BatchingMaxInFlight int
 }
 
 func (o *ProducerOptions) setDefaults() error {
@@ -63,6 +68,9 @@ func (o *ProducerOptions) setDefaults() error {
 	}
 	if o.MaxPendingMessages <= 0 {
 		o.MaxPendingMessages = 1000
+	}
+	if o.BatchingMaxInFlight <= 0 {
+		o.BatchingMaxInFlight = 4
 	}
 	if o.AccessMode < AccessShared || o.AccessMode > AccessWaitForExclusive {
 		return fmt.Errorf("pulsarclient: invalid access mode %d", o.AccessMode)
@@ -458,7 +466,13 @@ func (pp *partProducer) run() {
 		}
 		select {
 		case r := <-pp.sendc:
+			// Take what is queued behind r before sending, so that a burst goes as one batch.
+			pp.gathering = true
 			pp.add(r)
+			pp.takeQueued()
+			if pp.gathering = false; pp.canSend() {
+				pp.flushBatch()
+			}
 		case ev := <-pp.events:
 			pp.handle(ev)
 		case <-timerC:
@@ -467,7 +481,9 @@ func (pp *partProducer) run() {
 		case w := <-pp.flushc:
 			// Every SendAsync that returned before Flush was called has its message in
 			// sendc: take them all first, so that the flush covers them.
+			pp.gathering = true
 			pp.takeQueued()
+			pp.gathering = false
 			pp.flushBatch()
 			if len(pp.pending) == 0 {
 				w <- nil
@@ -503,22 +519,21 @@ func (pp *partProducer) add(r *sendReq) {
 		pp.timerOn = true
 	}
 	if r.flush || len(pp.batch) >= pp.opts.BatchingMaxMessages || pp.batchBytes >= pp.opts.BatchingMaxBytes ||
-		pp.idle() {
+		pp.canSend() {
 		pp.flushBatch()
 	}
 }
 
-// idle tells whether nothing is in flight on the producer's connection: a batch then goes
-// at once (and the next one when this one is acknowledged; see BatchingMaxDelay).
-func (pp *partProducer) idle() bool {
-	return !pp.gathering && len(pp.pending) == 0 && pp.conn != nil
+// canSend tells whether a batch that is not full goes at once: the producer is not taking
+// queued messages, and fewer than BatchingMaxInFlight entries are in flight (see
+// BatchingMaxDelay).
+func (pp *partProducer) canSend() bool {
+	return !pp.gathering && len(pp.pending) < pp.opts.BatchingMaxInFlight && pp.conn != nil
 }
 
 // takeQueued adds every message already queued in sendc to the batch (sending only what
-// the batch limits make it send).
+// the batch limits make it send). The caller sets gathering around it.
 func (pp *partProducer) takeQueued() {
-	pp.gathering = true
-	defer func() { pp.gathering = false }()
 	for {
 		select {
 		case r := <-pp.sendc:
@@ -707,10 +722,12 @@ func (pp *partProducer) onReceiptEvent(r *pb.CommandSendReceipt) {
 	for _, w := range head.waiters {
 		w <- nil
 	}
-	if pp.idle() {
-		// The last entry in flight is acknowledged: send what gathered meanwhile, with what
-		// is queued behind it.
+	if pp.canSend() {
+		// An entry in flight is acknowledged: send what gathered meanwhile, with what is
+		// queued behind it.
+		pp.gathering = true
 		pp.takeQueued()
+		pp.gathering = false
 		pp.flushBatch()
 	}
 }

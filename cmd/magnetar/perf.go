@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,14 @@ func newPerfCmd() *cobra.Command {
 		Use:   "perf",
 		Short: "Measure performance (and the physical references to compare with)",
 		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if os.Getenv("GOGC") == "" {
+				// The load generator collects less often than Go's default, so that its
+				// own collections (a 1 KiB message allocates, and the heap is small) do
+				// not show up in the latencies it measures: at 5k msg/s the default made
+				// ten collections a second and added about 1 ms to the publish p99
+				// (docs/BENCHMARKS-RESULTS.md, session 6).
+				debug.SetGCPercent(400)
+			}
 			if cpuProfile == "" {
 				return nil
 			}

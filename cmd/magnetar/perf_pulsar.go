@@ -63,6 +63,7 @@ type perfProducerFlags struct {
 	noBatching bool
 	batchMax   int
 	batchDelay time.Duration
+	inFlight   int
 }
 
 func (f *perfProducerFlags) add(c *cobra.Command) {
@@ -75,6 +76,7 @@ func (f *perfProducerFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.noBatching, "disable-batching", false, "send every message as its own entry")
 	c.Flags().IntVar(&f.batchMax, "batch-max-messages", 1000, "messages per batch entry at most")
 	c.Flags().DurationVar(&f.batchDelay, "batch-delay", time.Millisecond, "how long a batch waits for more messages")
+	c.Flags().IntVar(&f.inFlight, "batch-in-flight", 4, "entries in flight per producer before a partial batch waits to gather more")
 }
 
 func (f *perfProducerFlags) validate(minSize int) error {
@@ -87,8 +89,8 @@ func (f *perfProducerFlags) validate(minSize int) error {
 		return usageError{errors.New("--rate must not be negative")}
 	case f.maxPending < 1:
 		return usageError{errors.New("--max-pending must be at least 1")}
-	case f.batchMax < 1 || f.batchDelay <= 0:
-		return usageError{errors.New("--batch-max-messages and --batch-delay must be positive")}
+	case f.batchMax < 1 || f.batchDelay <= 0 || f.inFlight < 1:
+		return usageError{errors.New("--batch-max-messages, --batch-delay and --batch-in-flight must be positive")}
 	}
 	return nil
 }
@@ -336,7 +338,7 @@ func (r *perfRun) startProducers(ctx context.Context, cl []*pulsarclient.Client,
 			pending = 1
 		}
 		p, err := cl[i%len(cl)].CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: topic,
-			DisableBatching: f.noBatching, BatchingMaxMessages: f.batchMax, BatchingMaxDelay: f.batchDelay,
+			DisableBatching: f.noBatching, BatchingMaxMessages: f.batchMax, BatchingMaxDelay: f.batchDelay, BatchingMaxInFlight: f.inFlight,
 			MaxPendingMessages: pending})
 		if err != nil {
 			return nil, err
