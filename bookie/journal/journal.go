@@ -204,9 +204,11 @@ type queue struct {
 	groupBytes   int
 	groupFirst   time.Time // when the open group's first record was appended
 	// waited: the open group has waited for company (its timer was armed). noWait: groups
-	// left that sync at once because such a wait went unmet (see nextWrite).
-	waited bool
-	noWait int
+	// left that sync at once because such a wait went unmet; backoff: noWait after the
+	// next unmet wait (see nextWrite; 0 means unmetWaitBackoff).
+	waited  bool
+	noWait  int
+	backoff int
 	// Published by the syncer when it goes idle, read by the writer's group policy.
 	// Invariant: inflight >= 0.
 	inflight  int           // groups handed to the syncer and not yet completed

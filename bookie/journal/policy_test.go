@@ -188,3 +188,78 @@ func TestGroupCommitMaxGroupBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestUnmetWaitBackoffGrows: under an open-loop load (a group of writers, then a lone
+// record whose company never comes), each unmet wait for company makes the stretch of
+// groups that do not wait longer; a closed loop, whose waits are met, makes it short again.
+func TestUnmetWaitBackoffGrows(t *testing.T) {
+	const writers, syncDelay = 4, 2 * time.Millisecond
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		opts := testOptions(1 << 20)
+		opts.MaxGroupWait = time.Millisecond
+		opts.fs = &memFS{syncDelay: syncDelay}
+		j, _ := openCollect(t, dir, opts)
+		id := int64(0)
+		appendWait := func() time.Duration {
+			id++
+			start := time.Now()
+			done := make(chan error, 1)
+			j.Append(Record{Type: RecAddEntry, LedgerID: 1, EntryID: id, Data: make([]byte, 100)},
+				func(err error) { done <- err })
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			return time.Since(start)
+		}
+		// waits runs the open-loop pattern n times and returns the rounds whose lone
+		// record waited for company.
+		waits := func(n int) []int {
+			var waited []int
+			var wg sync.WaitGroup
+			for round := range n {
+				blocker := make(chan error, 1)
+				j.Append(Record{Type: RecFence, LedgerID: 2}, func(err error) { blocker <- err })
+				synctest.Wait() // the blocker is being synced; the writers queue behind it
+				for range writers {
+					wg.Go(func() { appendWait() })
+				}
+				wg.Wait()
+				<-blocker
+				synctest.Wait()
+				if appendWait() > syncDelay {
+					waited = append(waited, round)
+				}
+			}
+			return waited
+		}
+		waited := waits(120)
+		if len(waited) < 4 {
+			t.Fatalf("lone records waited in rounds %v: want at least 4 waits to compare", waited)
+		}
+		for i := 2; i < len(waited); i++ {
+			if waited[i]-waited[i-1] <= waited[i-1]-waited[i-2] {
+				t.Fatalf("lone records waited in rounds %v: want the stretches between waits to grow", waited)
+			}
+		}
+		// A closed loop, long enough to use up the stretch left: its waits are met, so
+		// the next stretch is short again.
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Go(func() {
+				for range 600 {
+					appendWait()
+				}
+			})
+		}
+		wg.Wait()
+		first := waited[1] - waited[0]
+		if again := waits(first + 1); len(again) == 0 || again[0] > first {
+			t.Fatalf("after a closed loop, lone records waited in rounds %v: want a wait within %d rounds again (open loop: %v)",
+				again, first, waited)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

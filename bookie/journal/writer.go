@@ -70,8 +70,15 @@ func (j *Journal) runWriter() {
 	}
 }
 
-// unmetWaitBackoff is how many groups sync at once after a wait for company went unmet.
-const unmetWaitBackoff = 16
+// unmetWaitBackoff is how many groups sync at once after a wait for company went unmet;
+// each further unmet wait doubles it, up to maxUnmetWaitBackoff, and a wait that is met
+// resets it. Under an open-loop load every unmet wait delays one group by a Go timer's
+// wake-up (1–3 ms); at 2 500 groups/s a fixed 16 delayed one group in 17, enough to show in
+// a publish p99 (docs/BENCHMARKS-RESULTS.md, session 6).
+const (
+	unmetWaitBackoff    = 16
+	maxUnmetWaitBackoff = 1024
+)
 
 // nextWrite applies the group commit policy. It returns the batch to write now (taken
 // from the queue; final if it ends a group), or nil and how long to wait for company
@@ -90,7 +97,8 @@ const unmetWaitBackoff = 16
 //     duration: waiting longer than an fsync gains little, as records arriving
 //     meanwhile form the next group. After a wait that ended without its company (an
 //     open-loop load, or a closed loop winding down), the next unmetWaitBackoff groups
-//     do not wait at all.
+//     do not wait at all, twice as many after the next unmet wait (up to
+//     maxUnmetWaitBackoff), until a wait is met.
 //
 // While the syncer is busy, queued records are written early (not final) once
 // writeChunk bytes are queued, so that their pwrite overlaps the running fsync.
@@ -120,6 +128,9 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 		}
 	case records >= q.target:
 		final = true
+		if q.waited {
+			q.backoff = unmetWaitBackoff // the company came: a closed loop
+		}
 	default:
 		// Waiting for company starts when the syncer could have taken the record.
 		start := first
@@ -141,8 +152,10 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 			// The company waited for did not come: the load is not a closed loop of
 			// callers that append again as soon as they are released, and a Go timer
 			// here fires no sooner than about 1 ms (2–3 ms at p99), whatever the wait
-			// asked for. The next unmetWaitBackoff groups sync at once (publishIdle).
-			q.noWait = unmetWaitBackoff
+			// asked for. The next groups sync at once (publishIdle), more of them
+			// after each such wait.
+			q.noWait = max(q.backoff, unmetWaitBackoff)
+			q.backoff = min(2*q.noWait, maxUnmetWaitBackoff)
 		}
 		final = true
 	}

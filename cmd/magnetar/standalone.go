@@ -25,6 +25,7 @@ func init() { register(newStandaloneCmd) }
 type standaloneFlags struct {
 	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel string
 	journalPrepareRate                                            int64
+	journalGroupWait                                              time.Duration
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -54,6 +55,8 @@ func newStandaloneCmd() *cobra.Command {
 	f.StringVar(&fl.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.Int64Var(&fl.journalPrepareRate, "journal-prepare-rate", journal.DefaultPrepareRate,
 		"zero-fill the next journal file ahead of use at this many bytes/s (0: fallocate only)")
+	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", time.Millisecond,
+		"longest wait for company before a journal fsync (0: sync as soon as the queue is empty)")
 	return c
 }
 
@@ -82,7 +85,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	defer store.Close()
 	b, err := bookie.Start(ctx, bookie.Config{
 		Listen: fl.bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(),
-		Journal: journal.Options{PrepareRate: fl.journalPrepareRate},
+		Journal: journal.Options{PrepareRate: fl.journalPrepareRate, MaxGroupWait: journalGroupWait(fl.journalGroupWait)},
 	})
 	if err != nil {
 		return err
