@@ -472,3 +472,40 @@ func TestMetricsExposed(t *testing.T) {
 		t.Error("the added entry is not counted in the write cache")
 	}
 }
+
+// TestDialLocal: a client on an in-process connection (DialLocal as its Dial) adds and
+// reads back as over TCP, large entries included; Close ends the connection, and DialLocal
+// then fails.
+func TestDialLocal(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(t.TempDir(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, b.Addr(), client.Options{Dial: func(context.Context, string) (net.Conn, error) { return b.DialLocal() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := strings.Repeat("x", 1<<20)
+	for id, payload := range []string{"a", big, "b"} {
+		wantStatus(t, do(t, c, addReq(7, int64(id), int64(id)-1, payload)), bk.StatusOK)
+	}
+	for id, payload := range []string{"a", big, "b"} {
+		r := do(t, c, readReq(7, int64(id)))
+		wantStatus(t, r, bk.StatusOK)
+		if want := entry(7, int64(id), int64(id)-1, payload); !bytes.Equal(r.Body, want) {
+			t.Fatalf("entry %d: read %d bytes, want %d", id, len(r.Body), len(want))
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the in-process connection outlived the bookie")
+	}
+	if nc, err := b.DialLocal(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("DialLocal after Close: %v, %v; want net.ErrClosed", nc, err)
+	}
+}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -17,6 +18,9 @@ type Config struct {
 	// Ledgers is the managed ledgers' port to the ledger layer. Default: a ledger client on
 	// Store's bookies (the broker closes what it creates).
 	Ledgers mledger.Ledgers
+	// BookieDial opens the default ledger client's connections to bookies (see
+	// bookie/client.Options.Dial); nil dials TCP.
+	BookieDial func(ctx context.Context, addr string) (net.Conn, error)
 
 	// Listen is the Pulsar protocol address. Default 127.0.0.1:6650.
 	Listen string

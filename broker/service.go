@@ -89,7 +89,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 
 	bk := cfg.Ledgers
 	if bk == nil {
-		pool := bkclient.NewPool(bkclient.Options{Logger: s.log})
+		pool := bkclient.NewPool(bkclient.Options{Logger: s.log, Dial: cfg.BookieDial})
 		lc := ledger.NewClient(cfg.Store, pool, ledger.Options{Logger: s.log})
 		bl := mledger.NewBookieLedgers(lc, 0)
 		bk = bl

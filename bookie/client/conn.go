@@ -73,6 +73,10 @@ type Options struct {
 	MaxFrameLen int
 	// Logger receives connection lifecycle events; nil discards them.
 	Logger *slog.Logger
+	// Dial opens the connection to a bookie's address; nil dials TCP. A process that runs
+	// its own bookie (standalone) returns an in-process connection for that bookie's
+	// address (bookie.Bookie.DialLocal) and dials the others.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 func (o Options) withDefaults() Options {
@@ -84,6 +88,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Dial == nil {
+		o.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}
 	}
 	return o
 }
@@ -146,8 +156,9 @@ type Conn struct {
 // goroutines. ctx bounds only the dial.
 func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 	opts = opts.withDefaults()
-	d := net.Dialer{Timeout: opts.DialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	ctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+	defer cancel()
+	nc, err := opts.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -102,6 +103,14 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	svc, err := broker.Start(ctx, broker.Config{
 		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: "standalone",
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: slog.Default(),
+		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
+		BookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
+			if addr == b.Addr() {
+				return b.DialLocal()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
 	})
 	if err != nil {
 		return err
