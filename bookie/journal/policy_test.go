@@ -2,6 +2,7 @@ package journal
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -200,12 +201,11 @@ func TestUnmetWaitBackoffGrows(t *testing.T) {
 		opts.MaxGroupWait = time.Millisecond
 		opts.fs = &memFS{syncDelay: syncDelay}
 		j, _ := openCollect(t, dir, opts)
-		id := int64(0)
+		var id atomic.Int64
 		appendWait := func() time.Duration {
-			id++
 			start := time.Now()
 			done := make(chan error, 1)
-			j.Append(Record{Type: RecAddEntry, LedgerID: 1, EntryID: id, Data: make([]byte, 100)},
+			j.Append(Record{Type: RecAddEntry, LedgerID: 1, EntryID: id.Add(1), Data: make([]byte, 100)},
 				func(err error) { done <- err })
 			if err := <-done; err != nil {
 				t.Error(err)
