@@ -432,33 +432,10 @@ func TestBatchGoesWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 100
-	ids := make([]MessageID, n)
-	var wg sync.WaitGroup
-	wg.Add(n)
-	send := func(i int) {
-		if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, func(id MessageID, err error) {
-			if err != nil {
-				t.Errorf("send %d: %v", i, err)
-			}
-			ids[i] = id
-			wg.Done()
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids, send, wg := recordSends(t, ctx, p, n)
 	send(0)
 	// The first message reaches the broker without waiting for the hour.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		b.mu.Lock()
-		sends := b.sends
-		b.mu.Unlock()
-		if sends == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first message was not sent while nothing was in flight")
-		}
-	}
+	waitSends(t, b, 1, "the first message was not sent while nothing was in flight")
 	for i := 1; i < n; i++ {
 		send(i)
 	}
@@ -490,33 +467,10 @@ func TestPartialBatchesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := make([]MessageID, n)
-	var wg sync.WaitGroup
-	wg.Add(n)
-	send := func(i int) {
-		if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, func(id MessageID, err error) {
-			if err != nil {
-				t.Errorf("send %d: %v", i, err)
-			}
-			ids[i] = id
-			wg.Done()
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids, send, wg := recordSends(t, ctx, p, n)
 	for i := range inFlight {
 		send(i)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			b.mu.Lock()
-			sends := b.sends
-			b.mu.Unlock()
-			if sends == i+1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("message %d was not sent with %d entries in flight", i, i)
-			}
-		}
+		waitSends(t, b, i+1, fmt.Sprintf("message %d was not sent with %d entries in flight", i, i))
 	}
 	for i := inFlight; i < n; i++ {
 		send(i)
@@ -534,5 +488,41 @@ func TestPartialBatchesInFlight(t *testing.T) {
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// recordSends returns n slots for message ids, a send(i) that publishes message i with
+// SendAsync and records its id in slot i, and a WaitGroup done once all n are acknowledged.
+func recordSends(t *testing.T, ctx context.Context, p *Producer, n int) ([]MessageID, func(int), *sync.WaitGroup) {
+	ids := make([]MessageID, n)
+	wg := new(sync.WaitGroup)
+	wg.Add(n)
+	send := func(i int) {
+		if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte("x")}, func(id MessageID, err error) {
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+			ids[i] = id
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids, send, wg
+}
+
+// waitSends waits until the broker has seen want SEND frames, or fails with msg.
+func waitSends(t *testing.T, b *fakeBroker, want int, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		sends := b.sends
+		b.mu.Unlock()
+		if sends == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
 	}
 }
