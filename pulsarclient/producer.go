@@ -42,9 +42,9 @@ type ProducerOptions struct {
 	// BatchingMaxDelay is how long the first message of a batch may wait for more. Default
 	// 1 ms. A batch does not wait at all while fewer than BatchingMaxInFlight of the
 	// producer's entries are in flight, and is sent when one in flight is acknowledged: at
-	// low rates messages wait for the broker, not for a timer (Go's timers fire no sooner than about 1 ms, often
-	// 2–3 ms, on a busy machine). Send (the synchronous call) never waits: it flushes its
-	// batch at once.
+	// low rates messages wait for the broker, not for a timer (Go's timers fire no sooner
+	// than about 1 ms, often 2–3 ms, on a busy machine). Send (the synchronous call) never
+	// waits: it flushes its batch at once.
 	BatchingMaxDelay time.Duration
 	// MaxPendingMessages bounds the messages sent and not yet acknowledged (across
 	// partitions); SendAsync blocks when it is reached. Default 1000.

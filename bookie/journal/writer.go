@@ -73,8 +73,10 @@ func (j *Journal) runWriter() {
 // unmetWaitBackoff is how many groups sync at once after a wait for company went unmet;
 // each further unmet wait doubles it, up to maxUnmetWaitBackoff, and a wait that is met
 // resets it. Under an open-loop load every unmet wait delays one group by a Go timer's
-// wake-up (1–3 ms); at 2 500 groups/s a fixed 16 delayed one group in 17, enough to show in
-// a publish p99 (docs/BENCHMARKS-RESULTS.md, session 6).
+// wake-up (1–3 ms), and a fixed 16 could delay up to one group in 17; growing stretches
+// make that rare while a closed loop is still found after its first met wait (at 1k–5k
+// adds/s it made no measurable difference: a group waits only after a larger one;
+// docs/BENCHMARKS-RESULTS.md, session 6).
 const (
 	unmetWaitBackoff    = 16
 	maxUnmetWaitBackoff = 1024
