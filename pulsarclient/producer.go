@@ -52,7 +52,7 @@ type ProducerOptions struct {
 	// BatchingMaxInFlight is how many entries may be in flight before a batch that is not
 	// full waits to gather more (for BatchingMaxDelay, or until one is acknowledged).
 	// Below it, a batch goes as soon as the producer has taken every message queued for
-	// it. Default 4; 1 sends a partial batch only when nothing is in flight.
+	// it. Default 16; 1 sends a partial batch only when nothing is in flight.
 	BatchingMaxInFlight int
 }
 
@@ -70,7 +70,7 @@ func (o *ProducerOptions) setDefaults() error {
 		o.MaxPendingMessages = 1000
 	}
 	if o.BatchingMaxInFlight <= 0 {
-		o.BatchingMaxInFlight = 4
+		o.BatchingMaxInFlight = 16
 	}
 	if o.AccessMode < AccessShared || o.AccessMode > AccessWaitForExclusive {
 		return fmt.Errorf("pulsarclient: invalid access mode %d", o.AccessMode)
