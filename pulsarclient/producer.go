@@ -351,7 +351,7 @@ type partProducer struct {
 	pending    []*pendingEntry // ring-free FIFO: pending[0] is the oldest
 	timer      *time.Timer
 	timerOn    bool
-	gathering  bool // takeQueued is filling the batch: no idle flush per message
+	gathering  bool // gather is filling the batch: no partial batch goes per message
 	scratch    []byte
 }
 
@@ -467,10 +467,7 @@ func (pp *partProducer) run() {
 		select {
 		case r := <-pp.sendc:
 			// Take what is queued behind r before sending, so that a burst goes as one batch.
-			pp.gathering = true
-			pp.add(r)
-			pp.takeQueued()
-			if pp.gathering = false; pp.canSend() {
+			if pp.gather(r); pp.canSend() {
 				pp.flushBatch()
 			}
 		case ev := <-pp.events:
@@ -481,9 +478,7 @@ func (pp *partProducer) run() {
 		case w := <-pp.flushc:
 			// Every SendAsync that returned before Flush was called has its message in
 			// sendc: take them all first, so that the flush covers them.
-			pp.gathering = true
-			pp.takeQueued()
-			pp.gathering = false
+			pp.gather(nil)
 			pp.flushBatch()
 			if len(pp.pending) == 0 {
 				w <- nil
@@ -531,9 +526,14 @@ func (pp *partProducer) canSend() bool {
 	return !pp.gathering && len(pp.pending) < pp.opts.BatchingMaxInFlight && pp.conn != nil
 }
 
-// takeQueued adds every message already queued in sendc to the batch (sending only what
-// the batch limits make it send). The caller sets gathering around it.
-func (pp *partProducer) takeQueued() {
+// gather adds first (if not nil) and every message already queued in sendc to the batch,
+// sending only what the batch limits make it send.
+func (pp *partProducer) gather(first *sendReq) {
+	pp.gathering = true
+	defer func() { pp.gathering = false }()
+	if first != nil {
+		pp.add(first)
+	}
 	for {
 		select {
 		case r := <-pp.sendc:
@@ -725,9 +725,7 @@ func (pp *partProducer) onReceiptEvent(r *pb.CommandSendReceipt) {
 	if pp.canSend() {
 		// An entry in flight is acknowledged: send what gathered meanwhile, with what is
 		// queued behind it.
-		pp.gathering = true
-		pp.takeQueued()
-		pp.gathering = false
+		pp.gather(nil)
 		pp.flushBatch()
 	}
 }

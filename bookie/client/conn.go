@@ -90,12 +90,15 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Dial == nil {
-		o.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", addr)
-		}
+		o.Dial = DialTCP
 	}
 	return o
+}
+
+// DialTCP is the default Options.Dial: a TCP connection to addr.
+func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // Callback receives the outcome of one request. See Conn.Send.

@@ -205,7 +205,7 @@ type queue struct {
 	groupFirst   time.Time // when the open group's first record was appended
 	// waited: the open group has waited for company (its timer was armed). noWait: groups
 	// left that sync at once because such a wait went unmet; backoff: noWait after the
-	// next unmet wait (see nextWrite; 0 means unmetWaitBackoff).
+	// next unmet wait (see nextWrite).
 	waited  bool
 	noWait  int
 	backoff int
@@ -335,6 +335,7 @@ func Open(dir string, opts Options, replay func(Record) error) (*Journal, error)
 	}
 	j.q.chunks = chunkpool.Pool{Size: chunkSize, Max: 2 * j.maxQueue / chunkSize}
 	j.q.cur = j.q.getFreeLocked()
+	j.q.backoff = unmetWaitBackoff
 	j.q.seq = next
 	j.q.notFull.L = &j.q.mu
 	j.w.active, j.w.seq = f, next

@@ -156,7 +156,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 			// here fires no sooner than about 1 ms (2–3 ms at p99), whatever the wait
 			// asked for. The next groups sync at once (publishIdle), more of them
 			// after each such wait.
-			q.noWait = max(q.backoff, unmetWaitBackoff)
+			q.noWait = q.backoff
 			q.backoff = min(2*q.noWait, maxUnmetWaitBackoff)
 		}
 		final = true

@@ -16,6 +16,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/bookie"
+	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/bookie/journal"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -108,8 +109,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 			if addr == b.Addr() {
 				return b.DialLocal()
 			}
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", addr)
+			return bkclient.DialTCP(ctx, addr)
 		},
 	})
 	if err != nil {
