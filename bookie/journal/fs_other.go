@@ -2,7 +2,10 @@
 
 package journal
 
-import "os"
+import (
+	"os"
+	"time"
+)
 
 // osFile is a journal file on the local filesystem. Sync is fsync: fdatasync is
 // Linux-only here.
@@ -40,3 +43,6 @@ func (m *mappedFile) nextData(off int64) (start, end int64, ok bool) {
 
 // startWriteBack is a no-op where sync_file_range is unavailable.
 func startWriteBack(*os.File, int64) error { return nil }
+
+// sleepPrecise blocks for d (a plain Go sleep where nanosleep is not used).
+func sleepPrecise(d time.Duration) { time.Sleep(d) }

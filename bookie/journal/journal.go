@@ -25,6 +25,12 @@ type Options struct {
 	// synced (see "Group commit" in doc.go). 0 syncs as soon as the syncer is free and
 	// the queue is empty. DefaultOptions sets 1ms.
 	MaxGroupWait time.Duration
+	// MinSyncInterval paces the fdatasyncs of an open-loop load: a group does not end
+	// sooner than this after the previous fdatasync started, and records arriving
+	// meanwhile join it (see "Group commit" in doc.go). A closed loop whose company is
+	// back is not paced. 0 (the default) does not pace. It applies only with
+	// MaxGroupWait > 0.
+	MinSyncInterval time.Duration
 	// MaxGroupBytes syncs a group as soon as this many bytes are written and unsynced
 	// (default 1 MiB). Appends block while 8×MaxGroupBytes are queued but not yet
 	// written.
@@ -58,6 +64,9 @@ type Options struct {
 
 	// fs replaces the filesystem used for writing (tests).
 	fs vfs
+	// sleep replaces the writer's pacing sleep (tests in a synctest bubble, whose fake
+	// clock a nanosleep does not advance). Default sleepPrecise.
+	sleep func(time.Duration)
 }
 
 // maxWriteChunk bounds how many bytes the writer leaves queued while the syncer is busy
@@ -84,6 +93,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxGroupWait < 0 {
 		o.MaxGroupWait = 0
 	}
+	if o.MinSyncInterval < 0 {
+		o.MinSyncInterval = 0
+	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = DefaultMaxGroupBytes
 	}
@@ -95,6 +107,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.fs == nil {
 		o.fs = osFS{}
+	}
+	if o.sleep == nil {
+		o.sleep = sleepPrecise
 	}
 	return o
 }
@@ -215,6 +230,7 @@ type queue struct {
 	target    int           // records the next group waits for (see publishIdle)
 	idleSince time.Time     // when the syncer last went idle
 	lastSync  time.Duration // the last fdatasync's duration
+	syncStart time.Time     // when the last fdatasync started (MinSyncInterval)
 }
 
 func (q *queue) getFreeLocked() *batch {

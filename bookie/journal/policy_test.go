@@ -263,3 +263,93 @@ func TestUnmetWaitBackoffGrows(t *testing.T) {
 		}
 	})
 }
+
+// syncLogFS is a memFS that records when each fdatasync starts.
+type syncLogFS struct {
+	memFS
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+type syncLogFile struct {
+	memFile
+	fs *syncLogFS
+}
+
+func (s *syncLogFS) Create(string, int64) (file, error) {
+	return &syncLogFile{memFile: memFile{fs: &s.memFS}, fs: s}, nil
+}
+
+func (f *syncLogFile) Sync() error {
+	f.fs.mu.Lock()
+	f.fs.starts = append(f.fs.starts, time.Now())
+	f.fs.mu.Unlock()
+	return f.memFile.Sync()
+}
+
+// TestMinSyncIntervalPaces: under an open-loop load, fdatasyncs start at least
+// MinSyncInterval apart and the records arriving meanwhile share them; a closed loop
+// (one writer appending again as soon as released) is not paced.
+func TestMinSyncIntervalPaces(t *testing.T) {
+	const (
+		interval  = 2 * time.Millisecond
+		syncDelay = 300 * time.Microsecond
+		arrival   = 200 * time.Microsecond // open loop: one record every 200 µs
+		records   = 500
+	)
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		fs := &syncLogFS{memFS: memFS{syncDelay: syncDelay}}
+		opts := testOptions(1 << 20)
+		opts.MinSyncInterval = interval
+		opts.fs = fs
+		opts.sleep = time.Sleep
+		var groups []int
+		opts.OnGroupSynced = func(n, _ int, _ time.Duration) { groups = append(groups, n) }
+		j, _ := openCollect(t, dir, opts)
+		defer j.Close()
+
+		var wg sync.WaitGroup
+		for i := range records {
+			wg.Add(1)
+			j.Append(Record{Type: RecAddEntry, LedgerID: 1, EntryID: int64(i), Data: make([]byte, 100)},
+				func(err error) {
+					if err != nil {
+						t.Error(err)
+					}
+					wg.Done()
+				})
+			time.Sleep(arrival)
+		}
+		wg.Wait()
+		fs.mu.Lock()
+		starts := append([]time.Time(nil), fs.starts...)
+		fs.mu.Unlock()
+		for i := 1; i < len(starts); i++ {
+			if gap := starts[i].Sub(starts[i-1]); gap < interval {
+				t.Fatalf("fdatasyncs %d and %d started %v apart under an open loop: want at least %v", i-1, i, gap, interval)
+			}
+		}
+		// 500 records over 100 ms: about 50 paced groups of 10, against 500 unpaced groups.
+		if max := int(records*arrival/interval) + 2; len(groups) > max {
+			t.Fatalf("open loop: %d groups, want at most %d (sizes %v)", len(groups), max, groups)
+		}
+
+		// A closed loop of one writer, after a quiet period: each append is synced at
+		// once (it waits syncDelay), not held until the interval is over.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for i := range 20 {
+			start := time.Now()
+			done := make(chan error, 1)
+			j.Append(Record{Type: RecAddEntry, LedgerID: 2, EntryID: int64(i), Data: make([]byte, 100)},
+				func(err error) { done <- err })
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took != syncDelay {
+				t.Fatalf("closed loop append %d took %v: want %v (not paced)", i, took, syncDelay)
+			}
+		}
+	})
+}

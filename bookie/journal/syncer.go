@@ -81,12 +81,13 @@ func (j *Journal) syncPending() {
 		}
 	}
 	var dur time.Duration
+	var start time.Time
 	var newest file
 	if n := len(s.open); n > 0 {
 		newest = s.open[n-1]
 	}
 	if err == nil && !j.opts.NoSync && newest != nil && s.records > 0 {
-		start := time.Now()
+		start = time.Now()
 		if serr := newest.Sync(); serr != nil {
 			err = fmt.Errorf("journal: fdatasync: %w", serr)
 			j.q.fail(err)
@@ -99,7 +100,7 @@ func (j *Journal) syncPending() {
 	}
 	// Tell the writer the syncer is free before running the callbacks, so that the next
 	// group is written while they run.
-	j.publishIdle(dur)
+	j.publishIdle(start, dur)
 	for _, b := range s.pending {
 		for _, done := range b.dones {
 			done(err)
@@ -133,7 +134,7 @@ func (j *Journal) syncPending() {
 // caller, who in a closed loop append again at once. If at least as many records as
 // were just completed arrived during the fdatasync, the load does not look like a
 // closed loop, and the target is 0: sync them at once.
-func (j *Journal) publishIdle(dur time.Duration) {
+func (j *Journal) publishIdle(start time.Time, dur time.Duration) {
 	s := &j.s
 	q := &j.q
 	q.mu.Lock()
@@ -149,6 +150,9 @@ func (j *Journal) publishIdle(dur time.Duration) {
 		q.target = pending + s.records
 	}
 	q.lastSync = dur
+	if !start.IsZero() {
+		q.syncStart = start
+	}
 	q.idleSince = time.Now()
 	q.mu.Unlock()
 	select {

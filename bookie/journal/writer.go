@@ -45,9 +45,15 @@ func (j *Journal) runWriter() {
 	for {
 		j.maybePrepare(time.Now())
 		j.maybeRollEarly()
-		b, wait, exit := j.nextWrite(time.Now())
+		b, wait, paced, exit := j.nextWrite(time.Now())
 		if exit {
 			return
+		}
+		if paced {
+			// Nothing to do until the interval is over: records arriving meanwhile
+			// queue, and the writer takes them all when it wakes.
+			j.opts.sleep(wait)
+			continue
 		}
 		if b == nil {
 			var tc <-chan time.Time
@@ -84,7 +90,8 @@ const (
 
 // nextWrite applies the group commit policy. It returns the batch to write now (taken
 // from the queue; final if it ends a group), or nil and how long to wait for company
-// (0: until woken), or exit once the journal is closed and everything is handed over.
+// (0: until woken) or, if paced, how long to sleep before looking again (MinSyncInterval),
+// or exit once the journal is closed and everything is handed over.
 //
 // A group ends (final batch) when:
 //
@@ -93,18 +100,20 @@ const (
 //  3. MaxGroupWait is 0 (every batch ends a group; the syncer merges the groups that
 //     queue up while it is busy);
 //  4. the syncer is idle and the group holds target records (see publishIdle: in a
-//     closed loop of N writers, all N are back), or the wait for company is over. That wait starts when the syncer could have taken the oldest
-//     record (the later of its append and the syncer going idle) and lasts
+//     closed loop of N writers, all N are back), or the wait for company is over.
+//     That wait starts when the syncer could have taken the oldest record (the later of its append and the syncer going idle) and lasts
 //     MaxGroupWait, but never beyond the syncer's idle time plus the previous fsync's
 //     duration: waiting longer than an fsync gains little, as records arriving
 //     meanwhile form the next group. After a wait that ended without its company (an
 //     open-loop load, or a closed loop winding down), the next unmetWaitBackoff groups
 //     do not wait at all, twice as many after the next unmet wait (up to
-//     maxUnmetWaitBackoff), until a wait is met.
+//     maxUnmetWaitBackoff), until a wait is met. Pacing: unless a closed loop's
+//     company is back (a target above 0, reached), a group does not end sooner than
+//     MinSyncInterval after the previous fdatasync started.
 //
 // While the syncer is busy, queued records are written early (not final) once
 // writeChunk bytes are queued, so that their pwrite overlaps the running fsync.
-func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit bool) {
+func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, paced, exit bool) {
 	q := &j.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -112,7 +121,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 	cur := q.cur
 	queued := len(cur.dones)
 	if queued == 0 && q.groupRecords == 0 {
-		return nil, 0, q.state == stateClosed
+		return nil, 0, false, q.state == stateClosed
 	}
 	records := q.groupRecords + queued
 	bytes := q.groupBytes + cur.buf.Len()
@@ -126,8 +135,16 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 		final = true
 	case q.inflight > 0:
 		if cur.buf.Len() < j.writeChunk {
-			return nil, 0, false
+			return nil, 0, false, false
 		}
+	case q.target > 0 && records >= q.target:
+		final = true // a closed loop's company is back: not paced
+		if q.waited {
+			q.backoff = unmetWaitBackoff
+		}
+	case j.opts.MinSyncInterval > 0 && now.Before(q.syncStart.Add(j.opts.MinSyncInterval)):
+		// Paced: the group collects what arrives until the interval is over.
+		return nil, q.syncStart.Add(j.opts.MinSyncInterval).Sub(now), true, false
 	case records >= q.target:
 		final = true
 		if q.waited {
@@ -148,7 +165,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 			// appends being waited for.
 			q.want = q.target - q.groupRecords
 			q.waited = true
-			return nil, wait, false
+			return nil, wait, false, false
 		}
 		if q.waited {
 			// The company waited for did not come: the load is not a closed loop of
@@ -181,7 +198,7 @@ func (j *Journal) nextWrite(now time.Time) (b *batch, wait time.Duration, exit b
 		q.groupRecords += len(b.dones)
 		q.groupBytes += b.buf.Len()
 	}
-	return b, 0, false
+	return b, 0, false, false
 }
 
 func (j *Journal) writeBatch(b *batch) {
