@@ -43,7 +43,8 @@ type Config struct {
 	// MaxEntrySize is the largest entry accepted. Default 5 MiB.
 	MaxEntrySize int
 	// Journal tunes the journal. A zero MaxGroupWait takes journal.DefaultMaxGroupWait (1ms);
-	// a negative one syncs as soon as the queue is empty.
+	// a negative one syncs as soon as the queue is empty. A zero MinSyncInterval takes
+	// journal.DefaultMinSyncInterval (750µs); a negative one does not pace.
 	Journal journal.Options
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
@@ -88,6 +89,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Journal.MaxGroupWait == 0 {
 		c.Journal.MaxGroupWait = journal.DefaultMaxGroupWait
+	}
+	if c.Journal.MinSyncInterval == 0 {
+		c.Journal.MinSyncInterval = journal.DefaultMinSyncInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

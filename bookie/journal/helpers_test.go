@@ -25,6 +25,7 @@ func testOptions(fileSize int64) Options {
 	o := DefaultOptions()
 	o.FileSize = fileSize
 	o.Logger = discardLogger
+	o.sleep = time.Sleep // advances a synctest bubble's fake clock; a nanosleep would not
 	return o
 }
 

@@ -28,8 +28,8 @@ type Options struct {
 	// MinSyncInterval paces the fdatasyncs of an open-loop load: a group does not end
 	// sooner than this after the previous fdatasync started, and records arriving
 	// meanwhile join it (see "Group commit" in doc.go). A closed loop whose company is
-	// back is not paced. 0 (the default) does not pace. It applies only with
-	// MaxGroupWait > 0.
+	// back is not paced. 0 does not pace; DefaultOptions sets 750µs. It applies only
+	// with MaxGroupWait > 0.
 	MinSyncInterval time.Duration
 	// MaxGroupBytes syncs a group as soon as this many bytes are written and unsynced
 	// (default 1 MiB). Appends block while 8×MaxGroupBytes are queued but not yet
@@ -78,14 +78,20 @@ const (
 	DefaultMaxGroupWait  = time.Millisecond
 	DefaultMaxGroupBytes = 1 << 20
 	DefaultFileSize      = 256 << 20
+	// DefaultMinSyncInterval keeps an open-loop load near 1 300 fdatasyncs/s at most:
+	// on the 2-vCPU VM every fdatasync takes CPU from the whole machine, and at
+	// 5k msg/s unpaced (≈ 3 000 fdatasyncs/s) the standalone's p99 publish latency was
+	// 6.2–8.7 ms against 3.6–4.5 ms paced (docs/BENCHMARKS-RESULTS.md, session 7).
+	DefaultMinSyncInterval = 750 * time.Microsecond
 )
 
 // DefaultOptions returns the recommended Options.
 func DefaultOptions() Options {
 	return Options{
-		MaxGroupWait:  DefaultMaxGroupWait,
-		MaxGroupBytes: DefaultMaxGroupBytes,
-		FileSize:      DefaultFileSize,
+		MaxGroupWait:    DefaultMaxGroupWait,
+		MinSyncInterval: DefaultMinSyncInterval,
+		MaxGroupBytes:   DefaultMaxGroupBytes,
+		FileSize:        DefaultFileSize,
 	}
 }
 

@@ -59,7 +59,7 @@ func newBookieCmd() *cobra.Command {
 			b, err := bookie.Start(ctx, bookie.Config{
 				ID: id, Listen: listen, Advertise: advertise, DataDir: dataDir, Store: store,
 				SessionTTL: ttl, DiskThreshold: threshold, GCInterval: gcInterval,
-				Journal: journal.Options{MaxGroupWait: journalGroupWait(groupWait), MinSyncInterval: syncInterval, PrepareRate: prepareRate},
+				Journal: journal.Options{MaxGroupWait: journalZeroOff(groupWait), MinSyncInterval: journalZeroOff(syncInterval), PrepareRate: prepareRate},
 				Logger:  slog.Default(),
 			})
 			if err != nil {
@@ -118,7 +118,7 @@ func newBookieCmd() *cobra.Command {
 	f.Int64Var(&prepareRate, "journal-prepare-rate", 0,
 		fmt.Sprintf("zero-fill the next journal file ahead of use at this many bytes/s, e.g. %d (0: fallocate only); for a journal on a disk of its own", journal.DefaultPrepareRate))
 	f.DurationVar(&groupWait, "journal-group-wait", time.Millisecond, "longest wait for company before a journal fsync (0: sync as soon as the queue is empty)")
-	f.DurationVar(&syncInterval, "journal-sync-interval", DefaultJournalSyncInterval, syncIntervalUsage)
+	f.DurationVar(&syncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
 	f.DurationVar(&gcInterval, "gc-interval", 10*time.Minute, "how often to reclaim deleted ledgers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&arOn, "autorecovery", true, "run the auto-recovery auditor and a replication worker in this bookie")
@@ -173,15 +173,12 @@ func newBookieListCmd() *cobra.Command {
 	return c
 }
 
-// DefaultJournalSyncInterval paces the journal's fdatasyncs under an open-loop load
-// (journal.Options.MinSyncInterval).
-const DefaultJournalSyncInterval = 0
-
 const syncIntervalUsage = "shortest time between the starts of two journal fsyncs under an open-loop load (0: no pacing); records arriving meanwhile join the next group"
 
-// journalGroupWait maps the flag to bookie.Config, where 0 means "default" and a negative
-// value means "no wait".
-func journalGroupWait(d time.Duration) time.Duration {
+// journalZeroOff maps a journal duration flag (--journal-group-wait,
+// --journal-sync-interval) to bookie.Config, where 0 means "default" and a negative value
+// means "off".
+func journalZeroOff(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
 	}

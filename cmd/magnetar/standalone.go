@@ -59,7 +59,7 @@ func newStandaloneCmd() *cobra.Command {
 		"zero-fill the next journal file ahead of use at this many bytes/s (0: fallocate only)")
 	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", time.Millisecond,
 		"longest wait for company before a journal fsync (0: sync as soon as the queue is empty)")
-	f.DurationVar(&fl.journalSyncInterval, "journal-sync-interval", DefaultJournalSyncInterval, syncIntervalUsage)
+	f.DurationVar(&fl.journalSyncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
 	return c
 }
 
@@ -88,8 +88,8 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	defer store.Close()
 	b, err := bookie.Start(ctx, bookie.Config{
 		Listen: fl.bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(),
-		Journal: journal.Options{PrepareRate: fl.journalPrepareRate, MaxGroupWait: journalGroupWait(fl.journalGroupWait),
-			MinSyncInterval: fl.journalSyncInterval},
+		Journal: journal.Options{PrepareRate: fl.journalPrepareRate, MaxGroupWait: journalZeroOff(fl.journalGroupWait),
+			MinSyncInterval: journalZeroOff(fl.journalSyncInterval)},
 	})
 	if err != nil {
 		return err
