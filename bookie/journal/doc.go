@@ -145,7 +145,7 @@
 // on the 2-vCPU VM every fdatasync costs the whole machine CPU (the hypervisor's block
 // emulation shows up as steal and run-queue delay in every process), so that at 5k
 // msg/s, unpaced (≈ 3 000 fdatasyncs/s), a process that does no I/O at all sees its
-// timers fire 3–6 ms late at p99, against 1 ms paced. A probe with the standalone on
+// timers fire 1.5–5.3 ms late at p99, against 1.0 ms paced. A probe with the standalone on
 // tmpfs plus `perf disk --rate` beside it: 5 000 fdatasyncs/s made the tmpfs standalone's
 // p99 publish 12.5 ms, the same bytes in 1 000 fdatasyncs/s 5.5–6.1 ms, in 250/s 1.9–2.8
 // ms. A closed loop (sync publish) keeps its rate: its fdatasyncs are the latency.

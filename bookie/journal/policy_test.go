@@ -303,7 +303,6 @@ func TestMinSyncIntervalPaces(t *testing.T) {
 		opts := testOptions(1 << 20)
 		opts.MinSyncInterval = interval
 		opts.fs = fs
-		opts.sleep = time.Sleep
 		var groups atomic.Int64
 		opts.OnGroupSynced = func(int, int, time.Duration) { groups.Add(1) }
 		j, _ := openCollect(t, dir, opts)

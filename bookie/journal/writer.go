@@ -101,10 +101,11 @@ const (
 //     queue up while it is busy);
 //  4. the syncer is idle and the group holds target records (see publishIdle: in a
 //     closed loop of N writers, all N are back), or the wait for company is over.
-//     That wait starts when the syncer could have taken the oldest record (the later of its append and the syncer going idle) and lasts
-//     MaxGroupWait, but never beyond the syncer's idle time plus the previous fsync's
-//     duration: waiting longer than an fsync gains little, as records arriving
-//     meanwhile form the next group. After a wait that ended without its company (an
+//     That wait starts when the syncer could have taken the oldest record (the later
+//     of its append and the syncer going idle) and lasts MaxGroupWait, but never
+//     beyond the syncer's idle time plus the previous fsync's duration: waiting
+//     longer than an fsync gains little, as records arriving meanwhile form the next
+//     group. After a wait that ended without its company (an
 //     open-loop load, or a closed loop winding down), the next unmetWaitBackoff groups
 //     do not wait at all, twice as many after the next unmet wait (up to
 //     maxUnmetWaitBackoff), until a wait is met. Pacing: unless a closed loop's
