@@ -48,7 +48,8 @@
 //     reason) and writeLoop (owns the socket's write side; drains the connection's response
 //     queue, which any goroutine may append to without blocking).
 //   - registrar.run: owns the metadata session, the registration key and Bookie.state.
-//   - checkpointLoop, gcLoop: periodic checkpoint and garbage collection.
+//   - checkpointLoop, gcLoop: periodic checkpoint and garbage collection. The periodic
+//     checkpoint flushes storage paced (Storage.FlushPaced), hurried by Close.
 //   - the journal's own goroutines call completion callbacks, which only queue responses.
 //
 // Locks: ledgerTable.mu before ledgerState.mu; conn.mu is a leaf. Nothing waits while holding

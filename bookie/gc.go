@@ -19,7 +19,7 @@ func (b *Bookie) checkpointLoop() {
 		case <-b.ctx.Done():
 			return
 		case <-t.C:
-			if err := b.Checkpoint(); err != nil {
+			if err := b.checkpoint(true); err != nil {
 				b.log.Error("checkpoint failed", "err", err)
 			}
 		}
@@ -29,9 +29,18 @@ func (b *Bookie) checkpointLoop() {
 // Checkpoint flushes storage and deletes journal files whose records it now holds durably.
 // Every record is applied to storage before it is appended to the journal, so a mark taken
 // before the flush is covered by it.
-func (b *Bookie) Checkpoint() error {
+func (b *Bookie) Checkpoint() error { return b.checkpoint(false) }
+
+// checkpoint is Checkpoint; paced (the periodic checkpoint, in no hurry) writes the
+// cache at the pace of a generation that filled up instead of at the disk's full
+// speed, which would delay the journal's fdatasyncs on the same disk.
+func (b *Bookie) checkpoint(paced bool) error {
 	mark := b.jr.Mark()
-	if err := b.st.Flush(); err != nil {
+	flush := b.st.Flush
+	if paced {
+		flush = func() error { return b.st.FlushPaced(b.ctx) } // Close hurries it
+	}
+	if err := flush(); err != nil {
 		return err
 	}
 	return b.jr.Release(mark)

@@ -302,7 +302,7 @@ func (s *Storage) dropLogs(logs []*logFile) (int64, error) {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return 0, fmt.Errorf("storage: drop counters: %w", err)
 	}
-	if err := s.flush(); err != nil {
+	if err := s.flush(false); err != nil {
 		return 0, err
 	}
 	var freed int64

@@ -142,6 +142,12 @@
 // to fill (at most 10 s; see pacing). Written in one burst, 32 MiB at 5 MB/s of
 // adds made the journal's fdatasyncs wait ≈ 20 ms once per generation. A Put
 // that waits for cache space or a Flush call ends the pacing (hurry).
+// FlushPaced (the bookie's periodic checkpoint) flushes the active generation
+// at the same pace instead of at full speed: after a 30k msg/s phase, a 5k
+// msg/s run spanning the checkpoint had p99 publish 2.9–5.8 ms (median 4.3)
+// against 2.9–6.3 ms (median 5.2) with a hurried checkpoint, and no stall
+// (p99.9 ≤ 12 ms, against 52 and 78 ms in 2 of 6 runs; standalone, fresh per
+// run, session 7).
 //
 // # Durability and invariants
 //

@@ -191,7 +191,7 @@ func (s *Storage) wakeBlockedPuts() {
 func (s *Storage) flushLoop() {
 	defer close(s.fl.exited)
 	var (
-		reqs []chan error
+		reqs []flushReq
 		fw   flushWriter
 	)
 	for {
@@ -212,9 +212,20 @@ func (s *Storage) flushLoop() {
 				break more
 			}
 		}
-		err := s.drainCache(&fw, len(reqs) > 0)
+		urgent := false
 		for _, r := range reqs {
-			r <- err
+			urgent = urgent || !r.paced
+		}
+		err := s.drainCache(&fw, len(reqs) > 0, urgent)
+		// Nothing is sealed now, so no Put waits: a hurry left over (sent after
+		// the flush it was meant for had stopped pacing) must not cut the next
+		// paced flush short.
+		select {
+		case <-s.fl.hurry:
+		default:
+		}
+		for _, r := range reqs {
+			r.done <- err
 		}
 		clear(reqs)
 		reqs = reqs[:0]
@@ -222,8 +233,9 @@ func (s *Storage) flushLoop() {
 }
 
 // drainCache flushes the sealed generation if there is one, then seals and
-// flushes the active one if all is set (once) or while it is full.
-func (s *Storage) drainCache(fw *flushWriter, all bool) error {
+// flushes the active one if all is set (once) or while it is full. The
+// generations flushed for all are paced unless urgent.
+func (s *Storage) drainCache(fw *flushWriter, all, urgent bool) error {
 	c := &s.cache
 	for {
 		if p := s.failErr.Load(); p != nil {
@@ -231,7 +243,7 @@ func (s *Storage) drainCache(fw *flushWriter, all bool) error {
 		}
 		c.Lock()
 		sealed := c.sealed
-		requested := all
+		requested := all && urgent
 		if sealed == nil {
 			full := c.active.bytes >= s.opts.WriteCacheSize
 			if c.active.puts == 0 || !(all || full) {
@@ -408,14 +420,25 @@ func (s *Storage) commitFlushed(fw *flushWriter, wc *writeCache) error {
 	return nil
 }
 
+// flushReq asks the flusher to flush every generation holding a Put that
+// returned before it; done gets the result. A paced request lets the flush
+// keep its pace (FlushPaced).
+type flushReq struct {
+	done  chan error
+	paced bool
+}
+
 // drain asks the flusher to flush every generation holding a Put that
-// returned before the call, and waits. The flusher must be running (the
-// caller holds the gate, so Close has not stopped it).
-func (s *Storage) drain() error {
-	r := make(chan error, 1)
+// returned before the call, and waits; unless paced, it hurries a flush in
+// progress. The flusher must be running (the caller holds the gate, so Close
+// has not stopped it).
+func (s *Storage) drain(paced bool) error {
+	r := flushReq{done: make(chan error, 1), paced: paced}
 	s.fl.reqs <- r
-	s.hurry()
-	return <-r
+	if !paced {
+		s.hurry()
+	}
+	return <-r.done
 }
 
 // hurry makes a paced flush write the rest of its generation at full speed.

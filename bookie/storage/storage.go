@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -216,14 +217,14 @@ type Storage struct {
 
 	// fl is the flusher goroutine's inbox (see flushLoop) and statistics.
 	fl struct {
-		kick    chan struct{}   // cap 1: a generation was sealed
-		hurry   chan struct{}   // cap 1: a Put or Flush waits: stop pacing the running flush
-		reqs    chan chan error // drain requests (Flush); answered when done
-		stop    chan struct{}   // closed by Close after its last flush
-		exited  chan struct{}   // closed when flushLoop returns
-		flushes atomic.Uint64   // generations flushed
-		entries atomic.Int64    // entries written by the flusher
-		nanos   atomic.Int64    // time spent flushing generations
+		kick    chan struct{} // cap 1: a generation was sealed
+		hurry   chan struct{} // cap 1: a Put or Flush waits: stop pacing the running flush
+		reqs    chan flushReq // drain requests (Flush, FlushPaced); answered when done
+		stop    chan struct{} // closed by Close after its last flush
+		exited  chan struct{} // closed when flushLoop returns
+		flushes atomic.Uint64 // generations flushed
+		entries atomic.Int64  // entries written by the flusher
+		nanos   atomic.Int64  // time spent flushing generations
 	}
 
 	// cur is the current (writable) log, published for lock-free readers
@@ -262,7 +263,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	s.cache.chunks = chunkpool.Pool{Size: cacheChunkSize, Max: int(s.opts.WriteCacheSize/cacheChunkSize) + 2}
 	s.fl.kick = make(chan struct{}, 1)
 	s.fl.hurry = make(chan struct{}, 1)
-	s.fl.reqs = make(chan chan error)
+	s.fl.reqs = make(chan flushReq)
 	s.fl.stop = make(chan struct{})
 	s.fl.exited = make(chan struct{})
 	if err := mkdirAllDurable(s.fs, dir); err != nil {
@@ -1070,16 +1071,34 @@ func (s *Storage) Flush() error {
 		return err
 	}
 	defer s.leave()
-	return s.flush()
+	return s.flush(false)
 }
 
-func (s *Storage) flush() error {
+// FlushPaced is Flush for a caller in no hurry (the bookie's periodic checkpoint): the
+// cache is written at the pace of a generation that filled up (half its fill time, at
+// most maxPaceBudget) instead of at the disk's full speed, unless a Put waiting for
+// cache space, a Flush, or ctx ending hurries it. Either way it returns once everything
+// is flushed, as Flush does.
+func (s *Storage) FlushPaced(ctx context.Context) error {
+	if err := s.enterWrite(); err != nil {
+		return err
+	}
+	defer s.leave()
+	stop := context.AfterFunc(ctx, s.hurry)
+	defer stop()
+	return s.flush(true)
+}
+
+func (s *Storage) flush(paced bool) error {
+	if !paced {
+		s.hurry() // a FlushPaced holding flushMu
+	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	if p := s.failErr.Load(); p != nil {
 		return *p
 	}
-	if err := s.drain(); err != nil {
+	if err := s.drain(paced); err != nil {
 		return err
 	}
 	if err := s.db.Flush(); err != nil {
@@ -1101,7 +1120,7 @@ func (s *Storage) Close() error {
 		defer s.gate.Unlock()
 		var errs []error
 		if !failed {
-			errs = append(errs, s.flush())
+			errs = append(errs, s.flush(false))
 		}
 		close(s.fl.stop)
 		<-s.fl.exited

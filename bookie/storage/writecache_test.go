@@ -533,3 +533,75 @@ func TestFlushPacing(t *testing.T) {
 	}
 	p.wait(s, 1<<20)
 }
+
+// TestFlushPaced: FlushPaced writes the cache at the pace of a generation that filled up
+// (half its fill time), and a Flush meanwhile hurries it.
+func TestFlushPaced(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer closeT(t, s)
+	fill := func(ledger int64, filledFor time.Duration) {
+		for e := range int64(64) {
+			mustPut(t, s, ledger, e, payload(ledger, e, 16<<10))
+		}
+		s.cache.Lock()
+		s.cache.active.first = time.Now().Add(-filledFor)
+		s.cache.Unlock()
+	}
+
+	// Filled over 2 s: written over 1 s, the last bytes not before it is over.
+	fill(1, 2*time.Second)
+	start := time.Now()
+	if err := s.FlushPaced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Fatalf("FlushPaced of a generation filled over 2s took %v: want it paced over about 1s", took)
+	}
+	for e := range int64(64) {
+		mustGetEq(t, s, 1, e, payload(1, e, 16<<10))
+	}
+
+	// Filled over 1 h: paced over maxPaceBudget (10 s), until a Flush hurries it.
+	fill(2, time.Hour)
+	paced := make(chan error, 1)
+	start = time.Now()
+	go func() { paced <- s.FlushPaced(context.Background()) }()
+	waitFor(t, func() bool {
+		s.cache.RLock()
+		defer s.cache.RUnlock()
+		return s.cache.sealed != nil // the paced flush has begun
+	})
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-paced; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > maxPaceBudget/2 {
+		t.Fatalf("FlushPaced hurried by a Flush took %v: want well under the %v budget", took, maxPaceBudget)
+	}
+	for e := range int64(64) {
+		mustGetEq(t, s, 2, e, payload(2, e, 16<<10))
+	}
+
+	// The same, hurried by its context ending (the bookie closing).
+	fill(3, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	start = time.Now()
+	go func() { paced <- s.FlushPaced(ctx) }()
+	waitFor(t, func() bool {
+		s.cache.RLock()
+		defer s.cache.RUnlock()
+		return s.cache.sealed != nil
+	})
+	cancel()
+	if err := <-paced; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > maxPaceBudget/2 {
+		t.Fatalf("FlushPaced hurried by its context took %v: want well under the %v budget", took, maxPaceBudget)
+	}
+	for e := range int64(64) {
+		mustGetEq(t, s, 3, e, payload(3, e, 16<<10))
+	}
+}
