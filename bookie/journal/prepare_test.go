@@ -329,3 +329,56 @@ func countPreparedRolls(opts *Options) func() int {
 	}
 	return func() int { mu.Lock(); defer mu.Unlock(); return prepared }
 }
+
+// TestStoppedPreparationResumes: a preparation stopped by a heavy load goes on once the
+// load turns light again, and the journal then rolls early from its fallocated file to the
+// prepared one, instead of writing the rest of the fallocated file at the light rate.
+func TestStoppedPreparationResumes(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(4 << 20)
+	opts.PrepareRate = 4 << 20 // 1 s per file: stopped while the appends fill it in under 2 s
+	opts.rateWindow = 5 * time.Millisecond
+	preparedRolls := countPreparedRolls(&opts)
+	j, _ := openCollect(t, dir, opts)
+	rng := rand.New(rand.NewPCG(11, 12))
+	var want []Record
+	// Heavy: fast appends over several rate windows, in the first file.
+	written := 0
+	start := time.Now()
+	for written < 200<<10 || time.Since(start) < 10*opts.rateWindow {
+		if written > 3<<20 {
+			t.Fatal("the appends were too slow to stop the preparation before the file filled")
+		}
+		recs := genRecords(rng, 16, 4000, 1)
+		appendAll(t, j, recs)
+		for _, r := range recs {
+			written += len(r.Data) + 25
+		}
+		want = append(want, recs...)
+	}
+	// Light: a small record every 2 ms, until the roll to the prepared file.
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(15 * time.Second)
+	for preparedRolls() == 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no roll to a prepared file within 15 s of light appends")
+		}
+		r := Record{Type: RecAddEntry, LedgerID: 2, EntryID: int64(len(want)), Data: []byte("light")}
+		appendAll(t, j, []Record{r})
+		want = append(want, r)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if j.w.prepStopped == 0 || j.w.prepResumed == 0 {
+		t.Errorf("%d preparations stopped, %d resumed: want the heavy phase to stop one and the light one to resume it",
+			j.w.prepStopped, j.w.prepResumed)
+	}
+	if n := len(journalFiles(t, dir)); n != 2 {
+		t.Errorf("%d journal files, want 2 (the early roll from the first)", n)
+	}
+	checkRecords(t, replayAll(t, dir, opts), want)
+}
