@@ -181,9 +181,11 @@ func (j *Journal) maybePrepare(now time.Time) {
 			w.prepStopped++
 			j.log.Debug("journal: stopped preparing the next file: the active one fills faster than it would be ready",
 				"dir", j.dir, "file", job.seq, "bytesPerSecond", int64(w.rate))
-		case job.stopped && should && job.finished() && errors.Is(job.err, errPrepareStopped):
+		case job.stopped && should && w.rate > 0 && job.finished() && errors.Is(job.err, errPrepareStopped):
 			// The load turned light again before the roll: go on from where the zeros
-			// end, so that the early roll leaves the fallocated active file soon.
+			// end, so that the early roll leaves the fallocated active file soon. Only
+			// for a measured light load: an idle window (rate 0) may be a pause in a heavy
+			// phase, and every start of a preparation writes its first chunk at once.
 			j.startPrepare(job.seq, job.zeroed)
 			w.prepResumed++
 			j.log.Debug("journal: resumed preparing the next file", "dir", j.dir, "file", job.seq,

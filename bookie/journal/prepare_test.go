@@ -183,6 +183,27 @@ func TestNoPrepareWhenFilesFillFast(t *testing.T) {
 	checkRecords(t, replayAll(t, dir, opts), want)
 }
 
+// appendHeavily appends batches of records of up to maxData bytes as fast as the journal
+// takes them, for at least d and 200 KiB, staying in the first 4 MiB file (a heavy load
+// whose rate the writer measures), and returns them.
+func appendHeavily(t *testing.T, j *Journal, rng *rand.Rand, d time.Duration, maxData int) []Record {
+	t.Helper()
+	var recs []Record
+	written := 0
+	for start := time.Now(); written < 200<<10 || time.Since(start) < d; {
+		if written > 3<<20 {
+			t.Fatal("the appends were too slow to measure a rate before the file filled")
+		}
+		batch := genRecords(rng, 8, maxData, 1)
+		appendAll(t, j, batch)
+		for _, r := range batch {
+			written += len(r.Data) + 25
+		}
+		recs = append(recs, batch...)
+	}
+	return recs
+}
+
 // TestRunningPreparationStopsUnderLoad: a preparation started while the journal was quiet
 // (at Open) stops once appends come fast enough that it would not be ready in time.
 func TestRunningPreparationStopsUnderLoad(t *testing.T) {
@@ -191,22 +212,7 @@ func TestRunningPreparationStopsUnderLoad(t *testing.T) {
 	opts.PrepareRate = 64 << 10 // a minute for the next file
 	opts.rateWindow = 5 * time.Millisecond
 	j, _ := openCollect(t, dir, opts)
-	rng := rand.New(rand.NewPCG(5, 6))
-	var want []Record
-	written := 0
-	start := time.Now()
-	// Stay in the first file: about 200 KiB over several rate windows.
-	for written < 200<<10 || time.Since(start) < 4*opts.rateWindow {
-		if written > 3<<20 {
-			t.Fatal("the appends were too slow to measure a rate before the file filled")
-		}
-		recs := genRecords(rng, 8, 2000, 1)
-		appendAll(t, j, recs)
-		for _, r := range recs {
-			written += len(r.Data) + 25
-		}
-		want = append(want, recs...)
-	}
+	want := appendHeavily(t, j, rand.New(rand.NewPCG(5, 6)), 4*opts.rateWindow, 2000)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -340,22 +346,7 @@ func TestStoppedPreparationResumes(t *testing.T) {
 	opts.rateWindow = 5 * time.Millisecond
 	preparedRolls := countPreparedRolls(&opts)
 	j, _ := openCollect(t, dir, opts)
-	rng := rand.New(rand.NewPCG(11, 12))
-	var want []Record
-	// Heavy: fast appends over several rate windows, in the first file.
-	written := 0
-	start := time.Now()
-	for written < 200<<10 || time.Since(start) < 10*opts.rateWindow {
-		if written > 3<<20 {
-			t.Fatal("the appends were too slow to stop the preparation before the file filled")
-		}
-		recs := genRecords(rng, 16, 4000, 1)
-		appendAll(t, j, recs)
-		for _, r := range recs {
-			written += len(r.Data) + 25
-		}
-		want = append(want, recs...)
-	}
+	want := appendHeavily(t, j, rand.New(rand.NewPCG(11, 12)), 10*opts.rateWindow, 4000)
 	// Light: a small record every 2 ms, until the roll to the prepared file.
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()

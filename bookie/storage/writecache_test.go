@@ -561,47 +561,32 @@ func TestFlushPaced(t *testing.T) {
 		mustGetEq(t, s, 1, e, payload(1, e, 16<<10))
 	}
 
-	// Filled over 1 h: paced over maxPaceBudget (10 s), until a Flush hurries it.
-	fill(2, time.Hour)
-	paced := make(chan error, 1)
-	start = time.Now()
-	go func() { paced <- s.FlushPaced(context.Background()) }()
-	waitFor(t, func() bool {
-		s.cache.RLock()
-		defer s.cache.RUnlock()
-		return s.cache.sealed != nil // the paced flush has begun
-	})
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
+	// Filled over 1 h: paced over maxPaceBudget (10 s), until a Flush hurries it, or
+	// its context ending (the bookie closing).
+	hurried := func(ctx context.Context, ledger int64, hurry func() error) {
+		fill(ledger, time.Hour)
+		paced := make(chan error, 1)
+		start := time.Now()
+		go func() { paced <- s.FlushPaced(ctx) }()
+		waitFor(t, func() bool {
+			s.cache.RLock()
+			defer s.cache.RUnlock()
+			return s.cache.sealed != nil // the paced flush has begun
+		})
+		if err := hurry(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-paced; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > maxPaceBudget/2 {
+			t.Fatalf("ledger %d: hurried FlushPaced took %v: want well under the %v budget", ledger, took, maxPaceBudget)
+		}
+		for e := range int64(64) {
+			mustGetEq(t, s, ledger, e, payload(ledger, e, 16<<10))
+		}
 	}
-	if err := <-paced; err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > maxPaceBudget/2 {
-		t.Fatalf("FlushPaced hurried by a Flush took %v: want well under the %v budget", took, maxPaceBudget)
-	}
-	for e := range int64(64) {
-		mustGetEq(t, s, 2, e, payload(2, e, 16<<10))
-	}
-
-	// The same, hurried by its context ending (the bookie closing).
-	fill(3, time.Hour)
+	hurried(context.Background(), 2, s.Flush)
 	ctx, cancel := context.WithCancel(context.Background())
-	start = time.Now()
-	go func() { paced <- s.FlushPaced(ctx) }()
-	waitFor(t, func() bool {
-		s.cache.RLock()
-		defer s.cache.RUnlock()
-		return s.cache.sealed != nil
-	})
-	cancel()
-	if err := <-paced; err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > maxPaceBudget/2 {
-		t.Fatalf("FlushPaced hurried by its context took %v: want well under the %v budget", took, maxPaceBudget)
-	}
-	for e := range int64(64) {
-		mustGetEq(t, s, 3, e, payload(3, e, 16<<10))
-	}
+	hurried(ctx, 3, func() error { cancel(); return nil })
 }
