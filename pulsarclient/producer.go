@@ -56,6 +56,9 @@ type ProducerOptions struct {
 	BatchingMaxInFlight int
 }
 
+// DefaultBatchingMaxInFlight is ProducerOptions.BatchingMaxInFlight's default.
+const DefaultBatchingMaxInFlight = 16
+
 func (o *ProducerOptions) setDefaults() error {
 	if o.BatchingMaxMessages <= 0 {
 		o.BatchingMaxMessages = 1000
@@ -70,7 +73,7 @@ func (o *ProducerOptions) setDefaults() error {
 		o.MaxPendingMessages = 1000
 	}
 	if o.BatchingMaxInFlight <= 0 {
-		o.BatchingMaxInFlight = 16
+		o.BatchingMaxInFlight = DefaultBatchingMaxInFlight
 	}
 	if o.AccessMode < AccessShared || o.AccessMode > AccessWaitForExclusive {
 		return fmt.Errorf("pulsarclient: invalid access mode %d", o.AccessMode)

@@ -21,8 +21,8 @@ type writerState struct {
 	rateMarkWritten int64
 	rate            float64
 	// prepSkipped counts the files maybePrepare decided not to prepare, prepStopped the
-	// preparations it stopped, prepResumed the stopped ones it went on with, prepKept the unfinished or unused preparations a roll kept
-	// as the spare (for tests).
+	// preparations it stopped, prepResumed the stopped ones it went on with, prepKept the
+	// unfinished or unused preparations a roll kept as the spare (for tests).
 	prepSkipped     int
 	prepStopped     int
 	prepResumed     int

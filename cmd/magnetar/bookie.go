@@ -117,7 +117,7 @@ func newBookieCmd() *cobra.Command {
 	f.Float64Var(&threshold, "disk-threshold", 0.95, "disk usage fraction at which the bookie turns read-only")
 	f.Int64Var(&prepareRate, "journal-prepare-rate", 0,
 		fmt.Sprintf("zero-fill the next journal file ahead of use at this many bytes/s, e.g. %d (0: fallocate only); for a journal on a disk of its own", journal.DefaultPrepareRate))
-	f.DurationVar(&groupWait, "journal-group-wait", time.Millisecond, "longest wait for company before a journal fsync (0: sync as soon as the queue is empty)")
+	f.DurationVar(&groupWait, "journal-group-wait", journal.DefaultMaxGroupWait, groupWaitUsage)
 	f.DurationVar(&syncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
 	f.DurationVar(&gcInterval, "gc-interval", 10*time.Minute, "how often to reclaim deleted ledgers")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -172,6 +172,8 @@ func newBookieListCmd() *cobra.Command {
 	out.add(c)
 	return c
 }
+
+const groupWaitUsage = "longest wait for company before a journal fsync (0: sync as soon as the queue is empty)"
 
 const syncIntervalUsage = "shortest time between the starts of two journal fsyncs under an open-loop load (0: no pacing); records arriving meanwhile join the next group"
 

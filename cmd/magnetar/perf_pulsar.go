@@ -76,7 +76,7 @@ func (f *perfProducerFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.noBatching, "disable-batching", false, "send every message as its own entry")
 	c.Flags().IntVar(&f.batchMax, "batch-max-messages", 1000, "messages per batch entry at most")
 	c.Flags().DurationVar(&f.batchDelay, "batch-delay", time.Millisecond, "how long a batch waits for more messages")
-	c.Flags().IntVar(&f.inFlight, "batch-in-flight", 16, "entries in flight per producer before a partial batch waits to gather more")
+	c.Flags().IntVar(&f.inFlight, "batch-in-flight", pulsarclient.DefaultBatchingMaxInFlight, "entries in flight per producer before a partial batch waits to gather more")
 }
 
 func (f *perfProducerFlags) validate(minSize int) error {

@@ -57,8 +57,7 @@ func newStandaloneCmd() *cobra.Command {
 	f.StringVar(&fl.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.Int64Var(&fl.journalPrepareRate, "journal-prepare-rate", journal.DefaultPrepareRate,
 		"zero-fill the next journal file ahead of use at this many bytes/s (0: fallocate only)")
-	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", time.Millisecond,
-		"longest wait for company before a journal fsync (0: sync as soon as the queue is empty)")
+	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", journal.DefaultMaxGroupWait, groupWaitUsage)
 	f.DurationVar(&fl.journalSyncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
 	return c
 }
