@@ -3,6 +3,7 @@ package topic
 import (
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
@@ -27,16 +28,12 @@ type Consumer struct {
 	connected time.Time
 
 	// Owned by the subscription goroutine.
-	closed bool
-	flowed bool // the client sent a FLOW: its handler is registered
-	// Failover: the last active state decided for the consumer, and whether it was sent.
-	active, activeKnown, activeSent bool
-	permits                         int
-	unacked                         int
-	msgsOut                         int64
-	bytesOut                        int64
-	rateOut                         rate
-	redeliv                         rate
+	cid      dispatch.CID // the consumer's id in the dispatcher core
+	closed   bool
+	msgsOut  int64
+	bytesOut int64
+	rateOut  rate
+	redeliv  rate
 }
 
 // Subscription returns the consumer's subscription.
