@@ -269,6 +269,9 @@ type Core struct {
 	replay        map[Position]Info
 	replayHashes  map[uint32]int // Key_Shared: replay entries per hash
 	replayBlocked bool           // the last replay pass could dispatch nothing
+	// changes counts unblock calls; a replay pass that dispatched nothing blocks the replay
+	// set only if nothing changed while its re-read was in flight (replayFrom).
+	changes, replayFrom uint64
 	pending       map[Position]*pendingEntry
 	pendingHash   map[uint32]*hashHold // Key_Shared: the consumer holding unacked entries of a hash
 	redeliver     map[Position]uint32  // redelivery counts
@@ -277,6 +280,15 @@ type Core struct {
 	// batchAcked holds the acknowledged messages (bit i: message i) of partly acknowledged
 	// batch entries, so that a redelivery carries ack_set and the client skips them.
 	batchAcked map[Position][]uint64
+	// dropped are the entries of reads dropped as stale: the cursor's read position is past
+	// them, so if the reset that made them stale fails (or a stopped core restarts) they are
+	// redelivered from here.
+	dropped map[Position]Info
+	// ackedInRead are the positions acknowledged while the read in flight was issued
+	// (ackedUpTo: cumulatively): the read may bring them back, and an acknowledged entry is
+	// never delivered again.
+	ackedInRead map[Position]bool
+	ackedUpTo   *Position
 	resetting  *SeekTarget // a seek waiting for the reads in flight, or moving the cursor
 	resetSent  bool
 	retryAt    int64 // a read failed: read again at this time (0: no)
@@ -297,6 +309,9 @@ func (d *Core) clear() {
 	d.replayHashes = map[uint32]int{}
 	d.redeliver = map[Position]uint32{}
 	d.batchAcked = map[Position][]uint64{}
+	d.dropped = map[Position]Info{}
+	d.ackedInRead = map[Position]bool{}
+	d.ackedUpTo = nil
 	d.delayed = nil
 	d.replayBlocked = false
 	d.retryAt = 0
@@ -536,7 +551,10 @@ func (d *Core) dropReplay(pos Position) {
 
 // unblock lets the replay set be tried again (something changed: an ack, permits, a
 // consumer).
-func (d *Core) unblock() { d.replayBlocked = false }
+func (d *Core) unblock() {
+	d.replayBlocked = false
+	d.changes++
+}
 
 // Flow adds n permits (messages the consumer can take).
 func (d *Core) Flow(id CID, n int) {
@@ -612,6 +630,7 @@ func (d *Core) readReplay(permits int) {
 		ps = ps[:limit]
 	}
 	d.replaying = true
+	d.replayFrom = d.changes
 	d.ready.Replay = &Replay{Epoch: d.epoch, Positions: ps}
 }
 
@@ -628,7 +647,16 @@ func (d *Core) ReadDone(epoch uint64, es []Entry, status ReadStatus, now int64) 
 	d.now = now
 	d.reading = false
 	defer d.maybeStartReset()
+	acked, upTo := d.ackedInRead, d.ackedUpTo
+	if len(acked) > 0 {
+		d.ackedInRead = map[Position]bool{}
+	}
+	d.ackedUpTo = nil
+	es = slices.DeleteFunc(es, func(e Entry) bool { return acked[e.Pos] || (upTo != nil && !upTo.Less(e.Pos)) })
 	if d.stale(epoch) {
+		for _, e := range es {
+			d.dropped[e.Pos] = e.Info
+		}
 		return
 	}
 	switch status {
@@ -730,7 +758,10 @@ func (d *Core) ReplayDone(epoch uint64, asked []Position, es []Entry, status Rea
 			first, haveFirst = e.Pos, true
 		}
 	}
-	if sent == 0 && len(d.replay) > 0 {
+	// Nothing could go out: wait for a change (an ack, permits, a consumer) before trying
+	// again — unless one came while the re-read was in flight (an entry returned then may
+	// be the one the others wait for).
+	if sent == 0 && len(d.replay) > 0 && d.changes == d.replayFrom {
 		d.replayBlocked = true
 	}
 	d.dispatch()
@@ -927,6 +958,14 @@ func (d *Core) ackCumulative(ids []AckID, done func(error)) {
 			delete(d.batchAcked, p)
 		}
 	}
+	for p := range d.dropped {
+		if !pos.Less(p) {
+			delete(d.dropped, p)
+		}
+	}
+	if d.reading && (d.ackedUpTo == nil || d.ackedUpTo.Less(pos)) {
+		d.ackedUpTo = &pos
+	}
 	d.ready.Acks = append(d.ready.Acks, CursorAck{Kind: AckCumulative, Pos: pos, Done: done})
 }
 
@@ -950,6 +989,10 @@ func (d *Core) ackIndividual(ids []AckID, done func(error)) {
 		}
 		delete(d.redeliver, p)
 		delete(d.batchAcked, p)
+		delete(d.dropped, p)
+		if d.reading {
+			d.ackedInRead[p] = true
+		}
 	}
 	if len(ps) > 0 {
 		d.ready.Acks = append(d.ready.Acks, CursorAck{Kind: AckIndividual, Positions: ps, Done: done})
@@ -1059,6 +1102,7 @@ func (d *Core) ResetDone(err error) (disconnected []CID) {
 	}
 	d.resetting = nil
 	if err != nil {
+		d.restoreDropped()
 		d.dispatch()
 		return nil
 	}
@@ -1073,6 +1117,17 @@ func (d *Core) ResetDone(err error) (disconnected []CID) {
 	d.active = nil
 	d.ks = keySelector{}
 	return disconnected
+}
+
+// restoreDropped returns the entries of stale reads to the replay set (the reset that made
+// them stale did not happen).
+func (d *Core) restoreDropped() {
+	for p, info := range d.dropped {
+		if _, ok := d.pending[p]; !ok {
+			d.addReplay(p, info)
+		}
+	}
+	clear(d.dropped)
 }
 
 // Stop ends dispatching (the subscription is closing or being deleted): reads in flight are
@@ -1095,6 +1150,7 @@ func (d *Core) Restart() {
 		return
 	}
 	d.stopped = false
+	d.restoreDropped()
 	d.unblock()
 	d.dispatch()
 }
