@@ -272,11 +272,11 @@ type Core struct {
 	// changes counts unblock calls; a replay pass that dispatched nothing blocks the replay
 	// set only if nothing changed while its re-read was in flight (replayFrom).
 	changes, replayFrom uint64
-	pending       map[Position]*pendingEntry
-	pendingHash   map[uint32]*hashHold // Key_Shared: the consumer holding unacked entries of a hash
-	redeliver     map[Position]uint32  // redelivery counts
-	delayed       delayQueue
-	avgMsgs       float64 // messages per entry, smoothed
+	pending             map[Position]*pendingEntry
+	pendingHash         map[uint32]*hashHold // Key_Shared: the consumer holding unacked entries of a hash
+	redeliver           map[Position]uint32  // redelivery counts
+	delayed             delayQueue
+	avgMsgs             float64 // messages per entry, smoothed
 	// batchAcked holds the acknowledged messages (bit i: message i) of partly acknowledged
 	// batch entries, so that a redelivery carries ack_set and the client skips them.
 	batchAcked map[Position][]uint64
@@ -289,10 +289,10 @@ type Core struct {
 	// never delivered again.
 	ackedInRead map[Position]bool
 	ackedUpTo   *Position
-	resetting  *SeekTarget // a seek waiting for the reads in flight, or moving the cursor
-	resetSent  bool
-	retryAt    int64 // a read failed: read again at this time (0: no)
-	now        int64
+	resetting   *SeekTarget // a seek waiting for the reads in flight, or moving the cursor
+	resetSent   bool
+	retryAt     int64 // a read failed: read again at this time (0: no)
+	now         int64
 }
 
 // New returns a core with no consumers.

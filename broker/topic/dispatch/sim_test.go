@@ -120,9 +120,9 @@ type simCursor struct {
 type simRead struct {
 	cancelled bool
 	inc       *simIncarnation
-	epoch uint64
-	n     int
-	gen   int // the world's seek generation when the read was issued
+	epoch     uint64
+	n         int
+	gen       int // the world's seek generation when the read was issued
 }
 
 // simIncarnation is one broker lifetime of the subscription: a core and the consumers
