@@ -1,5 +1,5 @@
 // Package autorecovery brings lost replicas back by themselves, as BookKeeper's auto-recovery
-// does (shared/reference/internals.md §3): an Auditor finds under-replicated ledgers and marks
+// does (its Auditor, AuditorElector and ReplicationWorker): an Auditor finds under-replicated ledgers and marks
 // them durably; replication Workers copy the missing replicas to new bookies and swap them into
 // the ledgers' ensembles; Decommission retires a stopped bookie; ReadStatus reports it all.
 //
@@ -54,7 +54,7 @@
 //
 // # Invariants
 //
-//   - L4 (seeds/001): a fragment is replicated, and its bookie swapped, only if it is closed:
+//   - L4 (docs/DESIGN.md; apache/bookkeeper#3917): a fragment is replicated, and its bookie swapped, only if it is closed:
 //     the ledger is CLOSED, or the fragment is not the last and the LAC the worker learned
 //     covers its end (Fragments). The worker never reads an entry beyond that LAC of a ledger
 //     that is not CLOSED (Replicator asserts it). A fragment with a lost bookie that is not

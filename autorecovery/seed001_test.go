@@ -11,7 +11,8 @@ import (
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
 
-// Reproducer of seeds/001_a7138f36fb132d36.txt (apache/bookkeeper#3917, invariant L4).
+// Reproducer of apache/bookkeeper#3917, "Fix ledger replicated failed blocks bookie
+// decommission process" (invariant L4 in docs/DESIGN.md).
 //
 // E=3 WQ=3 AQ=2, ledger OPEN with ensembles {0:[b1,b2,b3], 15:[b1,b2,b4]}: the writer had
 // entry 14 acknowledged, changed ensemble at 15 (its LAC + 1) and died before entry 15 was

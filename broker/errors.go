@@ -11,7 +11,7 @@ import (
 )
 
 // serverError maps an error to the protocol's ServerError. This is the one table; the Go
-// client decides whether to retry from the code (see pulsar-protocol.md):
+// client (pulsar-client-go) decides whether to retry from the code:
 // TopicNotFound, TopicTerminatedError and ProducerFenced stop a producer, ServiceNotReady
 // makes it look the topic up again, anything else is retried with backoff.
 func serverError(err error) pb.ServerError {

@@ -82,7 +82,7 @@
 // append queue hand their slices back and forth; completed pendingAdds and Ready slices are
 // reused; entries are packaged straight into the connection's write buffer.
 //
-// # Invariants (DESIGN.md L1–L3; checked after every step by TestSim*)
+// # Invariants (docs/DESIGN.md L1–L3; checked after every step by TestSim*)
 //
 //   - L1: an entry is acknowledged only when AQ bookies of its write set (in the ensemble in
 //     force for it) fsynced it, and strictly in entry order; LAC = the highest entry with all

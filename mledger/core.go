@@ -100,7 +100,7 @@ type hooks struct {
 // mutation deliberately breaks the core, to prove the simulation's checker catches it. Only
 // tests set it.
 type mutation struct {
-	lateSwitchReopens   bool // seed 000: a late rollover completion sets LedgerOpened after terminate
+	lateSwitchReopens   bool // apache/pulsar#25795: a late rollover completion sets LedgerOpened after terminate
 	unserializedMeta    bool // metadata updates race each other and a conflict fences (Pulsar's metadataMutex bug)
 	completeDrainedAdds bool // adds past a closed ledger's end complete successfully
 	keepLostRaceLedger  bool // terminate leaves a lost-race rollover ledger in metadata

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// The scenarios of seed 000 (apache/pulsar#25795 and its review), scripted on the simulator:
+// The scenarios of apache/pulsar#25795 (a terminated managed ledger made writable again by a
+// late ledger-switch completion) and of its review, scripted on the simulator:
 // specific completions are held and released in the racy order, and the simulation's checker
 // (M1–M4, durability) runs after every step.
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# SBS-1 of ../shared/BENCHMARKS.md, side by side in one run: Magnetar standalone (fsync before
-# every ack, the default) driven by `magnetar perf`, against NATS JetStream d1 (fsync always)
-# and d0 (its default) driven by ../shared/bench/jetstream.sh. Workloads alternate
-# Magnetar, JetStream d1, JetStream d0 within each repetition. One CSV line per run:
+# SBS-1 (the workload is defined at the top of docs/BENCHMARKS-RESULTS.md), side by side in
+# one run: Magnetar standalone (fsync before every ack, the default) driven by `magnetar perf`,
+# against NATS JetStream d1 (fsync always) and d0 (its default) driven by a jetstream.sh driver
+# ($js below: `jetstream.sh d1|d0 async|sync CLIENTS MSGS [SIZE]`, one CSV line
+# workload,msgs_per_s,MiB_per_s; it installs nats-server v2.15.2 and the nats CLI v0.5.0 with
+# `go install` and listens on 127.0.0.1:14222 only; it is not in this repository).
+# Workloads alternate Magnetar, JetStream d1, JetStream d0 within each repetition. One CSV line per run:
 #   system,workload,rep,msgs_per_s[,p50_ms,p99_ms,p999_ms,msgs_per_fsync[,e2e_p50_ms,e2e_p99_ms,e2e_p999_ms]]
 # (latencies: publish acknowledgement and end-to-end delivery, from the scheduled send time)
 # plus the physical references of `magnetar perf disk` on the same directory (lines "disk,…").

@@ -5,8 +5,8 @@
 // live-byte counters live in the same Pebble instance. Put only copies the
 // entry into an in-memory write cache; a background flusher writes the cache
 // to the entry log and the index in large batches. It is the Go counterpart
-// of BookKeeper's DbLedgerStorage (write cache, default entry logger; see
-// /work/shared/reference/internals.md §2).
+// of BookKeeper's DbLedgerStorage (its WriteCache and DefaultEntryLogger, with
+// a RocksDB index where this one uses Pebble).
 //
 // # Usage
 //
@@ -294,7 +294,7 @@
 //
 // Without checkpoints, payload-in-Pebble puts only fill the memtable and
 // look cheap; the flushes and compactions that rewrite every payload (write
-// amplification ≈ 6 at steady state, dependencies.md) show up once data is
+// amplification ≈ 6 at steady state, as measured when the storage was chosen) show up once data is
 // made durable, and random reads must search sstable blocks of payloads
 // rather than a small, cached index. The entry log writes each byte once
 // (plus compaction of partly dead logs, which the caller controls).

@@ -1,4 +1,3 @@
-// Command magnetar is the single Magnetar binary: every role and tool is a subcommand.
 package main
 
 import (

@@ -5,8 +5,8 @@
 //
 // Everything here is a pure function or a small value type with no I/O, no goroutines and no
 // locks; values are not safe for concurrent use. The rules follow
-// BookKeeper's RoundRobinDistributionSchedule, PendingAddOp and PendingReadOp (see
-// shared/reference/internals.md §1).
+// BookKeeper's RoundRobinDistributionSchedule (with its RRQuorumCoverageSet), PendingAddOp
+// and PendingReadOp.
 //
 // Throughout, E is the ensemble size, WQ the write quorum and AQ the ack quorum, with
 // E >= WQ >= AQ >= 1 and WQ <= MaxWriteQuorum.

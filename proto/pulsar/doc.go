@@ -77,8 +77,7 @@
 // interop module, against the descriptors the client registers at run time).
 //
 // Do not send a Go client types it does not handle (REACHED_END_OF_TOPIC, WATCH_TOPIC_*,
-// END_TXN_ON_*, a second CONNECTED): it closes the whole connection. See
-// ../shared/reference/pulsar-protocol.md.
+// END_TXN_ON_*, a second CONNECTED): it closes the whole connection.
 //
 // # What the decoder rejects (ErrMalformed)
 //
