@@ -167,6 +167,9 @@ type simWorld struct {
 	// ackedSeen: entries the subscription has acknowledged (fed to a core, or persisted
 	// across a crash, or below a completed reset's position): never delivered again (B1).
 	ackedSeen []bool
+	// redeliver: entries at or after a completed reset's position, which must be delivered
+	// again (or acknowledged by an ack that arrived after the reset).
+	redeliver []bool
 	// inputGen is the seek generation of the read whose result is being fed (-1: none).
 	inputGen int
 	quiesce  bool // the window is over: no more faults, consumers ack everything
@@ -191,6 +194,7 @@ func newSimWorld(seed int64, mut Mutation, verbose bool) *simWorld {
 	w.cur.acked = make([]bool, w.p.entries)
 	w.cur.persisted = make([]bool, w.p.entries)
 	w.ackedSeen = make([]bool, w.p.entries)
+	w.redeliver = make([]bool, w.p.entries)
 	return w
 }
 
@@ -248,6 +252,11 @@ func (w *simWorld) crash() {
 	// once) and may be redelivered.
 	copy(w.cur.acked, w.cur.persisted)
 	copy(w.ackedSeen, w.cur.persisted)
+	for j, acked := range w.cur.persisted {
+		if acked {
+			w.redeliver[j] = false // a reset not persisted before the crash is lost with it
+		}
+	}
 	w.cur.lastApply = w.s.Now()
 	w.s.After(w.delay(), "restart", w.start)
 }
@@ -360,6 +369,7 @@ func (w *simWorld) receive(inc *simIncarnation, c *simConsumer, i int, msgs int)
 			w.input(inc, "ack", func(d *Core) {
 				for j := 0; j <= i; j++ {
 					w.ackedSeen[j] = true
+					w.redeliver[j] = false
 					delete(inc.holder, j)
 				}
 				d.Ack(c.id, true, []AckID{{Pos: pos}}, nil)
@@ -369,6 +379,7 @@ func (w *simWorld) receive(inc *simIncarnation, c *simConsumer, i int, msgs int)
 		w.on(inc, w.delay(), fmt.Sprintf("ack %d by %d", i, c.id), func() {
 			w.input(inc, "ack", func(d *Core) {
 				w.ackedSeen[i] = true
+				w.redeliver[i] = false
 				delete(inc.holder, i)
 				d.Ack(c.id, false, []AckID{{Pos: pos}}, nil)
 			})
@@ -470,6 +481,7 @@ func (w *simWorld) onSend(inc *simIncarnation, snd Send) {
 		}
 	}
 	inc.holder[i] = c.id
+	w.redeliver[i] = false
 	w.on(inc, w.delay(), fmt.Sprintf("deliver %d to %d", i, c.id), func() { w.receive(inc, c, i, e.info.Msgs) })
 }
 
@@ -578,6 +590,7 @@ func (w *simWorld) cursorAck(a CursorAck) {
 			for _, p := range ps {
 				w.cur.acked[simIndex(p)] = true
 				w.ackedSeen[simIndex(p)] = true // also when it lands after a reset
+				w.redeliver[simIndex(p)] = false
 			}
 			if a.Done != nil {
 				a.Done(nil)
@@ -588,6 +601,7 @@ func (w *simWorld) cursorAck(a CursorAck) {
 			for j := 0; j <= simIndex(a.Pos) && j < len(w.log); j++ {
 				w.cur.acked[j] = true
 				w.ackedSeen[j] = true
+				w.redeliver[j] = false
 			}
 			if a.Done != nil {
 				a.Done(nil)
@@ -616,6 +630,7 @@ func (w *simWorld) reset(inc *simIncarnation, t SeekTarget) {
 		for j := range w.log {
 			w.cur.acked[j] = j < to
 			w.ackedSeen[j] = j < to
+			w.redeliver[j] = j >= to && w.log[j].published
 		}
 		w.cur.readPos = to
 		w.cur.parked = nil
@@ -731,8 +746,12 @@ func (w *simWorld) run() error {
 	if w.err != nil {
 		return w.err
 	}
-	// B2: every message was delivered and acknowledged.
+	// B2: every message was delivered and acknowledged; after a reset, every message at or
+	// after its position was delivered again.
 	for i := range w.log {
+		if w.redeliver[i] {
+			return fmt.Errorf("seek: entry %d, at or after a completed reset's position, was not delivered again", i)
+		}
 		if !w.cur.acked[i] {
 			return fmt.Errorf("B2: entry %d was never acknowledged (held by %v, in replay: %v)", i,
 				w.inc.holder[i], w.inc.d.replay[simPos(i)].Msgs > 0)
