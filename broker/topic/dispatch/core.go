@@ -284,15 +284,21 @@ type Core struct {
 	// them, so if the reset that made them stale fails (or a stopped core restarts) they are
 	// redelivered from here.
 	dropped map[Position]Info
-	// ackedInRead are the positions acknowledged while the read in flight was issued
-	// (ackedUpTo: cumulatively): the read may bring them back, and an acknowledged entry is
-	// never delivered again.
-	ackedInRead map[Position]bool
-	ackedUpTo   *Position
-	resetting   *SeekTarget // a seek waiting for the reads in flight, or moving the cursor
-	resetSent   bool
-	retryAt     int64 // a read failed: read again at this time (0: no)
-	now         int64
+	// ackedAhead are positions acknowledged before the dispatcher saw them in this epoch
+	// (acks that arrive after a reset, of messages delivered before it), and ackFloor the
+	// highest cumulative acknowledgement: the cursor applies acks asynchronously, so a read
+	// may still bring them back, and an acknowledged entry is never delivered again.
+	ackedAhead map[Position]bool
+	ackFloor   *Position
+	// resetAcks are the acks received after the cursor reset was asked for: the cursor
+	// applies them after it (the owner queues both in order), so they still count once it
+	// is done.
+	resetAcks     []Position
+	resetAckFloor *Position
+	resetting     *SeekTarget // a seek waiting for the reads in flight, or moving the cursor
+	resetSent     bool
+	retryAt       int64 // a read failed: read again at this time (0: no)
+	now           int64
 }
 
 // New returns a core with no consumers.
@@ -310,8 +316,8 @@ func (d *Core) clear() {
 	d.redeliver = map[Position]uint32{}
 	d.batchAcked = map[Position][]uint64{}
 	d.dropped = map[Position]Info{}
-	d.ackedInRead = map[Position]bool{}
-	d.ackedUpTo = nil
+	d.ackedAhead = map[Position]bool{}
+	d.ackFloor = nil
 	d.delayed = nil
 	d.replayBlocked = false
 	d.retryAt = 0
@@ -647,12 +653,7 @@ func (d *Core) ReadDone(epoch uint64, es []Entry, status ReadStatus, now int64) 
 	d.now = now
 	d.reading = false
 	defer d.maybeStartReset()
-	acked, upTo := d.ackedInRead, d.ackedUpTo
-	if len(acked) > 0 {
-		d.ackedInRead = map[Position]bool{}
-	}
-	d.ackedUpTo = nil
-	es = slices.DeleteFunc(es, func(e Entry) bool { return acked[e.Pos] || (upTo != nil && !upTo.Less(e.Pos)) })
+	es = d.dropAcked(es)
 	if d.stale(epoch) {
 		for _, e := range es {
 			d.dropped[e.Pos] = e.Info
@@ -672,6 +673,27 @@ func (d *Core) ReadDone(epoch uint64, es []Entry, status ReadStatus, now int64) 
 		d.offer(e, e.Info, false)
 	}
 	d.dispatch()
+}
+
+// maxAckedAhead bounds ackedAhead (acks of positions far ahead of the reads are not
+// remembered beyond it).
+const maxAckedAhead = 10000
+
+// dropAcked removes from a read's entries those acknowledged already (see ackedAhead) and
+// forgets the acknowledgements the read went past.
+func (d *Core) dropAcked(es []Entry) []Entry {
+	if len(es) == 0 || (len(d.ackedAhead) == 0 && d.ackFloor == nil) {
+		return es
+	}
+	last := es[len(es)-1].Pos
+	floor := d.ackFloor
+	es = slices.DeleteFunc(es, func(e Entry) bool { return d.ackedAhead[e.Pos] || (floor != nil && !floor.Less(e.Pos)) })
+	for p := range d.ackedAhead {
+		if !last.Less(p) {
+			delete(d.ackedAhead, p)
+		}
+	}
+	return es
 }
 
 // ReplayDone feeds the outcome of a Replay issued under epoch: es are the entries found
@@ -963,8 +985,11 @@ func (d *Core) ackCumulative(ids []AckID, done func(error)) {
 			delete(d.dropped, p)
 		}
 	}
-	if d.reading && (d.ackedUpTo == nil || d.ackedUpTo.Less(pos)) {
-		d.ackedUpTo = &pos
+	if d.ackFloor == nil || d.ackFloor.Less(pos) {
+		d.ackFloor = &pos
+	}
+	if d.resetSent && d.resetting != nil && (d.resetAckFloor == nil || d.resetAckFloor.Less(pos)) {
+		d.resetAckFloor = &pos
 	}
 	d.ready.Acks = append(d.ready.Acks, CursorAck{Kind: AckCumulative, Pos: pos, Done: done})
 }
@@ -981,8 +1006,14 @@ func (d *Core) ackIndividual(ids []AckID, done func(error)) {
 		ps = append(ps, id.Pos)
 	}
 	for _, p := range ps {
+		_, replayed := d.replay[p]
 		if pe := d.pending[p]; pe != nil {
 			d.unpend(p, pe)
+		} else if !replayed && len(d.ackedAhead) < maxAckedAhead {
+			d.ackedAhead[p] = true
+		}
+		if d.resetSent && d.resetting != nil && len(d.resetAcks) < maxAckedAhead {
+			d.resetAcks = append(d.resetAcks, p)
 		}
 		if !d.mut.RedeliverAcked {
 			d.dropReplay(p)
@@ -990,9 +1021,6 @@ func (d *Core) ackIndividual(ids []AckID, done func(error)) {
 		delete(d.redeliver, p)
 		delete(d.batchAcked, p)
 		delete(d.dropped, p)
-		if d.reading {
-			d.ackedInRead[p] = true
-		}
 	}
 	if len(ps) > 0 {
 		d.ready.Acks = append(d.ready.Acks, CursorAck{Kind: AckIndividual, Positions: ps, Done: done})
@@ -1102,12 +1130,19 @@ func (d *Core) ResetDone(err error) (disconnected []CID) {
 	}
 	d.resetting = nil
 	if err != nil {
+		d.resetAcks, d.resetAckFloor = nil, nil
 		d.restoreDropped()
 		d.dispatch()
 		return nil
 	}
 	d.epoch++
+	acks, floor := d.resetAcks, d.resetAckFloor
+	d.resetAcks, d.resetAckFloor = nil, nil
 	d.clear()
+	for _, p := range acks {
+		d.ackedAhead[p] = true
+	}
+	d.ackFloor = floor
 	for _, c := range d.consumers {
 		disconnected = append(disconnected, c.id)
 		c.closed = true

@@ -167,6 +167,8 @@ type simWorld struct {
 	// ackedSeen: entries the subscription has acknowledged (fed to a core, or persisted
 	// across a crash, or below a completed reset's position): never delivered again (B1).
 	ackedSeen []bool
+	// ackQueued counts, per entry, the cursor acks queued and not applied yet.
+	ackQueued []int
 	// redeliver: entries at or after a completed reset's position, which must be delivered
 	// again (or acknowledged by an ack that arrived after the reset).
 	redeliver []bool
@@ -195,6 +197,7 @@ func newSimWorld(seed int64, mut Mutation, verbose bool) *simWorld {
 	w.cur.persisted = make([]bool, w.p.entries)
 	w.ackedSeen = make([]bool, w.p.entries)
 	w.redeliver = make([]bool, w.p.entries)
+	w.ackQueued = make([]int, w.p.entries)
 	return w
 }
 
@@ -252,6 +255,7 @@ func (w *simWorld) crash() {
 	// once) and may be redelivered.
 	copy(w.cur.acked, w.cur.persisted)
 	copy(w.ackedSeen, w.cur.persisted)
+	clear(w.ackQueued)
 	for j, acked := range w.cur.persisted {
 		if acked {
 			w.redeliver[j] = false // a reset not persisted before the crash is lost with it
@@ -468,7 +472,7 @@ func (w *simWorld) onSend(inc *simIncarnation, snd Send) {
 	if w.p.typ == Exclusive || w.p.typ == Failover || (w.p.typ == KeyShared && !w.p.ooo) {
 		for j := 0; j < i; j++ {
 			o := w.log[j]
-			if w.ackedSeen[j] || o.info.DeliverAt != 0 || !o.published {
+			if w.ackedSeen[j] || w.ackQueued[j] > 0 || o.info.DeliverAt != 0 || !o.published {
 				continue
 			}
 			if w.p.typ == KeyShared && o.key != e.key {
@@ -502,8 +506,9 @@ func (w *simWorld) read(inc *simIncarnation, r Read) {
 		})
 		return
 	}
-	// The cursor's owner runs the read after the mutations issued before it.
-	w.mutate("cursor read", func() { w.tryRead(rd) })
+	// The read runs on the cursor's owner, in no order with the acks and resets queued
+	// before it (broker/mlog.go queues those on a worker).
+	w.on(inc, w.delay(), "cursor read", func() { w.tryRead(rd) })
 }
 
 func (w *simWorld) cancelled(rd *simRead) {
@@ -556,8 +561,9 @@ func (w *simWorld) replay(inc *simIncarnation, r Replay) {
 	}
 	fail := w.s.Chance(w.p.readFail)
 	var es []Entry
-	w.mutate("cursor re-read", func() { es = lookup() })
-	w.on(inc, max(w.cur.lastApply-w.s.Now(), 0)+w.delay(), "replay done", func() {
+	at := w.delay()
+	w.on(inc, at, "cursor re-read", func() { es = lookup() })
+	w.on(inc, at+w.delay(), "replay done", func() {
 		st := ReadOK
 		if fail {
 			st, es = ReadRetry, nil
@@ -586,8 +592,12 @@ func (w *simWorld) cursorAck(a CursorAck) {
 	switch a.Kind {
 	case AckIndividual:
 		ps := slices.Clone(a.Positions)
+		for _, p := range ps {
+			w.ackQueued[simIndex(p)]++
+		}
 		w.mutate("cursor ack", func() {
 			for _, p := range ps {
+				w.ackQueued[simIndex(p)]--
 				w.cur.acked[simIndex(p)] = true
 				w.ackedSeen[simIndex(p)] = true // also when it lands after a reset
 				w.redeliver[simIndex(p)] = false
@@ -597,8 +607,13 @@ func (w *simWorld) cursorAck(a CursorAck) {
 			}
 		})
 	case AckCumulative:
+		upTo := min(simIndex(a.Pos), len(w.log)-1)
+		for j := 0; j <= upTo; j++ {
+			w.ackQueued[j]++
+		}
 		w.mutate("cursor ack cumulative", func() {
-			for j := 0; j <= simIndex(a.Pos) && j < len(w.log); j++ {
+			for j := 0; j <= upTo; j++ {
+				w.ackQueued[j]--
 				w.cur.acked[j] = true
 				w.ackedSeen[j] = true
 				w.redeliver[j] = false
