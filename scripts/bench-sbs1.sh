@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SBS-1 (the workload is defined at the top of docs/BENCHMARKS-RESULTS.md), side by side in
 # one run: Magnetar standalone (fsync before every ack, the default) driven by `magnetar perf`,
-# against NATS JetStream d1 (fsync always) and d0 (its default) driven by a jetstream.sh driver
-# ($js below: `jetstream.sh d1|d0 async|sync CLIENTS MSGS [SIZE]`, one CSV line
-# workload,msgs_per_s,MiB_per_s; it installs nats-server v2.15.2 and the nats CLI v0.5.0 with
-# `go install` and listens on 127.0.0.1:14222 only; it is not in this repository).
+# against NATS JetStream d1 (fsync always) and d0 (its default) driven by scripts/jetstream.sh
+# (`jetstream.sh d1|d0 async|sync CLIENTS MSGS [SIZE]`, one CSV line workload,msgs_per_s,MiB_per_s;
+# it installs nats-server v2.15.2 and the nats CLI v0.5.0 with `go install` and listens on
+# 127.0.0.1:14222 only).
 # Workloads alternate Magnetar, JetStream d1, JetStream d0 within each repetition. One CSV line per run:
 #   system,workload,rep,msgs_per_s[,p50_ms,p99_ms,p999_ms,msgs_per_fsync[,e2e_p50_ms,e2e_p99_ms,e2e_p999_ms]]
 # (latencies: publish acknowledgement and end-to-end delivery, from the scheduled send time)
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 reps=${1:-3}
 dur=${BENCH_DURATION:-8s}
 size=1024
-js=../shared/bench/jetstream.sh
+js=scripts/jetstream.sh
 bin=${MAGNETAR_BIN:-./bin/magnetar}
 [ -x "$bin" ] || GOFLAGS="${GOFLAGS:-} -buildvcs=false -tags=pebblegozstd" go build -o "$bin" ./cmd/magnetar
 dir=${MAGNETAR_BENCH_DIR:-$(mktemp -d)}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A/B of two magnetar binaries on the data path, in one run: for each repetition, each binary
+# (in alternating order: A B, then B A, …) gets a fresh standalone (fsync before ack) on the
+# same disk and runs SBS-1's async 1p (500 in flight, 1 KiB) and the p99 publish latency at
+# 5k msg/s (`magnetar perf e2e --rate 5000`). One CSV line per run:
+#   binary,workload,rep,msgs_per_s,p50_ms,p99_ms,p999_ms
+#
+#   scripts/bench-ab.sh A_BIN B_BIN [REPS] > ab.csv       (REPS default 3)
+#
+# Environment: MAGNETAR_BENCH_DIR (default: a temp dir) is where the standalones keep their
+# data; BENCH_DURATION (default 8s) is each run after a 2 s warm-up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+a=$1 b=$2 reps=${3:-3}
+dur=${BENCH_DURATION:-8s}
+base=${MAGNETAR_BENCH_DIR:-$(mktemp -d)}
+etcd=127.0.0.1:22379 bk=127.0.0.1:23181 brk=127.0.0.1:26650 web=127.0.0.1:28080
+spid=""
+trap '[ -n "$spid" ] && kill $spid 2>/dev/null; wait 2>/dev/null; [ -n "${MAGNETAR_BENCH_DIR:-}" ] || rm -rf "$base"' EXIT
+field() { python3 -c 'import json,sys; r=json.load(sys.stdin); l=r.get("publishLatencyMs") or {}; print("%.0f,%.3f,%.3f,%.3f" % (r["msgPerSec"], l.get("p50",0), l.get("p99",0), l.get("p99.9",0)))'; }
+run() { # run LABEL BIN REP
+  local label=$1 bin=$2 r=$3 dir="$base/$1-$3"
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$bin" standalone --data-dir "$dir/data" --etcd-listen $etcd --bookie-listen $bk --broker-listen $brk \
+    --http $web --log-level warn >"$dir/standalone.log" 2>&1 &
+  spid=$!
+  for _ in $(seq 300); do (exec 3<>/dev/tcp/${brk%:*}/${brk#*:}) 2>/dev/null && break; sleep 0.1; done
+  echo "$label,async-1p,$r,$("$bin" perf produce "ab-$r-1" --url pulsar://$brk --producers 1 --max-pending 500 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
+  echo "$label,rate-5000,$r,$("$bin" perf e2e "ab-$r-2" --url pulsar://$brk --producers 1 --rate 5000 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
+  kill $spid; wait $spid 2>/dev/null || true; spid=""
+  rm -rf "$dir"
+}
+echo "binary,workload,rep,msgs_per_s,p50_ms,p99_ms,p999_ms"
+for r in $(seq "$reps"); do
+  if [ $((r % 2)) = 1 ]; then run A "$a" "$r"; run B "$b" "$r"; else run B "$b" "$r"; run A "$a" "$r"; fi
+done
