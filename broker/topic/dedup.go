@@ -20,7 +20,6 @@ type dedup struct {
 	on            bool
 	seqs          map[string]*dedupSeqs
 	sinceSnapshot int
-	snapshotting  bool
 }
 
 type dedupSeqs struct{ persisted, pushed int64 }
@@ -114,7 +113,7 @@ func (d *dedup) snapshot(pos Position) string {
 
 // recover loads the snapshot and replays the entries stored after it. It returns the number
 // of entries replayed.
-func (d *dedup) recover(ctx context.Context, log Log, snap string, end Position) (int, error) {
+func (d *dedup) recover(ctx context.Context, log entryReader, snap string, end Position) (int, error) {
 	from := mledger.Earliest
 	if snap != "" {
 		var s dedupSnapshot

@@ -67,13 +67,16 @@ const (
 	// producerWaiting: a WaitForExclusive producer queued behind the topic's current
 	// producers (the client got PRODUCER_SUCCESS with producer_ready=false).
 	producerWaiting producerState = iota + 1
+	// producerStoring: an exclusive producer holds the topic while its topic epoch is
+	// stored; it is told it is connected once that write completes.
+	producerStoring
 	// producerReady: publishes are accepted.
 	producerReady
 	// producerClosed: removed from the topic; late sends are dropped.
 	producerClosed
 )
 
-var producerStateNames = [...]string{producerWaiting: "Waiting", producerReady: "Ready", producerClosed: "Closed"}
+var producerStateNames = [...]string{producerWaiting: "Waiting", producerStoring: "Storing", producerReady: "Ready", producerClosed: "Closed"}
 
 func (s producerState) String() string {
 	if int(s) < len(producerStateNames) && producerStateNames[s] != "" {

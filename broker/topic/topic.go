@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -48,9 +47,10 @@ const (
 	propEpoch = "magnetar.topic-epoch" // topic epoch of exclusive producers (decimal)
 )
 
-// Topic is a loaded persistent topic. One goroutine (run) owns its state, its producers and
-// the publish pipeline; each subscription has its own goroutine. Methods are safe for
-// concurrent use.
+// Topic is a loaded persistent topic. One goroutine (run) owns it: the topic core (its
+// state, producers, epoch, deduplication and publish pipeline; see topicCore), whose effects
+// it performs, and the subscriptions' registry; each subscription has its own goroutine.
+// Methods are safe for concurrent use.
 type Topic struct {
 	name    topicname.Name
 	cfg     Config
@@ -64,36 +64,14 @@ type Topic struct {
 	pubBudget budget
 
 	// Owned by the run goroutine.
-	state     State
-	producers map[*Producer]struct{}
-	byName    map[string]*Producer
-	// exclusive holds the topic for an Exclusive or WaitForExclusive producer.
-	exclusive *Producer
-	waiting   []*Producer // queued WaitForExclusive producers, in arrival order
-	epoch     uint64      // topic epoch: bumped each time an exclusive producer takes over
-	// inflight are the adds not completed yet, in add order (the managed ledger completes
-	// them in that order). Invariant: inflight[i].seqNo < inflight[i+1].seqNo.
-	inflight []*pubOp
-	dedup    dedup
-	subs     map[string]*Subscription
-	opening  map[string][]func(*Subscription, error)
-	// last is the newest stored entry and its message count (0: unknown, e.g. after load).
-	last          Position
-	lastMsgs      int
-	lastPublish   int64
+	*topicCore
+	subs          map[string]*Subscription
+	opening       map[string][]func(*Subscription, error)
 	terminateWait []func(MessageID, error)
 	closeWait     []func(error)
 	closeErr      error
 	deleting      bool
 	closingSubs   int
-	rateIn        rate
-}
-
-// pubOp is one add in flight.
-type pubOp struct {
-	p    *Producer
-	m    Message
-	dups []*pubOp // duplicates of m that arrived while it was in flight
 }
 
 // Open loads a topic on its managed ledger: it recovers the deduplication state (the last
@@ -112,27 +90,16 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	t := &Topic{
 		name: cfg.Name, cfg: cfg, log: cfg.Log, logger: cfg.Logger.With("topic", cfg.Name.String()),
 		m: cfg.Metrics, in: newEvents(), stopped: make(chan struct{}), created: time.Now(),
-		state: StateActive, producers: map[*Producer]struct{}{}, byName: map[string]*Producer{},
-		subs: map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
+		topicCore: newTopicCore(cfg.Name.String(), cfg.Dedup, cfg.DedupSnapshotEvery, cfg.Metrics),
+		subs:      map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
 	}
 	t.pubBudget.limit = cfg.MaxPendingBytes
 	st, err := cfg.Log.Stats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: stats: %w", cfg.Name, err)
 	}
-	if v := st.Properties[propEpoch]; v != "" {
-		t.epoch, _ = strconv.ParseUint(v, 10, 64)
-	}
-	if st.Terminated != nil {
-		t.state = StateTerminated
-	}
-	t.dedup.init(cfg.Dedup)
-	if cfg.Dedup {
-		n, err := t.dedup.recover(ctx, cfg.Log, st.Properties[propDedup], lastEntry(st))
-		if err != nil {
-			return nil, fmt.Errorf("topic %s: recover deduplication state: %w", cfg.Name, err)
-		}
-		t.dedup.sinceSnapshot = n
+	if err := t.load(ctx, st, cfg.Log); err != nil {
+		return nil, fmt.Errorf("topic %s: %w", cfg.Name, err)
 	}
 	t.m.topics.Inc()
 	go t.run()
@@ -153,6 +120,7 @@ func (t *Topic) run() {
 		for i, fn := range batch {
 			fn()
 			batch[i] = nil
+			t.perform()
 		}
 		if t.state == StateClosed {
 			t.in.Close()
@@ -165,15 +133,90 @@ func (t *Topic) run() {
 	}
 }
 
-func (t *Topic) become(to State) error {
-	if !legal(topicEdges, t.state, to) {
-		err := illegal("topic "+t.name.String(), t.state, to)
-		t.logger.Error("bug", "err", err)
-		return err
+// perform does what the core asked for: it hands adds to the log, starts property writes
+// and a terminate (their completions come back as events, with their tags), and tells the
+// clients.
+func (t *Topic) perform() {
+	if t.ready.empty() {
+		return
 	}
-	t.logger.Debug("topic state", "from", t.state, "to", to)
-	t.state = to
-	return nil
+	rd := t.takeReady()
+	for _, op := range rd.adds {
+		t.addAsync(op)
+	}
+	for _, w := range rd.props {
+		t.setProperty(w)
+	}
+	if rd.terminate != 0 {
+		tag, log := rd.terminate, t.log
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			pos, err := log.Terminate(ctx)
+			cancel()
+			t.post(func() { t.onTerminated(tag, pos, err) })
+		}()
+	}
+	for i := range rd.out {
+		t.tell(&rd.out[i])
+	}
+	t.recycle(&rd)
+}
+
+func (t *Topic) addAsync(op *pubOp) {
+	start := time.Now()
+	t.log.AddAsync(op.m.Data, func(pos Position, err error) {
+		t.pubDone(op.p, op.m)
+		t.m.publishLatency.Observe(time.Since(start).Seconds())
+		if !t.post(func() { t.onAdded(op, pos, err) }) {
+			t.m.pendingAdds.Dec()
+		}
+	})
+}
+
+func (t *Topic) onAdded(op *pubOp, pos Position, err error) {
+	t.added(op, pos, err, time.Now().UnixMilli())
+	if err != nil && errors.Is(err, mledger.ErrFenced) {
+		t.fence(err)
+	}
+}
+
+func (t *Topic) setProperty(w propWrite) {
+	log := t.log
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := log.SetProperty(ctx, w.key, w.value)
+		cancel()
+		t.post(func() {
+			if err != nil && !errors.Is(err, mledger.ErrClosed) {
+				t.logger.Warn("record topic property", "key", w.key, "value", w.value, "err", err)
+			}
+			t.propertyWritten(w.key, w.value, w.tag, err)
+		})
+	}()
+}
+
+// tell performs one output of the core.
+func (t *Topic) tell(o *output) {
+	p := o.p
+	switch o.kind {
+	case outReceipt:
+		id, seq, hi := p.ID, o.seq, o.hi
+		l, e := uint64(o.pos.LedgerID), uint64(o.pos.EntryID)
+		p.Conn.Send(wrap(&pb.CommandSendReceipt{ProducerId: &id, SequenceId: &seq, HighestSequenceId: &hi,
+			MessageId: &pb.MessageIdData{LedgerId: &l, EntryId: &e}}))
+	case outSendError:
+		p.Conn.Send(sendError(p.ID, o.seq, o.code, o.msg))
+	case outClose:
+		p.Conn.ProducerClosed(p)
+		id, rid := p.ID, uint64(0)
+		p.Conn.Send(wrap(&pb.CommandCloseProducer{ProducerId: &id, RequestId: &rid}))
+	case outReady:
+		p.cb.Ready(o.ready)
+	case outQueued:
+		p.cb.Queued()
+	case outFailed:
+		p.cb.Failed(o.err)
+	}
 }
 
 // post runs fn on the topic goroutine; false if the topic has stopped.
@@ -191,274 +234,18 @@ func (t *Topic) AddProducer(p *Producer, cb ProducerCallbacks) {
 	}
 }
 
-func (t *Topic) addProducer(p *Producer) {
-	switch t.state {
-	case StateTerminating, StateTerminated:
-		p.cb.Failed(fmt.Errorf("%w: topic %s", ErrTerminated, t.name))
-		return
-	case StateActive:
-	default:
-		p.cb.Failed(ErrClosed)
-		return
-	}
-	if old := t.byName[p.Name]; old != nil {
-		if old.Conn != p.Conn || old.ID != p.ID {
-			p.cb.Failed(fmt.Errorf("%w: producer named %q is already connected", ErrProducerBusy, p.Name))
-			return
-		}
-		t.removeProducer(old, false) // the same client re-creating it
-	}
-	others := len(t.producers) > 0
-	switch p.AccessMode {
-	case pb.ProducerAccessMode_Shared:
-		if t.exclusive != nil || len(t.waiting) > 0 {
-			p.cb.Failed(fmt.Errorf("%w: topic has an exclusive producer", ErrProducerBusy))
-			return
-		}
-	case pb.ProducerAccessMode_Exclusive, pb.ProducerAccessMode_ExclusiveWithFencing:
-		if p.AccessMode == pb.ProducerAccessMode_ExclusiveWithFencing {
-			for q := range t.producers {
-				t.removeProducer(q, true)
-			}
-			for _, q := range t.waiting {
-				q.state = producerClosed
-				q.cb.Failed(fmt.Errorf("%w: fenced by an exclusive producer", ErrProducerFenced))
-			}
-			t.waiting, others = nil, false
-		}
-		switch {
-		case t.exclusive != nil || len(t.waiting) > 0:
-			p.cb.Failed(fmt.Errorf("%w: topic has an exclusive producer", ErrProducerFenced))
-			return
-		case others:
-			p.cb.Failed(fmt.Errorf("%w: topic has shared producers", ErrProducerFenced))
-			return
-		case p.TopicEpoch != nil && *p.TopicEpoch < t.epoch:
-			p.cb.Failed(fmt.Errorf("%w: topic epoch %d is older than %d", ErrProducerFenced, *p.TopicEpoch, t.epoch))
-			return
-		}
-		t.takeExclusive(p)
-		return
-	case pb.ProducerAccessMode_WaitForExclusive:
-		if t.exclusive != nil || others || len(t.waiting) > 0 {
-			p.state = producerWaiting
-			t.waiting = append(t.waiting, p)
-			t.m.waitingProducers.Inc()
-			p.cb.Queued()
-			return
-		}
-		t.takeExclusive(p)
-		return
-	default:
-		p.cb.Failed(fmt.Errorf("%w: access mode %v", ErrInvalid, p.AccessMode))
-		return
-	}
-	t.ready(p)
-}
-
-// takeExclusive gives the topic to exclusive producer p under a new topic epoch (or the
-// epoch it resumes).
-func (t *Topic) takeExclusive(p *Producer) {
-	if p.TopicEpoch != nil && *p.TopicEpoch >= t.epoch {
-		t.epoch = *p.TopicEpoch
-	} else {
-		t.epoch++
-		t.persistEpoch(t.epoch)
-	}
-	t.exclusive = p
-	t.ready(p)
-}
-
-func (t *Topic) persistEpoch(e uint64) {
-	log := t.log
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := log.SetProperty(ctx, propEpoch, strconv.FormatUint(e, 10)); err != nil {
-			t.logger.Warn("record topic epoch", "epoch", e, "err", err)
-		}
-	}()
-}
-
-func (t *Topic) ready(p *Producer) {
-	p.state = producerReady
-	t.producers[p] = struct{}{}
-	t.byName[p.Name] = p
-	t.m.producers.Inc()
-	p.cb.Ready(ProducerReady{LastSequenceID: t.dedup.last(p.Name), TopicEpoch: t.epoch})
-}
-
-// removeProducer detaches p. notify tells the client (CLOSE_PRODUCER) — for removals the
-// topic decides; a client that closed its producer is not told.
-func (t *Topic) removeProducer(p *Producer, notify bool) {
-	switch p.state {
-	case producerClosed:
-		return
-	case producerWaiting:
-		p.state = producerClosed
-		for i, q := range t.waiting {
-			if q == p {
-				t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
-				t.m.waitingProducers.Dec()
-				break
-			}
-		}
-		if notify {
-			p.cb.Failed(ErrClosed)
-		}
-		return
-	}
-	p.state = producerClosed
-	delete(t.producers, p)
-	if t.byName[p.Name] == p {
-		delete(t.byName, p.Name)
-	}
-	t.m.producers.Dec()
-	if notify {
-		p.Conn.ProducerClosed(p)
-		id := p.ID
-		rid := uint64(0)
-		p.Conn.Send(wrap(&pb.CommandCloseProducer{ProducerId: &id, RequestId: &rid}))
-	}
-	if t.exclusive == p {
-		t.exclusive = nil
-	}
-	t.promoteWaiting()
-}
-
-// promoteWaiting gives the topic to the first queued WaitForExclusive producer once no
-// other producer holds it.
-func (t *Topic) promoteWaiting() {
-	if t.exclusive != nil || len(t.producers) > 0 || len(t.waiting) == 0 || t.state != StateActive {
-		return
-	}
-	p := t.waiting[0]
-	t.waiting = t.waiting[1:]
-	t.m.waitingProducers.Dec()
-	t.takeExclusive(p)
-}
-
 // Publishing.
 
 func (t *Topic) onPublish(p *Producer, m Message) {
-	if p.state != producerReady {
+	if !t.publish(p, m) {
 		t.pubDone(p, m)
-		return
 	}
-	switch t.state {
-	case StateActive:
-	case StateTerminating, StateTerminated:
-		t.pubDone(p, m)
-		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_TopicTerminatedError, "topic "+t.name.String()+" is terminated"))
-		return
-	default:
-		t.pubDone(p, m)
-		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_ServiceNotReady, "topic "+t.name.String()+" is closing"))
-		return
-	}
-	op := &pubOp{p: p, m: m}
-	if t.dedup.on && (!m.Chunk || m.LastChunk) {
-		switch t.dedup.check(p.Name, m) {
-		case dupPersisted:
-			t.m.duplicates.Inc()
-			t.pubDone(p, m)
-			t.sendReceipt(p, m, Position{LedgerID: -1, EntryID: -1})
-			return
-		case dupInFlight:
-			t.m.duplicates.Inc()
-			if orig := t.findInflight(p.Name, m.SequenceID); orig != nil {
-				t.pubDone(p, m)
-				orig.dups = append(orig.dups, op)
-				return
-			}
-			// Not found: its original failed meanwhile; store it.
-		}
-		t.dedup.pushed(p.Name, m)
-	}
-	t.inflight = append(t.inflight, op)
-	t.m.pendingAdds.Inc()
-	start := time.Now()
-	t.log.AddAsync(m.Data, func(pos Position, err error) {
-		t.pubDone(p, m)
-		t.m.publishLatency.Observe(time.Since(start).Seconds())
-		if !t.post(func() { t.onAdded(op, pos, err) }) {
-			t.m.pendingAdds.Dec()
-		}
-	})
 }
 
 // pubDone releases what a publish held: the connection's slot and the topic's bytes.
 func (t *Topic) pubDone(p *Producer, m Message) {
 	p.Conn.PublishDone()
 	t.pubBudget.release(int64(len(m.Data)))
-}
-
-// findInflight returns the in-flight add of producer name that covers seq.
-func (t *Topic) findInflight(name string, seq uint64) *pubOp {
-	for i := len(t.inflight) - 1; i >= 0; i-- {
-		op := t.inflight[i]
-		if op.p.Name == name && op.m.SequenceID <= seq && seq <= op.m.HighestSequenceID {
-			return op
-		}
-	}
-	return nil
-}
-
-func (t *Topic) onAdded(op *pubOp, pos Position, err error) {
-	t.m.pendingAdds.Dec()
-	if len(t.inflight) == 0 || t.inflight[0] != op {
-		t.logger.Error("bug: add completed out of order", "seq", op.m.SequenceID, "pos", pos)
-	} else {
-		t.inflight[0] = nil
-		t.inflight = t.inflight[1:]
-	}
-	if err != nil {
-		t.addFailed(op, err)
-		return
-	}
-	t.last, t.lastMsgs, t.lastPublish = pos, op.m.NumMessages, time.Now().UnixMilli()
-	n := int64(op.m.NumMessages)
-	t.rateIn.add(n, int64(len(op.m.Data)))
-	op.p.msgsIn += n
-	op.p.bytesIn += int64(len(op.m.Data))
-	op.p.rateIn.add(n, int64(len(op.m.Data)))
-	t.m.msgsIn.Add(float64(n))
-	t.m.bytesIn.Add(float64(len(op.m.Data)))
-	if t.dedup.on && (!op.m.Chunk || op.m.LastChunk) {
-		t.dedup.persisted(op.p.Name, op.m)
-		t.maybeSnapshotDedup()
-	}
-	t.sendReceipt(op.p, op.m, pos)
-	for _, d := range op.dups {
-		t.sendReceipt(d.p, d.m, pos)
-	}
-}
-
-func (t *Topic) sendReceipt(p *Producer, m Message, pos Position) {
-	id, seq, hi := p.ID, m.SequenceID, m.HighestSequenceID
-	l, e := uint64(pos.LedgerID), uint64(pos.EntryID)
-	p.Conn.Send(wrap(&pb.CommandSendReceipt{ProducerId: &id, SequenceId: &seq, HighestSequenceId: &hi,
-		MessageId: &pb.MessageIdData{LedgerId: &l, EntryId: &e}}))
-}
-
-func (t *Topic) addFailed(op *pubOp, err error) {
-	t.m.addErrors.Inc()
-	code, msg := pb.ServerError_PersistenceError, err.Error()
-	switch {
-	case errors.Is(err, mledger.ErrTerminated):
-		code = pb.ServerError_TopicTerminatedError
-	case errors.Is(err, mledger.ErrFenced):
-		code = pb.ServerError_ServiceNotReady
-	}
-	if t.dedup.on {
-		t.dedup.failed(op.p.Name, t.inflight)
-	}
-	for _, o := range append([]*pubOp{op}, op.dups...) {
-		o.p.Conn.Send(sendError(o.p.ID, o.m.SequenceID, code, msg))
-	}
-	if errors.Is(err, mledger.ErrFenced) {
-		t.fence(err)
-	}
 }
 
 // fence closes the topic because another owner took its managed ledger over (the clients
@@ -474,61 +261,28 @@ func (t *Topic) fence(err error) {
 	}
 }
 
-// Deduplication snapshots.
-
-func (t *Topic) maybeSnapshotDedup() {
-	t.dedup.sinceSnapshot++
-	if t.dedup.sinceSnapshot < t.cfg.DedupSnapshotEvery || t.dedup.snapshotting {
-		return
-	}
-	snap := t.dedup.snapshot(t.last)
-	t.dedup.snapshotting, t.dedup.sinceSnapshot = true, 0
-	log := t.log
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := log.SetProperty(ctx, propDedup, snap)
-		cancel()
-		t.post(func() {
-			t.dedup.snapshotting = false
-			if err != nil && !errors.Is(err, mledger.ErrClosed) {
-				t.logger.Warn("deduplication snapshot", "err", err)
-			}
-		})
-	}()
-}
-
 // Terminate seals the topic and returns its last message id.
 func (t *Topic) Terminate(ctx context.Context) (MessageID, error) {
 	return call(ctx, t.in, t.stopped, func(reply func(MessageID, error)) {
 		switch t.state {
 		case StateTerminated:
 			go func() { reply(t.LastMessageID(ctx)) }()
-			return
 		case StateTerminating:
 			t.terminateWait = append(t.terminateWait, reply)
-			return
 		case StateActive:
+			if !t.terminate() {
+				reply(MessageID{}, ErrIllegalTransition)
+				return
+			}
+			t.terminateWait = append(t.terminateWait, reply)
 		default:
 			reply(MessageID{}, ErrClosed)
-			return
 		}
-		if t.become(StateTerminating) != nil {
-			reply(MessageID{}, ErrIllegalTransition)
-			return
-		}
-		t.terminateWait = append(t.terminateWait, reply)
-		log := t.log
-		go func() {
-			tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			pos, err := log.Terminate(tctx)
-			cancel()
-			t.post(func() { t.onTerminated(pos, err) })
-		}()
 	})
 }
 
-func (t *Topic) onTerminated(pos Position, err error) {
-	if t.state != StateTerminating {
+func (t *Topic) onTerminated(tag uint64, pos Position, err error) {
+	if !t.terminated(tag, err) {
 		return
 	}
 	waiters := t.terminateWait
@@ -537,28 +291,12 @@ func (t *Topic) onTerminated(pos Position, err error) {
 		for _, w := range waiters {
 			w(MessageID{}, err)
 		}
-		if errors.Is(err, mledger.ErrFenced) {
-			if t.become(StateFenced) == nil {
-				t.startClose(false, nil)
-			}
-			return
+		if t.state == StateFenced {
+			t.startClose(false, nil)
 		}
-		t.become(StateActive) //nolint:errcheck // legal edge
-		t.promoteWaiting()
 		return
 	}
-	t.become(StateTerminated) //nolint:errcheck // legal edge
 	t.logger.Info("topic terminated", "last", pos)
-	// Disconnect the producers (as Pulsar does): they reconnect, are refused with
-	// TopicTerminatedError, and fail their pending messages with it.
-	for p := range t.producers {
-		t.removeProducer(p, true)
-	}
-	for _, p := range t.waiting {
-		p.state = producerClosed
-		p.cb.Failed(fmt.Errorf("%w: topic %s", ErrTerminated, t.name))
-	}
-	t.waiting = nil
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -683,15 +421,7 @@ func (t *Topic) startClose(del bool, done func(error)) {
 	if t.become(StateClosing) != nil {
 		return
 	}
-	for p := range t.producers {
-		t.removeProducer(p, true)
-	}
-	for _, p := range t.waiting {
-		p.state = producerClosed
-		p.cb.Failed(ErrClosed)
-		t.m.waitingProducers.Dec()
-	}
-	t.waiting = nil
+	t.closeProducers(ErrClosed)
 	for name, ws := range t.opening {
 		for _, w := range ws {
 			w(nil, ErrClosed)
@@ -717,8 +447,8 @@ func (t *Topic) subClosed() {
 func (t *Topic) closeLog() {
 	log, del := t.log, t.deleting
 	snap := ""
-	if t.dedup.on && t.dedup.sinceSnapshot > 0 && !del {
-		snap = t.dedup.snapshot(t.last)
+	if !del {
+		snap = t.finalSnapshot()
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -736,11 +466,7 @@ func (t *Topic) closeLog() {
 		}
 		t.post(func() {
 			t.closeErr = err
-			for _, op := range t.inflight { // the log completes every add before closing
-				t.m.pendingAdds.Dec()
-				op.p.Conn.Send(sendError(op.p.ID, op.m.SequenceID, pb.ServerError_ServiceNotReady, "topic closed"))
-			}
-			t.inflight = nil
+			t.failInflight()      // the log completes every add before closing
 			t.become(StateClosed) //nolint:errcheck // legal edge
 			t.finishClose()
 		})
