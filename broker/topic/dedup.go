@@ -85,18 +85,11 @@ func (d *dedup) persisted(name string, m Message) {
 	s.pushed = max(s.pushed, s.persisted)
 }
 
-// failed lowers name's pushed id after a failed add, to what is stored or still in flight,
-// so that the client's resend is stored.
-func (d *dedup) failed(name string, inflight []*pubOp) {
-	s := d.seqs[name]
-	if s == nil {
-		return
-	}
-	s.pushed = s.persisted
-	for _, op := range inflight {
-		if op.p.Name == name {
-			s.pushed = max(s.pushed, int64(op.m.HighestSequenceID))
-		}
+// resetPushed forgets what was handed to the log and not stored (no add is in flight), so
+// that the clients' resends are stored.
+func (d *dedup) resetPushed() {
+	for _, s := range d.seqs {
+		s.pushed = s.persisted
 	}
 }
 

@@ -54,6 +54,9 @@ type topicCore struct {
 	tags     uint64
 	// terminateTag tags the terminate in flight (0: none).
 	terminateTag uint64
+	// writeFenced: an add failed; SENDs and new producers are refused until the adds in
+	// flight have completed (see addFailed).
+	writeFenced bool
 
 	// inflight are the adds not completed yet, in add order (the log completes them in that
 	// order). Invariant: inflight[i].m.SequenceID < inflight[i+1].m.SequenceID per producer.
@@ -74,6 +77,7 @@ type coreMutation struct {
 	readyBeforeEpochStored bool // report an exclusive producer before its epoch is stored
 	unserializedEpochs     bool // issue every epoch write at once (they may land out of order)
 	dedupSkipReplay        bool // recover the deduplication state from the snapshot only
+	sendErrorBeforeClose   bool // fail a terminated topic's SEND before closing its producer
 }
 
 // pubOp is one add in flight.
@@ -211,6 +215,10 @@ func (c *topicCore) addProducer(p *Producer) {
 		c.fail(p, fmt.Errorf("%w: topic %s", ErrTerminated, c.name))
 		return
 	case StateActive:
+		if c.writeFenced {
+			c.fail(p, fmt.Errorf("%w: topic %s is recovering from a failed write", ErrClosed, c.name))
+			return
+		}
 	default:
 		c.fail(p, ErrClosed)
 		return
@@ -286,6 +294,11 @@ func (c *topicCore) takeExclusive(p *Producer) {
 	e := c.epoch + 1
 	if p.TopicEpoch != nil {
 		e = *p.TopicEpoch
+		if e < c.stored { // a WaitForExclusive producer queued with a stale epoch
+			c.fail(p, fmt.Errorf("%w: topic epoch %d is older than %d", ErrProducerFenced, e, c.stored))
+			c.promoteWaiting()
+			return
+		}
 	}
 	c.epoch = max(c.epoch, e)
 	c.exclusive = p
@@ -330,6 +343,10 @@ func (c *topicCore) propertyWritten(key, value string, tag uint64, err error) {
 		}
 		if c.storing != 0 && c.exclusive != nil {
 			switch {
+			case c.state != StateActive:
+				// Terminating (the producer would be closed at its end) or closing: it
+				// retries and finds out.
+				c.dropStoring(fmt.Errorf("%w: topic %s is %v", ErrClosed, c.name, c.state))
 			case c.stored >= c.storing:
 				p, e := c.exclusive, c.storing
 				c.storing = 0
@@ -409,7 +426,7 @@ func (c *topicCore) removeProducer(p *Producer, notify bool) {
 // promoteWaiting gives the topic to the first queued WaitForExclusive producer once no
 // other producer holds it.
 func (c *topicCore) promoteWaiting() {
-	if c.exclusive != nil || len(c.producers) > 0 || len(c.waiting) == 0 || c.state != StateActive {
+	if c.exclusive != nil || len(c.producers) > 0 || len(c.waiting) == 0 || c.state != StateActive || c.writeFenced {
 		return
 	}
 	p := c.waiting[0]
@@ -459,6 +476,11 @@ func (c *topicCore) publish(p *Producer, m Message) bool {
 	}
 	switch c.state {
 	case StateActive:
+		if c.writeFenced {
+			c.emit(output{kind: outSendError, p: p, seq: m.SequenceID, code: pb.ServerError_ServiceNotReady,
+				msg: "topic " + c.name + " is recovering from a failed write"})
+			return false
+		}
 	case StateTerminating, StateTerminated:
 		c.terminatedSend(p, m.SequenceID)
 		return false
@@ -496,9 +518,12 @@ func (c *topicCore) publish(p *Producer, m Message) bool {
 // TopicTerminatedError and fails its pending messages with it), then the SEND fails with
 // TopicTerminatedError.
 func (c *topicCore) terminatedSend(p *Producer, seq uint64) {
-	c.removeProducer(p, true)
+	if !c.mut.sendErrorBeforeClose {
+		c.removeProducer(p, true)
+	}
 	c.emit(output{kind: outSendError, p: p, seq: seq, code: pb.ServerError_TopicTerminatedError,
 		msg: "topic " + c.name + " is terminated"})
+	c.removeProducer(p, true)
 }
 
 // findInflight returns the in-flight add of producer name that covers seq.
@@ -522,6 +547,7 @@ func (c *topicCore) added(op *pubOp, pos Position, err error, nowMs int64) {
 	c.inflight = c.inflight[1:]
 	if err != nil {
 		c.addFailed(op, err)
+		c.maybeUnfence()
 		return
 	}
 	c.last, c.lastMsgs, c.lastPublish = pos, op.m.NumMessages, nowMs
@@ -540,16 +566,25 @@ func (c *topicCore) added(op *pubOp, pos Position, err error, nowMs int64) {
 	for _, d := range op.dups {
 		c.emit(output{kind: outReceipt, p: d.p, seq: d.m.SequenceID, hi: d.m.HighestSequenceID, pos: pos})
 	}
+	c.maybeUnfence()
 }
 
+// addFailed fails op. Any failure but a terminated log fences writes as Pulsar does: the
+// producers are closed (they reconnect and resend) and no SEND is taken until the adds in
+// flight have completed; then the deduplication state forgets what was pushed and not
+// stored, so that the resends are stored, and never behind a later message of theirs.
 func (c *topicCore) addFailed(op *pubOp, err error) {
 	c.m.addErrors.Inc()
-	if c.dedup.on {
-		c.dedup.failed(op.p.Name, c.inflight)
+	terminated := errors.Is(err, mledger.ErrTerminated)
+	if !terminated && !c.writeFenced {
+		c.writeFenced = true
+		for _, p := range sortedProducers(c.producers) {
+			c.removeProducer(p, true)
+		}
 	}
 	for _, o := range append([]*pubOp{op}, op.dups...) {
 		switch {
-		case errors.Is(err, mledger.ErrTerminated):
+		case terminated:
 			c.terminatedSend(o.p, o.m.SequenceID)
 		case errors.Is(err, mledger.ErrFenced):
 			c.emit(output{kind: outSendError, p: o.p, seq: o.m.SequenceID, code: pb.ServerError_ServiceNotReady, msg: err.Error()})
@@ -557,6 +592,16 @@ func (c *topicCore) addFailed(op *pubOp, err error) {
 			c.emit(output{kind: outSendError, p: o.p, seq: o.m.SequenceID, code: pb.ServerError_PersistenceError, msg: err.Error()})
 		}
 	}
+}
+
+// maybeUnfence lifts the write fence once no add is in flight.
+func (c *topicCore) maybeUnfence() {
+	if !c.writeFenced || len(c.inflight) > 0 {
+		return
+	}
+	c.writeFenced = false
+	c.dedup.resetPushed()
+	c.promoteWaiting()
 }
 
 // failInflight fails every add in flight (the log closed without completing them).

@@ -1,0 +1,790 @@
+package topic
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/sim"
+)
+
+// The topic core's simulation: a seed fixes every add completion and failure, every
+// property write's completion, failure or ambiguous failure (applied, then reported failed),
+// every producer arrival, departure and reconnect (all four access modes, reconnects with
+// the TopicEpoch they were given), a terminate, and crashes (a reload builds a new core from
+// what the simulated log durably holds). Invariants are checked after every step; see
+// (*simWorld).check and the checks at each output.
+//
+// Long run: go test ./broker/topic -run 'TestSim$' -seeds 1000000 -timeout 0
+// Replay a seed with a full trace: go test ./broker/topic -run 'TestSim$' -seed S -v
+
+var (
+	flagSeeds = flag.Int("seeds", 2000, "TestSim: number of seeds to run")
+	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
+	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
+)
+
+var simModes = []pb.ProducerAccessMode{pb.ProducerAccessMode_Shared, pb.ProducerAccessMode_Exclusive,
+	pb.ProducerAccessMode_WaitForExclusive, pb.ProducerAccessMode_ExclusiveWithFencing}
+
+// simParams are one seed's scenario and fault rates.
+type simParams struct {
+	clients     int
+	sends       int // per client
+	window      time.Duration
+	maxDelay    time.Duration
+	dedup       bool
+	snapEvery   int
+	addFail     float64
+	propFail    float64 // a write fails without being applied
+	propAmbig   float64 // a write is applied, then reported failed
+	termFail    float64
+	terminate   bool
+	terminateAt time.Duration
+	crashes     int
+	departures  int
+}
+
+func (p simParams) String() string {
+	return fmt.Sprintf("clients=%d sends=%d window=%v delay<=%v dedup=%v snapEvery=%d fail(add=%.2f prop=%.2f ambiguous=%.2f terminate=%.2f) terminate=%v@%v crashes=%d departures=%d",
+		p.clients, p.sends, p.window, p.maxDelay, p.dedup, p.snapEvery, p.addFail, p.propFail, p.propAmbig,
+		p.termFail, p.terminate, p.terminateAt, p.crashes, p.departures)
+}
+
+func randomSimParams(s *sim.Sim) simParams {
+	r := s.Rand()
+	rate := func(max float64) float64 {
+		if r.IntN(3) == 0 {
+			return 0
+		}
+		return r.Float64() * max
+	}
+	p := simParams{
+		clients:    1 + r.IntN(5),
+		sends:      1 + r.IntN(20),
+		window:     time.Duration(20+r.IntN(150)) * time.Millisecond,
+		maxDelay:   time.Duration(1+r.IntN(6)) * time.Millisecond,
+		dedup:      r.IntN(4) != 0,
+		snapEvery:  1 + r.IntN(6),
+		addFail:    rate(0.05),
+		propFail:   rate(0.2),
+		propAmbig:  rate(0.2),
+		termFail:   rate(0.3),
+		terminate:  r.IntN(3) == 0,
+		crashes:    r.IntN(3),
+		departures: r.IntN(4),
+	}
+	p.terminateAt = time.Duration(r.Int64N(int64(p.window) + 1))
+	return p
+}
+
+// simEntry identifies a stored message.
+type simEntry struct {
+	name string
+	seq  uint64
+}
+
+// simLog is what the managed ledger durably holds: entries (ledger 1, entry i), properties
+// and whether it is terminated. It is also the entryReader a reload replays.
+type simLog struct {
+	entries    []simEntry
+	data       [][]byte
+	props      map[string]string
+	terminated bool
+}
+
+func (l *simLog) Read(_ context.Context, from Position, n int) ([]Entry, error) {
+	var es []Entry
+	for i := max(from.EntryID, 0); i < int64(len(l.entries)) && len(es) < n; i++ {
+		es = append(es, Entry{Position: Position{LedgerID: 1, EntryID: i}, Data: l.data[i]})
+	}
+	if len(es) == 0 {
+		return nil, mledger.ErrNoMoreEntries
+	}
+	return es, nil
+}
+
+func (l *simLog) stats() mledger.Stats {
+	st := mledger.Stats{Properties: map[string]string{}, LastConfirmed: Position{LedgerID: 1, EntryID: int64(len(l.entries)) - 1}}
+	for k, v := range l.props {
+		st.Properties[k] = v
+	}
+	if l.terminated {
+		pos := st.LastConfirmed
+		st.Terminated = &pos
+	}
+	return st
+}
+
+func (l *simLog) epoch() uint64 {
+	e, _ := strconv.ParseUint(l.props[propEpoch], 10, 64)
+	return e
+}
+
+// simAdd is an add handed to the log by the current core.
+type simAdd struct {
+	op  *pubOp
+	err error // decided failure (nil: store it)
+}
+
+// simProp is a property write in flight.
+type simProp struct {
+	w   propWrite
+	gen int
+}
+
+// simClient models a pulsar-client-go producer: it sends its messages in sequence order,
+// keeps them pending until their receipt, and on reconnect resends the pending ones with
+// the TopicEpoch it was given.
+type simClient struct {
+	id       int
+	name     string
+	mode     pb.ProducerAccessMode
+	epoch    *uint64
+	next     uint64
+	pending  []uint64
+	prod     *Producer
+	gaveUp   error // the client stopped (the error it reported)
+	gone     bool  // closed by the application at the end
+	retries  int
+	queued   bool
+	orphaned bool // its listener was dropped (a SendError TopicTerminated): it hears nothing more
+}
+
+// simProducer is the checker's view of one producer object.
+type simProducer struct {
+	c       *simClient
+	lastSeq int64
+	closed  bool
+}
+
+type simTopicStats struct {
+	receipts, takeovers, resumes, fenced, waits, dedupHits, crashes, terminated, terminatedSends,
+	epochFails, refusedStale int
+}
+
+// simWorld is one seed's simulation.
+type simWorld struct {
+	s    *sim.Sim
+	p    simParams
+	mut  coreMutation
+	err  error
+	log  simLog
+	core *topicCore // nil while reloading
+	gen  int        // the core's incarnation; events of older ones are dropped
+
+	adds      []simAdd // in flight on the log, in order
+	ticking   bool
+	props     []simProp
+	terminate uint64 // terminate in flight (tag)
+
+	clients  []*simClient
+	prods    map[*Producer]*simProducer
+	nextID   uint64
+	maxGiven uint64
+	stored   map[simEntry]int
+	ended    bool
+	stats    simTopicStats
+}
+
+func newSimWorld(seed int64, mut coreMutation, verbose bool) *simWorld {
+	s := sim.New(seed)
+	s.Verbose = verbose
+	w := &simWorld{s: s, mut: mut, prods: map[*Producer]*simProducer{}, stored: map[simEntry]int{}}
+	w.log.props = map[string]string{}
+	w.p = randomSimParams(s)
+	return w
+}
+
+func (w *simWorld) failf(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf("at %v: %s", w.s.Now(), fmt.Sprintf(format, args...))
+		w.s.Tracef("CHECK FAILED: %v", w.err)
+	}
+}
+
+func (w *simWorld) delay() time.Duration { return w.s.Between(0, w.p.maxDelay) }
+
+// at schedules fn for the current core's incarnation: dropped if the core crashed.
+func (w *simWorld) at(d time.Duration, name string, fn func()) {
+	gen := w.gen
+	w.s.After(d, name, func() {
+		if gen == w.gen && w.core != nil {
+			fn()
+		}
+	})
+}
+
+// load builds a core from the log's durable state.
+func (w *simWorld) load() {
+	c := newTopicCore("sim", w.p.dedup, w.p.snapEvery, NewMetrics(nil))
+	c.mut = w.mut
+	if err := c.load(context.Background(), w.log.stats(), &w.log); err != nil {
+		w.failf("load: %v", err)
+		return
+	}
+	w.s.Tracef("core %d loaded: epoch %d, state %v, %d entries", w.gen, c.epoch, c.state, len(w.log.entries))
+	if c.epoch < w.maxGiven {
+		w.failf("a reload sees topic epoch %d, older than %d given to a producer", c.epoch, w.maxGiven)
+	}
+	if w.log.terminated && c.state != StateTerminated {
+		w.failf("a terminated log reloads in state %v", c.state)
+	}
+	w.core = c
+}
+
+// perform does what the core asked for, as Topic.perform does, on the simulated log.
+func (w *simWorld) perform() {
+	c := w.core
+	if c == nil || c.ready.empty() {
+		return
+	}
+	rd := c.takeReady()
+	if len(rd.adds) > 0 && c.state != StateActive {
+		w.failf("adds issued in state %v", c.state)
+	}
+	for _, op := range rd.adds {
+		w.adds = append(w.adds, simAdd{op: op})
+		w.tick()
+	}
+	for _, pw := range rd.props {
+		sp := simProp{w: pw, gen: w.gen}
+		w.props = append(w.props, sp)
+		w.at(w.delay(), "log.property "+pw.key+"="+pw.value, func() { w.propDone(sp) })
+	}
+	if rd.terminate != 0 {
+		w.terminate = rd.terminate
+		tag := rd.terminate
+		w.at(w.delay(), "log.terminate", func() { w.terminated(tag) })
+	}
+	for i := range rd.out {
+		w.deliver(rd.out[i])
+	}
+	c.recycle(&rd)
+}
+
+// tick completes the log's adds in order, one per tick.
+func (w *simWorld) tick() {
+	if w.ticking || len(w.adds) == 0 {
+		return
+	}
+	w.ticking = true
+	w.at(w.delay(), "log.add", func() {
+		w.ticking = false
+		if len(w.adds) == 0 {
+			return
+		}
+		if w.s.Chance(w.p.addFail) {
+			// An add failure fails every add in flight (as a fenced, closed or failed log does).
+			err := errors.New("sim: add failed")
+			for i := range w.adds {
+				w.adds[i].err = err
+			}
+		}
+		a := w.adds[0]
+		w.adds = w.adds[1:]
+		w.complete(a)
+		w.tick()
+	})
+}
+
+// complete stores a (or fails it) and reports it to the core.
+func (w *simWorld) complete(a simAdd) {
+	var pos Position
+	if a.err == nil && w.log.terminated {
+		a.err = fmt.Errorf("sim: %w", mledger.ErrTerminated)
+	}
+	if a.err == nil {
+		pos = w.store(a.op)
+	}
+	w.s.Tracef("log: add %s/%d of producer %d: %v %v", a.op.p.Name, a.op.m.SequenceID, a.op.p.ID, pos, a.err)
+	w.core.added(a.op, pos, a.err, int64(w.s.Now()/time.Millisecond))
+	w.perform()
+}
+
+// store makes op durable and returns its position.
+func (w *simWorld) store(op *pubOp) Position {
+	e := simEntry{op.p.Name, op.m.HighestSequenceID}
+	w.stored[e]++
+	if w.p.dedup && w.stored[e] > 1 {
+		w.failf("with deduplication on, %s/%d is stored %d times", e.name, e.seq, w.stored[e])
+	}
+	w.log.entries = append(w.log.entries, e)
+	w.log.data = append(w.log.data, op.m.Data)
+	return Position{LedgerID: 1, EntryID: int64(len(w.log.entries)) - 1}
+}
+
+func (w *simWorld) propDone(sp simProp) {
+	i := slices.Index(w.props, sp)
+	w.props = slices.Delete(w.props, i, i+1)
+	var err error
+	switch r := w.s.Rand().Float64(); {
+	case r < w.p.propFail:
+		err = errors.New("sim: property write failed")
+	case r < w.p.propFail+w.p.propAmbig:
+		w.apply(sp.w)
+		err = errors.New("sim: property write timed out (applied)")
+	default:
+		w.apply(sp.w)
+	}
+	if err != nil && sp.w.key == propEpoch {
+		w.stats.epochFails++
+	}
+	w.core.propertyWritten(sp.w.key, sp.w.value, sp.w.tag, err)
+	w.perform()
+}
+
+func (w *simWorld) apply(pw propWrite) {
+	w.s.Tracef("log: %s=%s durable", pw.key, pw.value)
+	w.log.props[pw.key] = pw.value
+}
+
+func (w *simWorld) terminated(tag uint64) {
+	w.terminate = 0
+	if w.s.Chance(w.p.termFail) {
+		w.core.terminated(tag, errors.New("sim: terminate failed"))
+		w.perform()
+		return
+	}
+	// Adds in flight fail with ErrTerminated, then the log reports its end.
+	w.log.terminated = true
+	w.s.Tracef("log: terminated at %d entries", len(w.log.entries))
+	for len(w.adds) > 0 && w.core != nil {
+		a := w.adds[0]
+		w.adds = w.adds[1:]
+		w.complete(a)
+	}
+	w.core.terminated(tag, nil)
+	w.perform()
+}
+
+// crash loses the core: of the adds in flight a prefix is durable, each property write and
+// the terminate in flight may have been applied; every client is disconnected.
+func (w *simWorld) crash() {
+	if w.core == nil || w.ended {
+		return
+	}
+	w.stats.crashes++
+	w.s.Tracef("core %d crashes", w.gen)
+	keep := w.s.Rand().IntN(len(w.adds) + 1)
+	for _, a := range w.adds[:keep] {
+		if a.err != nil || w.log.terminated {
+			break // a failing add is not stored
+		}
+		w.store(a.op)
+	}
+	for _, sp := range w.props {
+		if w.s.Chance(0.5) {
+			w.apply(sp.w)
+		}
+	}
+	if w.terminate != 0 && w.s.Chance(0.5) {
+		w.log.terminated = true
+	}
+	w.adds, w.props, w.terminate, w.ticking = nil, nil, 0, false
+	w.core = nil
+	w.gen++
+	for _, c := range w.clients {
+		if c.prod != nil {
+			w.prods[c.prod].closed = true
+			c.prod = nil
+			w.reconnectLater(c)
+		}
+	}
+	w.s.After(w.delay(), "reload", w.load)
+}
+
+// Clients.
+
+func (w *simWorld) connect(c *simClient) {
+	if c.gaveUp != nil || c.gone || c.prod != nil {
+		return
+	}
+	if w.core == nil {
+		w.reconnectLater(c)
+		return
+	}
+	w.nextID++
+	p := &Producer{ID: w.nextID, Name: c.name, AccessMode: c.mode}
+	if c.epoch != nil {
+		e := *c.epoch
+		p.TopicEpoch = &e
+	}
+	w.s.Tracef("client %d connects as producer %d (%v, epoch %v)", c.id, p.ID, c.mode, c.epoch != nil && *c.epoch > 0)
+	c.prod, c.queued = p, false
+	w.prods[p] = &simProducer{c: c, lastSeq: -1}
+	w.core.addProducer(p)
+	w.perform()
+}
+
+func (w *simWorld) reconnectLater(c *simClient) {
+	w.s.After(w.s.Between(time.Millisecond, 5*time.Millisecond), fmt.Sprintf("client %d reconnect", c.id), func() { w.connect(c) })
+}
+
+func (w *simWorld) message(c *simClient, seq uint64) Message {
+	meta := &pb.MessageMetadata{ProducerName: proto.String(c.name), SequenceId: proto.Uint64(seq), PublishTime: proto.Uint64(1)}
+	data, err := pulsar.AppendHeadersAndPayload(nil, meta, []byte("m"))
+	if err != nil {
+		w.failf("encode: %v", err)
+	}
+	return Message{SequenceID: seq, HighestSequenceID: seq, NumMessages: 1, Data: data}
+}
+
+// send publishes seq on the client's producer if it is ready.
+func (w *simWorld) send(c *simClient, seq uint64) {
+	p := c.prod
+	if p == nil || w.core == nil || p.state != producerReady || c.orphaned {
+		return
+	}
+	before := w.core.state
+	if !w.core.publish(p, w.message(c, seq)) && before == StateActive && len(w.core.ready.out) == 0 && p.state == producerReady {
+		w.stats.dedupHits++ // attached to its original in flight
+	}
+	w.perform()
+}
+
+func (w *simWorld) newMessage(c *simClient) {
+	if c.gaveUp != nil || c.gone || w.ended {
+		return
+	}
+	seq := c.next
+	c.next++
+	c.pending = append(c.pending, seq)
+	w.send(c, seq)
+}
+
+// deliver hands an output of the core to the client that owns its producer, checking it.
+func (w *simWorld) deliver(o output) {
+	sp := w.prods[o.p]
+	if sp == nil {
+		w.failf("output %v for an unknown producer", o.kind)
+		return
+	}
+	c := sp.c
+	current := c.prod == o.p && !c.orphaned
+	if o.kind == outReceipt || o.kind == outSendError {
+		w.s.Tracef("producer %d: %s %d at %v %v", o.p.ID, map[outKind]string{outReceipt: "receipt", outSendError: "send error"}[o.kind], o.seq, o.pos, o.code)
+	}
+	switch o.kind {
+	case outReady:
+		w.s.Tracef("producer %d ready: epoch %d last %d", o.p.ID, o.ready.TopicEpoch, o.ready.LastSequenceID)
+		if st := w.core.state; st != StateActive {
+			w.failf("producer %d told it is connected in state %v", o.p.ID, st)
+		}
+		if e := w.log.epoch(); e < o.ready.TopicEpoch {
+			w.failf("B5: producer %d told it is connected under epoch %d, stored epoch is %d", o.p.ID, o.ready.TopicEpoch, e)
+		}
+		if o.ready.TopicEpoch < w.maxGiven {
+			w.failf("B5: producer %d accepted under epoch %d after epoch %d was given", o.p.ID, o.ready.TopicEpoch, w.maxGiven)
+		}
+		if o.p.AccessMode != pb.ProducerAccessMode_Shared {
+			switch {
+			case o.p.TopicEpoch != nil:
+				w.stats.resumes++
+			case o.ready.TopicEpoch > w.maxGiven:
+				w.stats.takeovers++
+			}
+		}
+		if c.queued {
+			w.stats.waits++
+		}
+		w.maxGiven = max(w.maxGiven, o.ready.TopicEpoch)
+		if !current {
+			return
+		}
+		c.retries, c.queued = 0, false
+		e := o.ready.TopicEpoch
+		c.epoch = &e
+		for _, seq := range c.pending {
+			w.send(c, seq)
+			if c.prod != o.p {
+				return
+			}
+		}
+		w.maybeLeave(c)
+	case outQueued:
+		c.queued = true
+	case outFailed:
+		sp.closed = true
+		if !current {
+			return
+		}
+		c.prod = nil
+		w.s.Tracef("producer %d refused: %v", o.p.ID, o.err)
+		switch {
+		case errors.Is(o.err, ErrTerminated):
+			c.gaveUp = o.err
+			if !w.log.terminated && w.core.state != StateTerminating {
+				w.failf("producer %d refused as terminated, but the topic is not", o.p.ID)
+			}
+		case errors.Is(o.err, ErrProducerFenced):
+			w.stats.fenced++
+			if o.p.TopicEpoch != nil && *o.p.TopicEpoch < w.core.stored {
+				w.stats.refusedStale++
+			}
+			c.gaveUp = o.err
+		default:
+			c.retries++
+			if c.retries > 30 {
+				c.gaveUp = o.err
+				return
+			}
+			w.reconnectLater(c)
+		}
+	case outClose:
+		sp.closed = true
+		if current {
+			c.prod = nil
+			w.reconnectLater(c)
+		}
+	case outSendError:
+		if o.code == pb.ServerError_TopicTerminatedError {
+			w.stats.terminatedSends++
+			if current {
+				// pulsar-client-go drops the producer's listener: unless the topic closed
+				// the producer first, it never hears of it again and its sends time out.
+				c.orphaned = true
+			}
+			return
+		}
+		if current {
+			// pulsar-client-go closes the connection and reconnects.
+			w.core.removeProducer(o.p, false)
+			sp.closed = true
+			c.prod = nil
+			w.reconnectLater(c)
+		}
+	case outReceipt:
+		w.stats.receipts++
+		if int64(o.seq) <= sp.lastSeq {
+			w.failf("producer %d: receipt for %d after %d", o.p.ID, o.seq, sp.lastSeq)
+		}
+		sp.lastSeq = int64(o.seq)
+		e := simEntry{o.p.Name, o.hi}
+		if o.pos.EntryID < 0 {
+			w.stats.dedupHits++
+			if w.stored[e] == 0 {
+				w.failf("producer %d: duplicate receipt for %s/%d, which is not stored", o.p.ID, e.name, e.seq)
+			}
+		} else if o.pos.EntryID >= int64(len(w.log.entries)) || w.log.entries[o.pos.EntryID] != e {
+			w.failf("producer %d: receipt for %s/%d at %v, which does not hold it", o.p.ID, e.name, e.seq, o.pos)
+		}
+		if !current {
+			return
+		}
+		switch {
+		case len(c.pending) > 0 && c.pending[0] == o.seq:
+			c.pending = c.pending[1:]
+			w.maybeLeave(c)
+		case len(c.pending) > 0 && c.pending[0] < o.seq:
+			// Out of order for the client: it closes the connection and resends.
+			w.core.removeProducer(o.p, false)
+			sp.closed = true
+			c.prod = nil
+			w.reconnectLater(c)
+		}
+	}
+}
+
+// maybeLeave closes the client's producer once the run is over and nothing is pending.
+func (w *simWorld) maybeLeave(c *simClient) {
+	if !w.ended || len(c.pending) > 0 || c.prod == nil || c.gone {
+		return
+	}
+	c.gone = true
+	p := c.prod
+	c.prod = nil
+	w.prods[p].closed = true
+	w.s.After(0, fmt.Sprintf("client %d leaves", c.id), func() {
+		if w.core != nil {
+			w.core.removeProducer(p, false)
+			w.perform()
+		}
+	})
+}
+
+// depart closes a client's producer; it comes back later.
+func (w *simWorld) depart(c *simClient) {
+	if c.prod == nil || w.core == nil || c.orphaned {
+		return
+	}
+	p := c.prod
+	c.prod = nil
+	w.prods[p].closed = true
+	w.s.Tracef("client %d departs", c.id)
+	w.core.removeProducer(p, false)
+	w.perform()
+	w.s.After(w.s.Between(time.Millisecond, 20*time.Millisecond), fmt.Sprintf("client %d arrives", c.id), func() { w.connect(c) })
+}
+
+// check runs after every step.
+func (w *simWorld) check() {
+	if e := w.log.epoch(); e < w.maxGiven {
+		w.failf("stored topic epoch %d is older than %d given to a producer", e, w.maxGiven)
+	}
+	if c := w.core; c != nil {
+		if c.stored > c.epoch {
+			w.failf("core: stored epoch %d above issued %d", c.stored, c.epoch)
+		}
+		if c.state == StateTerminated && len(c.producers) > 0 {
+			w.failf("core: terminated with %d producers", len(c.producers))
+		}
+	}
+}
+
+func (w *simWorld) run() error {
+	p := w.p
+	for i := 0; i < p.clients; i++ {
+		c := &simClient{id: i, name: fmt.Sprintf("p%d", i), mode: simModes[w.s.Rand().IntN(len(simModes))]}
+		w.clients = append(w.clients, c)
+		w.s.After(w.s.Between(0, p.window/4), fmt.Sprintf("client %d arrives", i), func() { w.connect(c) })
+		for j := 0; j < p.sends; j++ {
+			w.s.After(w.s.Between(0, p.window), fmt.Sprintf("client %d sends", i), func() { w.newMessage(c) })
+		}
+	}
+	for i := 0; i < p.departures; i++ {
+		c := w.clients[w.s.Rand().IntN(len(w.clients))]
+		w.s.After(w.s.Between(0, p.window), fmt.Sprintf("client %d departure", c.id), func() { w.depart(c) })
+	}
+	if p.terminate {
+		w.s.After(p.terminateAt, "terminate", func() {
+			if w.core != nil {
+				w.core.terminate()
+				w.perform()
+			}
+		})
+	}
+	for i := 0; i < p.crashes; i++ {
+		w.s.After(w.s.Between(0, p.window), "crash", w.crash)
+	}
+	w.load()
+	for w.err == nil && w.s.Now() < p.window && w.s.Step() {
+		w.check()
+	}
+	w.ended = true
+	for _, c := range w.clients {
+		w.maybeLeave(c)
+	}
+	for steps := 0; w.err == nil && w.s.Step(); steps++ {
+		w.check()
+		if steps > 200000 {
+			w.failf("no quiescence after %d steps", steps)
+		}
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if w.log.terminated {
+		w.stats.terminated++
+	}
+	// Liveness: every client that did not give up got every message receipted.
+	for _, c := range w.clients {
+		if c.gaveUp == nil && len(c.pending) > 0 {
+			w.failf("client %d (%v): messages %v never completed (orphaned %v, producer %v): they would time out",
+				c.id, c.mode, c.pending, c.orphaned, c.prod != nil)
+		}
+	}
+	return w.err
+}
+
+func runTopicSeed(seed int64, mut coreMutation, verbose bool) (*simWorld, error) {
+	w := newSimWorld(seed, mut, verbose)
+	return w, w.run()
+}
+
+// TestSim drives the topic core through seeded interleavings and checks, after every step:
+// B5 (a producer is told it is connected only once its topic epoch is stored, and never
+// under an epoch older than one already given), that the stored epoch and a reload never
+// go below an epoch given, that receipts come per producer in sequence order, at most once,
+// only for stored entries, that with deduplication no message is stored twice across
+// reloads, that nothing is accepted once terminated, and (at the end) that every client's
+// messages completed.
+func TestSim(t *testing.T) {
+	start := time.Now()
+	first, n := *flagFirst, int64(*flagSeeds)
+	if testing.Short() {
+		n = min(n, 300)
+	}
+	if *flagSeed >= 0 {
+		first, n = *flagSeed, 1
+	}
+	var st simTopicStats
+	var steps uint64
+	for seed := first; seed < first+n; seed++ {
+		w, err := runTopicSeed(seed, coreMutation{}, *flagSeed >= 0)
+		steps += w.s.Steps()
+		s := w.stats
+		st.receipts += s.receipts
+		st.takeovers += s.takeovers
+		st.resumes += s.resumes
+		st.fenced += s.fenced
+		st.waits += s.waits
+		st.dedupHits += s.dedupHits
+		st.crashes += s.crashes
+		st.terminated += s.terminated
+		st.terminatedSends += s.terminatedSends
+		st.epochFails += s.epochFails
+		st.refusedStale += s.refusedStale
+		if *flagSeed >= 0 {
+			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
+		}
+		if err != nil {
+			t.Fatalf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test ./broker/topic -run 'TestSim$' -seed %d -v",
+				seed, w.p, err, w.s.Trace(), seed)
+		}
+	}
+	t.Logf("%d seeds, %d steps in %v: %+v", n, steps, time.Since(start).Round(time.Millisecond), st)
+	if *flagSeed < 0 && n >= 200 && (st.receipts == 0 || st.takeovers == 0 || st.resumes == 0 || st.fenced == 0 ||
+		st.waits == 0 || st.dedupHits == 0 || st.crashes == 0 || st.terminated == 0 || st.terminatedSends == 0 ||
+		st.epochFails == 0 || st.refusedStale == 0) {
+		t.Errorf("the seeds did not exercise the topic core: %+v", st)
+	}
+}
+
+// TestSimDeterministic replays seeds and requires identical traces.
+func TestSimDeterministic(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		a, _ := runTopicSeed(seed, coreMutation{}, true)
+		b, _ := runTopicSeed(seed, coreMutation{}, true)
+		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
+			t.Fatalf("seed %d is not deterministic", seed)
+		}
+	}
+}
+
+// TestSimCatchesMutations proves the checker can fail: each deliberately broken core is
+// caught by some seed.
+func TestSimCatchesMutations(t *testing.T) {
+	if *flagSeed >= 0 {
+		t.Skip("replaying one seed")
+	}
+	for _, m := range []struct {
+		name string
+		mut  coreMutation
+	}{
+		{"reporting a producer before its epoch is stored", coreMutation{readyBeforeEpochStored: true}},
+		{"storing epochs out of order", coreMutation{unserializedEpochs: true}},
+		{"deduplication not replayed after the snapshot", coreMutation{dedupSkipReplay: true}},
+		{"send error before closing the producer of a terminated topic", coreMutation{sendErrorBeforeClose: true}},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			for seed := int64(1); seed <= 5000; seed++ {
+				if _, err := runTopicSeed(seed, m.mut, false); err != nil {
+					t.Logf("caught by seed %d: %v", seed, err)
+					return
+				}
+			}
+			t.Fatalf("no seed caught mutation %q", m.name)
+		})
+	}
+}
