@@ -275,17 +275,18 @@ func (c *topicCore) fail(p *Producer, err error) {
 // fenceAll removes every producer, ready, storing or queued (an ExclusiveWithFencing
 // producer takes the topic).
 func (c *topicCore) fenceAll() {
+	err := fmt.Errorf("%w: fenced by an exclusive producer", ErrProducerFenced)
+	for _, q := range c.waiting { // first, or a removal below would promote one
+		c.m.waitingProducers.Dec()
+		c.fail(q, err)
+	}
+	c.waiting = nil
 	for _, q := range sortedProducers(c.producers) {
 		c.removeProducer(q, true)
 	}
-	if c.exclusive != nil { // storing its epoch
-		c.dropStoring(fmt.Errorf("%w: fenced by an exclusive producer", ErrProducerFenced))
+	if c.exclusive != nil && c.exclusive.state == producerStoring {
+		c.dropStoring(err)
 	}
-	for _, q := range c.waiting {
-		c.m.waitingProducers.Dec()
-		c.fail(q, fmt.Errorf("%w: fenced by an exclusive producer", ErrProducerFenced))
-	}
-	c.waiting = nil
 }
 
 // takeExclusive gives the topic to exclusive producer p under a new topic epoch (or the
@@ -438,17 +439,17 @@ func (c *topicCore) promoteWaiting() {
 // closeProducers removes every producer (the topic is closing or terminated): ready ones
 // are closed (CLOSE_PRODUCER), the others fail with err.
 func (c *topicCore) closeProducers(err error) {
+	for _, p := range c.waiting {
+		c.m.waitingProducers.Dec()
+		c.fail(p, err)
+	}
+	c.waiting = nil
 	for _, p := range sortedProducers(c.producers) {
 		c.removeProducer(p, true)
 	}
 	if c.exclusive != nil && c.exclusive.state == producerStoring {
 		c.dropStoring(err)
 	}
-	for _, p := range c.waiting {
-		c.m.waitingProducers.Dec()
-		c.fail(p, err)
-	}
-	c.waiting = nil
 }
 
 // sortedProducers returns ps in a deterministic order (by name, then id).

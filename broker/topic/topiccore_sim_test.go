@@ -637,7 +637,9 @@ func (w *simWorld) check() {
 			w.failf("core: stored epoch %d above issued %d", c.stored, c.epoch)
 		}
 		if c.state == StateTerminated && len(c.producers) > 0 {
-			w.failf("core: terminated with %d producers", len(c.producers))
+			for _, p := range sortedProducers(c.producers) {
+				w.failf("core: terminated with producer %d (%v)", p.ID, p.state)
+			}
 		}
 	}
 }
