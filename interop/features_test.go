@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -229,6 +230,84 @@ func TestTerminate(t *testing.T) {
 	// Consumers still read everything.
 	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	expectRange(t, receiveIndexes(t, cons, 3), 0)
+}
+
+// TestTerminateFailsPendingSends: sends pending or made while a topic is terminated fail
+// with ErrTopicTerminated (the broker closes the producer before it fails a SEND with
+// TopicTerminatedError, as Pulsar does), long before their send timeout, and no send
+// fails with another error.
+func TestTerminateFailsPendingSends(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	topic := topicName(t)
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute, DisableBatching: true})
+	type result struct {
+		err error
+		at  time.Duration
+	}
+	results := make(chan result, 1<<16)
+	start := time.Now()
+	stop := make(chan struct{})
+	sent := make(chan int, 1)
+
+	go func() {
+		n := 0
+		defer func() { sent <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n++
+			p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")},
+				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					results <- result{err, time.Since(start)}
+				})
+			if n >= 1<<15 {
+				return
+			}
+		}
+	}()
+	// Terminate once sends are flowing, with more in flight.
+	var ok int
+	for ok < 200 {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatalf("send before terminate: %v", r.err)
+			}
+			ok++
+		case <-time.After(30 * time.Second):
+			t.Fatal("no receipts")
+		}
+	}
+	termAt := time.Since(start)
+	if _, err := c.broker.Terminate(ctxT(t, 30*time.Second), topic); err != nil {
+		t.Fatal(err)
+	}
+	// The sender keeps going: its sends race with the terminate.
+	deadline := time.After(30 * time.Second)
+	done, terminated := ok, 0
+	for terminated == 0 {
+		select {
+		case r := <-results:
+			done++
+			switch {
+			case r.err == nil:
+			case errors.Is(r.err, pulsar.ErrTopicTerminated):
+				terminated++
+			case !errors.Is(r.err, pulsar.ErrProducerClosed):
+				t.Fatalf("send failed %v after the terminate with %v, want ErrTopicTerminated", r.at-termAt, r.err)
+			}
+		case <-deadline:
+			t.Fatalf("no send failed with ErrTopicTerminated within 30 s of the terminate (%d done)", done)
+		}
+	}
+	close(stop)
+	<-sent
+	// The sends still queued in the client when it closed the producer are not all failed
+	// by pulsar-client-go v0.19.0 (against Pulsar too), so their outcomes are not checked.
 }
 
 func TestDelayedDelivery(t *testing.T) {
