@@ -249,6 +249,10 @@ func TestTerminateFailsPendingSends(t *testing.T) {
 	start := time.Now()
 	stop := make(chan struct{})
 	sent := make(chan int, 1)
+	// The sender's context ends with the test: a SendAsync blocked on a full queue of a
+	// closed producer returns then.
+	sctx, scancel := context.WithCancel(context.Background())
+	defer scancel()
 
 	go func() {
 		n := 0
@@ -260,7 +264,7 @@ func TestTerminateFailsPendingSends(t *testing.T) {
 			default:
 			}
 			n++
-			p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")},
+			p.SendAsync(sctx, &pulsar.ProducerMessage{Payload: []byte("m")},
 				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 					results <- result{err, time.Since(start)}
 				})
@@ -305,6 +309,7 @@ func TestTerminateFailsPendingSends(t *testing.T) {
 		}
 	}
 	close(stop)
+	scancel()
 	<-sent
 	// The sends still queued in the client when it closed the producer are not all failed
 	// by pulsar-client-go v0.19.0 (against Pulsar too), so their outcomes are not checked.
