@@ -1,14 +1,12 @@
-// Package inbox is the event queue of an owner goroutine: other goroutines push events
-// (completions, requests) without ever blocking, and the owner drains them all at once
-// whenever Signal fires.
 package inbox
 
 import "sync"
 
-// Queue is an unbounded queue of T from any goroutine to one owner goroutine.
+// Queue is an unbounded queue of T from any goroutine to one owner goroutine. It is safe for
+// concurrent use; see the package documentation for who calls what.
 type Queue[T any] struct {
 	signal chan struct{} // cap 1: the queue may be non-empty
-	mu     sync.Mutex    // guards q and closed
+	mu     sync.Mutex    // guards q and closed; a leaf lock
 	q      []T
 	closed bool
 }
@@ -47,10 +45,13 @@ func (b *Queue[T]) Drain(spare []T) []T {
 	return q
 }
 
-// Close makes later pushes fail and drops what is queued.
-func (b *Queue[T]) Close() {
+// Close makes later pushes fail and returns what is still queued, in push order (nil after
+// the first Close). Idempotent.
+func (b *Queue[T]) Close() []T {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.closed = true
+	q := b.q
 	b.q = nil
-	b.mu.Unlock()
+	return q
 }

@@ -34,11 +34,27 @@ func TestQueue(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	q.Close()
+	if left := q.Close(); len(left) != 0 {
+		t.Fatalf("Close after draining everything returned %v", left)
+	}
 	if q.Push([2]int{}) {
 		t.Fatal("Push accepted after Close")
 	}
 	if b := q.Drain(nil); len(b) != 0 {
 		t.Fatalf("Drain after Close: %v", b)
+	}
+}
+
+// TestCloseReturnsQueued: Close hands back what the owner did not drain, in push order, once.
+func TestCloseReturnsQueued(t *testing.T) {
+	q := New[int]()
+	for i := range 3 {
+		q.Push(i)
+	}
+	if got := q.Close(); len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 2 {
+		t.Fatalf("Close returned %v, want [0 1 2]", got)
+	}
+	if got := q.Close(); got != nil {
+		t.Fatalf("second Close returned %v, want nil", got)
 	}
 }

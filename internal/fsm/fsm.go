@@ -1,0 +1,24 @@
+package fsm
+
+import "fmt"
+
+// Edges lists a state machine's legal transitions: Edges[from] are the states it may move to
+// from from. Any other transition is a bug.
+type Edges[S comparable] map[S][]S
+
+// Legal reports whether from → to is an edge.
+func (e Edges[S]) Legal(from, to S) bool {
+	for _, s := range e[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Illegal returns the error of the transition from → to that what (a component, perhaps
+// with its name: "topic public/default/t") does not have. It wraps category, the
+// component's sentinel for such bugs, and reads "category: what from -> to".
+func Illegal(category error, what string, from, to any) error {
+	return fmt.Errorf("%w: %s %v -> %v", category, what, from, to)
+}

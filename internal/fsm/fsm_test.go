@@ -1,0 +1,56 @@
+package fsm
+
+import (
+	"errors"
+	"testing"
+)
+
+type light uint8
+
+const (
+	red light = iota + 1
+	green
+	yellow
+	off
+)
+
+func (l light) String() string { return [...]string{"0", "Red", "Green", "Yellow", "Off"}[l] }
+
+var lightEdges = Edges[light]{
+	red:    {green, off},
+	green:  {yellow, off},
+	yellow: {red, off},
+	off:    {},
+}
+
+// TestLegal: exactly the declared edges are legal; a final state and an undeclared one
+// have none.
+func TestLegal(t *testing.T) {
+	all := []light{0, red, green, yellow, off}
+	want := map[[2]light]bool{
+		{red, green}: true, {red, off}: true, {green, yellow}: true, {green, off}: true,
+		{yellow, red}: true, {yellow, off}: true,
+	}
+	for _, from := range all {
+		for _, to := range all {
+			if got := lightEdges.Legal(from, to); got != want[[2]light{from, to}] {
+				t.Errorf("Legal(%v, %v) = %v, want %v", from, to, got, !got)
+			}
+		}
+	}
+}
+
+// TestIllegal: the error names the component and the edge, and wraps the category.
+func TestIllegal(t *testing.T) {
+	cat := errors.New("topic: illegal state transition")
+	err := Illegal(cat, "light corner", green, red)
+	if !errors.Is(err, cat) {
+		t.Fatalf("%v does not wrap the category", err)
+	}
+	if want := "topic: illegal state transition: light corner Green -> Red"; err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+	if got := Illegal(errors.New("x"), "s", 1, 2).Error(); got != "x: s 1 -> 2" {
+		t.Fatalf("plain values: %q", got)
+	}
+}
