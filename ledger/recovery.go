@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/ledger/quorum"
-	"github.com/magnetar-io/magnetar/ledger/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
-	"github.com/magnetar-io/magnetar/ledger/seqwin"
+	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )

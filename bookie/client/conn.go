@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/magnetar-io/magnetar/ledger/seqwin"
+	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
 
