@@ -2,7 +2,8 @@ package autorecovery
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/magnetar-io/magnetar/internal/invariants"
 )
 
 // ErrIllegalTransition: a state machine was asked to take an edge it does not have, or an
@@ -11,14 +12,10 @@ var ErrIllegalTransition = errors.New("autorecovery: illegal state transition")
 
 // panicOnAssert makes assertionFailedf panic: with the "invariants" build tag, and in this
 // package's tests. Production builds return the error instead.
-var panicOnAssert = invariantsEnabled
+var panicOnAssert = invariants.Switch(invariants.Enabled)
 
 // assertionFailedf reports an impossible state: it panics in tests (and under the
 // "invariants" build tag) and returns an error wrapping ErrIllegalTransition otherwise.
 func assertionFailedf(format string, args ...any) error {
-	err := fmt.Errorf("%w: "+format, append([]any{ErrIllegalTransition}, args...)...)
-	if panicOnAssert {
-		panic(err)
-	}
-	return err
+	return panicOnAssert.Failedf(ErrIllegalTransition, format, args...)
 }

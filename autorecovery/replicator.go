@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
@@ -91,6 +92,17 @@ func (s ReplicatorState) String() string {
 }
 
 func (s ReplicatorState) final() bool { return s == RepDone || s == RepFailed }
+
+// repEdges are the edges of the diagram above (0: not started).
+var repEdges = fsm.Edges[ReplicatorState]{
+	0:             {RepReadingLAC, RepPlanning, RepFailed},
+	RepReadingLAC: {RepPlanning, RepFailed},
+	RepPlanning:   {RepCopying, RepListing, RepRecovering, RepDone, RepFailed},
+	RepListing:    {RepCopying, RepPlanning, RepFailed},
+	RepCopying:    {RepUpdating, RepPlanning, RepFailed},
+	RepUpdating:   {RepPlanning, RepUpdating, RepFailed},
+	RepRecovering: {RepPlanning, RepFailed},
+}
 
 // ReplicatorConfig configures one replication attempt of one ledger.
 type ReplicatorConfig struct {
@@ -282,23 +294,8 @@ func (r *Replicator) Ready() RepReady {
 }
 
 func (r *Replicator) become(to ReplicatorState) {
-	ok := to == RepFailed && !r.state.final()
-	switch r.state {
-	case 0:
-		ok = ok || to == RepReadingLAC || to == RepPlanning
-	case RepReadingLAC, RepRecovering:
-		ok = ok || to == RepPlanning
-	case RepPlanning:
-		ok = ok || to == RepCopying || to == RepListing || to == RepRecovering || to == RepDone
-	case RepListing:
-		ok = ok || to == RepCopying || to == RepPlanning
-	case RepCopying:
-		ok = ok || to == RepUpdating || to == RepPlanning
-	case RepUpdating:
-		ok = ok || to == RepPlanning || to == RepUpdating
-	}
-	if !ok {
-		panic(assertionFailedf("replicator: %v → %v", r.state, to))
+	if !repEdges.Legal(r.state, to) {
+		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "replicator", r.state, to)))
 	}
 	r.state = to
 }

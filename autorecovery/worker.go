@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -89,6 +90,15 @@ var workerStateNames = map[WorkerState]string{WorkerIdle: "Idle", WorkerLocking:
 
 func (s WorkerState) String() string { return workerStateNames[s] }
 
+// workerEdges are the edges of the diagram above (0: not started).
+var workerEdges = fsm.Edges[WorkerState]{
+	0:               {WorkerIdle, WorkerStopped},
+	WorkerIdle:      {WorkerLocking, WorkerStopped},
+	WorkerLocking:   {WorkerIdle, WorkerWorking, WorkerStopped},
+	WorkerWorking:   {WorkerReleasing, WorkerStopped},
+	WorkerReleasing: {WorkerReleasing, WorkerIdle, WorkerStopped},
+}
+
 // Worker re-replicates under-replicated ledgers, one at a time: it lists the marks, takes the
 // ephemeral lock of one that is due (metadata.ReplicationLockKey: a dead worker's lock frees
 // itself), runs a Replicator on it, and then clears the mark (at the version it read: a mark
@@ -124,23 +134,8 @@ func (w *Worker) State() WorkerState { return w.state }
 
 // become moves to state to, rejecting edges the state diagram does not have.
 func (w *Worker) become(to WorkerState) {
-	ok := to == WorkerStopped
-	switch w.state {
-	case 0:
-		ok = ok || to == WorkerIdle
-	case WorkerIdle:
-		ok = ok || to == WorkerLocking
-	case WorkerLocking:
-		ok = ok || to == WorkerIdle || to == WorkerWorking
-	case WorkerWorking:
-		ok = ok || to == WorkerReleasing
-	case WorkerReleasing:
-		ok = ok || to == WorkerReleasing || to == WorkerIdle
-	case WorkerStopped:
-		ok = false
-	}
-	if !ok {
-		panic(assertionFailedf("worker: %v → %v", w.state, to))
+	if !workerEdges.Legal(w.state, to) {
+		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "worker", w.state, to)))
 	}
 	w.state = to
 }

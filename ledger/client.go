@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/ledger/quorum"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -215,7 +216,7 @@ func (c *Client) recover(ctx context.Context, m *Metadata, v metadata.Version) (
 	var err error
 	for attempt := 0; attempt < c.opts.RecoveryAttempts; attempt++ {
 		if attempt > 0 {
-			if !sleepCtx(ctx, backoff(attempt+2)) {
+			if !sleepCtx(ctx, retryBackoff.Delay(attempt+2)) {
 				return nil, 0, ctx.Err()
 			}
 			if m, v, err = c.readMeta(ctx, m.LedgerID); err != nil {
@@ -252,7 +253,7 @@ func (c *Client) recoverOnce(ctx context.Context, m *Metadata, v metadata.Versio
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	in := newInbox()
+	in := inbox.New[event]()
 	t := newTransport(ctx, c, m, in)
 	defer func() {
 		cancel()
@@ -270,8 +271,8 @@ func (c *Client) recoverOnce(ctx context.Context, m *Metadata, v metadata.Versio
 		}
 		evs = evs[:0]
 		select {
-		case <-in.signal:
-			drained = in.drain(drained)
+		case <-in.Signal():
+			drained = in.Drain(drained)
 			for _, ev := range drained {
 				evs = t.handle(ev, evs)
 			}
@@ -380,7 +381,7 @@ func (c *Client) watchBookies() {
 		rev, err := c.bookies.list(c.ctx, c.store)
 		if err != nil {
 			c.log.Debug("bookie list failed", "err", err)
-			if !sleepCtx(c.ctx, backoff(attempt)) {
+			if !sleepCtx(c.ctx, retryBackoff.Delay(attempt)) {
 				return
 			}
 			continue
@@ -390,7 +391,7 @@ func (c *Client) watchBookies() {
 		for b := range w.C {
 			c.bookies.apply(b.Events)
 		}
-		if !sleepCtx(c.ctx, backoff(1)) {
+		if !sleepCtx(c.ctx, retryBackoff.Delay(1)) {
 			return
 		}
 	}

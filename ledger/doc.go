@@ -71,8 +71,8 @@
 //     transport and inbox; Read, ReadLAC and LongPollRead run on the caller's goroutine
 //     and collect answers on a channel.
 //
-// Locks: Handle.mu, appendQueue.mu, bookieSet.mu, inbox.mu and randomPlacement.mu are
-// leaves; none is held across I/O or a callback.
+// Locks: Handle.mu, appendQueue.mu (taken before its queue's), bookieSet.mu, the
+// inbox.Queue locks and randomPlacement.mu are leaves; none is held across I/O or a callback.
 //
 // # Per-entry costs
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
 
@@ -67,17 +68,13 @@ func (e *BookieError) Error() string {
 func (e *BookieError) Unwrap() error { return e.Err }
 
 // panicOnAssert makes assertionFailedf panic: with the "invariants" build tag, and in this
-// package's tests (TestMain sets it). Production builds return the error instead.
-var panicOnAssert = invariantsEnabled
+// package's tests (invariants_test.go sets it). Production builds return the error instead.
+var panicOnAssert = invariants.Switch(invariants.Enabled)
 
 // assertionFailedf reports an impossible state: it panics in tests (and under the
 // "invariants" build tag) and returns an error wrapping ErrIllegalTransition in production.
 func assertionFailedf(format string, args ...any) error {
-	err := fmt.Errorf("%w: "+format, append([]any{ErrIllegalTransition}, args...)...)
-	if panicOnAssert {
-		panic(err)
-	}
-	return err
+	return panicOnAssert.Failedf(ErrIllegalTransition, format, args...)
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }

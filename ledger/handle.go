@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -47,46 +48,45 @@ type appendReq struct {
 }
 
 // appendQueue carries AppendAsync requests to the owner goroutine, which takes them all at
-// once: appenders do not wait for the owner (no hand-off per entry), and the owner turns a
-// burst of appends into one Ready. It is a leaf structure: mu is held for no I/O or callback.
+// once (from q): appenders do not wait for the owner (no hand-off per entry), and the owner
+// turns a burst of appends into one Ready. It is a leaf structure: mu is held for no I/O or
+// callback.
 type appendQueue struct {
-	max int // MaxPendingAdds
-	// swapQueue's mu also guards the fields below.
-	swapQueue[appendReq]
-	// inflight counts the appends queued or taken and not yet called back.
-	// Invariant: inflight <= max.
-	inflight int
-	// room, if non-nil, is closed (and reset) when inflight drops below max or the
-	// queue stops: AppendAsync calls waiting for room wait on it.
-	room chan struct{}
-	// stopped is set once the owner has exited: nothing is taken any more.
-	stopped bool
+	max int                     // MaxPendingAdds
+	q   *inbox.Queue[appendReq] // pushed to under mu; drained by the owner
+	mu  struct {
+		sync.Mutex // guards the fields below; taken before q's lock
+		// inflight counts the appends queued or taken and not yet called back.
+		// Invariant: inflight <= max.
+		inflight int
+		// room, if non-nil, is closed (and reset) when inflight drops below max or the
+		// queue stops: AppendAsync calls waiting for room wait on it.
+		room chan struct{}
+		// stopped is set once the owner has exited: nothing is taken any more.
+		stopped bool
+	}
 }
 
 func newAppendQueue(max int) *appendQueue {
-	return &appendQueue{max: max, swapQueue: newSwapQueue[appendReq]()}
+	return &appendQueue{max: max, q: inbox.New[appendReq]()}
 }
 
 // add queues r if there is room. Otherwise it returns a channel closed when there may be room.
 // stopped reports that the owner has exited (r was not queued).
 func (q *appendQueue) add(r appendReq) (wait <-chan struct{}, stopped bool) {
 	q.mu.Lock()
-	if q.stopped {
-		q.mu.Unlock()
+	defer q.mu.Unlock()
+	if q.mu.stopped {
 		return nil, true
 	}
-	if q.inflight >= q.max {
-		if q.room == nil {
-			q.room = make(chan struct{})
+	if q.mu.inflight >= q.max {
+		if q.mu.room == nil {
+			q.mu.room = make(chan struct{})
 		}
-		room := q.room
-		q.mu.Unlock()
-		return room, false
+		return q.mu.room, false
 	}
-	q.inflight++
-	q.q = append(q.q, r)
-	q.mu.Unlock()
-	q.notify()
+	q.mu.inflight++
+	q.q.Push(r) // open until stopped is set
 	return nil, false
 }
 
@@ -96,10 +96,10 @@ func (q *appendQueue) release(n int) {
 		return
 	}
 	q.mu.Lock()
-	q.inflight -= n
-	if q.room != nil && q.inflight < q.max {
-		close(q.room)
-		q.room = nil
+	q.mu.inflight -= n
+	if q.mu.room != nil && q.mu.inflight < q.max {
+		close(q.mu.room)
+		q.mu.room = nil
 	}
 	q.mu.Unlock()
 }
@@ -108,14 +108,12 @@ func (q *appendQueue) release(n int) {
 func (q *appendQueue) stop() []appendReq {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.stopped = true
-	if q.room != nil {
-		close(q.room)
-		q.room = nil
+	q.mu.stopped = true
+	if q.mu.room != nil {
+		close(q.mu.room)
+		q.mu.room = nil
 	}
-	taken := q.q
-	q.q = nil
-	return taken
+	return q.q.Close()
 }
 
 // ID returns the ledger id.
@@ -159,7 +157,7 @@ func (c *Client) newWriteHandle(m *Metadata, v metadata.Version) (*Handle, error
 	ctx, cancel := context.WithCancel(c.ctx)
 	h := &Handle{c: c, id: id, w: w, appends: newAppendQueue(c.opts.MaxPendingAdds),
 		closec: make(chan chan CloseResult), stopped: make(chan struct{}), cancel: cancel}
-	h.t = newTransport(ctx, c, m, newInbox())
+	h.t = newTransport(ctx, c, m, inbox.New[event]())
 	h.mu.meta, h.mu.version, h.mu.lac = m, v, -1
 	go h.run(ctx)
 	return h, nil
@@ -267,7 +265,7 @@ func (h *Handle) run(ctx context.Context) {
 	var closeWaiters []chan CloseResult
 	var (
 		appends []appendReq // taken from h.appends, reused
-		inbox   []event     // drained from t.in, reused
+		results []event     // drained from t.in, reused
 		evs     []event     // for the core, reused
 	)
 	tick := time.NewTicker(h.c.opts.LACFlushInterval)
@@ -278,8 +276,8 @@ func (h *Handle) run(ctx context.Context) {
 		evs = evs[:0]
 		closing := false
 		select {
-		case <-h.appends.signal:
-		case <-t.in.signal:
+		case <-h.appends.q.Signal():
+		case <-t.in.Signal():
 		case done := <-h.closec:
 			closeWaiters = append(closeWaiters, done)
 			closing = len(closeWaiters) == 1
@@ -302,8 +300,8 @@ func (h *Handle) run(ctx context.Context) {
 			return
 		}
 		// Results first: the acks they carry may move the LAC the new entries piggyback.
-		inbox = t.in.drain(inbox)
-		for _, ev := range inbox {
+		results = t.in.Drain(results)
+		for _, ev := range results {
 			evs = t.handle(ev, evs)
 		}
 		for _, ev := range evs {
@@ -315,7 +313,7 @@ func (h *Handle) run(ctx context.Context) {
 		}
 		// Then every append queued, including those queued before a Close that came with
 		// this wake-up (the caller's append happened before its Close).
-		appends = h.appends.drain(appends)
+		appends = h.appends.q.Drain(appends)
 		released := 0
 		for _, r := range appends {
 			id, err := w.Append(r.payload)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/ledger/quorum"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -51,6 +52,15 @@ func (s RecoveryState) String() string {
 }
 
 func (s RecoveryState) final() bool { return s == RecoveryDone || s == RecoveryFailed }
+
+// recoveryEdges are the edges of the diagram above (0: not started).
+var recoveryEdges = fsm.Edges[RecoveryState]{
+	0:               {RecoveryFailed},
+	RecoveryMarking: {RecoveryFencing, RecoveryDone, RecoveryFailed},
+	RecoveryFencing: {RecoveryReading, RecoveryFailed},
+	RecoveryReading: {RecoveryClosing, RecoveryFailed},
+	RecoveryClosing: {RecoveryDone, RecoveryFailed},
+}
 
 // RecoveryConfig configures a Recovery.
 type RecoveryConfig struct {
@@ -207,19 +217,8 @@ func (r *Recovery) Start() {
 }
 
 func (r *Recovery) become(to RecoveryState) {
-	ok := to == RecoveryFailed && !r.state.final()
-	switch r.state {
-	case RecoveryMarking:
-		ok = ok || to == RecoveryFencing || to == RecoveryDone
-	case RecoveryFencing:
-		ok = ok || to == RecoveryReading
-	case RecoveryReading:
-		ok = ok || to == RecoveryClosing
-	case RecoveryClosing:
-		ok = ok || to == RecoveryDone
-	}
-	if !ok {
-		panic(assertionFailedf("recovery: %v → %v", r.state, to))
+	if !recoveryEdges.Legal(r.state, to) {
+		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "recovery", r.state, to)))
 	}
 	r.state = to
 }

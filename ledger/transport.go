@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/backoff"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
@@ -20,14 +22,9 @@ type event struct {
 	other any
 }
 
-// inbox carries results from connection callbacks and helper goroutines to a core's owner
-// goroutine without ever blocking the sender.
-type inbox struct{ swapQueue[event] }
-
-func newInbox() *inbox { return &inbox{newSwapQueue[event]()} }
-
-// pushOther pushes a result other than an AddResult.
-func (in *inbox) pushOther(ev any) { in.push(event{other: ev}) }
+// events carries results from connection callbacks and helper goroutines to a core's owner
+// goroutine without ever blocking the sender (the transport's inbox).
+type events = inbox.Queue[event]
 
 // dialDone reports a connection attempt started by a transport.
 type dialDone struct {
@@ -44,7 +41,7 @@ type transport struct {
 	ledgerID int64
 	key      [bk.MasterKeyLen]byte
 	digest   bk.DigestType
-	in       *inbox
+	in       *events
 
 	conns   map[string]*bookieConn
 	dialing map[string][]queuedReq // requests waiting for a connection
@@ -61,12 +58,12 @@ type transport struct {
 type bookieConn struct {
 	conn *client.Conn
 	addr string
-	in   *inbox
+	in   *events
 }
 
 // HandleResponse implements client.Handler for the add with token tag.
 func (b *bookieConn) HandleResponse(tag uint64, resp bk.Response, err error) {
-	b.in.push(event{add: AddResult{Token: tag, Bookie: b.addr, Status: resp.Status, Err: err}})
+	b.in.Push(event{add: AddResult{Token: tag, Bookie: b.addr, Status: resp.Status, Err: err}})
 }
 
 // queuedReq is a request to send. An add whose Body is nil is packaged by the connection from
@@ -87,7 +84,7 @@ type deadline struct {
 // errRequestTimeout is the transport error of a request that got no answer in time.
 var errRequestTimeout = errors.New("ledger: bookie request timed out")
 
-func newTransport(ctx context.Context, c *Client, m *Metadata, in *inbox) *transport {
+func newTransport(ctx context.Context, c *Client, m *Metadata, in *events) *transport {
 	return &transport{
 		c: c, ctx: ctx, ledgerID: m.LedgerID, key: bk.MasterKey(m.Password), digest: m.Digest.Wire(), in: in,
 		conns: map[string]*bookieConn{}, dialing: map[string][]queuedReq{},
@@ -131,7 +128,7 @@ func (t *transport) perform(rd *Ready) {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
-			t.in.pushOther(t.c.casMeta(t.ctx, m))
+			t.in.Push(event{other: t.c.casMeta(t.ctx, m)})
 		}()
 	}
 }
@@ -165,7 +162,7 @@ func (t *transport) send(addr string, q *queuedReq, deadlineAt time.Time) {
 	go func() {
 		defer t.wg.Done()
 		conn, err := t.c.pool.Get(t.ctx, addr)
-		t.in.pushOther(dialDone{addr: addr, conn: conn, err: err})
+		t.in.Push(event{other: dialDone{addr: addr, conn: conn, err: err}})
 	}()
 }
 
@@ -176,7 +173,7 @@ func (t *transport) sendOn(bc *bookieConn, q *queuedReq) {
 	case q.read != nil:
 		addr, read := bc.addr, *q.read
 		bc.conn.Send(&q.req, func(resp bk.Response, err error) {
-			t.in.pushOther(t.readResult(read, addr, resp, err))
+			t.in.Push(event{other: t.readResult(read, addr, resp, err)})
 		})
 	case q.req.Body == nil:
 		e := bk.Entry{LedgerID: t.ledgerID, EntryID: q.entry.EntryID, LAC: q.entry.LAC, Length: q.entry.Length,
@@ -274,7 +271,7 @@ func (c *Client) casMeta(ctx context.Context, m MetaWrite) MetaResult {
 	key := metadata.LedgerKey(m.Meta.LedgerID)
 	var lastErr error
 	for attempt := 0; attempt < c.opts.MetadataRetries; attempt++ {
-		if attempt > 0 && !sleepCtx(ctx, backoff(attempt)) {
+		if attempt > 0 && !sleepCtx(ctx, retryBackoff.Delay(attempt)) {
 			break
 		}
 		v, err := c.store.Put(ctx, key, value, m.Expected)
@@ -319,10 +316,9 @@ func (c *Client) readMeta(ctx context.Context, id int64) (*Metadata, metadata.Ve
 	return m, kv.Version, nil
 }
 
-func backoff(attempt int) time.Duration {
-	d := 10 * time.Millisecond << min(attempt, 6)
-	return min(d, time.Second)
-}
+// retryBackoff is the delay before retry attempt n of a dial or a metadata operation:
+// 10 ms doubling, at most 640 ms.
+var retryBackoff = backoff.Policy{Base: 10 * time.Millisecond, Max: 640 * time.Millisecond}
 
 // sleepCtx waits d or until ctx ends; it reports whether the full wait happened.
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/ledger/quorum"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -51,6 +52,13 @@ func (s WriterState) String() string {
 
 // final reports whether s has no outgoing edges.
 func (s WriterState) final() bool { return s == WriterClosed || s == WriterFenced || s == WriterFailed }
+
+// writerEdges are the edges of the diagram above.
+var writerEdges = fsm.Edges[WriterState]{
+	WriterOpen:     {WriterDraining, WriterClosing, WriterFenced, WriterFailed},
+	WriterDraining: {WriterClosing, WriterFenced, WriterFailed},
+	WriterClosing:  {WriterClosed, WriterFenced, WriterFailed},
+}
 
 // WriterConfig configures a Writer.
 type WriterConfig struct {
@@ -301,17 +309,8 @@ func (w *Writer) Step(msg any) {
 
 // become moves to state to, rejecting edges the state diagram does not have.
 func (w *Writer) become(to WriterState) {
-	ok := false
-	switch w.state {
-	case WriterOpen:
-		ok = to == WriterDraining || to == WriterClosing || to == WriterFenced || to == WriterFailed
-	case WriterDraining:
-		ok = to == WriterClosing || to == WriterFenced || to == WriterFailed
-	case WriterClosing:
-		ok = to == WriterClosed || to == WriterFenced || to == WriterFailed
-	}
-	if !ok {
-		panic(assertionFailedf("writer: %v → %v", w.state, to))
+	if !writerEdges.Legal(w.state, to) {
+		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "writer", w.state, to)))
 	}
 	w.state = to
 }

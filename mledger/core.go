@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -125,13 +127,10 @@ func (c *core) tracef(format string, args ...any) {
 	}
 }
 
-// backoff is the delay before retry number n (1, 2, …).
+// backoff is the delay before retry number n (1, 2, …): RetryBackoff doubling, at most
+// five times.
 func (c *core) backoff(n int) time.Duration {
-	d := c.cfg.RetryBackoff
-	for i := 1; i < n && i < 6; i++ {
-		d *= 2
-	}
-	return d
+	return backoff.Policy{Base: c.cfg.RetryBackoff, Max: c.cfg.RetryBackoff << 5}.Delay(n - 1)
 }
 
 func (c *core) info() *Info { return c.ml.cur }
@@ -139,8 +138,8 @@ func (c *core) info() *Info { return c.ml.cur }
 // transition moves to state to, or reports a bug if the edge is illegal.
 func (c *core) transition(to State) error {
 	from := c.state
-	if !legalEdge(from, to) {
-		return assertionFailedf("%s: %v -> %v", c.name, from, to)
+	if !legalEdges.Legal(from, to) {
+		return panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, c.name, from, to))
 	}
 	c.state = to
 	c.tracef("state %v -> %v", from, to)

@@ -2,8 +2,8 @@ package mledger
 
 import (
 	"errors"
-	"fmt"
-	"testing"
+
+	"github.com/magnetar-io/magnetar/internal/invariants"
 )
 
 // Errors. Callers test them with errors.Is.
@@ -47,15 +47,12 @@ var (
 	errCancelled = errors.New("mledger: cancelled")
 )
 
-// panicOnAssert makes assertionFailedf panic under `go test`.
-var panicOnAssert = testing.Testing()
+// panicOnAssert makes assertionFailedf panic: with the "invariants" build tag, and in this
+// package's tests (invariants_test.go sets it). Production builds return the error instead.
+var panicOnAssert = invariants.Switch(invariants.Enabled)
 
-// assertionFailedf reports an impossible state: it panics in tests and returns an error
-// wrapping ErrIllegalTransition in production.
+// assertionFailedf reports an impossible state: it panics in tests (and under the
+// "invariants" build tag) and returns an error wrapping ErrIllegalTransition in production.
 func assertionFailedf(format string, args ...any) error {
-	err := fmt.Errorf("%w: "+format, append([]any{ErrIllegalTransition}, args...)...)
-	if panicOnAssert {
-		panic(err)
-	}
-	return err
+	return panicOnAssert.Failedf(ErrIllegalTransition, format, args...)
 }

@@ -219,43 +219,13 @@ func (m *ManagedLedger) LastConfirmed() Position {
 }
 
 // do runs fn on the owner goroutine and waits for its reply (called at most once; extra
-// calls are dropped).
+// calls are dropped), for ctx, or for the owner to stop (ErrClosed).
 func do[T any](ctx context.Context, m *ManagedLedger, fn func(c *core, reply func(T, error))) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	reply := func(v T, err error) {
-		select {
-		case ch <- result{v, err}:
-		default:
-		}
-	}
-	var zero T
-	if !m.in.Push(func() { fn(m.c, reply) }) {
-		return zero, ErrClosed
-	}
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	case <-m.stopped:
-		select {
-		case r := <-ch:
-			return r.v, r.err
-		default:
-			return zero, ErrClosed
-		}
-	}
+	return inbox.Call(ctx, m.in, m.stopped, ErrClosed, func(reply func(T, error)) { fn(m.c, reply) })
 }
 
 func do0(ctx context.Context, m *ManagedLedger, fn func(c *core, reply func(error))) error {
-	_, err := do(ctx, m, func(c *core, reply func(struct{}, error)) {
-		fn(c, func(err error) { reply(struct{}{}, err) })
-	})
-	return err
+	return inbox.Call0(ctx, m.in, m.stopped, ErrClosed, func(reply func(error)) { fn(m.c, reply) })
 }
 
 // Add appends data and returns its position once it is durable (confirmed by the ack quorum

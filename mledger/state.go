@@ -1,6 +1,10 @@
 package mledger
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/magnetar-io/magnetar/internal/fsm"
+)
 
 // State is the lifecycle state of a managed ledger, owned by its owner goroutine. Transitions
 // happen only in the core's become… methods, which reject edges not in legalEdges.
@@ -74,7 +78,7 @@ func (s State) Writable() bool {
 }
 
 // legalEdges lists every transition; anything else is a bug.
-var legalEdges = map[State][]State{
+var legalEdges = fsm.Edges[State]{
 	StateOpening:        {StateLedgerOpened, StateTerminated, StateFenced, StateClosed},
 	StateLedgerOpened:   {StateClosingLedger, StateTerminating, StateFenced, StateClosing},
 	StateClosingLedger:  {StateCreatingLedger, StateTerminating, StateFenced, StateClosing},
@@ -85,13 +89,4 @@ var legalEdges = map[State][]State{
 	StateFenced:         {StateClosing},
 	StateClosing:        {StateClosed},
 	StateClosed:         {},
-}
-
-func legalEdge(from, to State) bool {
-	for _, s := range legalEdges[from] {
-		if s == to {
-			return true
-		}
-	}
-	return false
 }

@@ -15,7 +15,7 @@ import (
 
 func init() {
 	// Assertion failures panic in this package's tests.
-	invariantsEnabled = true
+	panicOnAssert = true
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

@@ -1,13 +1,20 @@
 package journal
 
-import "fmt"
+import (
+	"errors"
+
+	"github.com/magnetar-io/magnetar/internal/invariants"
+)
+
+// errAssertion is the category of the errors assertionFailedf returns.
+var errAssertion = errors.New("journal: assertion failed")
+
+// panicOnAssert makes assertionFailedf panic: with the "invariants" build tag, and in this
+// package's tests (helpers_test.go sets it).
+var panicOnAssert = invariants.Switch(invariants.Enabled)
 
 // assertionFailedf reports an impossible state: it panics when built with the
 // "invariants" tag (and in this package's tests) and returns an error otherwise.
 func assertionFailedf(format string, args ...any) error {
-	err := fmt.Errorf("journal: assertion failed: "+format, args...)
-	if invariantsEnabled {
-		panic(err)
-	}
-	return err
+	return panicOnAssert.Failedf(errAssertion, format, args...)
 }

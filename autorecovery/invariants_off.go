@@ -1,6 +1,0 @@
-//go:build !invariants
-
-package autorecovery
-
-// invariantsEnabled makes assertionFailedf panic (build with -tags invariants).
-const invariantsEnabled = false

@@ -1,5 +1,0 @@
-//go:build invariants
-
-package journal
-
-var invariantsEnabled = true

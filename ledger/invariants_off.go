@@ -1,6 +1,0 @@
-//go:build !invariants
-
-package ledger
-
-// invariantsEnabled makes assertionFailedf panic (build with -tags invariants).
-const invariantsEnabled = false
