@@ -50,7 +50,8 @@
 //   - loop helpers: one short-lived goroutine per metadata call and per bookie dial; they only
 //     post their callback. Bookie answers and timers also only post.
 //
-// Locks: loop.mu (the queue and the session) is a leaf, never held across I/O or a callback.
+// Locks: loop.mu (the session) and its queue's lock are leaves, never held across I/O or a
+// callback.
 //
 // # Invariants
 //

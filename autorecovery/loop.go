@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
@@ -28,10 +29,9 @@ type loop struct {
 	rand   *rand.Rand              // owner only
 	conns  map[string]*client.Conn // owner only: connections in use, from the pool
 
-	signal chan struct{} // cap 1: the queue is not empty
-	mu     struct {
+	in *inbox.Queue[func()] // callbacks for run
+	mu struct {
 		sync.Mutex // guards the fields below; a leaf lock
-		q          []func()
 		sess       metadata.Session
 	}
 }
@@ -42,7 +42,7 @@ var errRequestTimeout = errors.New("autorecovery: bookie request timed out")
 func newLoop(store metadata.Store, pool *client.Pool, ttl, timeout time.Duration) *loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{store: store, pool: pool, ttl: ttl, timeout: timeout, ctx: ctx, cancel: cancel,
-		rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), signal: make(chan struct{}, 1),
+		rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), in: inbox.New[func()](),
 		conns: map[string]*client.Conn{}}
 	l.wg.Add(1)
 	go l.run()
@@ -54,39 +54,32 @@ func (l *loop) post(fn func()) {
 	if l.ctx.Err() != nil {
 		return
 	}
-	l.mu.Lock()
-	l.mu.q = append(l.mu.q, fn)
-	l.mu.Unlock()
-	select {
-	case l.signal <- struct{}{}:
-	default:
-	}
+	l.in.Push(fn)
 }
 
-// do runs fn on the owner goroutine and waits for it (not from the owner itself).
+// do runs fn on the owner goroutine and waits for it, or for close (not from the owner
+// itself).
 func (l *loop) do(fn func()) {
-	done := make(chan struct{})
-	l.post(func() { fn(); close(done) })
-	select {
-	case <-done:
-	case <-l.ctx.Done():
-	}
+	_ = inbox.Call0(context.Background(), l.in, l.ctx.Done(), context.Canceled, func(reply func(error)) {
+		fn()
+		reply(nil)
+	})
 }
 
 func (l *loop) run() {
 	defer l.wg.Done()
+	defer l.in.Close()
+	var batch []func()
 	for {
 		select {
-		case <-l.signal:
-			l.mu.Lock()
-			q := l.mu.q
-			l.mu.q = nil
-			l.mu.Unlock()
-			for _, fn := range q {
+		case <-l.in.Signal():
+			batch = l.in.Drain(batch)
+			for i, fn := range batch {
 				if l.ctx.Err() != nil {
 					return
 				}
 				fn()
+				batch[i] = nil
 			}
 		case <-l.ctx.Done():
 			return

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -390,11 +391,7 @@ func (w *Worker) finished(res Result) {
 
 // backoff is the bounded exponential delay after n consecutive failures.
 func (w *Worker) backoff(n int) time.Duration {
-	d := w.cfg.BackoffBase
-	for i := 1; i < n && d < w.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, w.cfg.BackoffMax)
+	return backoff.Policy{Base: w.cfg.BackoffBase, Max: w.cfg.BackoffMax}.Delay(n - 1)
 }
 
 // clearMark deletes the mark at the version read (a mark extended meanwhile stays for the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -103,7 +104,7 @@ func (r *registrar) run() {
 	ctx := r.b.ctx
 	tick := time.NewTicker(r.b.cfg.DiskCheckInterval)
 	defer tick.Stop()
-	backoff := 100 * time.Millisecond
+	retry := backoff.Retry{Policy: renewBackoff}
 	for {
 		var expired <-chan struct{}
 		if r.sess != nil {
@@ -114,7 +115,7 @@ func (r *registrar) run() {
 			return
 		case <-tick.C:
 			if r.sess == nil {
-				r.renew(ctx, &backoff)
+				r.renew(ctx, &retry)
 				continue
 			}
 			cur := r.b.State()
@@ -135,13 +136,17 @@ func (r *registrar) run() {
 		case <-expired:
 			r.b.log.Warn("metadata session expired; registering again")
 			r.sess = nil
-			r.renew(ctx, &backoff)
+			r.renew(ctx, &retry)
 		}
 	}
 }
 
+// renewBackoff is the delay schedule of renew's retries: 100 ms doubling to 5 s, from the
+// start again after a success.
+var renewBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second}
+
 // renew creates a new session and re-publishes the current state, backing off on failure.
-func (r *registrar) renew(ctx context.Context, backoff *time.Duration) {
+func (r *registrar) renew(ctx context.Context, retry *backoff.Retry) {
 	for ctx.Err() == nil {
 		sess, err := r.b.cfg.Store.NewSession(ctx, r.b.cfg.SessionTTL)
 		if err == nil {
@@ -151,19 +156,19 @@ func (r *registrar) renew(ctx context.Context, backoff *time.Duration) {
 				s = StateWritable
 			}
 			if err = r.publish(ctx, s); err == nil {
-				*backoff = 100 * time.Millisecond
+				retry.Reset()
 				return
 			}
 			sess.Close()
 			r.sess = nil
 		}
-		r.b.log.Warn("metadata session failed; retrying", "err", err, "backoff", backoff.String())
+		d := retry.Next()
+		r.b.log.Warn("metadata session failed; retrying", "err", err, "backoff", d.String())
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(*backoff):
+		case <-time.After(d):
 		}
-		*backoff = min(*backoff*2, 5*time.Second)
 	}
 }
 

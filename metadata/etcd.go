@@ -19,17 +19,17 @@ import (
 	"go.etcd.io/etcd/client/v3/namespace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/magnetar-io/magnetar/internal/backoff"
 )
 
 // DefaultDialTimeout bounds Open's first round trip when Config.DialTimeout is zero.
 const DefaultDialTimeout = 5 * time.Second
 
-// Watch restart backoff after a transient failure (lost leader, broken stream). It is a retry
-// delay, not synchronisation: the watch resumes from the first undelivered revision either way.
-const (
-	watchRetryMin = 50 * time.Millisecond
-	watchRetryMax = 2 * time.Second
-)
+// watchBackoff is the watch restart delay after a transient failure (lost leader, broken
+// stream): 50 ms doubling to 2 s, from the start again after progress. It is a retry delay,
+// not synchronisation: the watch resumes from the first undelivered revision either way.
+var watchBackoff = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // Config configures Open.
 type Config struct {
@@ -432,7 +432,7 @@ func (s *EtcdStore) Watch(ctx context.Context, prefix string, fromRev int64) *Wa
 // delivered (0 until the created notification tells the current revision), and returns why
 // the watch ended.
 func (s *EtcdStore) runWatch(ctx context.Context, prefix string, next int64, out chan<- WatchBatch) error {
-	backoff := watchRetryMin
+	retry := backoff.Retry{Policy: watchBackoff}
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCreatedNotify()}
@@ -456,10 +456,11 @@ func (s *EtcdStore) runWatch(ctx context.Context, prefix string, next int64, out
 			return err
 		}
 		if next != delivered {
-			backoff = watchRetryMin // made progress since the last failure
+			retry.Reset() // made progress since the last failure
 		}
-		s.log.Warn("metadata watch interrupted, resuming", "prefix", prefix, "from_rev", next, "err", err, "retry_in", backoff)
-		t := time.NewTimer(backoff)
+		d := retry.Next()
+		s.log.Warn("metadata watch interrupted, resuming", "prefix", prefix, "from_rev", next, "err", err, "retry_in", d)
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -469,7 +470,6 @@ func (s *EtcdStore) runWatch(ctx context.Context, prefix string, next int64, out
 			t.Stop()
 			return fmt.Errorf("metadata: watch %q: %w", prefix, ErrClosed)
 		}
-		backoff = min(2*backoff, watchRetryMax)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
@@ -266,14 +267,5 @@ func (cl *Client) topicConn(ctx context.Context, topic string) (*conn, error) {
 	return cl.getConn(ctx, addr)
 }
 
-// backoff is the retry delay schedule of reconnections: 100 ms doubling to 5 s.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) delay() time.Duration {
-	if b.next == 0 {
-		b.next = 100 * time.Millisecond
-	}
-	d := b.next
-	b.next = min(2*b.next, 5*time.Second)
-	return d
-}
+// reconnectBackoff is the retry delay schedule of reconnections: 100 ms doubling to 5 s.
+var reconnectBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second}

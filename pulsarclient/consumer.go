@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
@@ -349,13 +351,16 @@ type partConsumer struct {
 	}
 }
 
+// consumerEdges are the legal transitions of a partConsumer.
+var consumerEdges = fsm.Edges[consumerState]{
+	consumerSubscribing:  {consumerReady, consumerClosed},
+	consumerReady:        {consumerReconnecting, consumerClosed},
+	consumerReconnecting: {consumerReady, consumerClosed},
+}
+
 // becomeLocked moves to state to, refusing illegal transitions.
 func (pc *partConsumer) becomeLocked(to consumerState) bool {
-	from := pc.mu.state
-	ok := from != consumerClosed && (to == consumerClosed ||
-		(from == consumerSubscribing && to == consumerReady) ||
-		(from == consumerReady && to == consumerReconnecting) ||
-		(from == consumerReconnecting && to == consumerReady))
+	ok := consumerEdges.Legal(pc.mu.state, to)
 	if ok {
 		pc.mu.state = to
 	}
@@ -512,10 +517,10 @@ func (pc *partConsumer) onClosed(c *conn, err error) {
 // error is permanent (then the consumer fails with it).
 func (pc *partConsumer) reconnect(epoch int, cause error) {
 	pc.cl.log.Info("pulsarclient: consumer reconnecting", "topic", pc.topic, "cause", cause)
-	var b backoff
+	b := backoff.Retry{Policy: reconnectBackoff}
 	for {
 		select {
-		case <-time.After(b.delay()):
+		case <-time.After(b.Next()):
 		case <-pc.cons.closed:
 			return
 		}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
@@ -736,10 +737,10 @@ func (pp *partProducer) onReceiptEvent(r *pb.CommandSendReceipt) {
 // reconnect registers the producer again, with backoff, and reports to run.
 func (pp *partProducer) reconnect(name string, epoch uint64, cause error) {
 	pp.cl.log.Info("pulsarclient: producer reconnecting", "topic", pp.topic, "cause", cause)
-	var b backoff
+	b := backoff.Retry{Policy: reconnectBackoff}
 	for {
 		select {
-		case <-time.After(b.delay()):
+		case <-time.After(b.Next()):
 		case <-pp.done:
 			return
 		}
