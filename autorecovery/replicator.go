@@ -294,10 +294,7 @@ func (r *Replicator) Ready() RepReady {
 }
 
 func (r *Replicator) become(to ReplicatorState) {
-	if !repEdges.Legal(r.state, to) {
-		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "replicator", r.state, to)))
-	}
-	r.state = to
+	r.state = repEdges.Must(ErrIllegalTransition, "replicator", r.state, to)
 }
 
 // Start begins the attempt.

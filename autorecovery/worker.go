@@ -135,10 +135,7 @@ func (w *Worker) State() WorkerState { return w.state }
 
 // become moves to state to, rejecting edges the state diagram does not have.
 func (w *Worker) become(to WorkerState) {
-	if !workerEdges.Legal(w.state, to) {
-		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "worker", w.state, to)))
-	}
-	w.state = to
+	w.state = workerEdges.Must(ErrIllegalTransition, "worker", w.state, to)
 }
 
 // Start registers the worker and begins polling.

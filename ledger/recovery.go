@@ -217,10 +217,7 @@ func (r *Recovery) Start() {
 }
 
 func (r *Recovery) become(to RecoveryState) {
-	if !recoveryEdges.Legal(r.state, to) {
-		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "recovery", r.state, to)))
-	}
-	r.state = to
+	r.state = recoveryEdges.Must(ErrIllegalTransition, "recovery", r.state, to)
 }
 
 // setMeta adopts the store's record m at version v and re-applies the replacement

@@ -309,10 +309,7 @@ func (w *Writer) Step(msg any) {
 
 // become moves to state to, rejecting edges the state diagram does not have.
 func (w *Writer) become(to WriterState) {
-	if !writerEdges.Legal(w.state, to) {
-		panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "writer", w.state, to)))
-	}
-	w.state = to
+	w.state = writerEdges.Must(ErrIllegalTransition, "writer", w.state, to)
 }
 
 func (w *Writer) sendAll(pa *pendingAdd) {

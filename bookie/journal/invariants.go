@@ -1,13 +1,6 @@
 package journal
 
-import (
-	"errors"
-
-	"github.com/magnetar-io/magnetar/internal/invariants"
-)
-
-// errAssertion is the category of the errors assertionFailedf returns.
-var errAssertion = errors.New("journal: assertion failed")
+import "github.com/magnetar-io/magnetar/internal/invariants"
 
 // panicOnAssert makes assertionFailedf panic: with the "invariants" build tag, and in this
 // package's tests (helpers_test.go sets it).
@@ -16,5 +9,5 @@ var panicOnAssert = invariants.Switch(invariants.Enabled)
 // assertionFailedf reports an impossible state: it panics when built with the
 // "invariants" tag (and in this package's tests) and returns an error otherwise.
 func assertionFailedf(format string, args ...any) error {
-	return panicOnAssert.Failedf(errAssertion, format, args...)
+	return panicOnAssert.Failedf(nil, "journal: assertion failed: "+format, args...)
 }

@@ -9,16 +9,23 @@
 //		WriterClosing: {WriterClosed, WriterFenced, WriterFailed},
 //	}
 //
-//	func (w *Writer) become(to WriterState) {
-//		if !writerEdges.Legal(w.state, to) {
-//			panic(panicOnAssert.Fail(fsm.Illegal(ErrIllegalTransition, "writer", w.state, to)))
+//	func (t *Topic) become(to State) error {
+//		if !topicEdges.Legal(t.state, to) {
+//			return fsm.Illegal(ErrIllegalTransition, "topic "+t.name, t.state, to)
 //		}
-//		w.state = to
+//		t.state = to
+//		return nil
 //	}
 //
 // A state with no entry (or an empty one) is final. What a component does with an illegal
-// edge is its own choice (panic, log, or return the error); Illegal only builds the error,
-// so that each one names the component and the edge the same way.
+// edge is its own choice (log and return the error, or report it as an assertion); Illegal
+// only builds the error, so that each one names the component and the edge the same way.
+// Must is the choice of the pure cores, for which an illegal edge is a bug that must not go
+// on: it panics.
+//
+//	func (w *Writer) become(to WriterState) {
+//		w.state = writerEdges.Must(ErrIllegalTransition, "writer", w.state, to)
+//	}
 //
 // Goroutines: none. Edges is read-only after initialisation and safe for concurrent reads.
 package fsm

@@ -16,6 +16,15 @@ func (e Edges[S]) Legal(from, to S) bool {
 	return false
 }
 
+// Must returns to if from → to is an edge, and otherwise panics with Illegal(category,
+// what, from, to): for the pure cores, where an illegal edge is a bug that must not go on.
+func (e Edges[S]) Must(category error, what string, from, to S) S {
+	if !e.Legal(from, to) {
+		panic(Illegal(category, what, from, to))
+	}
+	return to
+}
+
 // Illegal returns the error of the transition from → to that what (a component, perhaps
 // with its name: "topic public/default/t") does not have. It wraps category, the
 // component's sentinel for such bugs, and reads "category: what from -> to".

@@ -40,6 +40,23 @@ func TestLegal(t *testing.T) {
 	}
 }
 
+// TestMust: Must returns the new state of a legal edge and panics with the Illegal error of
+// any other.
+func TestMust(t *testing.T) {
+	cat := errors.New("light: illegal state transition")
+	if got := lightEdges.Must(cat, "light", red, green); got != green {
+		t.Fatalf("Must(red, green) = %v", got)
+	}
+	defer func() {
+		err, ok := recover().(error)
+		if !ok || !errors.Is(err, cat) || err.Error() != "light: illegal state transition: light Off -> Red" {
+			t.Fatalf("recovered %v, want the Illegal error", err)
+		}
+	}()
+	lightEdges.Must(cat, "light", off, red)
+	t.Fatal("Must(off, red) returned")
+}
+
 // TestIllegal: the error names the component and the edge, and wraps the category.
 func TestIllegal(t *testing.T) {
 	cat := errors.New("topic: illegal state transition")
