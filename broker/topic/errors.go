@@ -45,7 +45,3 @@ var (
 	// ErrIllegalTransition: a state machine was asked to take an edge it does not have (a bug).
 	ErrIllegalTransition = errors.New("topic: illegal state transition")
 )
-
-func illegal(what string, from, to fmt.Stringer) error {
-	return fmt.Errorf("%w: %s %v -> %v", ErrIllegalTransition, what, from, to)
-}

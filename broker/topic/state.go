@@ -1,6 +1,10 @@
 package topic
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/magnetar-io/magnetar/internal/fsm"
+)
 
 // State is a topic's lifecycle state, owned by the topic goroutine. Transitions happen only
 // in Topic.become, which rejects edges not in topicEdges.
@@ -42,22 +46,13 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-var topicEdges = map[State][]State{
+var topicEdges = fsm.Edges[State]{
 	StateActive:      {StateTerminating, StateFenced, StateClosing},
 	StateTerminating: {StateActive, StateTerminated, StateFenced},
 	StateTerminated:  {StateFenced, StateClosing},
 	StateFenced:      {StateClosing},
 	StateClosing:     {StateClosed},
 	StateClosed:      {},
-}
-
-func legal[S comparable](edges map[S][]S, from, to S) bool {
-	for _, s := range edges[from] {
-		if s == to {
-			return true
-		}
-	}
-	return false
 }
 
 // producerState is a producer's state, owned by the topic goroutine.
@@ -113,7 +108,7 @@ func (s SubState) String() string {
 	return fmt.Sprintf("SubState(%d)", uint8(s))
 }
 
-var subEdges = map[SubState][]SubState{
+var subEdges = fsm.Edges[SubState]{
 	SubActive:   {SubClosing, SubDeleting},
 	SubClosing:  {SubClosed},
 	SubDeleting: {SubClosed, SubActive}, // back to Active if deleting the cursor failed

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/internal/fsm"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"log/slog"
 	"sort"
 	"sync"
@@ -29,7 +31,7 @@ type Subscription struct {
 	durable bool
 	logger  *slog.Logger
 	m       *Metrics
-	in      *events
+	in      *inbox.Queue[func()]
 	stopped chan struct{}
 	io      sync.WaitGroup // cursor I/O goroutines
 	// nConsumers mirrors len(consumers) for other goroutines.
@@ -60,7 +62,7 @@ type Subscription struct {
 func newSubscription(t *Topic, name string, cur Cursor, durable bool) *Subscription {
 	s := &Subscription{
 		name: name, topic: t, cur: cur, durable: durable,
-		logger: t.logger.With("sub", name), m: t.m, in: newEvents(), stopped: make(chan struct{}),
+		logger: t.logger.With("sub", name), m: t.m, in: inbox.New[func()](), stopped: make(chan struct{}),
 		state: SubActive, d: dispatch.New(dispatch.Config{Partition: t.name.Partition}),
 		consumers: map[dispatch.CID]*Consumer{},
 	}
@@ -108,8 +110,8 @@ func (s *Subscription) spawn(fn func()) {
 }
 
 func (s *Subscription) become(to SubState) error {
-	if !legal(subEdges, s.state, to) {
-		err := illegal("subscription "+s.name, s.state, to)
+	if !subEdges.Legal(s.state, to) {
+		err := fsm.Illegal(ErrIllegalTransition, "subscription "+s.name, s.state, to)
 		s.logger.Error("bug", "err", err)
 		return err
 	}
@@ -569,7 +571,7 @@ func (s *Subscription) onUnsubscribe(c *Consumer, force bool, done func(error)) 
 // Delete deletes the subscription (admin). Without force it fails with ErrNotEmpty while
 // consumers are connected.
 func (s *Subscription) Delete(ctx context.Context, force bool) error {
-	return call0(ctx, s.in, s.stopped, func(reply func(error)) {
+	return inbox.Call0(ctx, s.in, s.stopped, ErrClosed, func(reply func(error)) {
 		if s.state != SubActive {
 			reply(ErrClosed)
 			return
@@ -675,7 +677,7 @@ func (s *Subscription) MarkDelete(ctx context.Context) (Position, error) {
 
 // Stats returns the subscription's statistics.
 func (s *Subscription) Stats(ctx context.Context) (SubscriptionStats, error) {
-	st, err := call(ctx, s.in, s.stopped, func(reply func(SubscriptionStats, error)) { reply(s.stats(), nil) })
+	st, err := inbox.Call(ctx, s.in, s.stopped, ErrClosed, func(reply func(SubscriptionStats, error)) { reply(s.stats(), nil) })
 	if err != nil {
 		return st, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"log/slog"
 	"time"
 
@@ -57,7 +58,7 @@ type Topic struct {
 	log     Log
 	logger  *slog.Logger
 	m       *Metrics
-	in      *events
+	in      *inbox.Queue[func()]
 	stopped chan struct{}
 	created time.Time
 	// pubBudget bounds the bytes in flight; every Publish holds len(Data) of it until done.
@@ -89,7 +90,7 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	}
 	t := &Topic{
 		name: cfg.Name, cfg: cfg, log: cfg.Log, logger: cfg.Logger.With("topic", cfg.Name.String()),
-		m: cfg.Metrics, in: newEvents(), stopped: make(chan struct{}), created: time.Now(),
+		m: cfg.Metrics, in: inbox.New[func()](), stopped: make(chan struct{}), created: time.Now(),
 		topicCore: newTopicCore(cfg.Name.String(), cfg.Dedup, cfg.DedupSnapshotEvery, cfg.Metrics),
 		subs:      map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
 	}
@@ -263,7 +264,7 @@ func (t *Topic) fence(err error) {
 
 // Terminate seals the topic and returns its last message id.
 func (t *Topic) Terminate(ctx context.Context) (MessageID, error) {
-	return call(ctx, t.in, t.stopped, func(reply func(MessageID, error)) {
+	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(MessageID, error)) {
 		switch t.state {
 		case StateTerminated:
 			go func() { reply(t.LastMessageID(ctx)) }()
@@ -314,7 +315,7 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 		pos  Position
 		msgs int
 	}
-	li, err := call(ctx, t.in, t.stopped, func(reply func(lastInfo, error)) {
+	li, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(lastInfo, error)) {
 		reply(lastInfo{t.last, t.lastMsgs}, nil)
 	})
 	if err != nil {
@@ -360,7 +361,7 @@ func lastID(pos Position, msgs int) MessageID {
 
 // State returns the topic's state.
 func (t *Topic) State(ctx context.Context) (State, error) {
-	return call(ctx, t.in, t.stopped, func(reply func(State, error)) { reply(t.state, nil) })
+	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(State, error)) { reply(t.state, nil) })
 }
 
 // Closing.
@@ -368,7 +369,7 @@ func (t *Topic) State(ctx context.Context) (State, error) {
 // Close unloads the topic: producers and consumers are disconnected (they reconnect and find
 // the topic again), subscriptions and the managed ledger are closed. Idempotent.
 func (t *Topic) Close(ctx context.Context) error {
-	err := call0(ctx, t.in, t.stopped, func(reply func(error)) { t.startClose(false, reply) })
+	err := inbox.Call0(ctx, t.in, t.stopped, ErrClosed, func(reply func(error)) { t.startClose(false, reply) })
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
@@ -378,7 +379,7 @@ func (t *Topic) Close(ctx context.Context) error {
 // Delete deletes the topic and its data. Without force it fails with ErrNotEmpty while
 // producers or consumers are connected.
 func (t *Topic) Delete(ctx context.Context, force bool) error {
-	err := call0(ctx, t.in, t.stopped, func(reply func(error)) {
+	err := inbox.Call0(ctx, t.in, t.stopped, ErrClosed, func(reply func(error)) {
 		if !force && t.state != StateClosing {
 			if len(t.producers) > 0 || len(t.waiting) > 0 {
 				reply(fmt.Errorf("%w: topic has producers", ErrNotEmpty))
@@ -483,7 +484,7 @@ func (t *Topic) finishClose() {
 // Counts returns the number of producers and consumers connected (for admin checks).
 func (t *Topic) Counts(ctx context.Context) (producers, consumers int, err error) {
 	type counts struct{ p, c int }
-	r, err := call(ctx, t.in, t.stopped, func(reply func(counts, error)) {
+	r, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(counts, error)) {
 		c := 0
 		for _, s := range t.subs {
 			c += s.consumerCount()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"slices"
 	"time"
 
@@ -127,7 +128,7 @@ func (t *Topic) subGone(s *Subscription) {
 
 // sub returns the open subscription name (opening an existing durable one), for admin calls.
 func (t *Topic) sub(ctx context.Context, name string) (*Subscription, error) {
-	return call(ctx, t.in, t.stopped, func(reply func(*Subscription, error)) {
+	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(*Subscription, error)) {
 		if t.state == StateClosing || t.state == StateClosed || t.state == StateFenced {
 			reply(nil, ErrClosed)
 			return
@@ -146,7 +147,7 @@ func (t *Topic) Subscriptions(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	open, err := call(ctx, t.in, t.stopped, func(reply func([]string, error)) {
+	open, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func([]string, error)) {
 		var out []string
 		for n := range t.subs {
 			out = append(out, n)
@@ -178,7 +179,7 @@ func (t *Topic) CreateSubscription(ctx context.Context, name string, at MessageI
 		return fmt.Errorf("%w: subscription %s", ErrAlreadyExists, name)
 	}
 	start := at.Position()
-	_, err = call(ctx, t.in, t.stopped, func(reply func(*Subscription, error)) {
+	_, err = inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(*Subscription, error)) {
 		t.withSub(name, true, true, start, reply)
 	})
 	return err
@@ -199,7 +200,7 @@ func (t *Topic) ResetCursor(ctx context.Context, name string, id MessageID) erro
 	if err != nil {
 		return err
 	}
-	return call0(ctx, s.in, s.stopped, func(reply func(error)) { s.onSeek(&id, 0, reply) })
+	return inbox.Call0(ctx, s.in, s.stopped, ErrClosed, func(reply func(error)) { s.onSeek(&id, 0, reply) })
 }
 
 // ResetCursorToTime moves subscription name to the first message published at or after at.
@@ -209,7 +210,7 @@ func (t *Topic) ResetCursorToTime(ctx context.Context, name string, at time.Time
 		return err
 	}
 	ms := max(at.UnixMilli(), 1)
-	return call0(ctx, s.in, s.stopped, func(reply func(error)) { s.onSeek(nil, ms, reply) })
+	return inbox.Call0(ctx, s.in, s.stopped, ErrClosed, func(reply func(error)) { s.onSeek(nil, ms, reply) })
 }
 
 // Skip acknowledges the next n entries of subscription name (n < 0: all of them).
@@ -271,7 +272,7 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 		st   Stats
 		subs []*Subscription
 	}
-	sn, err := call(ctx, t.in, t.stopped, func(reply func(snap, error)) {
+	sn, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(snap, error)) {
 		now := time.Now()
 		st := Stats{
 			MsgInCounter: t.rateIn.msgs, BytesInCounter: t.rateIn.bytes, Publishers: []PublisherStats{},

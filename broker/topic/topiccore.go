@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"slices"
 	"strconv"
 
@@ -193,8 +194,8 @@ func (c *topicCore) recycle(r *coreReady) {
 func (c *topicCore) emit(o output) { c.ready.out = append(c.ready.out, o) }
 
 func (c *topicCore) become(to State) error {
-	if !legal(topicEdges, c.state, to) {
-		return illegal("topic "+c.name, c.state, to)
+	if !topicEdges.Legal(c.state, to) {
+		return fsm.Illegal(ErrIllegalTransition, "topic "+c.name, c.state, to)
 	}
 	c.state = to
 	return nil
