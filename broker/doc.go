@@ -83,8 +83,10 @@
 //     I/O (lookups, topic loads, schemas, GetLastMessageId) run on their own goroutines. One
 //     writer goroutine drains the outbound buffer (frames encoded under a leaf mutex by
 //     whichever goroutine sends) and writes it in batches; it also pings the client every
-//     KeepAliveInterval. The producer/consumer id maps are guarded by a leaf mutex because
-//     topic and subscription goroutines register and remove entries. A malformed, oversized or
+//     KeepAliveInterval. The producer and consumer ids are two registries (conn_registry.go,
+//     leaf mutexes), because creating goroutines and topic and subscription goroutines change
+//     them; each id has an explicit state (Creating → Waiting → Ready → Closed) and is served
+//     only when Ready. A malformed, oversized or
 //     out-of-order frame closes that connection only, with a logged reason and a
 //     magnetar_broker_bad_frames_total{reason} count.
 //   - Topic (broker/topic): one goroutine per loaded topic owns the topic State

@@ -1,0 +1,156 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// Producing: SEND (the data path: no allocation or lock per message beyond the payload copy
+// and the registry lookup), PRODUCER and CLOSE_PRODUCER.
+
+func (c *conn) handleSend(f pulsar.Frame) {
+	cmd := f.Cmd.GetSend()
+	e := c.producers.get(cmd.GetProducerId())
+	if e == nil {
+		c.log.Debug("SEND for an unknown producer", "producer", cmd.GetProducerId())
+		return
+	}
+	meta := f.Metadata
+	if meta.GetProducerName() == "" || meta.PublishTime == nil {
+		c.Send(wrapSendError(cmd.GetProducerId(), cmd.GetSequenceId(), pb.ServerError_NotAllowedError,
+			"message metadata without producer name or publish time"))
+		return
+	}
+	n := max(int(cmd.GetNumMessages()), 1)
+	if meta.NumMessagesInBatch != nil {
+		n = max(int(meta.GetNumMessagesInBatch()), 1)
+	}
+	// Deduplication follows Pulsar: a SEND is identified by its sequence id (the first of a
+	// batch) or highest_sequence_id if larger; batches need not hold consecutive ids (the
+	// key-based batcher interleaves keys), but their first ids increase.
+	seq := cmd.GetSequenceId()
+	hi := max(seq, cmd.GetHighestSequenceId())
+	m := topic.Message{SequenceID: seq, HighestSequenceID: hi, NumMessages: n,
+		Data: append([]byte(nil), f.HeadersAndPayload...)}
+	if meta.ChunkId != nil {
+		m.Chunk = true
+		m.LastChunk = meta.GetChunkId() == meta.GetNumChunksFromMsg()-1
+	}
+	select {
+	case c.budget <- struct{}{}:
+	default:
+		c.s.m.throttled.Inc()
+		select {
+		case c.budget <- struct{}{}:
+		case <-c.done:
+			return
+		}
+	}
+	if !e.t.AcquirePublish(len(m.Data), c.done) {
+		c.PublishDone()
+		return
+	}
+	e.obj.Publish(m)
+}
+
+func (c *conn) handleProducer(cmd *pb.CommandProducer) {
+	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
+	e, again := c.producers.register(pid)
+	if e == nil {
+		if again == nil {
+			c.sendError(rid, fmt.Errorf("%w: producer id %d is being created on this connection", ErrServiceNotReady, pid))
+			return
+		}
+		again(rid) // as Pulsar: a producer id that is ready is answered with its success again
+		return
+	}
+	go c.createProducer(cmd, e)
+}
+
+// createProducer makes the producer of entry e, on its own goroutine: it loads the topic,
+// registers the schema (PRODUCER_SUCCESS names its version, so the version is stored before
+// the success is sent) and hands the producer to the
+// topic, whose callbacks answer the client.
+func (c *conn) createProducer(cmd *pb.CommandProducer, e *idEntry[*topic.Producer]) {
+	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
+	fail := func(err error) {
+		if c.producers.forget(pid, e) {
+			c.sendError(rid, err)
+		}
+	}
+	ctx, cancel := c.ctx(time.Minute)
+	defer cancel()
+	name, err := topicname.Parse(cmd.GetTopic())
+	if err != nil {
+		fail(err)
+		return
+	}
+	t, err := c.s.topicFor(ctx, name, true, false)
+	if err != nil {
+		fail(err)
+		return
+	}
+	var schemaVersion []byte
+	if sc := cmd.GetSchema(); sc != nil {
+		if schemaVersion, err = c.s.schemas.getOrCreate(ctx, name, sc); err != nil {
+			fail(err)
+			return
+		}
+	}
+	pname := cmd.GetProducerName()
+	if pname == "" {
+		pname = c.s.newProducerName()
+	}
+	p := &topic.Producer{ID: pid, Name: pname, Conn: c, AccessMode: cmd.GetProducerAccessMode(),
+		TopicEpoch: cmd.TopicEpoch, Metadata: kvMap(cmd.GetMetadata()), UserProvidedName: cmd.GetUserProvidedProducerName()}
+	success := func(r topic.ProducerReady, ready bool) *pb.CommandProducerSuccess {
+		ps := &pb.CommandProducerSuccess{RequestId: &rid, ProducerName: &pname, LastSequenceId: &r.LastSequenceID,
+			TopicEpoch: &r.TopicEpoch, ProducerReady: &ready}
+		if schemaVersion != nil {
+			ps.SchemaVersion = schemaVersion
+		}
+		return ps
+	}
+	t.AddProducer(p, topic.ProducerCallbacks{
+		Queued: func() {
+			if c.producers.waiting(e, p, t) != nil {
+				p.Close(nil) // the id was closed meanwhile
+				return
+			}
+			c.Send(pulsar.Wrap(success(topic.ProducerReady{LastSequenceID: -1}, false)))
+		},
+		Ready: func(r topic.ProducerReady) {
+			ps := success(r, true)
+			again := func(rid uint64) {
+				again := proto.Clone(ps).(*pb.CommandProducerSuccess)
+				again.RequestId = &rid
+				c.Send(pulsar.Wrap(again))
+			}
+			if c.producers.ready(e, p, t, again) != nil {
+				p.Close(nil) // the id was closed meanwhile
+				return
+			}
+			c.Send(pulsar.Wrap(ps))
+		},
+		Failed: fail,
+	})
+}
+
+func (c *conn) handleCloseProducer(cmd *pb.CommandCloseProducer) {
+	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
+	p, ok := c.producers.remove(pid)
+	if !ok {
+		// Unknown, or still being created: createProducer finds its entry gone and closes
+		// what it made.
+		c.sendSuccess(rid)
+		return
+	}
+	p.Close(func() { c.sendSuccess(rid) })
+}
