@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -76,7 +79,7 @@ func (c *conn) handleProducer(cmd *pb.CommandProducer) {
 
 // createProducer makes the producer of entry e, on its own goroutine: it loads the topic,
 // registers the schema (PRODUCER_SUCCESS names its version, so the version is stored before
-// the success is sent) and hands the producer to the
+// the success is sent), creates the initial subscription, and hands the producer to the
 // topic, whose callbacks answer the client.
 func (c *conn) createProducer(cmd *pb.CommandProducer, e *idEntry[*topic.Producer]) {
 	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
@@ -100,6 +103,12 @@ func (c *conn) createProducer(cmd *pb.CommandProducer, e *idEntry[*topic.Produce
 	var schemaVersion []byte
 	if sc := cmd.GetSchema(); sc != nil {
 		if schemaVersion, err = c.s.schemas.getOrCreate(ctx, name, sc); err != nil {
+			fail(err)
+			return
+		}
+	}
+	if sub := cmd.GetInitialSubscriptionName(); sub != "" {
+		if err := createInitialSubscription(ctx, t, sub); err != nil {
 			fail(err)
 			return
 		}
@@ -141,6 +150,25 @@ func (c *conn) createProducer(cmd *pb.CommandProducer, e *idEntry[*topic.Produce
 		},
 		Failed: fail,
 	})
+}
+
+// createInitialSubscription creates the subscription a producer names in
+// initial_subscription_name (the clients' dead-letter producers do), as Pulsar does before
+// it adds the producer: durable, at the earliest message, and only if the topic has no
+// subscription (durable or not) of that name yet. Pulsar refuses it with NotAllowedError when
+// auto subscription creation is off; Magnetar has no such switch.
+func createInitialSubscription(ctx context.Context, t *topic.Topic, name string) error {
+	subs, err := t.Subscriptions(ctx)
+	if err == nil && !slices.Contains(subs, name) {
+		err = t.CreateSubscription(ctx, name, toTopicID(Earliest))
+		if errors.Is(err, topic.ErrAlreadyExists) {
+			err = nil // created meanwhile (by another producer of the topic)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("failed to create the initial subscription %s: %w", name, err)
+	}
+	return nil
 }
 
 func (c *conn) handleCloseProducer(cmd *pb.CommandCloseProducer) {
