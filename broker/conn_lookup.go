@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -52,14 +53,37 @@ func (c *conn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMetadata
 	c.Send(pulsar.Wrap(resp))
 }
 
+// handleTopicsOfNamespace answers as Pulsar does. PERSISTENT mode (the one the Go client's
+// pattern consumers use) lists the persistent topics stored under the namespace without
+// looking the namespace up, so a namespace or tenant that does not exist has no topics (an
+// error would leave the client retrying until its operation timeout). NON_PERSISTENT and
+// ALL modes check the namespace first and answer a missing one with MetadataError; Magnetar
+// has no non-persistent topics to add.
 func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 	rid := cmd.GetRequestId()
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
-	var topics []string
-	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
-		var err error
-		if topics, err = c.s.res.topics(ctx, cmd.GetNamespace()); err != nil {
+	mode := cmd.GetMode()
+	tenant, ns, err := topicname.ParseNamespace(cmd.GetNamespace())
+	if err != nil {
+		c.sendError(rid, err)
+		return
+	}
+	if mode != pb.CommandGetTopicsOfNamespace_PERSISTENT {
+		err := c.s.res.checkNamespace(ctx, tenant, ns)
+		if errors.Is(err, ErrNamespaceNotFound) {
+			msg := fmt.Sprintf("Policies not found for %s/%s namespace", tenant, ns)
+			c.Send(pulsar.Wrap(&pb.CommandError{RequestId: &rid, Error: pb.ServerError_MetadataError.Enum(), Message: &msg}))
+			return
+		}
+		if err != nil {
+			c.sendError(rid, err)
+			return
+		}
+	}
+	topics := []string{}
+	if mode != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
+		if topics, err = c.s.res.persistentTopics(ctx, tenant, ns); err != nil {
 			c.sendError(rid, err)
 			return
 		}
