@@ -117,12 +117,8 @@ func (c *conn) ClientVersion() string { return c.clientVersion }
 // detachAll closes the connection's producers and consumers. The ones still being created
 // find their ids gone and close what they made.
 func (c *conn) detachAll() {
-	for _, p := range c.producers.drain() {
-		p.Close(nil)
-	}
-	for _, cs := range c.consumers.drain() {
-		cs.Close(nil)
-	}
+	c.producers.closeAll()
+	c.consumers.closeAll()
 }
 
 // ctx returns a context for a request: it ends with the connection or after d.
@@ -195,7 +191,7 @@ func (c *conn) handle(f pulsar.Frame) error {
 	case pb.BaseCommand_PRODUCER:
 		c.handleProducer(cmd.GetProducer())
 	case pb.BaseCommand_CLOSE_PRODUCER:
-		c.handleCloseProducer(cmd.GetCloseProducer())
+		closeID(c, c.producers, cmd.GetCloseProducer().GetProducerId(), cmd.GetCloseProducer().GetRequestId())
 	case pb.BaseCommand_SUBSCRIBE:
 		c.handleSubscribe(cmd.GetSubscribe())
 	case pb.BaseCommand_FLOW:
@@ -214,7 +210,7 @@ func (c *conn) handle(f pulsar.Frame) error {
 	case pb.BaseCommand_UNSUBSCRIBE:
 		c.handleUnsubscribe(cmd.GetUnsubscribe())
 	case pb.BaseCommand_CLOSE_CONSUMER:
-		c.handleCloseConsumer(cmd.GetCloseConsumer())
+		closeID(c, c.consumers, cmd.GetCloseConsumer().GetConsumerId(), cmd.GetCloseConsumer().GetRequestId())
 	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
 		go c.handleGetLastMessageID(cmd.GetGetLastMessageId())
 	case pb.BaseCommand_GET_SCHEMA:

@@ -1,12 +1,12 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
-	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -16,46 +16,23 @@ import (
 // (FLOW and REDELIVER_UNACKNOWLEDGED_MESSAGES are one call each, in handle).
 
 func (c *conn) handleSubscribe(cmd *pb.CommandSubscribe) {
-	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
-	e, again := c.consumers.register(cid)
-	if e == nil {
-		if again == nil {
-			c.sendError(rid, fmt.Errorf("%w: consumer id %d is being created on this connection", ErrServiceNotReady, cid))
-			return
-		}
-		again(rid) // as Pulsar: the consumer is already created
+	if cmd.GetSubscription() == "" {
+		c.sendError(cmd.GetRequestId(), fmt.Errorf("%w: empty subscription name", ErrNotAllowed))
 		return
 	}
-	go c.subscribe(cmd, e)
+	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(),
+		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Consumer], fail func(error)) {
+			c.subscribe(ctx, cmd, t, e, fail)
+		})
 }
 
-// subscribe makes the consumer of entry e, on its own goroutine: it loads the topic,
-// registers the schema and hands the consumer to the topic, whose answer answers the client.
-func (c *conn) subscribe(cmd *pb.CommandSubscribe, e *idEntry[*topic.Consumer]) {
+// subscribe makes the consumer of entry e on topic t (createID's goroutine): it registers
+// the schema and hands the consumer to the topic, whose answer answers the client.
+func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic.Topic, e *idEntry[*topic.Consumer],
+	fail func(error)) {
 	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
-	fail := func(err error) {
-		if c.consumers.forget(cid, e) {
-			c.sendError(rid, err)
-		}
-	}
-	ctx, cancel := c.ctx(time.Minute)
-	defer cancel()
-	name, err := topicname.Parse(cmd.GetTopic())
-	if err != nil {
-		fail(err)
-		return
-	}
-	if cmd.GetSubscription() == "" {
-		fail(fmt.Errorf("%w: empty subscription name", ErrNotAllowed))
-		return
-	}
-	t, err := c.s.topicFor(ctx, name, cmd.GetForceTopicCreation(), false)
-	if err != nil {
-		fail(err)
-		return
-	}
 	if sc := cmd.GetSchema(); sc != nil && sc.GetType() != pb.Schema_None {
-		if _, err := c.s.schemas.getOrCreate(ctx, name, sc); err != nil {
+		if _, err := c.s.schemas.getOrCreate(ctx, t.Name(), sc); err != nil {
 			fail(err)
 			return
 		}
@@ -160,18 +137,6 @@ func (c *conn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) {
 		c.consumers.forget(cid, e)
 		c.sendSuccess(rid)
 	})
-}
-
-func (c *conn) handleCloseConsumer(cmd *pb.CommandCloseConsumer) {
-	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
-	cons, ok := c.consumers.remove(cid)
-	if !ok {
-		// Unknown, or still being created: subscribe finds its entry gone and closes what it
-		// made.
-		c.sendSuccess(rid)
-		return
-	}
-	cons.Close(func() { c.sendSuccess(rid) })
 }
 
 func (c *conn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) {

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
-	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
@@ -64,48 +62,27 @@ func (c *conn) handleSend(f pulsar.Frame) {
 }
 
 func (c *conn) handleProducer(cmd *pb.CommandProducer) {
-	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
-	e, again := c.producers.register(pid)
-	if e == nil {
-		if again == nil {
-			c.sendError(rid, fmt.Errorf("%w: producer id %d is being created on this connection", ErrServiceNotReady, pid))
-			return
-		}
-		again(rid) // as Pulsar: a producer id that is ready is answered with its success again
-		return
-	}
-	go c.createProducer(cmd, e)
+	createID(c, c.producers, "producer", cmd.GetProducerId(), cmd.GetRequestId(), cmd.GetTopic(), true,
+		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Producer], fail func(error)) {
+			c.createProducer(ctx, cmd, t, e, fail)
+		})
 }
 
-// createProducer makes the producer of entry e, on its own goroutine: it loads the topic,
+// createProducer makes the producer of entry e on topic t (createID's goroutine): it
 // registers the schema (PRODUCER_SUCCESS names its version, so the version is stored before
 // the success is sent), creates the initial subscription, and hands the producer to the
 // topic, whose callbacks answer the client.
-func (c *conn) createProducer(cmd *pb.CommandProducer, e *idEntry[*topic.Producer]) {
+func (c *conn) createProducer(ctx context.Context, cmd *pb.CommandProducer, t *topic.Topic, e *idEntry[*topic.Producer],
+	fail func(error)) {
 	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
-	fail := func(err error) {
-		if c.producers.forget(pid, e) {
-			c.sendError(rid, err)
-		}
-	}
-	ctx, cancel := c.ctx(time.Minute)
-	defer cancel()
-	name, err := topicname.Parse(cmd.GetTopic())
-	if err != nil {
-		fail(err)
-		return
-	}
-	t, err := c.s.topicFor(ctx, name, true, false)
-	if err != nil {
-		fail(err)
-		return
-	}
 	var schemaVersion []byte
 	if sc := cmd.GetSchema(); sc != nil {
-		if schemaVersion, err = c.s.schemas.getOrCreate(ctx, name, sc); err != nil {
+		v, err := c.s.schemas.getOrCreate(ctx, t.Name(), sc)
+		if err != nil {
 			fail(err)
 			return
 		}
+		schemaVersion = v
 	}
 	if sub := cmd.GetInitialSubscriptionName(); sub != "" {
 		if err := createInitialSubscription(ctx, t, sub); err != nil {
@@ -169,16 +146,4 @@ func createInitialSubscription(ctx context.Context, t *topic.Topic, name string)
 		return fmt.Errorf("failed to create the initial subscription %s: %w", name, err)
 	}
 	return nil
-}
-
-func (c *conn) handleCloseProducer(cmd *pb.CommandCloseProducer) {
-	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
-	p, ok := c.producers.remove(pid)
-	if !ok {
-		// Unknown, or still being created: createProducer finds its entry gone and closes
-		// what it made.
-		c.sendSuccess(rid)
-		return
-	}
-	p.Close(func() { c.sendSuccess(rid) })
 }

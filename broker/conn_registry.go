@@ -1,12 +1,15 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
 // idState is the state of a producer or consumer id on a connection. Transitions happen only
@@ -55,11 +58,18 @@ var idEdges = map[idState][]idState{
 // bug, or a topic callback repeated).
 var errIllegalIDTransition = errors.New("broker: illegal producer/consumer id transition")
 
+// closer is what a registry holds: *topic.Producer or *topic.Consumer.
+type closer interface {
+	comparable
+	// Close detaches it from its topic and calls done (may be nil) once it is.
+	Close(done func())
+}
+
 // idEntry is one producer or consumer id of a connection; T is *topic.Producer or
 // *topic.Consumer. Its fields are guarded by the registry's lock. obj and t are set when
 // the entry becomes Waiting or Ready and never change after, so whoever got the entry from
 // the registry in one of those states may read them without the lock.
-type idEntry[T comparable] struct {
+type idEntry[T closer] struct {
 	state idState
 	obj   T            // the producer or consumer (zero while Creating)
 	t     *topic.Topic // its topic (nil while Creating)
@@ -80,7 +90,7 @@ func (e *idEntry[T]) becomeLocked(to idState) error {
 // the reader goroutine registers, looks up and closes ids, the goroutines creating them
 // (and the topic's callbacks) ready or forget them, and topic and subscription goroutines
 // forget the ones they close. mu is a leaf lock.
-type registry[T comparable] struct {
+type registry[T closer] struct {
 	mu struct {
 		sync.Mutex // guards the fields below and every entry's fields
 		// ids holds the entries that are not Closed. Invariant: an entry is in ids iff its
@@ -89,7 +99,7 @@ type registry[T comparable] struct {
 	}
 }
 
-func newRegistry[T comparable]() *registry[T] {
+func newRegistry[T closer]() *registry[T] {
 	r := &registry[T]{}
 	r.mu.ids = map[uint64]*idEntry[T]{}
 	return r
@@ -186,21 +196,77 @@ func (r *registry[T]) remove(id uint64) (obj T, ok bool) {
 	return e.obj, true
 }
 
-// drain forgets every id (the connection ended) and returns the objects to close.
-func (r *registry[T]) drain() []T {
+// closeAll forgets every id (the connection ended) and closes what there is to close; the
+// ids still being created find themselves gone and close what they make.
+func (r *registry[T]) closeAll() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []T
+	var objs []T
 	for id, e := range r.mu.ids {
 		if e.state != idCreating {
-			out = append(out, e.obj)
+			objs = append(objs, e.obj)
 		}
 		r.forgetLocked(id, e)
 	}
-	return out
+	r.mu.Unlock()
+	for _, o := range objs {
+		o.Close(nil)
+	}
 }
 
 func (r *registry[T]) forgetLocked(id uint64, e *idEntry[T]) {
 	delete(r.mu.ids, id)
 	e.becomeLocked(idClosed) //nolint:errcheck // every state in ids has the edge to Closed
+}
+
+// createID serves a create command (PRODUCER, SUBSCRIBE) of id with request id rid. A taken
+// id is answered at once: again if it is Ready, ServiceNotReady while it is being created.
+// Otherwise id is registered as Creating and, on its own goroutine, topicName is loaded
+// (created if create is set) and build is called with the topic. fail, for the goroutine and
+// the topic's callbacks, forgets the id and answers rid with the error, unless the id was
+// forgotten before (closed by the client, or the connection ended: that was answered).
+// build's ctx ends when build returns or the connection closes.
+func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, topicName string, create bool,
+	build func(ctx context.Context, t *topic.Topic, e *idEntry[T], fail func(error))) {
+	e, again := r.register(id)
+	if e == nil {
+		if again == nil {
+			c.sendError(rid, fmt.Errorf("%w: %s id %d is being created on this connection", ErrServiceNotReady, kind, id))
+			return
+		}
+		again(rid) // as Pulsar: an id that is ready is answered with its success again
+		return
+	}
+	go func() {
+		fail := func(err error) {
+			if r.forget(id, e) {
+				c.sendError(rid, err)
+			}
+		}
+		ctx, cancel := c.ctx(time.Minute)
+		defer cancel()
+		name, err := topicname.Parse(topicName)
+		if err != nil {
+			fail(err)
+			return
+		}
+		t, err := c.s.topicFor(ctx, name, create, false)
+		if err != nil {
+			fail(err)
+			return
+		}
+		build(ctx, t, e, fail)
+	}()
+}
+
+// closeID serves a close command (CLOSE_PRODUCER, CLOSE_CONSUMER) of id with request id rid:
+// it forgets id and answers rid once what id names is closed, or at once if there is nothing
+// to close (the id is unknown, or still being created: whoever creates it finds it gone and
+// closes what it made).
+func closeID[T closer](c *conn, r *registry[T], id, rid uint64) {
+	obj, ok := r.remove(id)
+	if !ok {
+		c.sendSuccess(rid)
+		return
+	}
+	obj.Close(func() { c.sendSuccess(rid) })
 }

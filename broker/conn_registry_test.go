@@ -4,16 +4,27 @@ import (
 	"errors"
 	"slices"
 	"testing"
-
-	"github.com/magnetar-io/magnetar/broker/topic"
 )
+
+// fakeObj stands for a producer or consumer; it counts its closes.
+type fakeObj struct {
+	id     uint64
+	closes int
+}
+
+func (o *fakeObj) Close(done func()) {
+	o.closes++
+	if done != nil {
+		done()
+	}
+}
 
 // TestIDStateEdges: becomeLocked takes exactly the edges of idEdges and refuses the others.
 func TestIDStateEdges(t *testing.T) {
 	all := []idState{idCreating, idWaiting, idReady, idClosed}
 	for _, from := range all {
 		for _, to := range all {
-			e := &idEntry[*topic.Producer]{state: from}
+			e := &idEntry[*fakeObj]{state: from}
 			err := e.becomeLocked(to)
 			legal := slices.Contains(idEdges[from], to)
 			switch {
@@ -34,9 +45,9 @@ func TestIDStateEdges(t *testing.T) {
 // TestRegistry walks ids through the registry as the connection does: a repeated create is
 // refused while creating and answered again once ready; only Ready ids are served; closing a
 // Creating id leaves nothing to close and makes its late ready fail; the topic forgets only
-// its own object; drain returns what was created.
+// its own object; closeAll closes what was created.
 func TestRegistry(t *testing.T) {
-	r := newRegistry[*topic.Consumer]()
+	r := newRegistry[*fakeObj]()
 	e1, again := r.register(1)
 	if e1 == nil || again != nil {
 		t.Fatal("first register of id 1")
@@ -47,7 +58,7 @@ func TestRegistry(t *testing.T) {
 	if r.get(1) != nil {
 		t.Fatal("a Creating id is served")
 	}
-	c1 := &topic.Consumer{ID: 1}
+	c1 := &fakeObj{id: 1}
 	answered := uint64(0)
 	if err := r.ready(e1, c1, nil, func(rid uint64) { answered = rid }); err != nil {
 		t.Fatal(err)
@@ -63,7 +74,7 @@ func TestRegistry(t *testing.T) {
 	if r.get(1) != e1 {
 		t.Fatal("a Ready id is not served")
 	}
-	r.forgetObj(1, &topic.Consumer{ID: 1}) // another object with the same id: kept
+	r.forgetObj(1, &fakeObj{id: 1}) // another object with the same id: kept
 	if r.get(1) != e1 {
 		t.Fatal("forgetObj of another object forgot the id")
 	}
@@ -73,7 +84,7 @@ func TestRegistry(t *testing.T) {
 	if obj, ok := r.remove(2); ok || obj != nil {
 		t.Fatalf("remove of a Creating id returned %v %v", obj, ok)
 	}
-	if err := r.ready(e2, &topic.Consumer{ID: 2}, nil, nil); !errors.Is(err, errIllegalIDTransition) {
+	if err := r.ready(e2, &fakeObj{id: 2}, nil, nil); !errors.Is(err, errIllegalIDTransition) {
 		t.Fatalf("ready after remove: %v", err)
 	}
 	if r.forget(2, e2) {
@@ -82,7 +93,7 @@ func TestRegistry(t *testing.T) {
 
 	// A waiting id is closable but not served.
 	e3, _ := r.register(3)
-	c3 := &topic.Consumer{ID: 3}
+	c3 := &fakeObj{id: 3}
 	if err := r.waiting(e3, c3, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +101,15 @@ func TestRegistry(t *testing.T) {
 		t.Fatal("a Waiting id is served")
 	}
 	r.register(4) // stays Creating
-	got := r.drain()
-	slices.SortFunc(got, func(a, b *topic.Consumer) int { return int(a.ID) - int(b.ID) })
-	if len(got) != 2 || got[0] != c1 || got[1] != c3 {
-		t.Fatalf("drain returned %v, want consumers 1 and 3", got)
+	r.closeAll()
+	if c1.closes != 1 || c3.closes != 1 {
+		t.Fatalf("closeAll closed the Ready one %d times and the Waiting one %d times, want once each", c1.closes, c3.closes)
 	}
-	if e3.state != idClosed || e1.state != idClosed {
-		t.Fatalf("after drain: %v %v", e1.state, e3.state)
+	if e3.state != idClosed || e1.state != idClosed || r.get(1) != nil {
+		t.Fatalf("after closeAll: %v %v", e1.state, e3.state)
 	}
-	r.forgetObj(1, c1) // after drain: nothing left, no panic
+	if obj, ok := r.remove(3); ok || obj != nil {
+		t.Fatal("remove after closeAll found something to close")
+	}
+	r.forgetObj(1, c1) // after closeAll: nothing left, no panic
 }
