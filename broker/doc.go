@@ -130,5 +130,12 @@
 //   - Terminate seals the managed ledger and disconnects the producers, which reconnect and
 //     are refused with TopicTerminatedError.
 //   - Schemas: versions are stored per (base) topic in the metadata store; compatibility is
-//     "always compatible" for now (every new schema becomes the next version).
+//     "always compatible" for now (every new schema becomes the next version). A producer
+//     whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the version is
+//     stored.
+//   - As in Pulsar, a producer naming initial_subscription_name (the clients' dead-letter
+//     producers) gets that durable subscription created at the earliest message before its
+//     PRODUCER_SUCCESS, unless the topic has a subscription of that name; and
+//     GET_TOPICS_OF_NAMESPACE in PERSISTENT mode answers a namespace that does not exist
+//     with no topics (NON_PERSISTENT and ALL modes: MetadataError).
 package broker
