@@ -83,8 +83,10 @@
 //     I/O (lookups, topic loads, schemas, GetLastMessageId) run on their own goroutines. One
 //     writer goroutine drains the outbound buffer (frames encoded under a leaf mutex by
 //     whichever goroutine sends) and writes it in batches; it also pings the client every
-//     KeepAliveInterval. The producer/consumer id maps are guarded by a leaf mutex because
-//     topic and subscription goroutines register and remove entries. A malformed, oversized or
+//     KeepAliveInterval. The producer and consumer ids are two registries (conn_registry.go,
+//     leaf mutexes), because creating goroutines and topic and subscription goroutines change
+//     them; each id has an explicit state (Creating → Waiting → Ready → Closed) and is served
+//     only when Ready. A malformed, oversized or
 //     out-of-order frame closes that connection only, with a logged reason and a
 //     magnetar_broker_bad_frames_total{reason} count.
 //   - Topic (broker/topic): one goroutine per loaded topic owns the topic State
@@ -128,5 +130,12 @@
 //   - Terminate seals the managed ledger and disconnects the producers, which reconnect and
 //     are refused with TopicTerminatedError.
 //   - Schemas: versions are stored per (base) topic in the metadata store; compatibility is
-//     "always compatible" for now (every new schema becomes the next version).
+//     "always compatible" for now (every new schema becomes the next version). A producer
+//     whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the version is
+//     stored.
+//   - As in Pulsar, a producer naming initial_subscription_name (the clients' dead-letter
+//     producers) gets that durable subscription created at the earliest message before its
+//     PRODUCER_SUCCESS, unless the topic has a subscription of that name; and
+//     GET_TOPICS_OF_NAMESPACE in PERSISTENT mode answers a namespace that does not exist
+//     with no topics (NON_PERSISTENT and ALL modes: MetadataError).
 package broker

@@ -286,6 +286,12 @@ func (r *resources) topics(ctx context.Context, ns string) ([]string, error) {
 	if err := r.checkNamespace(ctx, t, n); err != nil {
 		return nil, err
 	}
+	return r.persistentTopics(ctx, t, n)
+}
+
+// persistentTopics lists the persistent topics stored under namespace t/n (none if it does
+// not exist), partitions included, in order.
+func (r *resources) persistentTopics(ctx context.Context, t, n string) ([]string, error) {
 	prefix := metadata.TopicPrefix(t, n)
 	kvs, _, err := r.store.List(ctx, prefix)
 	if err != nil {

@@ -29,8 +29,9 @@
 //     subscriptions_test.go (Exclusive, Failover switch and active-consumer events, Shared
 //     spreading, Key_Shared per-key order under consumer churn, nack and redelivery count),
 //     features_test.go (seek by id and time, readers, GetLastMessageId with batches,
-//     unsubscribe, terminate, delayed delivery, access modes, batch-index acks),
-//     schema_test.go, topics_test.go (partitioned topics, regex subscriptions),
+//     unsubscribe, terminate, delayed delivery, access modes, batch-index acks, the
+//     dead-letter producer's initial subscription), schema_test.go, topics_test.go
+//     (partitioned topics, regex subscriptions, also over a namespace that does not exist),
 //     protocol_test.go (keep-alive, auto-creation off, ack responses), durability_test.go
 //     (dedup across a producer reconnect through proxy_test.go's TCP proxy, broker restart
 //     mid-stream, bad frames close only their connection) and standalone_test.go (the built

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/broker"
 )
 
 func receiveIndexes(t *testing.T, c pulsar.Consumer, n int) []int {
@@ -469,5 +472,84 @@ func TestBatchIndexAck(t *testing.T) {
 			t.Fatalf("after restart: acknowledged %q delivered again", m.Payload())
 		}
 		c3.Ack(m)
+	}
+}
+
+// TestDeadLetterInitialSubscription: the client's dead-letter producer names an initial
+// subscription (DLQPolicy.InitialSubscriptionName), and the broker creates it, as Pulsar
+// does, at the earliest message before it accepts the producer: a consumer of it that joins
+// later at the latest position still gets the dead-lettered message. A subscription of that
+// name that exists already is left where it is.
+func TestDeadLetterInitialSubscription(t *testing.T) {
+	c := newCluster(t, devOpts)
+	cl := c.client()
+	ctx := ctxT(t, time.Minute)
+	deadLetter := func(topic, dlt string) {
+		t.Helper()
+		cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+			NackRedeliveryDelay: 100 * time.Millisecond,
+			DLQ:                 &pulsar.DLQPolicy{MaxDeliveries: 1, DeadLetterTopic: dlt, InitialSubscriptionName: "init"}})
+		p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		produceN(t, p, 1, nil)
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.Nack(m) // MaxDeliveries 1: the redelivery goes to the dead-letter topic
+	}
+	// receiveFirst subscribes sub at the latest position and returns the first payload.
+	receiveFirst := func(dlt, sub string) string {
+		t.Helper()
+		r, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: dlt, SubscriptionName: sub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		m, err := r.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive on %s: %v", sub, err)
+		}
+		r.Ack(m)
+		return string(m.Payload())
+	}
+
+	// The dead-letter topic does not exist yet. An audit subscription at the earliest message
+	// sees when the dead letter arrives; only then does a consumer of "init" join, at the
+	// latest position: it gets the message only if "init" existed, from the earliest message,
+	// before the dead-letter producer sent it.
+	topic := topicName(t)
+	dlt := topic + "-DLQ"
+	audit := subscribe(t, cl, pulsar.ConsumerOptions{Topic: dlt, SubscriptionName: "audit"})
+	deadLetter(topic, dlt)
+	if m, err := audit.Receive(ctx); err != nil || string(m.Payload()) != "msg-0" {
+		t.Fatalf("audit of the dead-letter topic: %v", err)
+	}
+	if subs, err := c.broker.Subscriptions(ctx, dlt); err != nil || !slices.Contains(subs, "init") {
+		t.Fatalf("subscriptions of the dead-letter topic: %v %v", subs, err)
+	}
+	if got := receiveFirst(dlt, "init"); got != "msg-0" {
+		t.Fatalf("initial subscription's first message %q, want the dead letter", got)
+	}
+
+	// "init" exists, at the latest position, and "old" was published before it: the
+	// dead-letter producer must not move it back to the earliest message.
+	topic2 := topicName(t)
+	dlt2 := topic2 + "-DLQ"
+	old := producer(t, cl, pulsar.ProducerOptions{Topic: dlt2})
+	if _, err := old.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.broker.CreateSubscription(ctx, dlt2, "init", broker.Latest); err != nil {
+		t.Fatal(err)
+	}
+	audit2 := subscribe(t, cl, pulsar.ConsumerOptions{Topic: dlt2, SubscriptionName: "audit"})
+	deadLetter(topic2, dlt2)
+	for _, want := range []string{"old", "msg-0"} {
+		if m, err := audit2.Receive(ctx); err != nil || string(m.Payload()) != want {
+			t.Fatalf("audit of the second dead-letter topic: want %q: %v", want, err)
+		}
+	}
+	if got := receiveFirst(dlt2, "init"); got != "msg-0" {
+		t.Fatalf("existing initial subscription's first message %q, want the dead letter", got)
 	}
 }

@@ -73,3 +73,23 @@ func TestRegexSubscription(t *testing.T) {
 		cons.Ack(m)
 	}
 }
+
+// TestRegexSubscriptionMissingNamespace: a pattern consumer over a namespace (or tenant) that
+// does not exist is created at once with no topics, as with Pulsar, which answers
+// GET_TOPICS_OF_NAMESPACE for it with an empty list (an error makes the client retry until
+// its 30 s operation timeout and fail).
+func TestRegexSubscriptionMissingNamespace(t *testing.T) {
+	c := newCluster(t, clusterOpts{memLog: true})
+	cl := c.client()
+	for _, pattern := range []string{"persistent://public/no-such-namespace/x.*", "persistent://no-such-tenant/ns/x.*"} {
+		start := time.Now()
+		cons, err := cl.Subscribe(pulsar.ConsumerOptions{TopicsPattern: pattern, SubscriptionName: "s"})
+		if err != nil {
+			t.Fatalf("pattern %s: %v (after %v)", pattern, err, time.Since(start))
+		}
+		cons.Close()
+		if el := time.Since(start); el > 10*time.Second {
+			t.Fatalf("pattern %s: subscribed after %v, want an answer at once", pattern, el)
+		}
+	}
+}

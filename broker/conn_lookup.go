@@ -1,0 +1,135 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// Lookups and metadata: LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, GET_SCHEMA and
+// GET_OR_CREATE_SCHEMA, each on its own goroutine (they wait for the metadata store).
+
+func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
+	rid := cmd.GetRequestId()
+	ctx, cancel := c.ctx(30 * time.Second)
+	defer cancel()
+	c.s.m.lookups.Inc()
+	r, err := c.s.lookup(ctx, cmd.GetTopic())
+	resp := &pb.CommandLookupTopicResponse{RequestId: &rid}
+	if err != nil {
+		msg := err.Error()
+		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
+		resp.Error, resp.Message = serverError(err).Enum(), &msg
+	} else {
+		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
+		resp.BrokerServiceUrl = &r.ServiceURL
+		resp.Authoritative = proto.Bool(true)
+		resp.ProxyThroughServiceUrl = proto.Bool(false)
+	}
+	c.Send(pulsar.Wrap(resp))
+}
+
+func (c *conn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMetadata) {
+	rid := cmd.GetRequestId()
+	ctx, cancel := c.ctx(30 * time.Second)
+	defer cancel()
+	n, err := c.s.res.partitions(ctx, cmd.GetTopic())
+	resp := &pb.CommandPartitionedTopicMetadataResponse{RequestId: &rid}
+	if err != nil {
+		msg := err.Error()
+		resp.Response = pb.CommandPartitionedTopicMetadataResponse_Failed.Enum()
+		resp.Error, resp.Message = serverError(err).Enum(), &msg
+	} else {
+		p := uint32(n)
+		resp.Partitions = &p
+		resp.Response = pb.CommandPartitionedTopicMetadataResponse_Success.Enum()
+	}
+	c.Send(pulsar.Wrap(resp))
+}
+
+// handleTopicsOfNamespace answers as Pulsar does. PERSISTENT mode (the one the Go client's
+// pattern consumers use) lists the persistent topics stored under the namespace without
+// looking the namespace up, so a namespace or tenant that does not exist has no topics (an
+// error would leave the client retrying until its operation timeout). NON_PERSISTENT and
+// ALL modes check the namespace first and answer a missing one with MetadataError; Magnetar
+// has no non-persistent topics to add.
+func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
+	rid := cmd.GetRequestId()
+	ctx, cancel := c.ctx(30 * time.Second)
+	defer cancel()
+	mode := cmd.GetMode()
+	tenant, ns, err := topicname.ParseNamespace(cmd.GetNamespace())
+	if err != nil {
+		c.sendError(rid, err)
+		return
+	}
+	if mode != pb.CommandGetTopicsOfNamespace_PERSISTENT {
+		err := c.s.res.checkNamespace(ctx, tenant, ns)
+		if errors.Is(err, ErrNamespaceNotFound) {
+			msg := fmt.Sprintf("Policies not found for %s/%s namespace", tenant, ns)
+			c.Send(pulsar.Wrap(&pb.CommandError{RequestId: &rid, Error: pb.ServerError_MetadataError.Enum(), Message: &msg}))
+			return
+		}
+		if err != nil {
+			c.sendError(rid, err)
+			return
+		}
+	}
+	topics := []string{}
+	if mode != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
+		if topics, err = c.s.res.persistentTopics(ctx, tenant, ns); err != nil {
+			c.sendError(rid, err)
+			return
+		}
+	}
+	c.Send(pulsar.Wrap(&pb.CommandGetTopicsOfNamespaceResponse{RequestId: &rid, Topics: topics}))
+}
+
+func (c *conn) handleGetSchema(cmd *pb.CommandGetSchema) {
+	rid := cmd.GetRequestId()
+	ctx, cancel := c.ctx(30 * time.Second)
+	defer cancel()
+	resp := &pb.CommandGetSchemaResponse{RequestId: &rid}
+	name, err := topicname.Parse(cmd.GetTopic())
+	var sc *pb.Schema
+	var v []byte
+	if err == nil {
+		sc, v, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion())
+	}
+	if err != nil {
+		msg := err.Error()
+		code := serverError(err)
+		if errors.Is(err, ErrSchemaNotFound) {
+			code = pb.ServerError_TopicNotFound
+		}
+		resp.ErrorCode, resp.ErrorMessage = code.Enum(), &msg
+	} else {
+		resp.Schema, resp.SchemaVersion = sc, v
+	}
+	c.Send(pulsar.Wrap(resp))
+}
+
+func (c *conn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) {
+	rid := cmd.GetRequestId()
+	ctx, cancel := c.ctx(30 * time.Second)
+	defer cancel()
+	resp := &pb.CommandGetOrCreateSchemaResponse{RequestId: &rid}
+	name, err := topicname.Parse(cmd.GetTopic())
+	var v []byte
+	if err == nil {
+		v, err = c.s.schemas.getOrCreate(ctx, name, cmd.GetSchema())
+	}
+	if err != nil {
+		msg := err.Error()
+		resp.ErrorCode, resp.ErrorMessage = serverError(err).Enum(), &msg
+	} else {
+		resp.SchemaVersion = v
+	}
+	c.Send(pulsar.Wrap(resp))
+}
