@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/internal/fsm"
 )
 
 // idState is the state of a producer or consumer id on a connection. Transitions happen only
@@ -47,7 +47,7 @@ func (s idState) String() string {
 	return fmt.Sprintf("idState(%d)", uint8(s))
 }
 
-var idEdges = map[idState][]idState{
+var idEdges = fsm.Edges[idState]{
 	idCreating: {idWaiting, idReady, idClosed},
 	idWaiting:  {idReady, idClosed},
 	idReady:    {idClosed},
@@ -79,8 +79,8 @@ type idEntry[T closer] struct {
 }
 
 func (e *idEntry[T]) becomeLocked(to idState) error {
-	if !slices.Contains(idEdges[e.state], to) {
-		return fmt.Errorf("%w: %v -> %v", errIllegalIDTransition, e.state, to)
+	if !idEdges.Legal(e.state, to) {
+		return fsm.Illegal(errIllegalIDTransition, "id", e.state, to)
 	}
 	e.state = to
 	return nil

@@ -138,7 +138,6 @@ type simIncarnation struct {
 	// granted and sent count each consumer's permits and messages received (B4).
 	granted, sent map[CID]int
 	timerAt       int64
-	lastActive    CID
 }
 
 // simConsumer is a client's consumer.
