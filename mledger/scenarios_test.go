@@ -102,7 +102,7 @@ func (w *world) mustReopenTerminated(t *testing.T, pos Position) {
 	if a.done != 1 || !errors.Is(a.err, ErrTerminated) {
 		t.Fatalf("add on the reopened log: done %d, %v", a.done, a.err)
 	}
-	if w.stats.reopenReads == 0 {
+	if w.stats.ReopenReads == 0 {
 		t.Fatal("the reopened log was not read back")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -287,6 +288,16 @@ func (p *simMetaPort) write(kind, key string, apply func() (metadata.Version, er
 		if w.ambiguousNext > 0 { // scenario: applied, then reported as a timeout
 			w.ambiguousNext--
 			ambiguous, applied = true, true
+		}
+		late := ambiguous && !applied && w.s.Chance(0.5)
+		if w.lateNext > 0 { // scenario: reported as a timeout, applied late
+			w.lateNext--
+			ambiguous, applied, late = true, false, true
+		}
+		if late {
+			// A timeout whose write the store applies later, maybe after our re-read (etcd
+			// may): the owner's next write of the record then conflicts with its own.
+			w.s.After(w.s.Between(0, 4*w.p.maxDelay+5*time.Millisecond), kind+" (late apply)", func() { _, _ = apply() })
 		}
 		var v metadata.Version
 		var err error
