@@ -16,7 +16,8 @@ import (
 // versions) and are adversarial about timing: every completion is delayed by the seed,
 // callbacks of one ledger arrive in any order, close and recovery seal a ledger at its LAC
 // at once (draining adds in flight), and metadata writes can fail ambiguously (applied or
-// not, then a timeout).
+// not, then a timeout; a write reported as a timeout may also be applied later, after the
+// owner's re-read, as etcd may do).
 
 var (
 	errSimTransient = errors.New("sim: transient failure")
@@ -297,7 +298,7 @@ func (p *simMetaPort) write(kind, key string, apply func() (metadata.Version, er
 		if late {
 			// A timeout whose write the store applies later, maybe after our re-read (etcd
 			// may): the owner's next write of the record then conflicts with its own.
-			w.s.After(w.s.Between(0, 4*w.p.maxDelay+5*time.Millisecond), kind+" (late apply)", func() { _, _ = apply() })
+			w.deliver("meta.late-apply", w.s.Between(0, 4*w.p.maxDelay+5*time.Millisecond), func() { _, _ = apply() })
 		}
 		var v metadata.Version
 		var err error
