@@ -38,7 +38,8 @@
 //     the ledger before it is answered; a fenced ledger refuses non-recovery adds. The
 //     bookie records a violation if it ever accepts a non-recovery add after answering a
 //     fencing read for that ledger.
-//   - Bookie also answers OpListEntries (the ranges of entries it holds in memory).
+//   - Bookie also answers OpListEntries (the ranges of entries it holds in memory), and
+//     records the highest LAC it ever held per ledger (KnownLAC), for checkers of L4.
 //   - MetaStore: etcd-like versions (the store revision of the last change); Put and Delete
 //     succeed only at the expected version (or AnyVersion); List returns a prefix in key
 //     order; sessions (NewSession, ExpireSession) make keys ephemeral, deleted in key order
