@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("seeds", 600, "TestSim: number of seeds to run")
+	flagSeeds = flag.Int("seeds", 3000, "TestSim: number of seeds to run")
 	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
 	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
 )

@@ -2,7 +2,6 @@ package mledger
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,8 +24,6 @@ import (
 // confirmed add durable on AQ bookies of its write set (L1 across the layers). At the end: every
 // add completed exactly once, a reopened log holds every confirmed add in order (and is
 // Terminated if the record says so), and no ledger an owner made is leaked.
-
-var flagWorldSeeds = flag.Int("world-seeds", 300, "TestWorld: number of seeds to run")
 
 const ms = time.Millisecond
 
@@ -609,10 +606,12 @@ func runWorldSeed(seed int64, mut mutation, verbose bool) (*cworld, error) {
 	return w, w.run()
 }
 
-// TestWorld runs the composed world under many seeds (see the top of this file).
+// TestWorld runs the composed world under many seeds (see the top of this file): half of
+// -seeds, as one of its seeds costs about twice one of TestSim's.
 func TestWorld(t *testing.T) {
 	var st worldStats
-	_, failed := sim.RunSeeds(t, sim.Seeds{First: *flagFirst, Count: int64(*flagWorldSeeds), Replay: *flagSeed, Package: "./mledger"},
+	n := max(*flagSeeds/2, 1)
+	_, failed := sim.RunSeeds(t, seeds(n),
 		func(seed int64, verbose bool) sim.Outcome {
 			w, err := runWorldSeed(seed, mutation{}, verbose)
 			sim.AddCounts(&st, w.stats)
@@ -622,7 +621,7 @@ func TestWorld(t *testing.T) {
 		return
 	}
 	t.Logf("%+v", st)
-	if *flagSeed < 0 && *flagWorldSeeds >= 100 && (st.Acked == 0 || st.Terminated == 0 || st.Crashes == 0 || st.Zombies == 0 ||
+	if *flagSeed < 0 && n >= 100 && (st.Acked == 0 || st.Terminated == 0 || st.Crashes == 0 || st.Zombies == 0 ||
 		st.Fenced == 0 || st.Rollovers == 0 || st.EnsembleChanges == 0 || st.Recoveries == 0 || st.BookieCrashes == 0 || st.ReopenReads == 0) {
 		t.Errorf("the seeds did not exercise the composed world: %+v", st)
 	}
@@ -639,23 +638,14 @@ func TestWorldDeterministic(t *testing.T) {
 // TestWorldCatchesMutations: the composed world's checker catches the managed ledger's
 // upstream bugs too.
 func TestWorldCatchesMutations(t *testing.T) {
-	if *flagSeed >= 0 {
-		t.Skip("replaying one seed")
-	}
-	for _, m := range []struct {
-		name string
-		mut  mutation
-	}{
+	catchMutations(t, 2000, []namedMutation{
 		{"M1: a late switch silently reopens, then ends Terminated", mutation{silentReopen: true}},
 		{"M2: terminate leaves queued adds waiting", mutation{terminateKeepsQueued: true}},
 		{"M2: drained adds complete", mutation{completeDrainedAdds: true}},
+		{"M3: the terminated position names the racing rollover's ledger", mutation{terminateNamesRolloverLedger: true}},
 		{"M4: a version conflict fences without re-reading", mutation{fenceOnConflict: true}},
-	} {
-		t.Run(m.name, func(t *testing.T) {
-			sim.CatchMutation(t, m.name, 2000, func(seed int64) error {
-				_, err := runWorldSeed(seed, m.mut, false)
-				return err
-			})
-		})
-	}
+	}, func(seed int64, mut mutation) error {
+		_, err := runWorldSeed(seed, mut, false)
+		return err
+	})
 }

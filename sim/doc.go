@@ -26,6 +26,16 @@
 //     concurrent use and start no goroutines.
 //  3. Print the seed on failure; Sim.Trace holds the last events (all of them with Verbose).
 //
+// # Seed runners
+//
+// RunSeeds runs a range of seeds (or replays one, verbosely), stops at the first failing seed
+// and reports it with its parameters, trace and replay command; CatchMutation proves a checker
+// can fail (some seed of a deliberately broken variant must fail); CheckDeterministic requires
+// two runs of a seed to have the same trace; AddCounts sums coverage counters. They take a T
+// (what they need of *testing.T), so that this package does not import testing. Every
+// simulation test takes the same flags: -seeds N (how many), -first-seed S and -seed S (replay
+// one seed with its whole trace).
+//
 // # Models
 //
 //   - Network.Call: the callback runs exactly once, with the response, ErrUnreachable (the
