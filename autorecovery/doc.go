@@ -85,7 +85,7 @@
 // and checks L1–L4 after every step and full replication at the end; seed001_test.go scripts
 // seed 001. CI runs 120 seeds (about 12 s with -race on two cores). Replay a seed with
 // `go test ./autorecovery -run '^TestSimAutoRecovery$' -seed S -v`; a long run, without -race
-// (≈ 30 seeds/s on one core, so split it over machines with -first-seed):
+// (≈ 100 seeds/s on one core, so split it over machines with -first-seed):
 //
 //	go test ./autorecovery -run '^TestSimAutoRecovery$' -first-seed 1 -seeds 1000000 -timeout 0
 package autorecovery

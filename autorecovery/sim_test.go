@@ -119,7 +119,7 @@ type arWorld struct {
 
 type arStats struct {
 	Acked, Marks, CheckMarks, Swaps, Recovered, Deferred, Failed, Replicated, Losses, LeaderChanges int
-	// LeftToWorker: ledgers that only the worker's own recovery could close.
+	// LeftToWorker: worker recoveries of ledgers no client would recover (leaveToWorker).
 	LeftToWorker int
 }
 
@@ -227,15 +227,33 @@ func (w *arWorld) loseBookie(id string) {
 	if !w.p.leaveToWorker {
 		return
 	}
-	// No client will recover the OPEN ledger of a crashing writer on the lost bookie: the
-	// worker must recover it itself (defer while the LAC moves, then fence and close).
+	// No client will recover the OPEN ledger of a crashing writer on the lost bookie while
+	// only a recovery can replicate it (needsRecovery): the worker must recover it itself
+	// (defer while the LAC moves, then fence and close).
 	for _, sw := range w.writers {
-		if m := w.ledgerMeta(sw.id); sw.beh == crashes && !w.workerMust[sw.id] && m.State == ledger.StateOpen &&
+		if m := w.ledgerMeta(sw.id); sw.beh == crashes && m.State == ledger.StateOpen &&
 			slices.ContainsFunc(m.Ensembles, func(en ledger.Ensemble) bool { return slices.Contains(en.Bookies, id) }) {
 			w.workerMust[sw.id] = true
-			w.stats.LeftToWorker++
 		}
 	}
+}
+
+// needsRecovery reports whether an OPEN ledger has a lost bookie in a fragment that the LAC a
+// reader could know does not cover (the last one, or one ending beyond it): only a recovery
+// can make it replicable.
+func (w *arWorld) needsRecovery(id int64) bool {
+	m := w.ledgerMeta(id)
+	if m.State != ledger.StateOpen {
+		return false
+	}
+	lac := w.knownLAC(id)
+	for i, en := range m.Ensembles {
+		uncovered := i == len(m.Ensembles)-1 || m.Ensembles[i+1].FirstEntry-1 > lac
+		if uncovered && slices.ContainsFunc(en.Bookies, func(b string) bool { return w.lost[b] }) {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- writers ----
@@ -338,7 +356,7 @@ func (w *arWorld) recoverAsClient(id int64) {
 	env := newSimEnv(fmt.Sprintf("client %d", id), w.s, w.net, w.store)
 	var try func()
 	try = func() {
-		if w.workerMust[id] {
+		if w.workerMust[id] && w.needsRecovery(id) {
 			w.s.Tracef("client leaves ledger %d to the worker's recovery", id)
 			return
 		}
@@ -395,6 +413,9 @@ func (w *arWorld) startWorker(i int, cfg WorkerConfig) *Worker {
 		}
 		if res.Recovered {
 			w.stats.Recovered++
+			if w.workerMust[id] {
+				w.stats.LeftToWorker++
+			}
 		}
 		if errors.Is(res.Err, ErrIllegalTransition) {
 			w.failf("worker %d: ledger %d: %v", i, id, res.Err)
