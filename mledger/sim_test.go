@@ -91,10 +91,10 @@ type simAdd struct {
 
 // simCore is one incarnation of the managed ledger's owner.
 type simCore struct {
+	simEnv   // alive false once crashed: its events are dropped
 	w        *world
 	id       int
 	c        *core
-	alive    bool // false once crashed: its events are dropped
 	opened   bool
 	closed   bool
 	terminal bool // has been Terminating or Terminated
@@ -103,25 +103,33 @@ type simCore struct {
 	cur      *cursor
 }
 
-func (sc *simCore) post(name string, fn func()) {
-	sc.w.s.After(0, name, func() {
-		if sc.alive {
+// simEnv is the env of a core the simulator drives (simCore, wcore): its closures run as
+// simulation events, dropped once the owner crashed (alive false).
+type simEnv struct {
+	s     *sim.Sim
+	start time.Time
+	alive bool
+}
+
+func (e *simEnv) post(name string, fn func()) {
+	e.s.After(0, name, func() {
+		if e.alive {
 			fn()
 		}
 	})
 }
 
-func (sc *simCore) after(d time.Duration, name string, fn func()) func() {
+func (e *simEnv) after(d time.Duration, name string, fn func()) func() {
 	cancelled := false
-	sc.w.s.After(d, name, func() {
-		if sc.alive && !cancelled {
+	e.s.After(d, name, func() {
+		if e.alive && !cancelled {
 			fn()
 		}
 	})
 	return func() { cancelled = true }
 }
 
-func (sc *simCore) now() time.Time { return sc.w.start.Add(sc.w.s.Now()) }
+func (e *simEnv) now() time.Time { return e.start.Add(e.s.Now()) }
 
 type heldEvent struct {
 	kind string
@@ -234,7 +242,7 @@ func (w *world) release(kind string, n int) int {
 
 // newCore starts a new owner incarnation and opens it.
 func (w *world) newCore(onOpen func(*simCore, error)) *simCore {
-	sc := &simCore{w: w, id: len(w.cores) + 1, alive: true}
+	sc := &simCore{w: w, id: len(w.cores) + 1, simEnv: simEnv{s: w.s, start: w.start, alive: true}}
 	sc.c = newCore(simML, w.cfg.withDefaults(), sc, &simLedgerPort{sl: w.bk, sc: sc}, &simMetaPort{m: w.ms, sc: sc},
 		fmt.Sprintf("owner%d", sc.id), nil)
 	sc.c.mut = w.mut

@@ -71,34 +71,14 @@ func randomWorldParams(s *sim.Sim) worldParams {
 
 // wcore is one incarnation of the managed ledger's owner in the composed world.
 type wcore struct {
+	simEnv
 	w        *cworld
 	id       int
 	c        *core
-	alive    bool
 	opened   bool
 	closed   bool
 	terminal bool // has been Terminating or Terminated
 }
-
-func (sc *wcore) post(name string, fn func()) {
-	sc.w.s.After(0, name, func() {
-		if sc.alive {
-			fn()
-		}
-	})
-}
-
-func (sc *wcore) after(d time.Duration, name string, fn func()) func() {
-	cancelled := false
-	sc.w.s.After(d, name, func() {
-		if sc.alive && !cancelled {
-			fn()
-		}
-	})
-	return func() { cancelled = true }
-}
-
-func (sc *wcore) now() time.Time { return sc.w.start.Add(sc.w.s.Now()) }
 
 type worldAdd struct {
 	id      int
@@ -194,7 +174,7 @@ func (w *cworld) coreByToken(token string) *wcore {
 
 // newCore starts an owner incarnation and opens it.
 func (w *cworld) newCore(onOpen func(*wcore)) *wcore {
-	sc := &wcore{w: w, id: len(w.cores) + 1, alive: true}
+	sc := &wcore{w: w, id: len(w.cores) + 1, simEnv: simEnv{s: w.s, start: w.start, alive: true}}
 	sc.c = newCore(simML, w.cfg.withDefaults(), sc, &worldLedgers{w: w, sc: sc}, worldMeta{w}, fmt.Sprintf("owner%d", sc.id), nil)
 	sc.c.mut = w.mut
 	sc.c.trace = w.s.Tracef
