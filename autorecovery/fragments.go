@@ -58,3 +58,7 @@ func (f Fragment) Entries(m *ledger.Metadata, idx int) []int64 {
 // mutationKeyClosesFragment is a test-only mutation: the rule before apache/bookkeeper#3917
 // (every non-last fragment is closed, whatever the LAC).
 var mutationKeyClosesFragment = false
+
+// mutationNoReadGuard is a test-only mutation: the Replicator does not refuse to read beyond
+// the LAC it knows (so only the simulation's checker can catch such a read).
+var mutationNoReadGuard = false

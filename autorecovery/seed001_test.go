@@ -3,6 +3,7 @@ package autorecovery
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,8 +114,8 @@ func TestSeed001DecommissionOpenLedgerBeyondLAC(t *testing.T) {
 	if lacs := w.deferredLAC[id]; len(lacs) == 0 || lacs[0] != 13 {
 		t.Fatalf("deferred attempts saw LACs %v, want 13 first", lacs)
 	}
-	if w.stats.recovered != 1 {
-		t.Fatalf("recoveries %d, want 1", w.stats.recovered)
+	if w.stats.Recovered != 1 {
+		t.Fatalf("recoveries %d, want 1", w.stats.Recovered)
 	}
 	m := w.ledgerMeta(id)
 	if m.State != ledger.StateClosed || m.LastEntryID != 14 {
@@ -138,8 +139,8 @@ func TestSeed001ExplicitLAC(t *testing.T) {
 		t.Fatalf("violation %v, decommission finished=%v err=%v\n%s", w.err, finished, err, w.s.Trace())
 	}
 	m := w.ledgerMeta(904368)
-	if m.State != ledger.StateOpen || w.stats.recovered != 0 || len(w.deferredLAC[904368]) != 0 {
-		t.Fatalf("ledger %v, recoveries %d, deferrals %v: want it replicated while OPEN", m.State, w.stats.recovered,
+	if m.State != ledger.StateOpen || w.stats.Recovered != 0 || len(w.deferredLAC[904368]) != 0 {
+		t.Fatalf("ledger %v, recoveries %d, deferrals %v: want it replicated while OPEN", m.State, w.stats.Recovered,
 			w.deferredLAC[904368])
 	}
 	checkSeedReplicas(t, w, &ledger.Metadata{LedgerID: m.LedgerID, EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2,
@@ -188,4 +189,18 @@ func checkSeedReplicas(t *testing.T, w *arWorld, m *ledger.Metadata) {
 			t.Fatalf("entry %d has %d replicas on %v, want %d", e, n, m.WriteSet(e), m.WriteQuorum)
 		}
 	}
+}
+
+// TestSeed001ReadPastKnownLACIsCaught: with the rule before apache/bookkeeper#3917 put back
+// and the Replicator's own guard removed (mutations), the worker reads entry 14 of the OPEN
+// ledger. The checker compares with the LAC a reader could know (13), not the writer's (14,
+// under which the read would pass), and catches it.
+func TestSeed001ReadPastKnownLACIsCaught(t *testing.T) {
+	mutationKeyClosesFragment, mutationNoReadGuard, panicOnAssert = true, true, false
+	defer func() { mutationKeyClosesFragment, mutationNoReadGuard, panicOnAssert = false, false, true }()
+	w, _, _ := runSeed001(t, seedCase{}, 3*time.Second)
+	if w.err == nil || !strings.Contains(w.err.Error(), "L4") {
+		t.Fatalf("the checker did not catch the read beyond the known LAC: %v", w.err)
+	}
+	t.Logf("caught: %v", w.err)
 }

@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("seeds", 60, "TestSim*: number of seeds to run")
+	flagSeeds = flag.Int("seeds", 120, "TestSim*: number of seeds to run")
 	flagSeed  = flag.Int64("seed", -1, "TestSim*: replay only this seed, with a full trace")
 	flagFirst = flag.Int64("first-seed", 1, "TestSim*: first seed of the range")
 )
@@ -35,12 +35,15 @@ type arParams struct {
 	lostDelay           time.Duration
 	// writersCrash: every writer dies mid-way (mutation searches).
 	writersCrash bool
+	// leaveToWorker: a client does not recover a crashed writer's ledger that references a
+	// lost bookie; only the worker's own recovery can close it.
+	leaveToWorker bool
 }
 
 func (p arParams) String() string {
-	return fmt.Sprintf("bookies=%d E=%d WQ=%d AQ=%d ledgers=%d maxEntries=%d losses=%d crashes=%d drop=%.3f slow=%.3f auditors=%d workers=%d killAuditor=%v killWorker=%v lostDelay=%v",
+	return fmt.Sprintf("bookies=%d E=%d WQ=%d AQ=%d ledgers=%d maxEntries=%d losses=%d crashes=%d drop=%.3f slow=%.3f auditors=%d workers=%d killAuditor=%v killWorker=%v lostDelay=%v leaveToWorker=%v",
 		p.bookies, p.e, p.wq, p.aq, p.ledgers, p.maxEntries, p.losses, p.tempCrashes, p.dropRate, p.slowRate,
-		p.auditors, p.workers, p.killAuditor, p.killWorker, p.lostDelay)
+		p.auditors, p.workers, p.killAuditor, p.killWorker, p.lostDelay, p.leaveToWorker)
 }
 
 func randomARParams(s *sim.Sim) arParams {
@@ -61,6 +64,7 @@ func randomARParams(s *sim.Sim) arParams {
 	p.auditors, p.workers = 2, 2+r.IntN(2)
 	p.killAuditor, p.killWorker = r.IntN(2) == 0, r.IntN(2) == 0
 	p.lostDelay = s.Between(0, 100*time.Millisecond)
+	p.leaveToWorker = r.IntN(3) == 0
 	return p
 }
 
@@ -110,10 +114,13 @@ type arWorld struct {
 	onOutcome   func(id int64, res Result)
 	mutWorker   func(*WorkerConfig) // test-only mutation of the workers' configuration
 	deferredLAC map[int64][]int64   // ledger → LACs of deferred attempts (seed test)
+	workerMust  map[int64]bool      // ledgers no client recovers (leaveToWorker)
 }
 
 type arStats struct {
-	acked, marks, checkMarks, swaps, recovered, deferred, failed, replicated, losses, leaderChanges int
+	Acked, Marks, CheckMarks, Swaps, Recovered, Deferred, Failed, Replicated, Losses, LeaderChanges int
+	// LeftToWorker: worker recoveries of ledgers no client would recover (leaveToWorker).
+	LeftToWorker int
 }
 
 func (w *arWorld) failf(format string, args ...any) {
@@ -146,7 +153,7 @@ func newARWorld(seed int64, p *arParams, verbose bool) *arWorld {
 	s := sim.New(seed)
 	s.Verbose = verbose
 	w := &arWorld{s: s, store: sim.NewMetaStore(), bookies: map[string]*sim.Bookie{}, regs: map[string]int64{},
-		lost: map[string]bool{}, byLedger: map[int64]*simWriter{}, deferredLAC: map[int64][]int64{}}
+		lost: map[string]bool{}, byLedger: map[int64]*simWriter{}, deferredLAC: map[int64][]int64{}, workerMust: map[int64]bool{}}
 	if p == nil {
 		rp := randomARParams(s)
 		p = &rp
@@ -213,10 +220,40 @@ func (p simPlacement) Replace(exclude []string) (string, error) {
 func (w *arWorld) loseBookie(id string) {
 	w.s.Tracef("bookie %s is lost", id)
 	w.lost[id] = true
-	w.stats.losses++
+	w.stats.Losses++
 	w.bookies[id].Crash()
 	w.store.ExpireSession(w.regs[id])
 	w.recheck = true
+	if !w.p.leaveToWorker {
+		return
+	}
+	// No client will recover the OPEN ledger of a crashing writer on the lost bookie while
+	// only a recovery can replicate it (needsRecovery): the worker must recover it itself
+	// (defer while the LAC moves, then fence and close).
+	for _, sw := range w.writers {
+		if m := w.ledgerMeta(sw.id); sw.beh == crashes && m.State == ledger.StateOpen &&
+			slices.ContainsFunc(m.Ensembles, func(en ledger.Ensemble) bool { return slices.Contains(en.Bookies, id) }) {
+			w.workerMust[sw.id] = true
+		}
+	}
+}
+
+// needsRecovery reports whether an OPEN ledger has a lost bookie in a fragment that the LAC a
+// reader could know does not cover (the last one, or one ending beyond it): only a recovery
+// can make it replicable.
+func (w *arWorld) needsRecovery(id int64) bool {
+	m := w.ledgerMeta(id)
+	if m.State != ledger.StateOpen {
+		return false
+	}
+	lac := w.knownLAC(id)
+	for i, en := range m.Ensembles {
+		uncovered := i == len(m.Ensembles)-1 || m.Ensembles[i+1].FirstEntry-1 > lac
+		if uncovered && slices.ContainsFunc(en.Bookies, func(b string) bool { return w.lost[b] }) {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- writers ----
@@ -287,7 +324,7 @@ func (w *arWorld) pumpWriter(sw *simWriter) {
 				w.failf("ledger %d: entry %d acknowledged after %d", sw.id, c.EntryID, sw.acked)
 			}
 			sw.acked = c.EntryID
-			w.stats.acked++
+			w.stats.Acked++
 		}
 		if rd.Closed != nil {
 			w.s.Tracef("writer %d closed: %v", sw.id, rd.Closed.Err)
@@ -319,6 +356,10 @@ func (w *arWorld) recoverAsClient(id int64) {
 	env := newSimEnv(fmt.Sprintf("client %d", id), w.s, w.net, w.store)
 	var try func()
 	try = func() {
+		if w.workerMust[id] && w.needsRecovery(id) {
+			w.s.Tracef("client leaves ledger %d to the worker's recovery", id)
+			return
+		}
 		recoverLedger(env, id, simPlacement{w}, func(res RecoverResult) {
 			if res.Err != nil {
 				w.s.Tracef("client recovery of %d: %v", id, res.Err)
@@ -329,6 +370,17 @@ func (w *arWorld) recoverAsClient(id int64) {
 		})
 	}
 	try()
+}
+
+// knownLAC is the highest LAC any reader could have learned of a ledger: the highest any of
+// its bookies ever held (explicit or piggybacked), not the writer's own LAC, which may be
+// ahead of it (seed 001: the writer had 14 acknowledged, readers could learn only 13).
+func (w *arWorld) knownLAC(id int64) int64 {
+	lac := int64(-1)
+	for _, b := range w.ids {
+		lac = max(lac, w.bookies[b].KnownLAC(id))
+	}
+	return lac
 }
 
 // ---- auto-recovery processes ----
@@ -352,15 +404,18 @@ func (w *arWorld) startWorker(i int, cfg WorkerConfig) *Worker {
 			res.LAC, res.Fragments, res.Entries, res.Recovered, res.Err)
 		switch res.Outcome {
 		case Replicated:
-			w.stats.replicated++
+			w.stats.Replicated++
 		case Deferred:
-			w.stats.deferred++
+			w.stats.Deferred++
 			w.deferredLAC[id] = append(w.deferredLAC[id], res.LAC)
 		case Failed:
-			w.stats.failed++
+			w.stats.Failed++
 		}
 		if res.Recovered {
-			w.stats.recovered++
+			w.stats.Recovered++
+			if w.workerMust[id] {
+				w.stats.LeftToWorker++
+			}
 		}
 		if errors.Is(res.Err, ErrIllegalTransition) {
 			w.failf("worker %d: ledger %d: %v", i, id, res.Err)
@@ -390,22 +445,21 @@ func (w *arWorld) ledgerMeta(id int64) *ledger.Metadata {
 	return m
 }
 
-// checkWorkerRequest (L4): a worker never reads an entry of an OPEN ledger beyond the LAC the
-// writer reached (fencing recovery reads excepted).
+// checkWorkerRequest (L4): a worker never reads or copies an entry of an OPEN ledger beyond
+// the LAC a reader could know (knownLAC; fencing recovery reads, and the re-adds of a recovery,
+// which runs on an IN_RECOVERY ledger, excepted).
 func (w *arWorld) checkWorkerRequest(addr string, req *bk.Request) {
-	if req.Op != bk.OpReadEntry || req.Flags&bk.FlagFence != 0 || req.EntryID < 0 {
+	switch {
+	case req.Op == bk.OpReadEntry && req.Flags&bk.FlagFence == 0 && req.EntryID >= 0, req.Op == bk.OpAddEntry:
+	default:
 		return
 	}
 	m := w.ledgerMeta(req.LedgerID)
 	if m == nil || m.State != ledger.StateOpen {
 		return
 	}
-	lac := int64(-1)
-	if sw := w.byLedger[req.LedgerID]; sw != nil {
-		lac = sw.acked
-	}
-	if req.EntryID > lac {
-		w.failf("L4: worker read entry %d of OPEN ledger %d from %s beyond the writer's LAC %d", req.EntryID, req.LedgerID, addr, lac)
+	if lac := w.knownLAC(req.LedgerID); req.EntryID > lac {
+		w.failf("L4: worker sent %v of entry %d of OPEN ledger %d to %s beyond the known LAC %d", req.Op, req.EntryID, req.LedgerID, addr, lac)
 	}
 }
 
@@ -441,9 +495,9 @@ func (w *arWorld) onMetaChange(ch sim.MetaChange) {
 	switch {
 	case strings.HasPrefix(ch.Key, metadata.PrefixUnderReplicated):
 		if ch.Old == nil {
-			w.stats.marks++
+			w.stats.Marks++
 			if m, err := decodeMark(ch.New); err == nil && m.Reason == "check" {
-				w.stats.checkMarks++
+				w.stats.CheckMarks++
 			}
 		}
 		return
@@ -503,10 +557,10 @@ func (w *arWorld) onMetaChange(ch sim.MetaChange) {
 // checkSwap: a replication swap only touches a fragment that is closed for real, and the new
 // bookie durably holds every entry of that fragment it is responsible for.
 func (w *arWorld) checkSwap(old, nm *ledger.Metadata, i, idx int) {
-	w.stats.swaps++
+	w.stats.Swaps++
 	// Computed here, independently of Fragments: a fragment is closed if the ledger is CLOSED
-	// or it is not the last one and the writer's LAC covers its end.
-	acked := w.byLedger[old.LedgerID].acked
+	// or it is not the last one and the LAC a reader could know covers its end.
+	acked := w.knownLAC(old.LedgerID)
 	f := Fragment{Index: i, First: old.Ensembles[i].FirstEntry, Bookies: old.Ensembles[i].Bookies}
 	switch {
 	case i+1 < len(old.Ensembles):
@@ -516,7 +570,7 @@ func (w *arWorld) checkSwap(old, nm *ledger.Metadata, i, idx int) {
 		f.Last, f.Closed = old.LastEntryID, true
 	}
 	if !f.Closed {
-		w.failf("L4: ledger %d: swap in fragment %d..%d that is not closed (writer LAC %d)", old.LedgerID, f.First, f.Last, acked)
+		w.failf("L4: ledger %d: swap in fragment %d..%d that is not closed (known LAC %d)", old.LedgerID, f.First, f.Last, acked)
 		return
 	}
 	target := nm.Ensembles[i].Bookies[idx]
@@ -753,7 +807,7 @@ func (w *arWorld) schedule() {
 			for i, a := range w.auditors {
 				if a.State() == AuditorLeader {
 					w.audEnv[i].kill()
-					w.stats.leaderChanges++
+					w.stats.LeaderChanges++
 					// Another auditor takes over within a few intervals.
 					s.After(200*time.Millisecond, "", func() {
 						for j, b := range w.auditors {
@@ -831,55 +885,34 @@ func runARSeed(seed int64, verbose bool) (*arWorld, error) {
 // TestSimAutoRecovery runs auditors, workers and writers under seeded bookie losses,
 // temporary crashes, message loss, and deaths of the auditor leader and of a worker. After
 // every step: L1–L3 on every ledger record change, swaps only in closed fragments and only
-// after the copy (L4), no worker read beyond a writer's LAC, nothing acknowledged without a
-// live copy. At the end every ledger is CLOSED and fully replicated (WQ copies of every
-// entry), and no mark is left.
+// after the copy (L4), no worker read or copy beyond the LAC a reader could know of an OPEN
+// ledger, nothing acknowledged without a live copy. At the end every ledger is CLOSED and
+// fully replicated (WQ copies of every entry), and no mark is left; in some seeds
+// (leaveToWorker) only the worker's own recovery can close a ledger.
 func TestSimAutoRecovery(t *testing.T) {
-	first, count := *flagFirst, int64(*flagSeeds)
-	if *flagSeed >= 0 {
-		first, count = *flagSeed, 1
-	}
 	var st arStats
-	var steps uint64
-	start := time.Now()
-	for seed := first; seed < first+count; seed++ {
-		w, err := runARSeed(seed, *flagSeed >= 0)
-		steps += w.s.Steps()
-		if *flagSeed >= 0 {
-			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
-		}
-		if err != nil {
-			t.Fatalf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test ./autorecovery -run 'TestSimAutoRecovery$' -seed %d -v",
-				seed, w.p, err, w.s.Trace(), seed)
-		}
-		s := w.stats
-		st.acked += s.acked
-		st.marks += s.marks
-		st.swaps += s.swaps
-		st.recovered += s.recovered
-		st.deferred += s.deferred
-		st.failed += s.failed
-		st.replicated += s.replicated
-		st.losses += s.losses
-		st.leaderChanges += s.leaderChanges
-		st.checkMarks += s.checkMarks
+	_, failed := sim.RunSeeds(t, sim.Seeds{First: *flagFirst, Count: int64(*flagSeeds), Replay: *flagSeed, Package: "./autorecovery"},
+		func(seed int64, verbose bool) sim.Outcome {
+			w, err := runARSeed(seed, verbose)
+			sim.AddCounts(&st, w.stats)
+			return sim.Outcome{Sim: w.s, Params: w.p, Err: err}
+		})
+	if failed {
+		return
 	}
-	t.Logf("%d seeds, %d steps in %v: %+v", count, steps, time.Since(start).Round(time.Millisecond), st)
-	if *flagSeed < 0 && (st.swaps == 0 || st.recovered == 0 || st.deferred == 0 || st.leaderChanges == 0 || st.marks == 0 ||
-		st.checkMarks == 0) {
+	t.Logf("%+v", st)
+	if *flagSeed < 0 && (st.Swaps == 0 || st.Recovered == 0 || st.Deferred == 0 || st.LeaderChanges == 0 || st.Marks == 0 ||
+		st.CheckMarks == 0 || st.LeftToWorker == 0) {
 		t.Errorf("the seeds did not exercise auto-recovery: %+v", st)
 	}
 }
 
 // TestSimAutoRecoveryDeterministic replays seeds and requires identical traces.
 func TestSimAutoRecoveryDeterministic(t *testing.T) {
-	for seed := int64(1); seed <= 3; seed++ {
-		a, _ := runARSeed(seed, true)
-		b, _ := runARSeed(seed, true)
-		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
-			t.Fatalf("seed %d is not deterministic", seed)
-		}
-	}
+	sim.CheckDeterministic(t, 3, func(seed int64) *sim.Sim {
+		w, _ := runARSeed(seed, true)
+		return w.s
+	})
 }
 
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken variant must
@@ -897,19 +930,20 @@ func TestSimCatchesMutations(t *testing.T) {
 			mutationKeyClosesFragment = true
 			w.p.writersCrash = true // open ledgers whose LAC readers see lags their ensemble keys
 		}},
+		// The same without the replicator's own guard: the checker's known LAC must catch it.
+		{"ensemble key closes a fragment, no read guard", func(w *arWorld) {
+			mutationKeyClosesFragment, mutationNoReadGuard = true, true
+			w.p.writersCrash = true
+		}},
 	} {
 		t.Run(m.name, func(t *testing.T) {
-			defer func() { mutationKeyClosesFragment, panicOnAssert = false, true }()
+			defer func() { mutationKeyClosesFragment, mutationNoReadGuard, panicOnAssert = false, false, true }()
 			panicOnAssert = false // an assertion is a finding, reported as a Failed outcome
-			for seed := int64(1); seed <= 500; seed++ {
+			sim.CatchMutation(t, m.name, 500, func(seed int64) error {
 				w := newARWorld(seed, nil, false)
 				m.apply(w)
-				if err := w.run(20 * time.Second); err != nil {
-					t.Logf("caught by seed %d: %v", seed, err)
-					return
-				}
-			}
-			t.Fatalf("no seed caught mutation %q", m.name)
+				return w.run(20 * time.Second)
+			})
 		})
 	}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("seeds", 600, "TestSim: number of seeds to run")
+	flagSeeds = flag.Int("seeds", 3000, "TestSim: number of seeds to run")
 	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
 	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
 )
@@ -141,7 +141,7 @@ type world struct {
 }
 
 type simStats struct {
-	acked, failed, ensembleChanges, recoveries, recoveryRetries, fencedWriters, recoveryEnsembles int
+	Acked, Failed, EnsembleChanges, Recoveries, RecoveryRetries, FencedWriters, RecoveryEnsembles int
 }
 
 type recoverer struct {
@@ -426,12 +426,12 @@ func (w *world) startRecovery(rc *recoverer) {
 func (w *world) onRecovered(rc *recoverer, res RecoveryResult) {
 	if res.Err != nil {
 		w.s.Tracef("recovery %d failed: %v", rc.id, res.Err)
-		w.stats.recoveryRetries++
+		w.stats.RecoveryRetries++
 		w.s.After(w.s.Between(5*time.Millisecond, 20*time.Millisecond), "recovery retry", func() { w.startRecovery(rc) })
 		return
 	}
 	w.s.Tracef("recovery %d done: last entry %d", rc.id, res.Meta.LastEntryID)
-	w.stats.recoveries++
+	w.stats.Recoveries++
 	rc.result = &res
 	if res.Meta.State != StateClosed {
 		w.failf("recovery %d returned a %v record", rc.id, res.Meta.State)
@@ -559,14 +559,14 @@ func (w *world) onCompletion(c AddCompletion) {
 	}
 	w.lastCompleted = c.EntryID
 	if c.Err != nil {
-		w.stats.failed++
+		w.stats.Failed++
 		if errors.Is(c.Err, ErrFenced) {
-			w.stats.fencedWriters++
+			w.stats.FencedWriters++
 		}
 		return
 	}
 	w.s.Tracef("ack %d", c.EntryID)
-	w.stats.acked++
+	w.stats.Acked++
 	// Contiguous LAC (L1).
 	if c.EntryID != w.lastAcked+1 {
 		w.failf("acked entry %d after %d: LAC not contiguous", c.EntryID, w.lastAcked)
@@ -623,7 +623,7 @@ func (w *world) onMetaChange(ch sim.MetaChange) {
 	})
 	switch {
 	case old.State == StateOpen && nm.State == StateOpen:
-		w.stats.ensembleChanges++
+		w.stats.EnsembleChanges++
 		ol, nl := old.LastEnsemble(), nm.LastEnsemble()
 		prefix := old.Ensembles
 		if nl.FirstEntry == ol.FirstEntry {
@@ -652,7 +652,7 @@ func (w *world) onMetaChange(ch sim.MetaChange) {
 			w.failf("L3: recovery rewrote ensembles before the last one: %v → %v", old.Ensembles, nm.Ensembles)
 		}
 		if !sameEnsembles {
-			w.stats.recoveryEnsembles++
+			w.stats.RecoveryEnsembles++
 		}
 	default:
 		w.failf("L3: illegal metadata transition %v → %v", old.State, nm.State)
@@ -776,56 +776,32 @@ func runSeed(seed int64, mut mutation, verbose bool) (*world, error) {
 	return w, w.run()
 }
 
-// runSeeds runs the configured seed range and returns the failing seeds.
-func runSeeds(t *testing.T, mut mutation, n int, stopAtFirst bool) (failed []int64, stats simStats, steps uint64) {
-	first, count := *flagFirst, int64(n)
-	if *flagSeed >= 0 {
-		first, count = *flagSeed, 1
-	}
-	for seed := first; seed < first+count; seed++ {
-		w, err := runSeed(seed, mut, *flagSeed >= 0)
-		steps += w.s.Steps()
-		st := w.stats
-		stats.acked += st.acked
-		stats.failed += st.failed
-		stats.ensembleChanges += st.ensembleChanges
-		stats.recoveries += st.recoveries
-		stats.recoveryRetries += st.recoveryRetries
-		stats.fencedWriters += st.fencedWriters
-		stats.recoveryEnsembles += st.recoveryEnsembles
-		if *flagSeed >= 0 {
-			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
-		}
-		if err != nil {
-			failed = append(failed, seed)
-			if stopAtFirst {
-				t.Errorf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test ./ledger -run '%s$' -seed %d -v",
-					seed, w.p, err, w.s.Trace(), t.Name(), seed)
-				return
-			}
-		}
-	}
-	return
+// seeds is the seed range of the command line: n seeds from -first-seed, or -seed alone.
+func seeds(n int) sim.Seeds {
+	return sim.Seeds{First: *flagFirst, Count: int64(n), Replay: *flagSeed, Package: "./ledger"}
+}
+
+// runSeeds runs the seeds with the mutation and sums their coverage counters; it stops at the
+// first failing seed, reported through t.
+func runSeeds(t *testing.T, mut mutation, n int) (st simStats, failed bool) {
+	_, failed = sim.RunSeeds(t, seeds(n), func(seed int64, verbose bool) sim.Outcome {
+		w, err := runSeed(seed, mut, verbose)
+		sim.AddCounts(&st, w.stats)
+		return sim.Outcome{Sim: w.s, Params: w.p, Err: err}
+	})
+	return st, failed
 }
 
 // TestSimLedger runs the writer, bookie faults, writer crashes and concurrent recoveries under
 // many seeds and checks L1–L3 after every step.
 func TestSimLedger(t *testing.T) {
-	start := time.Now()
-	failed, st, steps := runSeeds(t, mutation{}, *flagSeeds, true)
-	if len(failed) > 0 {
+	st, failed := runSeeds(t, mutation{}, *flagSeeds)
+	if failed {
 		return
 	}
-	el := time.Since(start)
-	n := *flagSeeds
-	if *flagSeed >= 0 {
-		n = 1
-	}
-	t.Logf("%d seeds, %d steps in %v (%.0f seeds/s); acked %d, failed adds %d, ensemble changes %d, recoveries %d (+%d retries, %d with replacement ensembles), fenced adds %d",
-		n, steps, el.Round(time.Millisecond), float64(n)/el.Seconds(), st.acked, st.failed, st.ensembleChanges,
-		st.recoveries, st.recoveryRetries, st.recoveryEnsembles, st.fencedWriters)
-	if *flagSeed < 0 && (st.acked == 0 || st.ensembleChanges == 0 || st.fencedWriters == 0 || st.recoveryRetries == 0 ||
-		st.recoveryEnsembles == 0) {
+	t.Logf("%+v", st)
+	if *flagSeed < 0 && (st.Acked == 0 || st.EnsembleChanges == 0 || st.FencedWriters == 0 || st.RecoveryRetries == 0 ||
+		st.RecoveryEnsembles == 0) {
 		t.Errorf("the seeds did not exercise the protocol: %+v", st)
 	}
 }
@@ -842,8 +818,8 @@ func deadWithWriter(p *simParams) {
 // TestSimRecoveryDeadBookie runs seeds where the writer and a bookie of its last ensemble
 // both die: every recovery must finish (replacing the bookie) with L1–L3 intact.
 func TestSimRecoveryDeadBookie(t *testing.T) {
-	failed, st, _ := runSeeds(t, mutation{name: "dead bookie", params: deadWithWriter}, max(*flagSeeds/2, 1), true)
-	if len(failed) == 0 && *flagSeed < 0 && st.recoveryEnsembles == 0 {
+	st, failed := runSeeds(t, mutation{name: "dead bookie", params: deadWithWriter}, max(*flagSeeds/2, 1))
+	if !failed && *flagSeed < 0 && st.RecoveryEnsembles == 0 {
 		t.Errorf("no recovery recorded a replacement ensemble: %+v", st)
 	}
 	t.Logf("%+v", st)
@@ -851,13 +827,10 @@ func TestSimRecoveryDeadBookie(t *testing.T) {
 
 // TestSimDeterministic replays seeds and requires identical traces.
 func TestSimDeterministic(t *testing.T) {
-	for seed := int64(1); seed <= 20; seed++ {
-		a, _ := runSeed(seed, mutation{}, true)
-		b, _ := runSeed(seed, mutation{}, true)
-		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
-			t.Fatalf("seed %d is not deterministic", seed)
-		}
-	}
+	sim.CheckDeterministic(t, 20, func(seed int64) *sim.Sim {
+		w, _ := runSeed(seed, mutation{}, true)
+		return w.s
+	})
 }
 
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core must be
@@ -889,13 +862,10 @@ func TestSimCatchesMutations(t *testing.T) {
 		// still safe (only slower), so no seed can catch it.
 	} {
 		t.Run(mut.name, func(t *testing.T) {
-			for seed := int64(1); seed <= 30000; seed++ {
-				if _, err := runSeed(seed, mut, false); err != nil {
-					t.Logf("caught by seed %d: %v", seed, err)
-					return
-				}
-			}
-			t.Fatalf("no seed caught mutation %q", mut.name)
+			sim.CatchMutation(t, mut.name, 30000, func(seed int64) error {
+				_, err := runSeed(seed, mut, false)
+				return err
+			})
 		})
 	}
 }

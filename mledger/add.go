@@ -302,6 +302,11 @@ func (c *core) onCloseDone(cl *closeOp, lid int64, end LedgerEnd, err error) {
 		c.resolveInFlight(lid, last, nil)
 		c.requeueAfter(lid, last)
 	case StateTerminating:
+		if c.mut.terminateRequeuesDrained {
+			c.resolveInFlight(lid, last, nil)
+			c.requeueAfter(lid, last)
+			break
+		}
 		c.resolveInFlight(lid, last, ErrTerminated)
 	case StateClosing:
 		c.resolveInFlight(lid, last, ErrClosed)
@@ -347,7 +352,7 @@ func (c *core) ledgerConfig(purpose string) LedgerConfig {
 // (terminate, close, fence) the new ledger was never recorded: it is closed and deleted (M3).
 func (c *core) onCreateDone(a uint64, w Writer, err error) {
 	if a != c.attempt || c.state != StateCreatingLedger {
-		if err == nil {
+		if err == nil && !c.mut.leakLostRaceLedger {
 			c.tracef("ledger %d created by a rollover that lost the race: deleting", w.ID())
 			c.discardWriter(w, true)
 		}
@@ -402,6 +407,11 @@ func (c *core) onRolloverRecorded(a uint64, w Writer, err error) {
 		c.tail = tailLedger{id: w.ID(), ctime: c.env.now()}
 		return
 	}
+	if err == nil && c.mut.silentReopen && c.state == StateTerminating {
+		c.state = StateLedgerOpened // on purpose: no transition, no hook
+		c.w, c.wIssued, c.wBytes = w, 0, 0
+		return
+	}
 	if c.info().has(w.ID()) {
 		// Recorded (by this write or an ambiguous earlier one). Terminate removes it from the
 		// record and deletes it; on close it is dropped here; a fenced owner leaves it to the
@@ -413,8 +423,30 @@ func (c *core) onRolloverRecorded(a uint64, w Writer, err error) {
 		}
 		return
 	}
-	c.tracef("rollover to %d lost the race (%v): deleting it", w.ID(), err)
-	c.discardWriter(w, true)
+	c.tracef("rollover to %d lost the race (%v): deleting it once the record settles", w.ID(), err)
+	c.discardWriter(w, false)
+	if !c.mut.leakLostRaceLedger {
+		c.dropLostRollover(w.ID())
+	}
+}
+
+// dropLostRollover deletes ledger id, whose switch failed, once the record has settled: the
+// switch may have timed out and still be applied later (etcd may apply a timed-out write after
+// our re-read), so the ledger is deleted only after a later write of ours succeeded (or another
+// owner's was seen), when no earlier one can land. A switch that landed meanwhile is undone in
+// that write. Found by the simulation's late applies.
+func (c *core) dropLostRollover(id int64) {
+	c.ml.enqueue(&metaOp[*Info]{name: "drop-lost-rollover", apply: func(in *Info) error {
+		if last := in.last(); last != nil && last.ID == id && len(in.Ledgers) > 1 && in.Terminated == nil {
+			in.Ledgers = in.Ledgers[:len(in.Ledgers)-1]
+		}
+		return nil
+	}, done: func(error) {
+		if in := c.info(); in == nil || !in.has(id) {
+			c.deleteLedger(id)
+		}
+		c.maybeFinishClose()
+	}})
 }
 
 // dropEmptyLast removes ledger id from the record if it is still the last one and empty, then
@@ -486,7 +518,9 @@ func (c *core) terminate(reply func(Position, error)) {
 	}
 	c.terminateWaiters = append(c.terminateWaiters, reply)
 	c.stopRolloverTimer()
-	c.failQueued(ErrTerminated)
+	if !c.mut.terminateKeepsQueued {
+		c.failQueued(ErrTerminated)
+	}
 	c.completeHead()
 	switch prev {
 	case StateLedgerOpened:
@@ -520,6 +554,10 @@ func (c *core) recordTerminated(pos Position) {
 		if i < 0 {
 			return assertionFailedf("terminated ledger %d not in the record", pos.LedgerID)
 		}
+		if c.mut.terminateNamesRolloverLedger && i+1 < len(in.Ledgers) {
+			i = len(in.Ledgers) - 1
+			pos = Position{LedgerID: in.Ledgers[i].ID, EntryID: -1}
+		}
 		removed = nil
 		if !c.mut.keepLostRaceLedger {
 			for _, l := range in.Ledgers[i+1:] {
@@ -537,6 +575,9 @@ func (c *core) recordTerminated(pos Position) {
 		in.Terminated = &pos
 		return nil
 	}, done: func(err error) {
+		if c.mut.silentReopen && c.state.Writable() {
+			c.state = StateTerminating // on purpose: the silent reopen ends back in Terminated
+		}
 		if err != nil {
 			for _, id := range removed {
 				if !c.info().has(id) { // an earlier attempt removed it before we were fenced

@@ -106,6 +106,14 @@ type mutation struct {
 	unserializedMeta    bool // metadata updates race each other and a conflict fences (Pulsar's metadataMutex bug)
 	completeDrainedAdds bool // adds past a closed ledger's end complete successfully
 	keepLostRaceLedger  bool // terminate leaves a lost-race rollover ledger in metadata
+	// silentReopen: a late rollover switch sets LedgerOpened after terminate without going
+	// through transition (Pulsar's state field), and terminate's record puts Terminated back.
+	silentReopen                 bool
+	terminateKeepsQueued         bool // terminate leaves queued adds waiting
+	terminateRequeuesDrained     bool // terminate's close requeues drained adds, as a rollover does
+	terminateNamesRolloverLedger bool // the terminated position names a racing rollover's ledger
+	leakLostRaceLedger           bool // a ledger created by a rollover that lost the race is not deleted
+	fenceOnConflict              bool // a version conflict fences at once, without re-reading (M4)
 }
 
 func newCore(name string, cfg Config, e env, bk Ledgers, ms MetaStore, token string, log *slog.Logger) *core {

@@ -530,6 +530,11 @@ func (c *core) onCursorFirstAppended(cur *cursor, gen uint64, w Writer, st *Curs
 		return nil
 	}, done: func(err error) {
 		if err != nil {
+			if !errors.Is(err, ErrFenced) && (cur.rec.cur == nil || cur.rec.cur.Ledger != w.ID()) {
+				c.discardWriter(w, false)
+				c.settleCursorSwitch(cur, w.ID(), prev)
+				return
+			}
 			c.discardWriter(w, cur.rec.cur == nil || cur.rec.cur.Ledger != w.ID())
 			if errors.Is(err, ErrFenced) {
 				// An earlier attempt may have switched before we were fenced: a ledger the
@@ -560,6 +565,24 @@ func (c *core) onCursorFirstAppended(cur *cursor, gen uint64, w Writer, st *Curs
 		cur.snapSeq = max(cur.snapSeq, st.Seq)
 		c.cursorFlush(cur)
 	}})
+}
+
+// settleCursorSwitch decides the fate of cursor ledger id, whose switch failed: the switch may
+// have timed out and still land later (etcd may apply a timed-out write after our re-read), so
+// the decision waits for a later write of the record to succeed, when no earlier one can land.
+// Then id goes if the record does not name it; if it does (the switch landed late), the ledger
+// it replaced (prev) goes instead. Found by the simulation's late applies.
+func (c *core) settleCursorSwitch(cur *cursor, id, prev int64) {
+	cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-switch-settle", apply: func(*CursorInfo) error { return nil },
+		done: func(error) {
+			switch ci := cur.rec.cur; {
+			case ci == nil || ci.Ledger != id:
+				c.deleteLedger(id)
+			case prev >= 0 && prev != id:
+				c.deleteLedger(prev)
+			}
+			c.maybeFinishClose()
+		}})
 }
 
 func (c *core) onCursorAppended(cur *cursor, gen uint64, st *CursorState, err error) {

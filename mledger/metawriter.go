@@ -181,6 +181,10 @@ func (m *metaWriter[T]) onWritten(seq uint64, v metadata.Version, err error) {
 		m.kick()
 		return
 	}
+	if m.c.mut.fenceOnConflict && errors.Is(err, metadata.ErrBadVersion) {
+		m.fence(fmt.Errorf("%w: %s: %v", ErrFenced, m.key, err)) // on purpose: M4's bug
+		return
+	}
 	// A conflict, or a failure that may or may not have been applied: re-read and decide.
 	m.c.tracef("meta %s write failed (%v): re-reading", m.key, err)
 	delay := time.Duration(0)

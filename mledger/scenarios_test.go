@@ -102,7 +102,7 @@ func (w *world) mustReopenTerminated(t *testing.T, pos Position) {
 	if a.done != 1 || !errors.Is(a.err, ErrTerminated) {
 		t.Fatalf("add on the reopened log: done %d, %v", a.done, a.err)
 	}
-	if w.stats.reopenReads == 0 {
+	if w.stats.ReopenReads == 0 {
 		t.Fatal("the reopened log was not read back")
 	}
 }
@@ -453,4 +453,126 @@ func TestTrimRetention(t *testing.T) {
 	if ids := ledgerIDs(w.record()); len(ids) != 1 || ids[0] != sc.c.tail.id {
 		t.Fatalf("after the retention time: ledgers %v, current %d", ids, sc.c.tail.id)
 	}
+}
+
+// TestTerminatedPositionNamesTheWrittenLedger (M3): the rollover's switch to a new ledger
+// lands before terminate's update; the terminated position still names the ledger the log was
+// writing (sealed at its last entry), the new ledger leaves the record and is deleted, and no
+// ledger leaks. With the terminated position naming the rollover's ledger instead (mutation),
+// the checker fails.
+func TestTerminatedPositionNamesTheWrittenLedger(t *testing.T) {
+	run := func(t *testing.T, mut mutation) (*world, int64) {
+		w := newScenario(t, 1, mut)
+		sc := w.mustOpen(t)
+		first := sc.c.tail.id
+		w.holdOnce("meta.put", 1) // the rollover's switch
+		w.newAdd(sc)
+		w.runFor(20 * time.Millisecond)
+		w.terminate(sc)
+		w.runFor(5 * time.Millisecond)
+		w.release("meta.put", 0)
+		w.runFor(30 * time.Millisecond)
+		if !w.everRecorded[first+1] {
+			t.Fatal("the rollover's ledger never reached the record: the race was not exercised")
+		}
+		return w, first
+	}
+	t.Run("fixed", func(t *testing.T) {
+		w, first := run(t, mutation{})
+		w.checkLeaks()
+		w.mustCheck(t)
+		if w.terminated == nil || *w.terminated != (Position{LedgerID: first, EntryID: 0}) {
+			t.Fatalf("terminated at %v, want %d:0", w.terminated, first)
+		}
+	})
+	t.Run("naming the rollover's ledger is caught", func(t *testing.T) {
+		w, _ := run(t, mutation{terminateNamesRolloverLedger: true})
+		if w.err == nil {
+			t.Fatal("the checker did not catch a terminated position naming the rollover's ledger")
+		}
+		t.Logf("caught: %v", w.err)
+	})
+}
+
+// TestLateCreateLeaksNoLedger (M3): a rollover's ledger is created after terminate took over;
+// it is never recorded and must be deleted, not leaked. With the deletion left out (mutation),
+// the leak check fails.
+func TestLateCreateLeaksNoLedger(t *testing.T) {
+	run := func(t *testing.T, mut mutation) *world {
+		w := newScenario(t, 1, mut)
+		sc := w.mustOpen(t)
+		w.holdOnce("ledger.create", 1)
+		w.newAdd(sc)
+		w.runFor(20 * time.Millisecond)
+		if sc.c.state != StateCreatingLedger {
+			t.Fatalf("setup: state %v", sc.c.state)
+		}
+		w.terminate(sc)
+		w.runFor(10 * time.Millisecond)
+		w.release("ledger.create", 0)
+		w.runFor(30 * time.Millisecond)
+		w.mustCheck(t)
+		w.checkLeaks()
+		return w
+	}
+	t.Run("fixed", func(t *testing.T) {
+		w := run(t, mutation{})
+		w.mustCheck(t)
+		if l := w.ledgerState(w.bk.next); l == nil || !l.deleted || w.everRecorded[l.id] {
+			t.Fatalf("late ledger %+v: want created, never recorded, deleted", l)
+		}
+	})
+	t.Run("a leaked ledger is caught", func(t *testing.T) {
+		w := run(t, mutation{leakLostRaceLedger: true})
+		if w.err == nil {
+			t.Fatal("the leak check did not catch the late ledger")
+		}
+		t.Logf("caught: %v", w.err)
+	})
+}
+
+// TestOwnTimedOutWriteAppliedLate (M4): terminate's record update times out and is applied
+// only after the owner re-read the record (and found it unchanged) and sent its retry. The
+// retry then conflicts with our own write: the owner re-reads, sees its own token, and
+// finishes; it is not fenced. Fencing on that conflict (mutation) is caught.
+func TestOwnTimedOutWriteAppliedLate(t *testing.T) {
+	run := func(t *testing.T, mut mutation) (*world, *simCore, *terminateResult) {
+		w := newScenario(t, 100, mut)
+		sc := w.mustOpen(t)
+		w.newAdd(sc)
+		w.runFor(10 * time.Millisecond)
+		w.lateNext = 1
+		w.holdOnce("meta.late-apply", 1)
+		w.holdOnce("meta.get", 1) // the re-read after the timeout
+		term := w.terminate(sc)
+		w.runFor(10 * time.Millisecond)
+		if len(w.held) != 2 {
+			t.Fatalf("setup: held %d deliveries, want the late apply and the re-read", len(w.held))
+		}
+		w.holdOnce("meta.put", 1) // the retry
+		w.release("meta.get", 0)
+		w.runFor(5 * time.Millisecond)
+		w.release("meta.late-apply", 0)
+		w.runFor(time.Millisecond)
+		if w.terminated == nil {
+			t.Fatal("the late apply did not land")
+		}
+		w.release("meta.put", 0)
+		w.runFor(20 * time.Millisecond)
+		return w, sc, term
+	}
+	t.Run("fixed", func(t *testing.T) {
+		w, sc, term := run(t, mutation{})
+		w.mustCheck(t)
+		if sc.c.state != StateTerminated || term.done != 1 || term.err != nil || term.pos != *w.terminated {
+			t.Fatalf("state %v, terminate %d replies %v %v", sc.c.state, term.done, term.pos, term.err)
+		}
+	})
+	t.Run("fencing on our own conflict is caught", func(t *testing.T) {
+		w, _, _ := run(t, mutation{fenceOnConflict: true})
+		if w.err == nil {
+			t.Fatal("the checker did not catch fencing on our own late write")
+		}
+		t.Logf("caught: %v", w.err)
+	})
 }

@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("seeds", 500, "TestSim: number of seeds to run")
+	flagSeeds = flag.Int("seeds", 1000, "TestSim: number of seeds to run (TestWorld: half of it)")
 	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
 	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
 )
@@ -91,10 +91,10 @@ type simAdd struct {
 
 // simCore is one incarnation of the managed ledger's owner.
 type simCore struct {
+	simEnv   // alive false once crashed: its events are dropped
 	w        *world
 	id       int
 	c        *core
-	alive    bool // false once crashed: its events are dropped
 	opened   bool
 	closed   bool
 	terminal bool // has been Terminating or Terminated
@@ -103,25 +103,33 @@ type simCore struct {
 	cur      *cursor
 }
 
-func (sc *simCore) post(name string, fn func()) {
-	sc.w.s.After(0, name, func() {
-		if sc.alive {
+// simEnv is the env of a core the simulator drives (simCore, wcore): its closures run as
+// simulation events, dropped once the owner crashed (alive false).
+type simEnv struct {
+	s     *sim.Sim
+	start time.Time
+	alive bool
+}
+
+func (e *simEnv) post(name string, fn func()) {
+	e.s.After(0, name, func() {
+		if e.alive {
 			fn()
 		}
 	})
 }
 
-func (sc *simCore) after(d time.Duration, name string, fn func()) func() {
+func (e *simEnv) after(d time.Duration, name string, fn func()) func() {
 	cancelled := false
-	sc.w.s.After(d, name, func() {
-		if sc.alive && !cancelled {
+	e.s.After(d, name, func() {
+		if e.alive && !cancelled {
 			fn()
 		}
 	})
 	return func() { cancelled = true }
 }
 
-func (sc *simCore) now() time.Time { return sc.w.start.Add(sc.w.s.Now()) }
+func (e *simEnv) now() time.Time { return e.start.Add(e.s.Now()) }
 
 type heldEvent struct {
 	kind string
@@ -160,25 +168,31 @@ type world struct {
 	everRecorded map[int64]bool
 	// removedBy is the core that removed a ledger from a record (it must delete it).
 	removedBy map[int64]*simCore
+	// opened: ledgers some owner made its current ledger (LedgerOpened). Only those can be
+	// the terminated position's ledger (M3: terminate never switches to a new ledger).
+	opened map[int64]bool
 
 	// hold, if set, captures deliveries of a kind instead of scheduling them (scenarios).
 	hold func(kind string) bool
 	held []heldEvent
 	// ambiguousNext makes the next metadata writes apply and then report a timeout.
 	ambiguousNext int
+	// lateNext makes the next metadata writes report a timeout and apply later.
+	lateNext int
 
 	stats simStats
 }
 
 type simStats struct {
-	acked, failed, terminated, crashes, zombies, fenced, rollovers, trims, reopenReads, cursorReads int
+	Acked, Failed, Terminated, Crashes, Zombies, Fenced, Rollovers, Trims, ReopenReads, CursorReads int
 }
 
 func newWorld(seed int64, mut mutation, verbose bool) *world {
 	s := sim.New(seed)
 	s.Verbose = verbose
 	w := &world{s: s, mut: mut, start: time.Unix(1_700_000_000, 0), byPayload: map[string]*simAdd{},
-		removedBy: map[int64]*simCore{}, everRecorded: map[int64]bool{}, curCache: map[string]cachedCursor{}}
+		removedBy: map[int64]*simCore{}, everRecorded: map[int64]bool{}, curCache: map[string]cachedCursor{},
+		opened: map[int64]bool{}}
 	w.p = randomParams(s)
 	w.bk = &simLedgers{w: w, ls: map[int64]*simLedger{}}
 	w.ms = &simMeta{w: w, kv: map[string]simKV{}, inflight: map[string]int{}}
@@ -228,7 +242,7 @@ func (w *world) release(kind string, n int) int {
 
 // newCore starts a new owner incarnation and opens it.
 func (w *world) newCore(onOpen func(*simCore, error)) *simCore {
-	sc := &simCore{w: w, id: len(w.cores) + 1, alive: true}
+	sc := &simCore{w: w, id: len(w.cores) + 1, simEnv: simEnv{s: w.s, start: w.start, alive: true}}
 	sc.c = newCore(simML, w.cfg.withDefaults(), sc, &simLedgerPort{sl: w.bk, sc: sc}, &simMetaPort{m: w.ms, sc: sc},
 		fmt.Sprintf("owner%d", sc.id), nil)
 	sc.c.mut = w.mut
@@ -245,13 +259,16 @@ func (w *world) newCore(onOpen func(*simCore, error)) *simCore {
 				w.failf("M1: core %d went %v -> %v after terminate", sc.id, from, to)
 			}
 			if to == StateFenced {
-				w.stats.fenced++
+				w.stats.Fenced++
 				if in := w.record(); in != nil && in.Owner == sc.c.token {
 					w.failf("M4: core %d fenced while it still owns the record (%v)", sc.id, sc.c.stateErr)
 				}
 			}
 			if from == StateCreatingLedger && to == StateLedgerOpened {
-				w.stats.rollovers++
+				w.stats.Rollovers++
+			}
+			if to == StateLedgerOpened {
+				w.opened[sc.c.tail.id] = true
 			}
 		},
 		createLedger: func(purpose string, st State) {
@@ -371,6 +388,7 @@ func (w *world) onMetaChange(by *simCore, key string, oldV, newV []byte) {
 	} else if nw.Terminated != nil {
 		t := *nw.Terminated
 		w.terminated = &t
+		w.checkTerminatedLedger(nw)
 	}
 	if oldV == nil {
 		return
@@ -398,7 +416,7 @@ func (w *world) onMetaChange(by *simCore, key string, oldV, newV []byte) {
 			continue
 		}
 		// Trimmed: every durable cursor must have consumed it.
-		w.stats.trims++
+		w.stats.Trims++
 		last := l.Entries - 1
 		if l.Closed == 0 && sl != nil {
 			last = sl.end()
@@ -421,8 +439,47 @@ func (w *world) onMetaChange(by *simCore, key string, oldV, newV []byte) {
 	}
 }
 
+// checkTerminatedLedger (M3): the record's first terminated position names the ledger the log
+// was writing when terminate started, sealed at that entry, and is the record's last ledger.
+func (w *world) checkTerminatedLedger(in *Info) {
+	t := *in.Terminated
+	last := in.last()
+	if last == nil || last.ID != t.LedgerID || last.Entries-1 != t.EntryID {
+		w.failf("M3: terminated at %v but the record ends with %+v", t, last)
+		return
+	}
+	if !w.opened[t.LedgerID] {
+		w.failf("M3: terminated at %v, a ledger no owner ever wrote (a rollover's ledger)", t)
+	}
+	if sl := w.bk.ls[t.LedgerID]; sl == nil || !sl.closed || sl.last != t.EntryID {
+		w.failf("M3: terminated at %v but ledger %d is not sealed there (%+v)", t, t.LedgerID, sl)
+	}
+}
+
+// checkCores runs after every step: M1 (once terminate started on an owner, no state of it is
+// writable, whether or not it got there through a transition the hook saw) and M2 (a
+// Terminated owner has no add left waiting).
+func (w *world) checkCores() {
+	for _, sc := range w.cores {
+		if !sc.alive {
+			continue
+		}
+		st := sc.c.state
+		if st == StateTerminating || st == StateTerminated {
+			sc.terminal = true
+		}
+		if sc.terminal && st.Writable() {
+			w.failf("M1: core %d is %v after terminate started", sc.id, st)
+		}
+		if st == StateTerminated && sc.c.adds.len() > 0 {
+			w.failf("M2: core %d is Terminated with %d adds still waiting", sc.id, sc.c.adds.len())
+		}
+	}
+}
+
 // check runs after every step.
 func (w *world) check() {
+	w.checkCores()
 	in := w.record()
 	if in == nil {
 		return
@@ -487,14 +544,17 @@ func (w *world) addOn(sc *simCore, a *simAdd) {
 		}
 		a.pos, a.err = p, err
 		if err != nil {
-			w.stats.failed++
+			if sc.terminal && !errors.Is(err, ErrTerminated) && !errors.Is(err, ErrFenced) {
+				w.failf("M2: add %d failed with %v after terminate started on core %d (want ErrTerminated)", a.id, err, sc.id)
+			}
+			w.stats.Failed++
 			if errors.Is(err, ErrTerminated) {
-				w.stats.terminated++
+				w.stats.Terminated++
 			}
 			return
 		}
 		a.acked = true
-		w.stats.acked++
+		w.stats.Acked++
 		if sc.hasAck && !sc.lastAck.Less(p) {
 			w.failf("add %d confirmed at %v after an earlier add at %v (core %d)", a.id, p, sc.lastAck, sc.id)
 		}
@@ -549,7 +609,7 @@ func (w *world) reopenCheck(sc *simCore, attempt int) {
 				return
 			}
 		}
-		w.stats.reopenReads++
+		w.stats.ReopenReads++
 		got := map[Position]string{}
 		for i, e := range es {
 			if i > 0 && !es[i-1].Position.Less(e.Position) {
@@ -613,7 +673,7 @@ func (w *world) consume(sc *simCore) {
 			sc.after(2*time.Millisecond, "consumer.retry", func() { w.consume(sc) })
 			return
 		}
-		w.stats.cursorReads++
+		w.stats.CursorReads++
 		for i, e := range es {
 			if i > 0 && !es[i-1].Position.Less(e.Position) {
 				w.failf("cursor read out of order: %v then %v", es[i-1].Position, e.Position)
@@ -719,7 +779,7 @@ func (w *world) run() error {
 				return
 			}
 			old.alive = false
-			w.stats.crashes++
+			w.stats.Crashes++
 			w.s.Tracef("core %d crashes", old.id)
 			if md, ok := w.durableCursorMD(metadata.ManagedCursorKey(simML, "sub")); ok {
 				w.durableAtCrash = &md
@@ -732,7 +792,7 @@ func (w *world) run() error {
 			if w.ended || !w.owner.alive {
 				return
 			}
-			w.stats.zombies++
+			w.stats.Zombies++
 			w.durableAtCrash = nil
 			w.s.Tracef("core %d is partitioned; a new owner opens", w.owner.id)
 			w.newCore(onOpen)
@@ -836,97 +896,92 @@ func (w *world) checkLeaks() {
 	}
 }
 
-func runSeed(seed int64, mut mutation, verbose bool) (*world, error) {
+func runSeed(seed int64, mut mutation, verbose bool) (sim.Outcome, simStats) {
 	w := newWorld(seed, mut, verbose)
-	return w, w.run()
+	return w.outcome(w.run())
 }
 
-func runSeeds(t *testing.T, mut mutation, n int) (st simStats, steps uint64, failed bool) {
-	first, count := *flagFirst, int64(n)
-	if *flagSeed >= 0 {
-		first, count = *flagSeed, 1
-	}
-	for seed := first; seed < first+count; seed++ {
-		w, err := runSeed(seed, mut, *flagSeed >= 0)
-		steps += w.s.Steps()
-		s := w.stats
-		st.acked += s.acked
-		st.failed += s.failed
-		st.terminated += s.terminated
-		st.crashes += s.crashes
-		st.zombies += s.zombies
-		st.fenced += s.fenced
-		st.rollovers += s.rollovers
-		st.trims += s.trims
-		st.reopenReads += s.reopenReads
-		st.cursorReads += s.cursorReads
-		if *flagSeed >= 0 {
-			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
-		}
-		if err != nil {
-			t.Errorf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test ./mledger -run '%s$' -seed %d -v",
-				seed, w.p, err, w.s.Trace(), t.Name(), seed)
-			return st, steps, true
-		}
-	}
-	return st, steps, false
+// seeds is the seed range of the command line: n seeds from -first-seed, or -seed alone.
+func seeds(n int) sim.Seeds {
+	return sim.Seeds{First: *flagFirst, Count: int64(n), Replay: *flagSeed, Package: "./mledger"}
+}
+
+// runSeeds runs the seeds with run and sums their coverage counters; it stops at the first
+// failing seed, reported through t. The composed world (world_test.go) uses it too.
+func runSeeds(t *testing.T, n int, run func(seed int64, verbose bool) (sim.Outcome, simStats)) (st simStats, ran int64, failed bool) {
+	ran, failed = sim.RunSeeds(t, seeds(n), func(seed int64, verbose bool) sim.Outcome {
+		o, s := run(seed, verbose)
+		sim.AddCounts(&st, s)
+		return o
+	})
+	return st, ran, failed
+}
+
+// outcome is the seed's result for sim.RunSeeds.
+func (w *world) outcome(err error) (sim.Outcome, simStats) {
+	return sim.Outcome{Sim: w.s, Params: w.p, Err: err}, w.stats
 }
 
 // TestSim drives the managed ledger core through seeded interleavings of delayed, reordered
 // and failing ledger and metadata completions, terminates, crashes and a second owner, and
 // checks M1–M4 and "every confirmed add is readable after reopen, in order" after every step.
 func TestSim(t *testing.T) {
-	start := time.Now()
-	st, steps, failed := runSeeds(t, mutation{}, *flagSeeds)
+	st, ran, failed := runSeeds(t, *flagSeeds, func(seed int64, verbose bool) (sim.Outcome, simStats) {
+		return runSeed(seed, mutation{}, verbose)
+	})
 	if failed {
 		return
 	}
-	n := *flagSeeds
-	if *flagSeed >= 0 {
-		n = 1
-	}
-	el := time.Since(start)
-	t.Logf("%d seeds, %d steps in %v (%.0f seeds/s): %+v", n, steps, el.Round(time.Millisecond), float64(n)/el.Seconds(), st)
-	if *flagSeed < 0 && n >= 100 && (st.acked == 0 || st.terminated == 0 || st.crashes == 0 || st.fenced == 0 ||
-		st.rollovers == 0 || st.trims == 0 || st.reopenReads == 0 || st.cursorReads == 0) {
+	t.Logf("%+v", st)
+	if *flagSeed < 0 && ran >= 100 && (st.Acked == 0 || st.Terminated == 0 || st.Crashes == 0 || st.Fenced == 0 ||
+		st.Rollovers == 0 || st.Trims == 0 || st.ReopenReads == 0 || st.CursorReads == 0) {
 		t.Errorf("the seeds did not exercise the state machine: %+v", st)
 	}
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
 func TestSimDeterministic(t *testing.T) {
-	for seed := int64(1); seed <= 20; seed++ {
-		a, _ := runSeed(seed, mutation{}, true)
-		b, _ := runSeed(seed, mutation{}, true)
-		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
-			t.Fatalf("seed %d is not deterministic", seed)
-		}
+	sim.CheckDeterministic(t, 20, func(seed int64) *sim.Sim {
+		o, _ := runSeed(seed, mutation{}, true)
+		return o.Sim
+	})
+}
+
+// namedMutation is a deliberately broken core, by the upstream bug it re-creates.
+type namedMutation struct {
+	name string
+	mut  mutation
+}
+
+// catchMutations proves a checker can fail: each mutation must be caught by one of seeds
+// 1..max of run.
+func catchMutations(t *testing.T, max int64, muts []namedMutation, run func(seed int64, mut mutation) error) {
+	if *flagSeed >= 0 {
+		t.Skip("replaying one seed")
+	}
+	for _, m := range muts {
+		t.Run(m.name, func(t *testing.T) {
+			sim.CatchMutation(t, m.name, max, func(seed int64) error { return run(seed, m.mut) })
+		})
 	}
 }
 
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core is
 // caught by some seed.
 func TestSimCatchesMutations(t *testing.T) {
-	if *flagSeed >= 0 {
-		t.Skip("replaying one seed")
-	}
-	for _, m := range []struct {
-		name string
-		mut  mutation
-	}{
+	catchMutations(t, 3000, []namedMutation{
 		{"late switch reopens a terminated log", mutation{lateSwitchReopens: true}},
 		{"unserialized metadata updates", mutation{unserializedMeta: true}},
 		{"drained adds complete", mutation{completeDrainedAdds: true}},
 		{"lost-race ledger kept in the record", mutation{keepLostRaceLedger: true}},
-	} {
-		t.Run(m.name, func(t *testing.T) {
-			for seed := int64(1); seed <= 3000; seed++ {
-				if _, err := runSeed(seed, m.mut, false); err != nil {
-					t.Logf("caught by seed %d: %v", seed, err)
-					return
-				}
-			}
-			t.Fatalf("no seed caught mutation %q", m.name)
-		})
-	}
+		{"M1: a late switch silently reopens, then ends Terminated", mutation{silentReopen: true}},
+		{"M2: terminate leaves queued adds waiting", mutation{terminateKeepsQueued: true}},
+		{"M2: terminate requeues drained adds like a rollover", mutation{terminateRequeuesDrained: true}},
+		{"M3: the terminated position names the racing rollover's ledger", mutation{terminateNamesRolloverLedger: true}},
+		{"M3: a lost-race rollover ledger is never deleted", mutation{leakLostRaceLedger: true}},
+		{"M4: a version conflict fences without re-reading", mutation{fenceOnConflict: true}},
+	}, func(seed int64, mut mutation) error {
+		o, _ := runSeed(seed, mut, false)
+		return o.Err
+	})
 }

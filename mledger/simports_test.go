@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -15,7 +16,8 @@ import (
 // versions) and are adversarial about timing: every completion is delayed by the seed,
 // callbacks of one ledger arrive in any order, close and recovery seal a ledger at its LAC
 // at once (draining adds in flight), and metadata writes can fail ambiguously (applied or
-// not, then a timeout).
+// not, then a timeout; a write reported as a timeout may also be applied later, after the
+// owner's re-read, as etcd may do).
 
 var (
 	errSimTransient = errors.New("sim: transient failure")
@@ -287,6 +289,16 @@ func (p *simMetaPort) write(kind, key string, apply func() (metadata.Version, er
 		if w.ambiguousNext > 0 { // scenario: applied, then reported as a timeout
 			w.ambiguousNext--
 			ambiguous, applied = true, true
+		}
+		late := ambiguous && !applied && w.s.Chance(0.5)
+		if w.lateNext > 0 { // scenario: reported as a timeout, applied late
+			w.lateNext--
+			ambiguous, applied, late = true, false, true
+		}
+		if late {
+			// A timeout whose write the store applies later, maybe after our re-read (etcd
+			// may): the owner's next write of the record then conflicts with its own.
+			w.deliver("meta.late-apply", w.s.Between(0, 4*w.p.maxDelay+5*time.Millisecond), func() { _, _ = apply() })
 		}
 		var v metadata.Version
 		var err error

@@ -41,6 +41,9 @@ type Bookie struct {
 	fenceAnswered map[int64]bool
 	violations    []string
 	crashes       int
+	// knownLAC: the highest LAC the bookie ever held per ledger (an observer's record: it
+	// survives crashes), see KnownLAC.
+	knownLAC map[int64]int64
 }
 
 type ledgerState struct {
@@ -65,7 +68,24 @@ type journalOp struct {
 // NewBookie returns a running bookie with empty storage.
 func NewBookie(s *Sim, id string, cfg BookieConfig) *Bookie {
 	return &Bookie{s: s, id: id, cfg: cfg, up: true, mem: map[int64]*ledgerState{},
-		durable: map[int64]*ledgerState{}, fenceAnswered: map[int64]bool{}}
+		durable: map[int64]*ledgerState{}, fenceAnswered: map[int64]bool{}, knownLAC: map[int64]int64{}}
+}
+
+// KnownLAC returns the highest LAC the bookie ever held for a ledger — explicit, or
+// piggybacked on a stored entry (BookieConfig.EntryLAC) — even if a crash lost it since; -1 if
+// none. The maximum over a ledger's bookies bounds the LAC any reader could have learned: an
+// entry beyond it is not known to be confirmed (L4).
+func (b *Bookie) KnownLAC(ledger int64) int64 {
+	if lac, ok := b.knownLAC[ledger]; ok {
+		return lac
+	}
+	return -1
+}
+
+func (b *Bookie) learnLAC(ledger, lac int64) {
+	if cur, ok := b.knownLAC[ledger]; !ok || lac > cur {
+		b.knownLAC[ledger] = lac
+	}
 }
 
 // ID returns the bookie's address.
@@ -205,6 +225,7 @@ func (b *Bookie) Handle(msg any, reply func(any)) {
 		}
 		lac := req.LAC
 		l.lac = max(l.lac, lac)
+		b.learnLAC(req.LedgerID, lac)
 		b.journalOp(req.LedgerID, func(d *ledgerState) { d.lac = max(d.lac, lac) },
 			func() { respond(&bk.Response{Status: bk.StatusOK}) })
 	case bk.OpListEntries:
@@ -247,6 +268,9 @@ func (b *Bookie) add(req *bk.Request, respond func(*bk.Response)) {
 	}
 	body, entry := slices.Clone(req.Body), req.EntryID
 	l.entries[entry] = body
+	if b.cfg.EntryLAC != nil {
+		b.learnLAC(req.LedgerID, b.cfg.EntryLAC(body))
+	}
 	b.journalOp(req.LedgerID, func(d *ledgerState) { d.entries[entry] = body },
 		func() { respond(&bk.Response{Status: bk.StatusOK, EntryID: entry}) })
 }

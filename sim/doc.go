@@ -26,6 +26,16 @@
 //     concurrent use and start no goroutines.
 //  3. Print the seed on failure; Sim.Trace holds the last events (all of them with Verbose).
 //
+// # Seed runners
+//
+// RunSeeds runs a range of seeds (or replays one, verbosely), stops at the first failing seed
+// and reports it with its parameters, trace and replay command; CatchMutation proves a checker
+// can fail (some seed of a deliberately broken variant must fail); CheckDeterministic requires
+// two runs of a seed to have the same trace; AddCounts sums coverage counters. They take a T
+// (what they need of *testing.T), so that this package does not import testing. Every
+// simulation test takes the same flags: -seeds N (how many), -first-seed S and -seed S (replay
+// one seed with its whole trace).
+//
 // # Models
 //
 //   - Network.Call: the callback runs exactly once, with the response, ErrUnreachable (the
@@ -38,7 +48,8 @@
 //     the ledger before it is answered; a fenced ledger refuses non-recovery adds. The
 //     bookie records a violation if it ever accepts a non-recovery add after answering a
 //     fencing read for that ledger.
-//   - Bookie also answers OpListEntries (the ranges of entries it holds in memory).
+//   - Bookie also answers OpListEntries (the ranges of entries it holds in memory), and
+//     records the highest LAC it ever held per ledger (KnownLAC), for checkers of L4.
 //   - MetaStore: etcd-like versions (the store revision of the last change); Put and Delete
 //     succeed only at the expected version (or AnyVersion); List returns a prefix in key
 //     order; sessions (NewSession, ExpireSession) make keys ephemeral, deleted in key order

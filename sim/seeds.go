@@ -1,0 +1,100 @@
+package sim
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// T is what the seed runners need of a test (*testing.T implements it). Package sim does not
+// import testing: it is test support, but not a test.
+type T interface {
+	Helper()
+	Name() string
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// Seeds selects the seeds a simulation test runs: Count seeds from First, or only Replay (when
+// it is >= 0), verbosely, with the whole trace logged. Package names the package for the replay
+// command printed on failure (e.g. "./mledger").
+type Seeds struct {
+	First, Count int64
+	Replay       int64
+	Package      string
+}
+
+// Outcome is one seed's run: its simulation (for the trace and the step count), a description
+// of its random parameters, and the first invariant violation (nil: the seed passed).
+type Outcome struct {
+	Sim    *Sim
+	Params fmt.Stringer
+	Err    error
+}
+
+// RunSeeds runs run for every selected seed (verbose when replaying) and stops at the first
+// failing one, which it reports with its parameters, the last events of its trace and the
+// command that replays it. It logs the seeds per second and returns how many seeds ran and
+// whether one failed.
+func RunSeeds(t T, s Seeds, run func(seed int64, verbose bool) Outcome) (ran int64, failed bool) {
+	t.Helper()
+	first, count, verbose := s.First, s.Count, false
+	if s.Replay >= 0 {
+		first, count, verbose = s.Replay, 1, true
+	}
+	start := time.Now()
+	var steps uint64
+	for seed := first; seed < first+count; seed++ {
+		o := run(seed, verbose)
+		ran++
+		steps += o.Sim.Steps()
+		if verbose {
+			t.Logf("seed %d: %v\n%s", seed, o.Params, o.Sim.Trace())
+		}
+		if o.Err != nil {
+			t.Errorf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test %s -run '^%s$' -seed %d -v",
+				seed, o.Params, o.Err, o.Sim.Trace(), s.Package, t.Name(), seed)
+			return ran, true
+		}
+	}
+	el := time.Since(start)
+	t.Logf("%d seeds, %d steps in %v (%.0f seeds/s)", ran, steps, el.Round(time.Millisecond), float64(ran)/el.Seconds())
+	return ran, false
+}
+
+// CatchMutation proves a checker can fail: it runs seeds 1..max of a deliberately broken
+// variant until one fails, logs it, and reports an error if none does.
+func CatchMutation(t T, name string, max int64, run func(seed int64) error) {
+	t.Helper()
+	for seed := int64(1); seed <= max; seed++ {
+		if err := run(seed); err != nil {
+			t.Logf("mutation %q caught by seed %d: %v", name, seed, err)
+			return
+		}
+	}
+	t.Errorf("no seed of 1..%d caught mutation %q", max, name)
+}
+
+// CheckDeterministic runs seeds 1..n twice each and reports an error unless both runs of a
+// seed have the same trace and step count (run must build the simulation verbose).
+func CheckDeterministic(t T, n int64, run func(seed int64) *Sim) {
+	t.Helper()
+	for seed := int64(1); seed <= n; seed++ {
+		a, b := run(seed), run(seed)
+		if a.Trace() != b.Trace() || a.Steps() != b.Steps() {
+			t.Errorf("seed %d is not deterministic", seed)
+			return
+		}
+	}
+}
+
+// AddCounts adds every integer field of src to the same field of *dst: the coverage counters of
+// one seed summed over a run. S must be a struct.
+func AddCounts[S any](dst *S, src S) {
+	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	for i := range d.NumField() {
+		if f := d.Field(i); f.CanInt() && f.CanSet() {
+			f.SetInt(f.Int() + s.Field(i).Int())
+		}
+	}
+}
