@@ -169,8 +169,8 @@ type simProducer struct {
 }
 
 type simTopicStats struct {
-	receipts, takeovers, resumes, fenced, waits, dedupHits, crashes, terminated, terminatedSends,
-	epochFails, refusedStale int
+	Receipts, Takeovers, Resumes, Fenced, Waits, DedupHits, Crashes, Terminated, TerminatedSends,
+	EpochFails, RefusedStale int
 }
 
 // simWorld is one seed's simulation.
@@ -338,7 +338,7 @@ func (w *simWorld) propDone(sp simProp) {
 		w.apply(sp.w)
 	}
 	if err != nil && sp.w.key == propEpoch {
-		w.stats.epochFails++
+		w.stats.EpochFails++
 	}
 	w.core.propertyWritten(sp.w.key, sp.w.value, sp.w.tag, err)
 	w.perform()
@@ -374,7 +374,7 @@ func (w *simWorld) crash() {
 	if w.core == nil || w.ended {
 		return
 	}
-	w.stats.crashes++
+	w.stats.Crashes++
 	w.s.Tracef("core %d crashes", w.gen)
 	keep := w.s.Rand().IntN(len(w.adds) + 1)
 	for _, a := range w.adds[:keep] {
@@ -448,7 +448,7 @@ func (w *simWorld) send(c *simClient, seq uint64) {
 	}
 	before := w.core.state
 	if !w.core.publish(p, w.message(c, seq)) && before == StateActive && len(w.core.ready.out) == 0 && p.state == producerReady {
-		w.stats.dedupHits++ // attached to its original in flight
+		w.stats.DedupHits++ // attached to its original in flight
 	}
 	w.perform()
 }
@@ -490,13 +490,13 @@ func (w *simWorld) deliver(o output) {
 		if o.p.AccessMode != pb.ProducerAccessMode_Shared {
 			switch {
 			case o.p.TopicEpoch != nil:
-				w.stats.resumes++
+				w.stats.Resumes++
 			case o.ready.TopicEpoch > w.maxGiven:
-				w.stats.takeovers++
+				w.stats.Takeovers++
 			}
 		}
 		if c.queued {
-			w.stats.waits++
+			w.stats.Waits++
 		}
 		w.maxGiven = max(w.maxGiven, o.ready.TopicEpoch)
 		if !current {
@@ -528,9 +528,9 @@ func (w *simWorld) deliver(o output) {
 				w.failf("producer %d refused as terminated, but the topic is not", o.p.ID)
 			}
 		case errors.Is(o.err, ErrProducerFenced):
-			w.stats.fenced++
+			w.stats.Fenced++
 			if o.p.TopicEpoch != nil && *o.p.TopicEpoch < w.core.stored {
-				w.stats.refusedStale++
+				w.stats.RefusedStale++
 			}
 			c.gaveUp = o.err
 		default:
@@ -549,7 +549,7 @@ func (w *simWorld) deliver(o output) {
 		}
 	case outSendError:
 		if o.code == pb.ServerError_TopicTerminatedError {
-			w.stats.terminatedSends++
+			w.stats.TerminatedSends++
 			if current {
 				// pulsar-client-go drops the producer's listener: unless the topic closed
 				// the producer first, it never hears of it again and its sends time out.
@@ -565,14 +565,14 @@ func (w *simWorld) deliver(o output) {
 			w.reconnectLater(c)
 		}
 	case outReceipt:
-		w.stats.receipts++
+		w.stats.Receipts++
 		if int64(o.seq) <= sp.lastSeq {
 			w.failf("producer %d: receipt for %d after %d", o.p.ID, o.seq, sp.lastSeq)
 		}
 		sp.lastSeq = int64(o.seq)
 		e := simEntry{o.p.Name, o.hi}
 		if o.pos.EntryID < 0 {
-			w.stats.dedupHits++
+			w.stats.DedupHits++
 			if w.stored[e] == 0 {
 				w.failf("producer %d: duplicate receipt for %s/%d, which is not stored", o.p.ID, e.name, e.seq)
 			}
@@ -687,7 +687,7 @@ func (w *simWorld) run() error {
 		return w.err
 	}
 	if w.log.terminated {
-		w.stats.terminated++
+		w.stats.Terminated++
 	}
 	// Liveness: every client that did not give up got every message receipted.
 	for _, c := range w.clients {
@@ -712,56 +712,34 @@ func runTopicSeed(seed int64, mut coreMutation, verbose bool) (*simWorld, error)
 // reloads, that nothing is accepted once terminated, and (at the end) that every client's
 // messages completed.
 func TestSim(t *testing.T) {
-	start := time.Now()
-	first, n := *flagFirst, int64(*flagSeeds)
+	n := int64(*flagSeeds)
 	if testing.Short() {
 		n = min(n, 300)
 	}
-	if *flagSeed >= 0 {
-		first, n = *flagSeed, 1
-	}
 	var st simTopicStats
-	var steps uint64
-	for seed := first; seed < first+n; seed++ {
-		w, err := runTopicSeed(seed, coreMutation{}, *flagSeed >= 0)
-		steps += w.s.Steps()
-		s := w.stats
-		st.receipts += s.receipts
-		st.takeovers += s.takeovers
-		st.resumes += s.resumes
-		st.fenced += s.fenced
-		st.waits += s.waits
-		st.dedupHits += s.dedupHits
-		st.crashes += s.crashes
-		st.terminated += s.terminated
-		st.terminatedSends += s.terminatedSends
-		st.epochFails += s.epochFails
-		st.refusedStale += s.refusedStale
-		if *flagSeed >= 0 {
-			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
-		}
-		if err != nil {
-			t.Fatalf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test ./broker/topic -run 'TestSim$' -seed %d -v",
-				seed, w.p, err, w.s.Trace(), seed)
-		}
+	ran, failed := sim.RunSeeds(t, sim.Seeds{First: *flagFirst, Count: n, Replay: *flagSeed, Package: "./broker/topic"},
+		func(seed int64, verbose bool) sim.Outcome {
+			w, err := runTopicSeed(seed, coreMutation{}, verbose)
+			sim.AddCounts(&st, w.stats)
+			return sim.Outcome{Sim: w.s, Params: w.p, Err: err}
+		})
+	if failed {
+		return
 	}
-	t.Logf("%d seeds, %d steps in %v: %+v", n, steps, time.Since(start).Round(time.Millisecond), st)
-	if *flagSeed < 0 && n >= 200 && (st.receipts == 0 || st.takeovers == 0 || st.resumes == 0 || st.fenced == 0 ||
-		st.waits == 0 || st.dedupHits == 0 || st.crashes == 0 || st.terminated == 0 || st.terminatedSends == 0 ||
-		st.epochFails == 0 || st.refusedStale == 0) {
+	t.Logf("%+v", st)
+	if ran >= 200 && (st.Receipts == 0 || st.Takeovers == 0 || st.Resumes == 0 || st.Fenced == 0 ||
+		st.Waits == 0 || st.DedupHits == 0 || st.Crashes == 0 || st.Terminated == 0 || st.TerminatedSends == 0 ||
+		st.EpochFails == 0 || st.RefusedStale == 0) {
 		t.Errorf("the seeds did not exercise the topic core: %+v", st)
 	}
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
 func TestSimDeterministic(t *testing.T) {
-	for seed := int64(1); seed <= 20; seed++ {
-		a, _ := runTopicSeed(seed, coreMutation{}, true)
-		b, _ := runTopicSeed(seed, coreMutation{}, true)
-		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
-			t.Fatalf("seed %d is not deterministic", seed)
-		}
-	}
+	sim.CheckDeterministic(t, 20, func(seed int64) *sim.Sim {
+		w, _ := runTopicSeed(seed, coreMutation{}, true)
+		return w.s
+	})
 }
 
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core is
@@ -780,13 +758,10 @@ func TestSimCatchesMutations(t *testing.T) {
 		{"send error before closing the producer of a terminated topic", coreMutation{sendErrorBeforeClose: true}},
 	} {
 		t.Run(m.name, func(t *testing.T) {
-			for seed := int64(1); seed <= 5000; seed++ {
-				if _, err := runTopicSeed(seed, m.mut, false); err != nil {
-					t.Logf("caught by seed %d: %v", seed, err)
-					return
-				}
-			}
-			t.Fatalf("no seed caught mutation %q", m.name)
+			sim.CatchMutation(t, m.name, 5000, func(seed int64) error {
+				_, err := runTopicSeed(seed, m.mut, false)
+				return err
+			})
 		})
 	}
 }

@@ -148,9 +148,10 @@ type simConsumer struct {
 	pending int // messages received since the last FLOW
 }
 
+// simStats are the coverage counters of a run (summed over seeds by sim.AddCounts).
 type simStats struct {
-	sends, redeliveries, seeks, resets, crashes, departures, arrivals, staleDropped int
-	replays, delayedSent, nacks, cumulative, activeSwitches, batches, readRetries   int
+	Sends, Redeliveries, Seeks, Resets, Crashes, Departures, Arrivals, StaleDropped int
+	Replays, DelayedSent, Nacks, Cumulative, ActiveSwitches, Batches, ReadRetries   int
 }
 
 type simWorld struct {
@@ -247,7 +248,7 @@ func (w *simWorld) crash() {
 	if !inc.alive {
 		return
 	}
-	w.stats.crashes++
+	w.stats.Crashes++
 	w.s.Tracef("CRASH incarnation %d", inc.id)
 	inc.alive = false
 	// What survives is the persisted cursor state; unpersisted acks are lost (at least
@@ -274,7 +275,7 @@ func (w *simWorld) input(inc *simIncarnation, name string, fn func(d *Core)) {
 	fn(inc.d)
 	if a, ok := inc.d.Active(); (w.p.typ == Exclusive || w.p.typ == Failover) && hadActive && (!ok || a != prevActive) {
 		// The core returned the previous active consumer's entries.
-		w.stats.activeSwitches++
+		w.stats.ActiveSwitches++
 		w.releaseHeld(inc, prevActive)
 	}
 	w.perform(inc, inc.d.Ready())
@@ -303,7 +304,7 @@ func (w *simWorld) arrive(inc *simIncarnation) {
 			w.failf("add consumer %s: %v", name, err)
 			return
 		}
-		w.stats.arrivals++
+		w.stats.Arrivals++
 		c := &simConsumer{id: id, name: name}
 		inc.cons[id] = c
 		w.s.Tracef("consumer %s is %d", name, id)
@@ -334,7 +335,7 @@ func (w *simWorld) depart(inc *simIncarnation) {
 	slices.SortFunc(open, func(a, b *simConsumer) int { return int(a.id) - int(b.id) })
 	c := open[w.s.Rand().IntN(len(open))]
 	c.closed = true
-	w.stats.departures++
+	w.stats.Departures++
 	w.input(inc, fmt.Sprintf("consumer %d closes", c.id), func(d *Core) {
 		d.RemoveConsumer(c.id, true)
 		w.releaseHeld(inc, c.id)
@@ -357,7 +358,7 @@ func (w *simWorld) receive(inc *simIncarnation, c *simConsumer, i int, msgs int)
 	pos := simPos(i)
 	switch {
 	case !w.quiesce && w.s.Chance(w.p.nack):
-		w.stats.nacks++
+		w.stats.Nacks++
 		w.on(inc, w.delay(), fmt.Sprintf("nack %d by %d", i, c.id), func() {
 			w.input(inc, "redeliver", func(d *Core) {
 				if inc.holder[i] == c.id {
@@ -367,7 +368,7 @@ func (w *simWorld) receive(inc *simIncarnation, c *simConsumer, i int, msgs int)
 			})
 		})
 	case (w.p.typ == Exclusive || w.p.typ == Failover) && w.s.Chance(w.p.cumulative):
-		w.stats.cumulative++
+		w.stats.Cumulative++
 		w.on(inc, w.delay(), fmt.Sprintf("ack cumulative %d by %d", i, c.id), func() {
 			w.input(inc, "ack", func(d *Core) {
 				for j := 0; j <= i; j++ {
@@ -433,15 +434,15 @@ func (w *simWorld) onSend(inc *simIncarnation, snd Send) {
 	i := simIndex(snd.Entry.Pos)
 	e := w.log[i]
 	w.s.Tracef("  send %d to %d (redelivery %d)", i, snd.To, snd.RedeliveryCount)
-	w.stats.sends++
+	w.stats.Sends++
 	if snd.RedeliveryCount > 0 {
-		w.stats.redeliveries++
+		w.stats.Redeliveries++
 	}
 	if e.info.DeliverAt != 0 {
-		w.stats.delayedSent++
+		w.stats.DelayedSent++
 	}
 	if e.info.Msgs > 1 {
-		w.stats.batches++
+		w.stats.Batches++
 	}
 	c := inc.cons[snd.To]
 	switch {
@@ -499,7 +500,7 @@ func (w *simWorld) read(inc *simIncarnation, r Read) {
 	rd := &simRead{inc: inc, epoch: r.Epoch, n: r.N, gen: w.seekGen}
 	w.cur.issued = rd
 	if w.s.Chance(w.p.readFail) {
-		w.stats.readRetries++
+		w.stats.ReadRetries++
 		w.on(inc, w.delay(), "read fails", func() {
 			w.feedRead(inc, rd, nil, ReadRetry)
 		})
@@ -537,7 +538,7 @@ func (w *simWorld) tryRead(rd *simRead) {
 func (w *simWorld) feedRead(inc *simIncarnation, rd *simRead, es []Entry, st ReadStatus) {
 	w.input(inc, "read done", func(d *Core) {
 		if rd.epoch != d.Epoch() {
-			w.stats.staleDropped++
+			w.stats.StaleDropped++
 		}
 		w.inputGen = rd.gen
 		d.ReadDone(rd.epoch, es, st, w.nowMs())
@@ -546,7 +547,7 @@ func (w *simWorld) feedRead(inc *simIncarnation, rd *simRead, es []Entry, st Rea
 }
 
 func (w *simWorld) replay(inc *simIncarnation, r Replay) {
-	w.stats.replays++
+	w.stats.Replays++
 	w.s.Tracef("  replay %v (epoch %d)", r.Positions, r.Epoch)
 	gen := w.seekGen
 	lookup := func() []Entry {
@@ -648,7 +649,7 @@ func (w *simWorld) reset(inc *simIncarnation, t SeekTarget) {
 		}
 		w.cur.readPos = to
 		w.cur.parked = nil
-		w.stats.resets++
+		w.stats.Resets++
 		w.input(inc, fmt.Sprintf("reset to %d done", to), func(d *Core) {
 			clear(inc.holder)
 			for _, id := range d.ResetDone(nil) {
@@ -685,7 +686,7 @@ func (w *simWorld) seek() {
 	w.input(inc, fmt.Sprintf("seek to %v", t.Pos), func(d *Core) {
 		if err := d.Seek(t); err == nil {
 			w.seekGen++
-			w.stats.seeks++
+			w.stats.Seeks++
 		} else if !errors.Is(err, ErrResetInProgress) {
 			w.failf("seek: %v", err)
 		}
@@ -781,34 +782,26 @@ func runSimSeed(seed int64, mut Mutation, verbose bool) (*simWorld, error) {
 
 // TestSim drives the dispatcher core through seeded interleavings (see simWorld) and checks
 // B1, B3, B4 and B6 after every step and B2 at the end. Replay a seed with
-// go test ./broker/topic/dispatch -run 'TestSim$' -seed S -v; a long run:
-// go test ./broker/topic/dispatch -run 'TestSim$' -seeds 1000000 (about 15 minutes).
+// go test ./broker/topic/dispatch -run 'TestSim$' -seed S -v; a long run (about 1,000 seeds
+// per second without the race detector):
+// go test ./broker/topic/dispatch -run 'TestSim$' -seeds 1000000 -timeout 0.
 func TestSim(t *testing.T) {
-	first, n := *flagFirst, int64(*flagSeeds)
-	if *flagSeed >= 0 {
-		first, n = *flagSeed, 1
-	}
-	start := time.Now()
 	var st simStats
-	var steps uint64
-	for seed := first; seed < first+n; seed++ {
-		w, err := runSimSeed(seed, Mutation{}, *flagSeed >= 0)
-		steps += w.s.Steps()
-		addStats(&st, w.stats)
-		if *flagSeed >= 0 {
-			t.Logf("seed %d: %v\n%s", seed, w.p, w.s.Trace())
-		}
-		if err != nil {
-			t.Fatalf("seed %d (%v) failed: %v\nlast events:\n%s\nreplay: go test ./broker/topic/dispatch -run 'TestSim$' -seed %d -v",
-				seed, w.p, err, w.s.Trace(), seed)
-		}
+	ran, failed := sim.RunSeeds(t, sim.Seeds{First: *flagFirst, Count: int64(*flagSeeds), Replay: *flagSeed,
+		Package: "./broker/topic/dispatch"}, func(seed int64, verbose bool) sim.Outcome {
+		w, err := runSimSeed(seed, Mutation{}, verbose)
+		sim.AddCounts(&st, w.stats)
+		return sim.Outcome{Sim: w.s, Params: w.p, Err: err}
+	})
+	if failed {
+		return
 	}
-	t.Logf("%d seeds, %d steps in %v: %+v", n, steps, time.Since(start).Round(time.Millisecond), st)
-	if n >= 500 {
-		for name, v := range map[string]int{"sends": st.sends, "redeliveries": st.redeliveries, "seeks": st.seeks,
-			"resets": st.resets, "crashes": st.crashes, "departures": st.departures, "stale reads dropped": st.staleDropped,
-			"replays": st.replays, "delayed sent": st.delayedSent, "nacks": st.nacks, "cumulative acks": st.cumulative,
-			"active switches": st.activeSwitches, "batches": st.batches, "read retries": st.readRetries} {
+	t.Logf("%+v", st)
+	if ran >= 500 {
+		for name, v := range map[string]int{"sends": st.Sends, "redeliveries": st.Redeliveries, "seeks": st.Seeks,
+			"resets": st.Resets, "crashes": st.Crashes, "departures": st.Departures, "stale reads dropped": st.StaleDropped,
+			"replays": st.Replays, "delayed sent": st.DelayedSent, "nacks": st.Nacks, "cumulative acks": st.Cumulative,
+			"active switches": st.ActiveSwitches, "batches": st.Batches, "read retries": st.ReadRetries} {
 			if v == 0 {
 				t.Errorf("coverage: the seeds exercised no %s", name)
 			}
@@ -816,33 +809,12 @@ func TestSim(t *testing.T) {
 	}
 }
 
-func addStats(a *simStats, b simStats) {
-	a.sends += b.sends
-	a.redeliveries += b.redeliveries
-	a.seeks += b.seeks
-	a.resets += b.resets
-	a.crashes += b.crashes
-	a.departures += b.departures
-	a.arrivals += b.arrivals
-	a.staleDropped += b.staleDropped
-	a.replays += b.replays
-	a.delayedSent += b.delayedSent
-	a.nacks += b.nacks
-	a.cumulative += b.cumulative
-	a.activeSwitches += b.activeSwitches
-	a.batches += b.batches
-	a.readRetries += b.readRetries
-}
-
 // TestSimDeterministic replays seeds and requires identical traces.
 func TestSimDeterministic(t *testing.T) {
-	for seed := int64(1); seed <= 30; seed++ {
-		a, _ := runSimSeed(seed, Mutation{}, true)
-		b, _ := runSimSeed(seed, Mutation{}, true)
-		if a.s.Trace() != b.s.Trace() || a.s.Steps() != b.s.Steps() {
-			t.Fatalf("seed %d is not deterministic", seed)
-		}
-	}
+	sim.CheckDeterministic(t, 30, func(seed int64) *sim.Sim {
+		w, _ := runSimSeed(seed, Mutation{}, true)
+		return w.s
+	})
 }
 
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core is
@@ -863,13 +835,10 @@ func TestSimCatchesMutations(t *testing.T) {
 		{"new entries before returned ones", Mutation{NewBeforeReplay: true}},
 	} {
 		t.Run(m.name, func(t *testing.T) {
-			for seed := int64(1); seed <= 5000; seed++ {
-				if _, err := runSimSeed(seed, m.mut, false); err != nil {
-					t.Logf("caught by seed %d: %v", seed, err)
-					return
-				}
-			}
-			t.Fatalf("no seed caught mutation %q", m.name)
+			sim.CatchMutation(t, m.name, 5000, func(seed int64) error {
+				_, err := runSimSeed(seed, m.mut, false)
+				return err
+			})
 		})
 	}
 }
