@@ -3,7 +3,6 @@ package autorecovery
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,11 +15,7 @@ import (
 	"github.com/magnetar-io/magnetar/sim"
 )
 
-var (
-	flagSeeds = flag.Int("seeds", 120, "TestSim*: number of seeds to run")
-	flagSeed  = flag.Int64("seed", -1, "TestSim*: replay only this seed, with a full trace")
-	flagFirst = flag.Int64("first-seed", 1, "TestSim*: first seed of the range")
-)
+var flags = sim.NewSeedFlags(120, "TestSim*")
 
 // ---- the world: bookies, metadata store, writers, auditors, workers on one seeded sim ----
 
@@ -891,7 +886,7 @@ func runARSeed(seed int64, verbose bool) (*arWorld, error) {
 // (leaveToWorker) only the worker's own recovery can close a ledger.
 func TestSimAutoRecovery(t *testing.T) {
 	var st arStats
-	_, failed := sim.RunSeeds(t, sim.Seeds{First: *flagFirst, Count: int64(*flagSeeds), Replay: *flagSeed, Package: "./autorecovery"},
+	_, failed := sim.RunSeeds(t, sim.Seeds{First: *flags.First, Count: int64(*flags.Count), Replay: *flags.Replay, Package: "./autorecovery"},
 		func(seed int64, verbose bool) sim.Outcome {
 			w, err := runARSeed(seed, verbose)
 			sim.AddCounts(&st, w.stats)
@@ -901,7 +896,7 @@ func TestSimAutoRecovery(t *testing.T) {
 		return
 	}
 	t.Logf("%+v", st)
-	if *flagSeed < 0 && (st.Swaps == 0 || st.Recovered == 0 || st.Deferred == 0 || st.LeaderChanges == 0 || st.Marks == 0 ||
+	if *flags.Replay < 0 && (st.Swaps == 0 || st.Recovered == 0 || st.Deferred == 0 || st.LeaderChanges == 0 || st.Marks == 0 ||
 		st.CheckMarks == 0 || st.LeftToWorker == 0) {
 		t.Errorf("the seeds did not exercise auto-recovery: %+v", st)
 	}
@@ -918,7 +913,7 @@ func TestSimAutoRecoveryDeterministic(t *testing.T) {
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken variant must
 // be caught by some seed.
 func TestSimCatchesMutations(t *testing.T) {
-	if *flagSeed >= 0 {
+	if *flags.Replay >= 0 {
 		t.Skip("replaying one seed")
 	}
 	for _, m := range []struct {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"hash/crc32"
 	"slices"
@@ -16,11 +15,7 @@ import (
 	"github.com/magnetar-io/magnetar/sim"
 )
 
-var (
-	flagSeeds = flag.Int("seeds", 3000, "TestSim: number of seeds to run")
-	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
-	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
-)
+var flags = sim.NewSeedFlags(3000, "TestSim*")
 
 // ---- entry codec used by the simulation (header | crc32c | payload) ----
 
@@ -778,7 +773,7 @@ func runSeed(seed int64, mut mutation, verbose bool) (*world, error) {
 
 // seeds is the seed range of the command line: n seeds from -first-seed, or -seed alone.
 func seeds(n int) sim.Seeds {
-	return sim.Seeds{First: *flagFirst, Count: int64(n), Replay: *flagSeed, Package: "./ledger"}
+	return sim.Seeds{First: *flags.First, Count: int64(n), Replay: *flags.Replay, Package: "./ledger"}
 }
 
 // runSeeds runs the seeds with the mutation and sums their coverage counters; it stops at the
@@ -795,12 +790,12 @@ func runSeeds(t *testing.T, mut mutation, n int) (st simStats, failed bool) {
 // TestSimLedger runs the writer, bookie faults, writer crashes and concurrent recoveries under
 // many seeds and checks L1–L3 after every step.
 func TestSimLedger(t *testing.T) {
-	st, failed := runSeeds(t, mutation{}, *flagSeeds)
+	st, failed := runSeeds(t, mutation{}, *flags.Count)
 	if failed {
 		return
 	}
 	t.Logf("%+v", st)
-	if *flagSeed < 0 && (st.Acked == 0 || st.EnsembleChanges == 0 || st.FencedWriters == 0 || st.RecoveryRetries == 0 ||
+	if *flags.Replay < 0 && (st.Acked == 0 || st.EnsembleChanges == 0 || st.FencedWriters == 0 || st.RecoveryRetries == 0 ||
 		st.RecoveryEnsembles == 0) {
 		t.Errorf("the seeds did not exercise the protocol: %+v", st)
 	}
@@ -818,8 +813,8 @@ func deadWithWriter(p *simParams) {
 // TestSimRecoveryDeadBookie runs seeds where the writer and a bookie of its last ensemble
 // both die: every recovery must finish (replacing the bookie) with L1–L3 intact.
 func TestSimRecoveryDeadBookie(t *testing.T) {
-	st, failed := runSeeds(t, mutation{name: "dead bookie", params: deadWithWriter}, max(*flagSeeds/2, 1))
-	if !failed && *flagSeed < 0 && st.RecoveryEnsembles == 0 {
+	st, failed := runSeeds(t, mutation{name: "dead bookie", params: deadWithWriter}, max(*flags.Count/2, 1))
+	if !failed && *flags.Replay < 0 && st.RecoveryEnsembles == 0 {
 		t.Errorf("no recovery recorded a replacement ensemble: %+v", st)
 	}
 	t.Logf("%+v", st)
@@ -836,7 +831,7 @@ func TestSimDeterministic(t *testing.T) {
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core must be
 // caught by some seed.
 func TestSimCatchesMutations(t *testing.T) {
-	if *flagSeed >= 0 {
+	if *flags.Replay >= 0 {
 		t.Skip("replaying one seed")
 	}
 	// The race that needs fencing recovery reads (BookKeeper's FLAG_DO_FENCING on recovery

@@ -2,7 +2,6 @@ package mledger
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -11,11 +10,7 @@ import (
 	"github.com/magnetar-io/magnetar/sim"
 )
 
-var (
-	flagSeeds = flag.Int("seeds", 1000, "TestSim: number of seeds to run (TestWorld: half of it)")
-	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
-	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
-)
+var flags = sim.NewSeedFlags(1000, "TestSim (TestWorld: half of it)")
 
 const simML = "tenant/ns/topic"
 
@@ -903,7 +898,7 @@ func runSeed(seed int64, mut mutation, verbose bool) (sim.Outcome, simStats) {
 
 // seeds is the seed range of the command line: n seeds from -first-seed, or -seed alone.
 func seeds(n int) sim.Seeds {
-	return sim.Seeds{First: *flagFirst, Count: int64(n), Replay: *flagSeed, Package: "./mledger"}
+	return sim.Seeds{First: *flags.First, Count: int64(n), Replay: *flags.Replay, Package: "./mledger"}
 }
 
 // runSeeds runs the seeds with run and sums their coverage counters; it stops at the first
@@ -926,14 +921,14 @@ func (w *world) outcome(err error) (sim.Outcome, simStats) {
 // and failing ledger and metadata completions, terminates, crashes and a second owner, and
 // checks M1–M4 and "every confirmed add is readable after reopen, in order" after every step.
 func TestSim(t *testing.T) {
-	st, ran, failed := runSeeds(t, *flagSeeds, func(seed int64, verbose bool) (sim.Outcome, simStats) {
+	st, ran, failed := runSeeds(t, *flags.Count, func(seed int64, verbose bool) (sim.Outcome, simStats) {
 		return runSeed(seed, mutation{}, verbose)
 	})
 	if failed {
 		return
 	}
 	t.Logf("%+v", st)
-	if *flagSeed < 0 && ran >= 100 && (st.Acked == 0 || st.Terminated == 0 || st.Crashes == 0 || st.Fenced == 0 ||
+	if *flags.Replay < 0 && ran >= 100 && (st.Acked == 0 || st.Terminated == 0 || st.Crashes == 0 || st.Fenced == 0 ||
 		st.Rollovers == 0 || st.Trims == 0 || st.ReopenReads == 0 || st.CursorReads == 0) {
 		t.Errorf("the seeds did not exercise the state machine: %+v", st)
 	}
@@ -948,38 +943,31 @@ func TestSimDeterministic(t *testing.T) {
 }
 
 // namedMutation is a deliberately broken core, by the upstream bug it re-creates.
-type namedMutation struct {
-	name string
-	mut  mutation
-}
+type namedMutation = sim.Mutant[mutation]
 
 // catchMutations proves a checker can fail: each mutation must be caught by one of seeds
 // 1..max of run.
 func catchMutations(t *testing.T, max int64, muts []namedMutation, run func(seed int64, mut mutation) error) {
-	if *flagSeed >= 0 {
+	if *flags.Replay >= 0 {
 		t.Skip("replaying one seed")
 	}
-	for _, m := range muts {
-		t.Run(m.name, func(t *testing.T) {
-			sim.CatchMutation(t, m.name, max, func(seed int64) error { return run(seed, m.mut) })
-		})
-	}
+	sim.CatchMutations(t, max, muts, run)
 }
 
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core is
 // caught by some seed.
 func TestSimCatchesMutations(t *testing.T) {
 	catchMutations(t, 3000, []namedMutation{
-		{"late switch reopens a terminated log", mutation{lateSwitchReopens: true}},
-		{"unserialized metadata updates", mutation{unserializedMeta: true}},
-		{"drained adds complete", mutation{completeDrainedAdds: true}},
-		{"lost-race ledger kept in the record", mutation{keepLostRaceLedger: true}},
-		{"M1: a late switch silently reopens, then ends Terminated", mutation{silentReopen: true}},
-		{"M2: terminate leaves queued adds waiting", mutation{terminateKeepsQueued: true}},
-		{"M2: terminate requeues drained adds like a rollover", mutation{terminateRequeuesDrained: true}},
-		{"M3: the terminated position names the racing rollover's ledger", mutation{terminateNamesRolloverLedger: true}},
-		{"M3: a lost-race rollover ledger is never deleted", mutation{leakLostRaceLedger: true}},
-		{"M4: a version conflict fences without re-reading", mutation{fenceOnConflict: true}},
+		{Name: "late switch reopens a terminated log", Mut: mutation{lateSwitchReopens: true}},
+		{Name: "unserialized metadata updates", Mut: mutation{unserializedMeta: true}},
+		{Name: "drained adds complete", Mut: mutation{completeDrainedAdds: true}},
+		{Name: "lost-race ledger kept in the record", Mut: mutation{keepLostRaceLedger: true}},
+		{Name: "M1: a late switch silently reopens, then ends Terminated", Mut: mutation{silentReopen: true}},
+		{Name: "M2: terminate leaves queued adds waiting", Mut: mutation{terminateKeepsQueued: true}},
+		{Name: "M2: terminate requeues drained adds like a rollover", Mut: mutation{terminateRequeuesDrained: true}},
+		{Name: "M3: the terminated position names the racing rollover's ledger", Mut: mutation{terminateNamesRolloverLedger: true}},
+		{Name: "M3: a lost-race rollover ledger is never deleted", Mut: mutation{leakLostRaceLedger: true}},
+		{Name: "M4: a version conflict fences without re-reading", Mut: mutation{fenceOnConflict: true}},
 	}, func(seed int64, mut mutation) error {
 		o, _ := runSeed(seed, mut, false)
 		return o.Err

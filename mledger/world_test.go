@@ -590,7 +590,7 @@ func runWorldSeed(seed int64, mut mutation, verbose bool) (*cworld, error) {
 // -seeds, as one of its seeds costs about twice one of TestSim's.
 func TestWorld(t *testing.T) {
 	var st worldStats
-	n := max(*flagSeeds/2, 1)
+	n := max(*flags.Count/2, 1)
 	_, failed := sim.RunSeeds(t, seeds(n),
 		func(seed int64, verbose bool) sim.Outcome {
 			w, err := runWorldSeed(seed, mutation{}, verbose)
@@ -601,7 +601,7 @@ func TestWorld(t *testing.T) {
 		return
 	}
 	t.Logf("%+v", st)
-	if *flagSeed < 0 && n >= 100 && (st.Acked == 0 || st.Terminated == 0 || st.Crashes == 0 || st.Zombies == 0 ||
+	if *flags.Replay < 0 && n >= 100 && (st.Acked == 0 || st.Terminated == 0 || st.Crashes == 0 || st.Zombies == 0 ||
 		st.Fenced == 0 || st.Rollovers == 0 || st.EnsembleChanges == 0 || st.Recoveries == 0 || st.BookieCrashes == 0 || st.ReopenReads == 0) {
 		t.Errorf("the seeds did not exercise the composed world: %+v", st)
 	}
@@ -619,11 +619,11 @@ func TestWorldDeterministic(t *testing.T) {
 // upstream bugs too.
 func TestWorldCatchesMutations(t *testing.T) {
 	catchMutations(t, 2000, []namedMutation{
-		{"M1: a late switch silently reopens, then ends Terminated", mutation{silentReopen: true}},
-		{"M2: terminate leaves queued adds waiting", mutation{terminateKeepsQueued: true}},
-		{"M2: drained adds complete", mutation{completeDrainedAdds: true}},
-		{"M3: the terminated position names the racing rollover's ledger", mutation{terminateNamesRolloverLedger: true}},
-		{"M4: a version conflict fences without re-reading", mutation{fenceOnConflict: true}},
+		{Name: "M1: a late switch silently reopens, then ends Terminated", Mut: mutation{silentReopen: true}},
+		{Name: "M2: terminate leaves queued adds waiting", Mut: mutation{terminateKeepsQueued: true}},
+		{Name: "M2: drained adds complete", Mut: mutation{completeDrainedAdds: true}},
+		{Name: "M3: the terminated position names the racing rollover's ledger", Mut: mutation{terminateNamesRolloverLedger: true}},
+		{Name: "M4: a version conflict fences without re-reading", Mut: mutation{fenceOnConflict: true}},
 	}, func(seed int64, mut mutation) error {
 		_, err := runWorldSeed(seed, mut, false)
 		return err

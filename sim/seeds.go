@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"flag"
 	"fmt"
 	"reflect"
 	"time"
@@ -96,5 +97,51 @@ func AddCounts[S any](dst *S, src S) {
 		if f := d.Field(i); f.CanInt() && f.CanSet() {
 			f.SetInt(f.Int() + s.Field(i).Int())
 		}
+	}
+}
+
+// SeedFlags are a test package's simulation flags: -seeds (Count), -first-seed (First) and
+// -seed (Replay: only that seed, with the whole trace; -1: off). Declare them once per test
+// package, at package level: var flags = sim.NewSeedFlags(3000, "TestSim").
+type SeedFlags struct {
+	Count         *int
+	First, Replay *int64
+}
+
+// NewSeedFlags registers the flags on the command line; count is the default number of
+// seeds (what CI runs) and tests names the tests they apply to, for the usage text.
+func NewSeedFlags(count int, tests string) SeedFlags {
+	return SeedFlags{
+		Count:  flag.Int("seeds", count, tests+": number of seeds to run"),
+		First:  flag.Int64("first-seed", 1, tests+": first seed of the range"),
+		Replay: flag.Int64("seed", -1, tests+": replay only this seed, with a full trace"),
+	}
+}
+
+// Replaying reports whether -seed asks for one seed.
+func (f SeedFlags) Replaying() bool { return *f.Replay >= 0 }
+
+// Seeds returns the selection for RunSeeds: count seeds (count <= 0: the -seeds flag) of
+// package pkg (for the replay command it prints, e.g. "./mledger").
+func (f SeedFlags) Seeds(pkg string, count int) Seeds {
+	if count <= 0 {
+		count = *f.Count
+	}
+	return Seeds{First: *f.First, Count: int64(count), Replay: *f.Replay, Package: pkg}
+}
+
+// Mutant is a deliberately broken variant of a core (M: the package's mutation switches),
+// named by the bug it re-creates.
+type Mutant[M any] struct {
+	Name string
+	Mut  M
+}
+
+// CatchMutations proves the checkers can fail: each mutant must be caught by one of seeds
+// 1..max of run (CatchMutation).
+func CatchMutations[M any](t T, max int64, ms []Mutant[M], run func(seed int64, mut M) error) {
+	t.Helper()
+	for _, m := range ms {
+		CatchMutation(t, m.Name, max, func(seed int64) error { return run(seed, m.Mut) })
 	}
 }

@@ -3,7 +3,6 @@ package topic
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -28,11 +27,7 @@ import (
 // Long run: go test ./broker/topic -run 'TestSim$' -seeds 1000000 -timeout 0
 // Replay a seed with a full trace: go test ./broker/topic -run 'TestSim$' -seed S -v
 
-var (
-	flagSeeds = flag.Int("seeds", 2000, "TestSim: number of seeds to run")
-	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
-	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
-)
+var flags = sim.NewSeedFlags(2000, "TestSim")
 
 var simModes = []pb.ProducerAccessMode{pb.ProducerAccessMode_Shared, pb.ProducerAccessMode_Exclusive,
 	pb.ProducerAccessMode_WaitForExclusive, pb.ProducerAccessMode_ExclusiveWithFencing}
@@ -712,12 +707,12 @@ func runTopicSeed(seed int64, mut coreMutation, verbose bool) (*simWorld, error)
 // reloads, that nothing is accepted once terminated, and (at the end) that every client's
 // messages completed.
 func TestSim(t *testing.T) {
-	n := int64(*flagSeeds)
+	n := int64(*flags.Count)
 	if testing.Short() {
 		n = min(n, 300)
 	}
 	var st simTopicStats
-	ran, failed := sim.RunSeeds(t, sim.Seeds{First: *flagFirst, Count: n, Replay: *flagSeed, Package: "./broker/topic"},
+	ran, failed := sim.RunSeeds(t, sim.Seeds{First: *flags.First, Count: n, Replay: *flags.Replay, Package: "./broker/topic"},
 		func(seed int64, verbose bool) sim.Outcome {
 			w, err := runTopicSeed(seed, coreMutation{}, verbose)
 			sim.AddCounts(&st, w.stats)
@@ -745,23 +740,16 @@ func TestSimDeterministic(t *testing.T) {
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core is
 // caught by some seed.
 func TestSimCatchesMutations(t *testing.T) {
-	if *flagSeed >= 0 {
+	if *flags.Replay >= 0 {
 		t.Skip("replaying one seed")
 	}
-	for _, m := range []struct {
-		name string
-		mut  coreMutation
-	}{
-		{"reporting a producer before its epoch is stored", coreMutation{readyBeforeEpochStored: true}},
-		{"storing epochs out of order", coreMutation{unserializedEpochs: true}},
-		{"deduplication not replayed after the snapshot", coreMutation{dedupSkipReplay: true}},
-		{"send error before closing the producer of a terminated topic", coreMutation{sendErrorBeforeClose: true}},
-	} {
-		t.Run(m.name, func(t *testing.T) {
-			sim.CatchMutation(t, m.name, 5000, func(seed int64) error {
-				_, err := runTopicSeed(seed, m.mut, false)
-				return err
-			})
-		})
-	}
+	sim.CatchMutations(t, 5000, []sim.Mutant[coreMutation]{
+		{Name: "reporting a producer before its epoch is stored", Mut: coreMutation{readyBeforeEpochStored: true}},
+		{Name: "storing epochs out of order", Mut: coreMutation{unserializedEpochs: true}},
+		{Name: "deduplication not replayed after the snapshot", Mut: coreMutation{dedupSkipReplay: true}},
+		{Name: "send error before closing the producer of a terminated topic", Mut: coreMutation{sendErrorBeforeClose: true}},
+	}, func(seed int64, mut coreMutation) error {
+		_, err := runTopicSeed(seed, mut, false)
+		return err
+	})
 }

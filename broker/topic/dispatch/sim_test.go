@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -12,11 +11,7 @@ import (
 	"github.com/magnetar-io/magnetar/sim"
 )
 
-var (
-	flagSeeds = flag.Int("seeds", 3000, "TestSim: number of seeds to run")
-	flagSeed  = flag.Int64("seed", -1, "TestSim: replay only this seed, with a full trace")
-	flagFirst = flag.Int64("first-seed", 1, "TestSim: first seed of the range")
-)
+var flags = sim.NewSeedFlags(3000, "TestSim")
 
 // The simulation drives one Core — the dispatcher of one subscription — through seeded
 // interleavings of everything around it: a log that grows while it is read, a cursor whose
@@ -787,7 +782,7 @@ func runSimSeed(seed int64, mut Mutation, verbose bool) (*simWorld, error) {
 // go test ./broker/topic/dispatch -run 'TestSim$' -seeds 1000000 -timeout 0.
 func TestSim(t *testing.T) {
 	var st simStats
-	ran, failed := sim.RunSeeds(t, sim.Seeds{First: *flagFirst, Count: int64(*flagSeeds), Replay: *flagSeed,
+	ran, failed := sim.RunSeeds(t, sim.Seeds{First: *flags.First, Count: int64(*flags.Count), Replay: *flags.Replay,
 		Package: "./broker/topic/dispatch"}, func(seed int64, verbose bool) sim.Outcome {
 		w, err := runSimSeed(seed, Mutation{}, verbose)
 		sim.AddCounts(&st, w.stats)
@@ -820,25 +815,18 @@ func TestSimDeterministic(t *testing.T) {
 // TestSimCatchesMutations proves the checker can fail: each deliberately broken core is
 // caught by some seed.
 func TestSimCatchesMutations(t *testing.T) {
-	if *flagSeed >= 0 {
+	if *flags.Replay >= 0 {
 		t.Skip("replaying one seed")
 	}
-	for _, m := range []struct {
-		name string
-		mut  Mutation
-	}{
-		{"redelivering an acked message", Mutation{RedeliverAcked: true}},
-		{"dropping a redelivery", Mutation{DropRedelivery: true}},
-		{"ignoring a Key_Shared key hold", Mutation{IgnoreKeyHold: true}},
-		{"accepting a stale read after a seek", Mutation{AcceptStaleRead: true}},
-		{"ignoring permits", Mutation{IgnorePermits: true}},
-		{"new entries before returned ones", Mutation{NewBeforeReplay: true}},
-	} {
-		t.Run(m.name, func(t *testing.T) {
-			sim.CatchMutation(t, m.name, 5000, func(seed int64) error {
-				_, err := runSimSeed(seed, m.mut, false)
-				return err
-			})
-		})
-	}
+	sim.CatchMutations(t, 5000, []sim.Mutant[Mutation]{
+		{Name: "redelivering an acked message", Mut: Mutation{RedeliverAcked: true}},
+		{Name: "dropping a redelivery", Mut: Mutation{DropRedelivery: true}},
+		{Name: "ignoring a Key_Shared key hold", Mut: Mutation{IgnoreKeyHold: true}},
+		{Name: "accepting a stale read after a seek", Mut: Mutation{AcceptStaleRead: true}},
+		{Name: "ignoring permits", Mut: Mutation{IgnorePermits: true}},
+		{Name: "new entries before returned ones", Mut: Mutation{NewBeforeReplay: true}},
+	}, func(seed int64, mut Mutation) error {
+		_, err := runSimSeed(seed, mut, false)
+		return err
+	})
 }
