@@ -8,7 +8,12 @@
 #   scripts/bench-ab.sh A_BIN B_BIN [REPS] > ab.csv       (REPS default 3)
 #
 # Environment: MAGNETAR_BENCH_DIR (default: a temp dir) is where the standalones keep their
-# data; BENCH_DURATION (default 8s) is each run after a 2 s warm-up.
+# data; BENCH_DURATION (default 8s) is each run after a 2 s warm-up. With PULSAR_PERF set to
+# pulsar-client-go's own perf tool (built in an empty module: `go mod init perfbuild && go get
+# github.com/apache/pulsar-client-go@v0.19.0 && go build -o pulsar-perf-go
+# github.com/apache/pulsar-client-go/perf`), each standalone also gets its async publish (workload
+# pcg-async-1p: the median of its 10 s windows after the first, PULSAR_PERF_SECONDS long,
+# default 32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=$1 b=$2 reps=${3:-3}
@@ -27,6 +32,15 @@ run() { # run LABEL BIN REP
   for _ in $(seq 300); do (exec 3<>/dev/tcp/${brk%:*}/${brk#*:}) 2>/dev/null && break; sleep 0.1; done
   echo "$label,async-1p,$r,$("$bin" perf produce "ab-$r-1" --url pulsar://$brk --producers 1 --max-pending 500 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
   echo "$label,rate-5000,$r,$("$bin" perf e2e "ab-$r-2" --url pulsar://$brk --producers 1 --rate 5000 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
+  if [ -n "${PULSAR_PERF:-}" ]; then
+    local out; out=$(timeout -s INT "${PULSAR_PERF_SECONDS:-32}" "$PULSAR_PERF" produce -u pulsar://$brk --metrics -1 -r 0 -s 1024 \
+      "persistent://public/default/ab-$r-3" 2>&1 | grep 'Publish rate' | tail -n +2 || true)
+    echo "$label,pcg-async-1p,$r,$(python3 -c '
+import re,sys
+v=[(float(m.group(1)),float(m.group(2)),float(m.group(3))) for m in (re.search(r"Publish rate: ([0-9.]+) msg/s.*50%\s+([0-9.]+).*99%\s+([0-9.]+) -",l) for l in sys.stdin) if m]
+v.sort(); r=v[len(v)//2] if v else (0,0,0)
+print("%.0f,%.3f,%.3f," % r)' <<<"$out")"
+  fi
   kill $spid; wait $spid 2>/dev/null || true; spid=""
   rm -rf "$dir"
 }
