@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # A/B of two magnetar binaries on the data path, in one run: for each repetition, each binary
 # (in alternating order: A B, then B A, …) gets a fresh standalone (fsync before ack) on the
-# same disk and runs SBS-1's async 1p (500 in flight, 1 KiB) and the p99 publish latency at
-# 5k msg/s (`magnetar perf e2e --rate 5000`). One CSV line per run:
+# same disk and runs the p99 publish latency at 5k msg/s (`magnetar perf e2e --rate 5000`,
+# first: a heavy phase before it would measure the stalls that follow one) and SBS-1's
+# async 1p (500 in flight, 1 KiB), then its backlog consumption (300k messages produced, then
+# received and acknowledged by one consumer). One CSV line per run:
 #   binary,workload,rep,msgs_per_s,p50_ms,p99_ms,p999_ms
 #
 #   scripts/bench-ab.sh A_BIN B_BIN [REPS] > ab.csv       (REPS default 3)
 #
 # Environment: MAGNETAR_BENCH_DIR (default: a temp dir) is where the standalones keep their
-# data; BENCH_DURATION (default 8s) is each run after a 2 s warm-up. With PULSAR_PERF set to
+# data; BENCH_DURATION (default 8s) is each run after a 2 s warm-up; BENCH_WARM (default
+# 10s) is an unreported run at 5k msg/s on each fresh standalone before the measured ones. With PULSAR_PERF set to
 # pulsar-client-go's own perf tool (built in an empty module: `go mod init perfbuild && go get
 # github.com/apache/pulsar-client-go@v0.19.0 && go build -o pulsar-perf-go
 # github.com/apache/pulsar-client-go/perf`), each standalone also gets its async publish (workload
@@ -22,6 +25,8 @@ base=${MAGNETAR_BENCH_DIR:-$(mktemp -d)}
 etcd=127.0.0.1:22379 bk=127.0.0.1:23181 brk=127.0.0.1:26650 web=127.0.0.1:28080
 spid=""
 trap '[ -n "$spid" ] && kill $spid 2>/dev/null; wait 2>/dev/null; [ -n "${MAGNETAR_BENCH_DIR:-}" ] || rm -rf "$base"' EXIT
+# BENCH_WORKLOADS (default: all) lists the workloads to run: rate-5000 async-1p consume pcg.
+want() { [ -z "${BENCH_WORKLOADS:-}" ] || [[ " $BENCH_WORKLOADS " == *" $1 "* ]]; }
 field() { python3 -c 'import json,sys; r=json.load(sys.stdin); l=r.get("publishLatencyMs") or {}; print("%.0f,%.3f,%.3f,%.3f" % (r["msgPerSec"], l.get("p50",0), l.get("p99",0), l.get("p99.9",0)))'; }
 run() { # run LABEL BIN REP
   local label=$1 bin=$2 r=$3 dir="$base/$1-$3"
@@ -30,9 +35,13 @@ run() { # run LABEL BIN REP
     --http $web --log-level warn >"$dir/standalone.log" 2>&1 &
   spid=$!
   for _ in $(seq 300); do (exec 3<>/dev/tcp/${brk%:*}/${brk#*:}) 2>/dev/null && break; sleep 0.1; done
-  echo "$label,async-1p,$r,$("$bin" perf produce "ab-$r-1" --url pulsar://$brk --producers 1 --max-pending 500 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
-  echo "$label,rate-5000,$r,$("$bin" perf e2e "ab-$r-2" --url pulsar://$brk --producers 1 --rate 5000 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
-  if [ -n "${PULSAR_PERF:-}" ]; then
+  # A fresh standalone prepares its journal files and caches first: warm it, unreported.
+  want rate-5000 && "$bin" perf e2e "ab-$r-0" --url pulsar://$brk --producers 1 --rate 5000 --size 1024 --duration "${BENCH_WARM:-10s}" --warmup 0s -o json >/dev/null 2>&1 || true
+  want rate-5000 && echo "$label,rate-5000,$r,$("$bin" perf e2e "ab-$r-2" --url pulsar://$brk --producers 1 --rate 5000 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
+  want async-1p && echo "$label,async-1p,$r,$("$bin" perf produce "ab-$r-1" --url pulsar://$brk --producers 1 --max-pending 500 --size 1024 --duration "$dur" --warmup 2s -o json 2>/dev/null | field)"
+  want consume && "$bin" perf produce "ab-$r-4" --url pulsar://$brk --size 1024 --messages 300000 --duration 0 --warmup 0 --max-pending 500 -o json >/dev/null 2>&1
+  want consume && echo "$label,consume-300k-backlog,$r,$("$bin" perf consume "ab-$r-4" --url pulsar://$brk --messages 300000 --duration 120s -o json 2>/dev/null | field)"
+  if [ -n "${PULSAR_PERF:-}" ] && want pcg; then
     local out; out=$(timeout -s INT "${PULSAR_PERF_SECONDS:-32}" "$PULSAR_PERF" produce -u pulsar://$brk --metrics -1 -r 0 -s 1024 \
       "persistent://public/default/ab-$r-3" 2>&1 | grep 'Publish rate' | tail -n +2 || true)
     echo "$label,pcg-async-1p,$r,$(python3 -c '

@@ -326,10 +326,11 @@ func (d *Core) clear() {
 	}
 }
 
-// Ready returns what the owner must do now and resets it. The slices are the owner's.
+// Ready returns what the owner must do now and resets it. Its slices are valid until the
+// next input: the core reuses them (perform them before calling the core again).
 func (d *Core) Ready() Ready {
 	r := d.ready
-	d.ready = Ready{}
+	d.ready = Ready{Sends: r.Sends[:0], Acks: r.Acks[:0], Replies: r.Replies[:0], Active: r.Active[:0]}
 	r.TimerAt = d.timerAt()
 	return r
 }
