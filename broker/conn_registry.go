@@ -40,12 +40,7 @@ const (
 
 var idStateNames = [...]string{idCreating: "Creating", idWaiting: "Waiting", idReady: "Ready", idClosed: "Closed"}
 
-func (s idState) String() string {
-	if s >= idCreating && s <= idClosed {
-		return idStateNames[s]
-	}
-	return fmt.Sprintf("idState(%d)", uint8(s))
-}
+func (s idState) String() string { return fsm.Name(idStateNames[:], s, "idState") }
 
 var idEdges = fsm.Edges[idState]{
 	idCreating: {idWaiting, idReady, idClosed},

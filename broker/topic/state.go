@@ -1,8 +1,6 @@
 package topic
 
 import (
-	"fmt"
-
 	"github.com/magnetar-io/magnetar/internal/fsm"
 )
 
@@ -39,12 +37,7 @@ const (
 var topicStateNames = [...]string{StateActive: "Active", StateTerminating: "Terminating",
 	StateTerminated: "Terminated", StateFenced: "Fenced", StateClosing: "Closing", StateClosed: "Closed"}
 
-func (s State) String() string {
-	if int(s) < len(topicStateNames) && topicStateNames[s] != "" {
-		return topicStateNames[s]
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
-}
+func (s State) String() string { return fsm.Name(topicStateNames[:], s, "State") }
 
 var topicEdges = fsm.Edges[State]{
 	StateActive:      {StateTerminating, StateFenced, StateClosing},
@@ -73,12 +66,7 @@ const (
 
 var producerStateNames = [...]string{producerWaiting: "Waiting", producerStoring: "Storing", producerReady: "Ready", producerClosed: "Closed"}
 
-func (s producerState) String() string {
-	if int(s) < len(producerStateNames) && producerStateNames[s] != "" {
-		return producerStateNames[s]
-	}
-	return fmt.Sprintf("producerState(%d)", uint8(s))
-}
+func (s producerState) String() string { return fsm.Name(producerStateNames[:], s, "producerState") }
 
 // SubState is a subscription's lifecycle state, owned by the subscription goroutine.
 //
@@ -101,12 +89,7 @@ const (
 
 var subStateNames = [...]string{SubActive: "Active", SubClosing: "Closing", SubDeleting: "Deleting", SubClosed: "Closed"}
 
-func (s SubState) String() string {
-	if int(s) < len(subStateNames) && subStateNames[s] != "" {
-		return subStateNames[s]
-	}
-	return fmt.Sprintf("SubState(%d)", uint8(s))
-}
+func (s SubState) String() string { return fsm.Name(subStateNames[:], s, "SubState") }
 
 var subEdges = fsm.Edges[SubState]{
 	SubActive:   {SubClosing, SubDeleting},

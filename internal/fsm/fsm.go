@@ -31,3 +31,12 @@ func (e Edges[S]) Must(category error, what string, from, to S) S {
 func Illegal(category error, what string, from, to any) error {
 	return fmt.Errorf("%w: %s %v -> %v", category, what, from, to)
 }
+
+// Name is the String method of a state type whose values index names: names[s], or
+// "typ(s)" for a value without a name.
+func Name[S ~uint8 | ~uint16 | ~uint32 | ~int](names []string, s S, typ string) string {
+	if i := int(s); i >= 0 && i < len(names) && names[i] != "" {
+		return names[i]
+	}
+	return fmt.Sprintf("%s(%d)", typ, int(s))
+}

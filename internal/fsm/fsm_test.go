@@ -71,3 +71,16 @@ func TestIllegal(t *testing.T) {
 		t.Fatalf("plain values: %q", got)
 	}
 }
+
+func TestName(t *testing.T) {
+	type st uint8
+	names := []string{1: "One", 2: "Two"}
+	for _, tc := range []struct {
+		s    st
+		want string
+	}{{1, "One"}, {2, "Two"}, {0, "st(0)"}, {3, "st(3)"}} {
+		if got := Name(names, tc.s, "st"); got != tc.want {
+			t.Errorf("Name(%d) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
