@@ -235,87 +235,50 @@ func TestTerminate(t *testing.T) {
 	expectRange(t, receiveIndexes(t, cons, 3), 0)
 }
 
-// TestTerminateFailsPendingSends: sends pending or made while a topic is terminated fail
-// with ErrTopicTerminated (the broker closes the producer before it fails a SEND with
-// TopicTerminatedError, as Pulsar does), long before their send timeout, and no send
-// fails with another error.
+// TestTerminateFailsPendingSends: sends still pending when a topic is terminated fail with
+// ErrTopicTerminated (the broker closes the producer before it fails a SEND with
+// TopicTerminatedError, as Pulsar does), long before their send timeout, and no send fails
+// with another error. Every SendAsync returns before the terminate: pulsar-client-go v0.19.0
+// races a SendAsync with its own close of the producer (a data race inside the client), so
+// the test makes none during it.
 func TestTerminateFailsPendingSends(t *testing.T) {
 	c := newCluster(t, devOpts)
 	cl := c.client()
 	topic := topicName(t)
-	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute, DisableBatching: true})
-	type result struct {
-		err error
-		at  time.Duration
+	const n = 20000
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute,
+		DisableBatching: true, MaxPendingMessages: 2 * n})
+	results := make(chan error, n)
+	for i := 0; i < n; i++ {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { results <- err })
 	}
-	results := make(chan result, 1<<16)
-	start := time.Now()
-	stop := make(chan struct{})
-	sent := make(chan int, 1)
-	// The sender's context ends with the test: a SendAsync blocked on a full queue of a
-	// closed producer returns then.
-	sctx, scancel := context.WithCancel(context.Background())
-	defer scancel()
-
-	go func() {
-		n := 0
-		defer func() { sent <- n }()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n++
-			p.SendAsync(sctx, &pulsar.ProducerMessage{Payload: []byte("m")},
-				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-					results <- result{err, time.Since(start)}
-				})
-			if n >= 1<<15 {
-				return
-			}
-		}
-	}()
-	// Terminate once sends are flowing, with more in flight.
-	var ok int
-	for ok < 200 {
-		select {
-		case r := <-results:
-			if r.err != nil {
-				t.Fatalf("send before terminate: %v", r.err)
-			}
-			ok++
-		case <-time.After(30 * time.Second):
-			t.Fatal("no receipts")
-		}
-	}
-	termAt := time.Since(start)
 	if _, err := c.broker.Terminate(ctxT(t, 30*time.Second), topic); err != nil {
 		t.Fatal(err)
 	}
-	// The sender keeps going: its sends race with the terminate.
+	// The sends the broker got after the terminate fail with ErrTopicTerminated; those still
+	// queued in the client when it closes the producer are dropped by pulsar-client-go
+	// v0.19.0 (against Pulsar too), so they are not waited for.
 	deadline := time.After(30 * time.Second)
-	done, terminated := ok, 0
-	for terminated == 0 {
+	var ok, terminated int
+	for terminated == 0 && ok < n {
 		select {
-		case r := <-results:
-			done++
+		case err := <-results:
 			switch {
-			case r.err == nil:
-			case errors.Is(r.err, pulsar.ErrTopicTerminated):
+			case err == nil:
+				ok++
+			case errors.Is(err, pulsar.ErrTopicTerminated):
 				terminated++
-			case !errors.Is(r.err, pulsar.ErrProducerClosed):
-				t.Fatalf("send failed %v after the terminate with %v, want ErrTopicTerminated", r.at-termAt, r.err)
+			default:
+				t.Fatalf("send failed with %v, want ErrTopicTerminated", err)
 			}
 		case <-deadline:
-			t.Fatalf("no send failed with ErrTopicTerminated within 30 s of the terminate (%d done)", done)
+			t.Fatalf("no send failed with ErrTopicTerminated within 30 s of the terminate (send timeout 2 min; %d stored)", ok)
 		}
 	}
-	close(stop)
-	scancel()
-	<-sent
-	// The sends still queued in the client when it closed the producer are not all failed
-	// by pulsar-client-go v0.19.0 (against Pulsar too), so their outcomes are not checked.
+	if terminated == 0 {
+		t.Skipf("all %d sends were stored before the terminate: nothing was pending", n)
+	}
 }
 
 func TestDelayedDelivery(t *testing.T) {
