@@ -438,13 +438,9 @@ func (w *world) onMetaChange(by *simCore, key string, oldV, newV []byte) {
 // was writing when terminate started, sealed at that entry, and is the record's last ledger.
 func (w *world) checkTerminatedLedger(in *Info) {
 	t := *in.Terminated
-	last := in.last()
-	if last == nil || last.ID != t.LedgerID || last.Entries-1 != t.EntryID {
-		w.failf("M3: terminated at %v but the record ends with %+v", t, last)
+	if err := checkTerminatedRecord(in, w.opened); err != nil {
+		w.failf("%v", err)
 		return
-	}
-	if !w.opened[t.LedgerID] {
-		w.failf("M3: terminated at %v, a ledger no owner ever wrote (a rollover's ledger)", t)
 	}
 	if sl := w.bk.ls[t.LedgerID]; sl == nil || !sl.closed || sl.last != t.EntryID {
 		w.failf("M3: terminated at %v but ledger %d is not sealed there (%+v)", t, t.LedgerID, sl)
@@ -456,20 +452,44 @@ func (w *world) checkTerminatedLedger(in *Info) {
 // Terminated owner has no add left waiting).
 func (w *world) checkCores() {
 	for _, sc := range w.cores {
-		if !sc.alive {
-			continue
-		}
-		st := sc.c.state
-		if st == StateTerminating || st == StateTerminated {
-			sc.terminal = true
-		}
-		if sc.terminal && st.Writable() {
-			w.failf("M1: core %d is %v after terminate started", sc.id, st)
-		}
-		if st == StateTerminated && sc.c.adds.len() > 0 {
-			w.failf("M2: core %d is Terminated with %d adds still waiting", sc.id, sc.c.adds.len())
+		if sc.alive {
+			if err := checkTerminalOwner(sc.c, sc.id, &sc.terminal); err != nil {
+				w.failf("%v", err)
+			}
 		}
 	}
+}
+
+// checkTerminalOwner is M1 and M2 for one live owner, after every step of either world: once
+// terminate has started on it (*terminal records that), none of its states is writable,
+// whether or not it got there through a transition the hook saw; once Terminated, no add of
+// it is left waiting.
+func checkTerminalOwner(c *core, id int, terminal *bool) error {
+	st := c.state
+	if st == StateTerminating || st == StateTerminated {
+		*terminal = true
+	}
+	if *terminal && st.Writable() {
+		return fmt.Errorf("M1: core %d is %v after terminate started", id, st)
+	}
+	if st == StateTerminated && c.adds.len() > 0 {
+		return fmt.Errorf("M2: core %d is Terminated with %d adds still waiting", id, c.adds.len())
+	}
+	return nil
+}
+
+// checkTerminatedRecord is the part of M3 that needs only the record: its terminated
+// position is the last entry of its last ledger, a ledger some owner wrote (opened), not a
+// racing rollover's.
+func checkTerminatedRecord(in *Info, opened map[int64]bool) error {
+	t := *in.Terminated
+	if last := in.last(); last == nil || last.ID != t.LedgerID || last.Entries-1 != t.EntryID {
+		return fmt.Errorf("M3: terminated at %v but the record ends with %+v", t, last)
+	}
+	if !opened[t.LedgerID] {
+		return fmt.Errorf("M3: terminated at %v, a ledger no owner ever wrote (a rollover's ledger)", t)
+	}
+	return nil
 }
 
 // check runs after every step.

@@ -284,13 +284,9 @@ func (w *cworld) onMetaChange(ch sim.MetaChange) {
 	t := *nw.Terminated
 	w.terminated = &t
 	// M3: it names the ledger the log was writing, sealed there, last in the record.
-	last := nw.last()
-	switch m := w.ledgerMeta(t.LedgerID); {
-	case last == nil || last.ID != t.LedgerID || last.Entries-1 != t.EntryID:
-		w.failf("M3: terminated at %v but the record ends with %+v", t, last)
-	case !w.opened[t.LedgerID]:
-		w.failf("M3: terminated at %v, a ledger no owner ever wrote (a rollover's ledger)", t)
-	case m == nil || m.State != ledger.StateClosed || m.LastEntryID != t.EntryID:
+	if err := checkTerminatedRecord(nw, w.opened); err != nil {
+		w.failf("%v", err)
+	} else if m := w.ledgerMeta(t.LedgerID); m == nil || m.State != ledger.StateClosed || m.LastEntryID != t.EntryID {
 		w.failf("M3: terminated at %v but ledger %d is not closed there (%+v)", t, t.LedgerID, m)
 	}
 }
@@ -298,18 +294,10 @@ func (w *cworld) onMetaChange(ch sim.MetaChange) {
 // check runs after every step.
 func (w *cworld) check() {
 	for _, sc := range w.cores {
-		if !sc.alive {
-			continue
-		}
-		st := sc.c.state
-		if st == StateTerminating || st == StateTerminated {
-			sc.terminal = true
-		}
-		if sc.terminal && st.Writable() {
-			w.failf("M1: core %d is %v after terminate started", sc.id, st)
-		}
-		if st == StateTerminated && sc.c.adds.len() > 0 {
-			w.failf("M2: core %d is Terminated with %d adds still waiting", sc.id, sc.c.adds.len())
+		if sc.alive {
+			if err := checkTerminalOwner(sc.c, sc.id, &sc.terminal); err != nil {
+				w.failf("%v", err)
+			}
 		}
 	}
 	for _, id := range w.ids {
