@@ -186,12 +186,6 @@ type Ready struct {
 	TimerAt    int64
 }
 
-// Empty reports whether there is nothing to do.
-func (r *Ready) Empty() bool {
-	return len(r.Sends) == 0 && len(r.Acks) == 0 && len(r.Replies) == 0 && len(r.Active) == 0 &&
-		!r.CancelRead && r.Read == nil && r.Replay == nil && r.Reset == nil
-}
-
 // Config configures a core.
 type Config struct {
 	// Partition is the topic's partition index (-1 or 0: not partitioned); it picks the
@@ -351,9 +345,6 @@ func (d *Core) Epoch() uint64 { return d.epoch }
 
 // Type returns the subscription type (that of its consumers; the first consumer's sets it).
 func (d *Core) Type() SubType { return d.typ }
-
-// Consumers returns the number of consumers attached.
-func (d *Core) Consumers() int { return len(d.consumers) }
 
 // Active returns the consumer that receives on an Exclusive or Failover subscription.
 func (d *Core) Active() (CID, bool) {
