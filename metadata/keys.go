@@ -1,6 +1,9 @@
 package metadata
 
-import "fmt"
+import (
+	"fmt"
+	"net/url"
+)
 
 // Key layout. Every key Magnetar writes to the metadata store is built by a function in this
 // file, so the whole layout is documented in one place. The store itself may add a
@@ -163,4 +166,51 @@ func LedgerIDFromSuffix(key, prefix string) (int64, error) {
 		return 0, fmt.Errorf("metadata: key %q: %w", key, err)
 	}
 	return id, nil
+}
+
+// Transactions (package txn, broker/topic): coordinators' sequence blocks, transaction
+// headers, and each participant's records. <txn> is "<most>-<least>" (see txn.ID.Key);
+// <topic> is "<tenant>/<ns>/<domain>/<local name>" and <sub> is path-escaped.
+//
+//	/txn/coordinators/<tc>/seq              next free sequence block of coordinator <tc> (JSON, CAS)
+//	/txn/headers/<tc>/<20-digit seq>        transaction header: status, timeout, participants (JSON, CAS)
+//	/txn/buffers/<topic>/watermark          position below which every transaction of the topic is resolved (JSON, CAS forward)
+//	/txn/buffers/<topic>/aborted/<txn>      an aborted transaction of the topic and its last position (JSON)
+//	/txn/buffers/<topic>/open/<txn>         the transaction writes to the topic (before its first append)
+//	/txn/pending-acks/<topic>/<sub>/open/<txn>  the transaction acknowledges on the subscription (before its first ack)
+const (
+	PrefixTxnHeaders     = "/txn/headers/"
+	PrefixTxnBuffers     = "/txn/buffers/"
+	PrefixTxnPendingAcks = "/txn/pending-acks/"
+)
+
+// TxnSeqKey holds the next free sequence block of coordinator tc.
+func TxnSeqKey(tc uint64) string { return fmt.Sprintf("/txn/coordinators/%d/seq", tc) }
+
+// TxnHeaderPrefix is the prefix of the headers of coordinator tc.
+func TxnHeaderPrefix(tc uint64) string { return fmt.Sprintf("%s%d/", PrefixTxnHeaders, tc) }
+
+// TxnHeaderKey holds the header of transaction (tc, seq).
+func TxnHeaderKey(tc, seq uint64) string { return fmt.Sprintf("%s%020d", TxnHeaderPrefix(tc), seq) }
+
+// TxnBufferPrefix is the prefix of the transaction-buffer records of topic.
+func TxnBufferPrefix(topic string) string { return PrefixTxnBuffers + topic + "/" }
+
+// TxnWatermarkKey holds the watermark of topic's transaction buffer.
+func TxnWatermarkKey(topic string) string { return TxnBufferPrefix(topic) + "watermark" }
+
+// TxnAbortedKey marks transaction txn aborted on topic.
+func TxnAbortedKey(topic, txn string) string { return TxnBufferPrefix(topic) + "aborted/" + txn }
+
+// TxnOpenKey records that transaction txn writes to topic.
+func TxnOpenKey(topic, txn string) string { return TxnBufferPrefix(topic) + "open/" + txn }
+
+// TxnPendingAckPrefix is the prefix of the pending-ack records of subscription sub of topic.
+func TxnPendingAckPrefix(topic, sub string) string {
+	return PrefixTxnPendingAcks + topic + "/" + url.PathEscape(sub) + "/"
+}
+
+// TxnPendingAckKey records that transaction txn acknowledges on subscription sub of topic.
+func TxnPendingAckKey(topic, sub, txn string) string {
+	return TxnPendingAckPrefix(topic, sub) + "open/" + txn
 }

@@ -1,0 +1,604 @@
+package txnbuf
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/txn"
+)
+
+// Position is the managed ledger's.
+type Position = mledger.Position
+
+// State is a transaction buffer's lifecycle state.
+type State uint8
+
+// States.
+const (
+	StateLoading State = iota + 1
+	StateReady
+	StateClosed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateLoading:
+		return "Loading"
+	case StateReady:
+		return "Ready"
+	case StateClosed:
+		return "Closed"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// txnState is one transaction's state in the buffer.
+type txnState uint8
+
+const (
+	// registering: its open record is being written (or it failed and may exist).
+	registering txnState = iota + 1
+	// open: its record is durable; its entries may be appended.
+	open
+	// ended: its outcome is known; it waits for its appends in flight and its turn to apply.
+	ended
+)
+
+type entry struct {
+	id     txn.ID
+	state  txnState
+	regTag uint64
+	// first and last are its entries' positions on this topic (hasPos: any is known).
+	first, last Position
+	hasPos      bool
+	inflight    int
+	// recovered: found open at load; its positions before the load are unknown.
+	recovered bool
+	outcome   txn.Status
+	awaiting  bool
+}
+
+// Core is a topic's transaction buffer, sans I/O (seed 002's fixed design): it decides which
+// transactional sends may be appended, how far readers may read (the max read position), and
+// applies each transaction's outcome in order. The owner (the topic goroutine) performs what
+// Ready lists and feeds the outcomes back.
+//
+// Invariants (DESIGN.md T1–T4):
+//   - a transaction's open record is durable before any of its entries is appended (T3):
+//     Admit answers Append only for a transaction whose registration completed;
+//   - readers never read at or after the first entry of a transaction not yet applied, nor,
+//     while a transaction found open at load is unresolved, past the durable watermark (T2);
+//   - outcomes are applied one at a time, after the transaction's appends in flight; an abort
+//     is durable in the aborted set before the watermark passes it, and the watermark only
+//     moves forward by compare-and-swap (T4);
+//   - "not in the aborted set" means visible: an unknown transaction is never taken for
+//     aborted (T1).
+//
+// Not safe for concurrent use.
+type Core struct {
+	state State
+	now   int64
+	tags  uint64
+	mut   Mutation
+
+	txns    map[txn.ID]*entry
+	aborted map[txn.ID]Position // aborted transactions and their last position here
+	// last is the newest entry the topic saw stored (in add order).
+	last Position
+	// wm is the durable watermark (exclusive: every transaction with an entry before it is
+	// resolved), wmVer its version; wmTag a write in flight; wmWant the value it writes.
+	wm      Position
+	wmVer   metadata.Version
+	wmTag   uint64
+	wmWant  Position
+	wmRetry bool
+
+	// applyQ are ended transactions in the order their outcomes arrived; the head is applied
+	// next. step is the head's apply step (0: not started); stepTag the write in flight.
+	applyQ  []txn.ID
+	step    applyStep
+	stepTag uint64
+	retryAt int64
+	retries int
+
+	// pruneTags are aborted-record deletions in flight.
+	pruneTags map[uint64]txn.ID
+
+	published *Before // the bound last handed to the owner
+	ready     Ready
+}
+
+type applyStep uint8
+
+const (
+	stepNone applyStep = iota
+	stepAbortedRecord
+	stepWatermark
+	stepDeleteOpen
+)
+
+// Mutation deliberately breaks the core (upstream's behaviours), to prove the simulation's
+// checker catches it. Only tests set it.
+type Mutation struct {
+	// UnknownIsAborted filters a transaction without an aborted record or known outcome
+	// (#25768 before #25821).
+	UnknownIsAborted bool
+	// AppendBeforeRecord appends a transaction's first entry before its open record is
+	// durable.
+	AppendBeforeRecord bool
+	// NoPinAtRecovery lets readers past a transaction found open at load.
+	NoPinAtRecovery bool
+	// WatermarkBeforeAbortRecord advances the watermark before the aborted record is durable
+	// and deletes the open record without it.
+	SkipAbortRecord bool
+	// ApplyWithInflight applies an outcome while the transaction's appends are in flight.
+	ApplyWithInflight bool
+}
+
+// Before bounds reads: an entry is readable only if its position is before Pos.
+type Before struct{ Pos Position }
+
+// Ready is what the owner must do next.
+type Ready struct {
+	// Registers ask to make transaction ID's open record durable and confirm with its header
+	// that it is open and writes to this topic; Registered reports each.
+	Registers []Register
+	// Awaits ask to learn each transaction's outcome (Ended).
+	Awaits []txn.ID
+	// Writes are record writes; Written reports each.
+	Writes []Write
+	// Released lists transactions whose registration ended: sends held for them can be
+	// judged again by Admit.
+	Released []txn.ID
+	// Bound changed: MaxRead is the new read bound (nil: unbounded).
+	BoundChanged bool
+	MaxRead      *Before
+	// AbortedChanged: the aborted set changed (readers filter by Aborted).
+	AbortedChanged bool
+	// TimerAt asks for a Tick (Unix ms; 0: none).
+	TimerAt int64
+}
+
+// Register is one registration.
+type Register struct {
+	Tag uint64
+	ID  txn.ID
+}
+
+// WriteKind tells a record write apart.
+type WriteKind uint8
+
+// Record writes.
+const (
+	WriteAborted    WriteKind = iota + 1 // put the aborted record of ID with Pos
+	WriteWatermark                       // put the watermark Pos, CAS on Expected
+	WriteDeleteOpen                      // delete ID's open record
+	WriteDeleteAborted                   // delete ID's aborted record (pruned)
+)
+
+// Write is one record write.
+type Write struct {
+	Tag      uint64
+	Kind     WriteKind
+	ID       txn.ID
+	Pos      Position
+	Expected metadata.Version
+}
+
+// Loaded is the buffer's durable state read at load.
+type Loaded struct {
+	Watermark    Position
+	WatermarkVer metadata.Version
+	Aborted      map[txn.ID]Position
+	Open         []txn.ID
+	// Last is the log's last entry.
+	Last Position
+}
+
+// New returns a core in Loading.
+func New() *Core {
+	return &Core{state: StateLoading, txns: map[txn.ID]*entry{}, aborted: map[txn.ID]Position{}, pruneTags: map[uint64]txn.ID{}}
+}
+
+// SetMutation installs a deliberate bug (tests only).
+func (c *Core) SetMutation(m Mutation) { c.mut = m }
+
+// State returns the lifecycle state.
+func (c *Core) State() State { return c.state }
+
+func (c *Core) tag() uint64 {
+	c.tags++
+	return c.tags
+}
+
+// Load feeds the durable state; transactions found open are awaited and pin reads at the
+// watermark until they resolve.
+func (c *Core) Load(l Loaded) {
+	if c.state != StateLoading {
+		return
+	}
+	c.wm, c.wmVer, c.last = l.Watermark, l.WatermarkVer, l.Last
+	for id, p := range l.Aborted {
+		c.aborted[id] = p
+	}
+	for _, id := range l.Open {
+		e := &entry{id: id, state: open, recovered: true}
+		c.txns[id] = e
+		c.await(e)
+	}
+	c.state = StateReady
+	c.ready.AbortedChanged = true
+	c.publishBound()
+}
+
+// Close stops the core.
+func (c *Core) Close() { c.state = StateClosed }
+
+// TakeReady returns what to do and clears it.
+func (c *Core) TakeReady() Ready {
+	r := c.ready
+	if c.retryAt != 0 {
+		r.TimerAt = c.retryAt
+	}
+	c.ready = Ready{}
+	return r
+}
+
+// Open returns the number of transactions not applied yet.
+func (c *Core) Open() int { return len(c.txns) }
+
+// Aborted returns a copy of the aborted set.
+func (c *Core) Aborted() map[txn.ID]Position {
+	out := make(map[txn.ID]Position, len(c.aborted))
+	for id, p := range c.aborted {
+		out[id] = p
+	}
+	return out
+}
+
+// IsAborted reports whether entries of id are filtered. Unknown is visible (T1).
+func (c *Core) IsAborted(id txn.ID) bool {
+	if _, ok := c.aborted[id]; ok {
+		return true
+	}
+	if c.mut.UnknownIsAborted {
+		if e := c.txns[id]; e == nil || e.outcome != txn.Committed {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxRead returns the current read bound (nil: unbounded).
+func (c *Core) MaxRead() *Before {
+	pinned := false
+	for _, e := range c.txns {
+		if e.recovered && !c.mut.NoPinAtRecovery {
+			pinned = true
+		}
+	}
+	if len(c.txns) == 0 {
+		return nil
+	}
+	b := after(c.last)
+	for _, e := range c.txns {
+		if e.hasPos && !e.recovered && e.first.Less(b) {
+			b = e.first
+		}
+	}
+	if pinned && c.wm.Less(b) {
+		b = c.wm
+	}
+	return &Before{Pos: b}
+}
+
+func after(p Position) Position { return Position{LedgerID: p.LedgerID, EntryID: p.EntryID + 1} }
+
+// Watermark returns the durable watermark.
+func (c *Core) Watermark() Position { return c.wm }
+
+func (c *Core) publishBound() {
+	b := c.MaxRead()
+	if (b == nil) == (c.published == nil) && (b == nil || b.Pos == c.published.Pos) {
+		return
+	}
+	c.published = b
+	c.ready.BoundChanged, c.ready.MaxRead = true, b
+}
+
+// Admission of transactional sends.
+
+// Verdict is Admit's answer.
+type Verdict uint8
+
+// Verdicts.
+const (
+	// Append: the transaction is registered here; append the entry (then Appending).
+	Append Verdict = iota + 1
+	// Hold: its registration is in progress; keep the send (and the producer's later ones)
+	// until Released names the transaction.
+	Hold
+	// Refuse: the transaction cannot write here (err says why).
+	Refuse
+)
+
+// Errors of Admit.
+var (
+	ErrEnded    = fmt.Errorf("transaction has ended")
+	ErrNotReady = fmt.Errorf("transaction buffer not ready")
+)
+
+// Admit judges a transactional send of id.
+func (c *Core) Admit(id txn.ID) (Verdict, error) {
+	if c.state != StateReady {
+		return Refuse, ErrNotReady
+	}
+	e := c.txns[id]
+	switch {
+	case e == nil:
+		e = &entry{id: id, state: registering}
+		c.txns[id] = e
+		c.publishBound()
+		if c.mut.AppendBeforeRecord {
+			e.state = open
+			c.register(e)
+			return Append, nil
+		}
+		c.register(e)
+		return Hold, nil
+	case e.state == registering:
+		if e.regTag == 0 { // a failed registration: try again
+			c.register(e)
+		}
+		return Hold, nil
+	case e.state == ended:
+		return Refuse, fmt.Errorf("%w: %v is %v", ErrEnded, id, e.outcome)
+	}
+	return Append, nil
+}
+
+func (c *Core) register(e *entry) {
+	e.regTag = c.tag()
+	c.ready.Registers = append(c.ready.Registers, Register{Tag: e.regTag, ID: e.id})
+}
+
+// RegisterOutcome is how a registration ended.
+type RegisterOutcome uint8
+
+// Registration outcomes.
+const (
+	// Registered: the record is durable and the header says open, with this topic.
+	Registered RegisterOutcome = iota + 1
+	// Rejected: the header says the transaction cannot write here (ended, gone, or this
+	// topic not added); the owner deleted the record. err tells why.
+	Rejected
+	// Failed: the store failed; the record may exist.
+	Failed
+)
+
+// Registered reports a registration. It returns the error to fail the held sends with
+// (nil: judge them again with Admit).
+func (c *Core) Registered(tag uint64, out RegisterOutcome, err error) error {
+	var e *entry
+	for _, x := range c.txns {
+		if x.regTag == tag {
+			e = x
+		}
+	}
+	if e == nil || c.state != StateReady {
+		return nil
+	}
+	e.regTag = 0
+	c.ready.Released = append(c.ready.Released, e.id)
+	switch {
+	case out == Rejected:
+		// Nothing of it was appended here: forget it (a later send is judged again by the
+		// same check). An outcome that arrived meanwhile needs no apply.
+		delete(c.txns, e.id)
+		c.publishBound()
+		return err
+	case e.outcome != 0:
+		// It ended while registering: apply the outcome (the record may exist).
+		c.end(e)
+		return fmt.Errorf("%w: %v is %v", ErrEnded, e.id, e.outcome)
+	case out == Registered:
+		e.state = open
+		c.await(e)
+		return nil
+	}
+	// Failed: the record may exist, so the transaction stays and is awaited; its later
+	// sends retry the registration.
+	c.await(e)
+	return err
+}
+
+func (c *Core) await(e *entry) {
+	if !e.awaiting {
+		e.awaiting = true
+		c.ready.Awaits = append(c.ready.Awaits, e.id)
+	}
+}
+
+// Appending counts an append of id handed to the log.
+func (c *Core) Appending(id txn.ID) {
+	if e := c.txns[id]; e != nil {
+		e.inflight++
+	}
+}
+
+// Added reports an add of the topic completed at pos, in add order (id nil: not
+// transactional; ok false: it failed).
+func (c *Core) Added(id *txn.ID, pos Position, ok bool) {
+	if ok && c.last.Less(pos) {
+		c.last = pos
+	}
+	if id != nil {
+		if e := c.txns[*id]; e != nil {
+			e.inflight--
+			if ok {
+				if !e.hasPos {
+					e.first, e.hasPos = pos, true
+				}
+				if e.last.Less(pos) {
+					e.last = pos
+				}
+			}
+		}
+	}
+	c.publishBound()
+	c.pump()
+}
+
+// Ended reports id's outcome from its header (0: the header is gone, which only happens
+// after every participant applied it, so it counts as committed — unknown is never
+// aborted).
+func (c *Core) Ended(id txn.ID, s txn.Status) {
+	e := c.txns[id]
+	if e == nil || e.state == ended || e.outcome != 0 || c.state != StateReady {
+		return
+	}
+	if s == 0 {
+		s = txn.Committed
+	}
+	e.outcome = s
+	if e.regTag != 0 {
+		return // its registration ends first (Registered applies it)
+	}
+	c.end(e)
+}
+
+func (c *Core) end(e *entry) {
+	e.state = ended
+	c.applyQ = append(c.applyQ, e.id)
+	c.pump()
+}
+
+// Tick advances time (retries).
+func (c *Core) Tick(now int64) {
+	c.now = now
+	if c.retryAt != 0 && c.retryAt <= now {
+		c.retryAt = 0
+		c.pump()
+	}
+}
+
+// pump applies the head of applyQ, one step at a time.
+func (c *Core) pump() {
+	for c.state == StateReady && len(c.applyQ) > 0 && c.stepTag == 0 && c.retryAt == 0 {
+		id := c.applyQ[0]
+		e := c.txns[id]
+		if c.step == stepNone {
+			if e != nil && (e.inflight > 0 || e.regTag != 0) && !c.mut.ApplyWithInflight {
+				return
+			}
+			// In memory first: readers may pass it now; an abort is filtered from here on.
+			if e != nil && e.outcome == txn.Aborted {
+				last := c.last
+				if e.hasPos && !e.recovered {
+					last = e.last
+				}
+				c.aborted[id] = last
+				c.ready.AbortedChanged = true
+			}
+			delete(c.txns, id)
+			c.publishBound()
+			c.step = stepAbortedRecord
+			if e == nil || e.outcome != txn.Aborted || c.mut.SkipAbortRecord {
+				c.step = stepWatermark
+			}
+		}
+		switch c.step {
+		case stepAbortedRecord:
+			c.stepTag = c.tag()
+			c.ready.Writes = append(c.ready.Writes, Write{Tag: c.stepTag, Kind: WriteAborted, ID: id, Pos: c.aborted[id]})
+		case stepWatermark:
+			want := after(c.last)
+			if b := c.MaxRead(); b != nil {
+				want = b.Pos
+			}
+			if !c.wm.Less(want) {
+				c.step = stepDeleteOpen
+				continue
+			}
+			c.stepTag, c.wmWant = c.tag(), want
+			c.ready.Writes = append(c.ready.Writes, Write{Tag: c.stepTag, Kind: WriteWatermark, Pos: want, Expected: c.wmVer})
+		case stepDeleteOpen:
+			c.stepTag = c.tag()
+			c.ready.Writes = append(c.ready.Writes, Write{Tag: c.stepTag, Kind: WriteDeleteOpen, ID: id})
+		}
+	}
+}
+
+// Written reports a record write (ver: the watermark's new version; notFound: a CAS found
+// the watermark changed or gone, reload value and version from cur).
+func (c *Core) Written(tag uint64, ver metadata.Version, err error) {
+	if id, ok := c.pruneTags[tag]; ok {
+		delete(c.pruneTags, tag)
+		if err == nil {
+			delete(c.aborted, id)
+			c.ready.AbortedChanged = true
+		}
+		return
+	}
+	if tag != c.stepTag || c.state != StateReady {
+		return
+	}
+	c.stepTag = 0
+	if err != nil {
+		c.retries++
+		c.retryAt = c.now + min(int64(100)<<min(c.retries, 8), 10_000)
+		return
+	}
+	c.retries = 0
+	switch c.step {
+	case stepAbortedRecord:
+		c.step = stepWatermark
+	case stepWatermark:
+		c.wm, c.wmVer = c.wmWant, ver
+		c.step = stepDeleteOpen
+	case stepDeleteOpen:
+		c.applyQ = c.applyQ[1:]
+		c.step = stepNone
+	}
+	c.publishBound()
+	c.pump()
+}
+
+// WatermarkReloaded feeds the stored watermark after a refused compare-and-swap.
+func (c *Core) WatermarkReloaded(p Position, ver metadata.Version) {
+	if c.wm.Less(p) {
+		c.wm = p
+	}
+	c.wmVer = ver
+}
+
+// Trimmed tells that every entry before first was removed from the log: aborted records of
+// transactions wholly before it are deleted.
+func (c *Core) Trimmed(first Position) {
+	if c.state != StateReady {
+		return
+	}
+	ids := make([]txn.ID, 0)
+	for id, p := range c.aborted {
+		if p.Less(first) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].Least < ids[j].Least })
+	for _, id := range ids {
+		inFlight := false
+		for _, x := range c.pruneTags {
+			if x == id {
+				inFlight = true
+			}
+		}
+		if inFlight || (len(c.applyQ) > 0 && c.applyQ[0] == id) {
+			continue
+		}
+		t := c.tag()
+		c.pruneTags[t] = id
+		c.ready.Writes = append(c.ready.Writes, Write{Tag: t, Kind: WriteDeleteAborted, ID: id})
+	}
+}

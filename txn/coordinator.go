@@ -1,0 +1,726 @@
+package txn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// Errors a coordinator answers with. The broker maps them to Pulsar's error codes.
+var (
+	// ErrNotFound: no such transaction, or it has ended already (TransactionNotFound).
+	ErrNotFound = errors.New("transaction not found")
+	// ErrInvalidStatus: the transaction is not in the state the operation needs
+	// (InvalidTxnStatus).
+	ErrInvalidStatus = errors.New("invalid transaction status")
+	// ErrTooMany: the coordinator holds its maximum of open transactions.
+	ErrTooMany = errors.New("too many open transactions")
+	// ErrNotReady: the coordinator is loading or closed.
+	ErrNotReady = errors.New("transaction coordinator not ready")
+	// ErrUnavailable: the metadata store failed the operation; its outcome is not applied.
+	ErrUnavailable = errors.New("transaction metadata unavailable")
+)
+
+// CoreConfig configures a coordinator core.
+type CoreConfig struct {
+	// TC is the coordinator's index (the Most bits of its transactions' ids).
+	TC uint64
+	// MaxActive bounds the open transactions (0: unlimited).
+	MaxActive int
+	// SeqBlock is how many sequence numbers one reservation takes. Default 1000.
+	SeqBlock uint64
+	// GCDelayMs is how long after its end a transaction's participants are first checked
+	// for garbage collection of the header. Default 1000.
+	GCDelayMs int64
+	// Owner names the broker serving the coordinator (recorded in new headers).
+	Owner string
+}
+
+// CoreState is a coordinator core's lifecycle state.
+type CoreState uint8
+
+// Core states.
+const (
+	CoreLoading CoreState = iota + 1
+	CoreReady
+	CoreClosed
+)
+
+func (s CoreState) String() string {
+	switch s {
+	case CoreLoading:
+		return "Loading"
+	case CoreReady:
+		return "Ready"
+	case CoreClosed:
+		return "Closed"
+	}
+	return fmt.Sprintf("CoreState(%d)", uint8(s))
+}
+
+// Core is one transaction coordinator, sans I/O: it decides, the owner performs what Ready
+// lists and feeds the outcomes back (WriteDone, GetDone, Checked), and time comes in as an
+// input. Every header change is a compare-and-swap on the version the core last read; a
+// failed or refused write reloads the header before the operation is judged again, so an
+// answer is never based on a state the store does not have. Operations on one transaction
+// are serialized (one write in flight); different transactions proceed in parallel.
+//
+// Not safe for concurrent use: one goroutine owns it.
+type Core struct {
+	cfg   CoreConfig
+	state CoreState
+	now   int64
+	tags  uint64
+
+	txns map[uint64]*entry
+	// open counts the transactions not ended (including ones being created).
+	open int
+	// byTag maps a write or get in flight to its transaction (0: the sequence record).
+	byTag map[uint64]uint64
+
+	seqNext, seqEnd uint64
+	seqVer          metadata.Version
+	seqTag          uint64 // reservation or reload in flight (0: none)
+	seqStale        bool   // reload the sequence record before the next reservation
+	waitingNew      []*op
+
+	ready Ready
+	mut   CoreMutation
+
+	// OnTimeout, if set, is called when the timeout sweep aborted a transaction.
+	OnTimeout func(ID)
+}
+
+// CoreMutation deliberately breaks the core, to prove the simulation's checker catches it.
+// Only tests set it.
+type CoreMutation struct {
+	EndWithoutCAS   bool // write a terminal header unconditionally
+	TrustFailedEnd  bool // answer a failed end write as done without reloading
+	ReuseSeqOnLoad  bool // restart sequence numbers at the loaded record without reserving
+	AbortEndedByTTL bool // let the timeout sweep overwrite a committed header
+}
+
+type entry struct {
+	seq     uint64
+	hdr     Header
+	ver     metadata.Version // 0: not created yet
+	tag     uint64           // write or get in flight (0: none)
+	want    *Header          // the header being written
+	cur     *op              // the operation the write or get is for
+	stale   bool             // reload before the next write
+	queue   []*op
+	gcAt    int64 // ended: next participant check (0: not scheduled)
+	gcTag   uint64
+	gcDelay int64
+}
+
+type opKind uint8
+
+const (
+	opCreate opKind = iota + 1
+	opAddPartitions
+	opAddSubscriptions
+	opEnd
+	opTimeout
+)
+
+type op struct {
+	kind     opKind
+	timeout  int64
+	topics   []string
+	subs     []SubRef
+	commit   bool
+	done     func(ID, error)
+	attempts int
+}
+
+// Ready is what the owner must do next.
+type Ready struct {
+	// Writes are compare-and-swap puts (Delete: deletes) to perform; WriteDone reports each.
+	Writes []Write
+	// Gets reload keys; GetDone reports each.
+	Gets []Get
+	// Checks ask whether any participant of an ended transaction still holds its record;
+	// Checked reports each.
+	Checks []Check
+	// Replies answer requests, in order.
+	Replies []Reply
+	// TimerAt asks for a Tick at that time (Unix ms; 0: none needed).
+	TimerAt int64
+}
+
+// Write is one conditional put or delete.
+type Write struct {
+	Tag      uint64
+	Key      string
+	Value    []byte
+	Expected metadata.Version
+	Delete   bool
+}
+
+// Get is one read.
+type Get struct {
+	Tag uint64
+	Key string
+}
+
+// Check asks about the participants of an ended transaction.
+type Check struct {
+	Tag    uint64
+	ID     ID
+	Header Header
+}
+
+// Reply answers one request.
+type Reply struct {
+	Done func(ID, error)
+	ID   ID
+	Err  error
+}
+
+// NewCore returns a core in CoreLoading; Loaded makes it ready.
+func NewCore(cfg CoreConfig) *Core {
+	if cfg.SeqBlock == 0 {
+		cfg.SeqBlock = 1000
+	}
+	if cfg.GCDelayMs <= 0 {
+		cfg.GCDelayMs = 1000
+	}
+	return &Core{cfg: cfg, state: CoreLoading, txns: map[uint64]*entry{}, byTag: map[uint64]uint64{}}
+}
+
+// SetMutation installs a deliberate bug (tests only).
+func (c *Core) SetMutation(m CoreMutation) { c.mut = m }
+
+// State returns the lifecycle state.
+func (c *Core) State() CoreState { return c.state }
+
+// Open returns the number of open transactions.
+func (c *Core) Open() int { return c.open }
+
+// Lookup returns a transaction's header as the core knows it.
+func (c *Core) Lookup(seq uint64) (Header, bool) {
+	e := c.txns[seq]
+	if e == nil || e.ver == 0 {
+		return Header{}, false
+	}
+	return e.hdr, true
+}
+
+// Transactions returns the sequence numbers the core holds, in order.
+func (c *Core) Transactions() []uint64 {
+	out := make([]uint64, 0, len(c.txns))
+	for s, e := range c.txns {
+		if e.ver != 0 {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// SeqRecord is the stored form of the sequence record.
+type SeqRecord struct {
+	Next uint64 `json:"next"`
+}
+
+// Loaded is one stored header found at load.
+type Loaded struct {
+	Seq     uint64
+	Header  Header
+	Version metadata.Version
+}
+
+// Load feeds what the owner read at start: the sequence record (version 0: none) and the
+// coordinator's headers. Transactions open in them keep their deadlines; ended ones are
+// scheduled for garbage collection.
+func (c *Core) Load(seq SeqRecord, seqVer metadata.Version, hs []Loaded, now int64) {
+	if c.state != CoreLoading {
+		return
+	}
+	c.now = now
+	c.seqNext, c.seqEnd, c.seqVer = max(seq.Next, 1), max(seq.Next, 1), seqVer
+	if c.mut.ReuseSeqOnLoad {
+		c.seqEnd = c.seqNext + c.cfg.SeqBlock
+	}
+	for _, l := range hs {
+		e := &entry{seq: l.Seq, hdr: l.Header, ver: l.Version}
+		c.txns[l.Seq] = e
+		if l.Header.Status == Open {
+			c.open++
+		} else {
+			e.gcAt, e.gcDelay = now, c.cfg.GCDelayMs
+		}
+	}
+	c.state = CoreReady
+	c.Tick(now)
+}
+
+// Close fails every waiting request with ErrNotReady; results still in flight are dropped.
+func (c *Core) Close() {
+	if c.state == CoreClosed {
+		return
+	}
+	c.state = CoreClosed
+	for _, e := range c.txns {
+		if e.cur != nil {
+			c.reply(e.cur, ID{}, ErrNotReady)
+		}
+		for _, o := range e.queue {
+			c.reply(o, ID{}, ErrNotReady)
+		}
+	}
+	for _, o := range c.waitingNew {
+		c.reply(o, ID{}, ErrNotReady)
+	}
+	c.txns, c.waitingNew, c.byTag = map[uint64]*entry{}, nil, map[uint64]uint64{}
+}
+
+// TakeReady returns what to do and clears it. The slices are reused by later inputs.
+func (c *Core) TakeReady() Ready {
+	r := c.ready
+	r.TimerAt = c.nextTimer()
+	c.ready = Ready{Writes: r.Writes[:0:0], Gets: r.Gets[:0:0], Checks: r.Checks[:0:0], Replies: r.Replies[:0:0]}
+	return r
+}
+
+func (c *Core) id(seq uint64) ID { return ID{Most: c.cfg.TC, Least: seq} }
+
+func (c *Core) tag() uint64 {
+	c.tags++
+	return c.tags
+}
+
+func (c *Core) reply(o *op, id ID, err error) {
+	c.ready.Replies = append(c.ready.Replies, Reply{Done: o.done, ID: id, Err: err})
+}
+
+// Requests.
+
+// NewTxn opens a transaction that times out timeoutMs after now.
+func (c *Core) NewTxn(timeoutMs, now int64, done func(ID, error)) {
+	c.now = now
+	o := &op{kind: opCreate, timeout: timeoutMs, done: done}
+	switch {
+	case c.state != CoreReady:
+		c.reply(o, ID{}, ErrNotReady)
+		return
+	case c.cfg.MaxActive > 0 && c.open >= c.cfg.MaxActive:
+		c.reply(o, ID{}, fmt.Errorf("%w: coordinator %d holds its maximum of %d", ErrTooMany, c.cfg.TC, c.cfg.MaxActive))
+		return
+	}
+	c.open++
+	c.waitingNew = append(c.waitingNew, o)
+	c.pumpNew()
+}
+
+// AddPartitions records topics as written by transaction seq.
+func (c *Core) AddPartitions(seq uint64, topics []string, done func(ID, error)) {
+	c.enqueue(seq, &op{kind: opAddPartitions, topics: topics, done: done})
+}
+
+// AddSubscriptions records subscriptions as acknowledged on by transaction seq.
+func (c *Core) AddSubscriptions(seq uint64, subs []SubRef, done func(ID, error)) {
+	c.enqueue(seq, &op{kind: opAddSubscriptions, subs: subs, done: done})
+}
+
+// End commits or aborts transaction seq at now.
+func (c *Core) End(seq uint64, commit bool, now int64, done func(ID, error)) {
+	c.now = now
+	c.enqueue(seq, &op{kind: opEnd, commit: commit, done: done})
+}
+
+func (c *Core) enqueue(seq uint64, o *op) {
+	if c.state != CoreReady {
+		c.reply(o, c.id(seq), ErrNotReady)
+		return
+	}
+	e := c.txns[seq]
+	if e == nil || (e.ver == 0 && o.kind != opCreate) {
+		c.reply(o, c.id(seq), fmt.Errorf("%w: %v", ErrNotFound, c.id(seq)))
+		return
+	}
+	e.queue = append(e.queue, o)
+	c.pump(e)
+}
+
+// Tick advances time: open transactions past their deadline are aborted, ended ones due
+// are checked for garbage collection.
+func (c *Core) Tick(now int64) {
+	c.now = now
+	if c.state != CoreReady {
+		return
+	}
+	for _, seq := range c.sortedSeqs() {
+		e := c.txns[seq]
+		switch {
+		case e.ver == 0:
+		case e.hdr.Status == Open && e.hdr.TimeoutAtMs <= now && !e.hasTimeout():
+			e.queue = append(e.queue, &op{kind: opTimeout, done: c.timedOut})
+			c.pump(e)
+		case e.hdr.Status.Ended() && e.gcAt != 0 && e.gcAt <= now && e.gcTag == 0 && e.tag == 0:
+			e.gcTag = c.tag()
+			c.byTag[e.gcTag] = seq
+			c.ready.Checks = append(c.ready.Checks, Check{Tag: e.gcTag, ID: c.id(seq), Header: e.hdr})
+		}
+	}
+}
+
+func (c *Core) timedOut(id ID, err error) {
+	if err == nil && c.OnTimeout != nil {
+		c.OnTimeout(id)
+	}
+}
+
+func (e *entry) hasTimeout() bool {
+	if e.cur != nil && e.cur.kind == opTimeout {
+		return true
+	}
+	for _, o := range e.queue {
+		if o.kind == opTimeout {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Core) sortedSeqs() []uint64 {
+	out := make([]uint64, 0, len(c.txns))
+	for s := range c.txns {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (c *Core) nextTimer() int64 {
+	var at int64
+	for _, e := range c.txns {
+		var t int64
+		switch {
+		case e.ver != 0 && e.hdr.Status == Open:
+			t = e.hdr.TimeoutAtMs
+		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0:
+			t = e.gcAt
+		default:
+			continue
+		}
+		if at == 0 || t < at {
+			at = t
+		}
+	}
+	return at
+}
+
+// Sequence numbers.
+
+func (c *Core) pumpNew() {
+	for len(c.waitingNew) > 0 && c.seqNext < c.seqEnd {
+		o := c.waitingNew[0]
+		c.waitingNew = c.waitingNew[1:]
+		seq := c.seqNext
+		c.seqNext++
+		e := &entry{seq: seq}
+		c.txns[seq] = e
+		e.queue = append(e.queue, o)
+		c.pump(e)
+	}
+	if len(c.waitingNew) == 0 || c.seqTag != 0 {
+		return
+	}
+	c.seqTag = c.tag()
+	c.byTag[c.seqTag] = 0
+	if c.seqStale {
+		c.ready.Gets = append(c.ready.Gets, Get{Tag: c.seqTag, Key: metadata.TxnSeqKey(c.cfg.TC)})
+		return
+	}
+	v, _ := json.Marshal(SeqRecord{Next: c.seqEnd + c.cfg.SeqBlock})
+	c.ready.Writes = append(c.ready.Writes, Write{Tag: c.seqTag, Key: metadata.TxnSeqKey(c.cfg.TC), Value: v, Expected: c.seqVer})
+}
+
+func (c *Core) seqWritten(ver metadata.Version, err error) {
+	c.seqTag = 0
+	if err != nil {
+		c.seqStale = true
+		if len(c.waitingNew) > 0 {
+			o := c.waitingNew[0]
+			o.attempts++
+			if o.attempts > 3 {
+				c.waitingNew = c.waitingNew[1:]
+				c.open--
+				c.reply(o, ID{}, fmt.Errorf("%w: reserve sequence numbers: %v", ErrUnavailable, err))
+			}
+		}
+		c.pumpNew()
+		return
+	}
+	c.seqVer = ver
+	c.seqNext = c.seqEnd
+	c.seqEnd += c.cfg.SeqBlock
+	c.pumpNew()
+}
+
+func (c *Core) seqLoaded(kv *metadata.KV, err error) {
+	c.seqTag = 0
+	if err == nil {
+		c.seqStale = false
+		c.seqVer = 0
+		next := uint64(1)
+		if kv != nil {
+			var r SeqRecord
+			if json.Unmarshal(kv.Value, &r) == nil {
+				next = max(r.Next, 1)
+			}
+			c.seqVer = kv.Version
+		}
+		// Everything below the stored value may have been handed out by another owner.
+		c.seqNext, c.seqEnd = next, next
+	}
+	c.pumpNew()
+}
+
+// Transactions.
+
+// pump judges the next operation of e against its header, unless a write or get is in
+// flight.
+func (c *Core) pump(e *entry) {
+	for e.tag == 0 && len(e.queue) > 0 && c.state == CoreReady {
+		if e.stale && e.ver != 0 {
+			e.tag = c.tag()
+			c.byTag[e.tag] = e.seq
+			c.ready.Gets = append(c.ready.Gets, Get{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, e.seq)})
+			return
+		}
+		o := e.queue[0]
+		e.queue = e.queue[1:]
+		c.judge(e, o)
+	}
+}
+
+// judge answers o from e's header or starts the write it needs.
+func (c *Core) judge(e *entry, o *op) {
+	id := c.id(e.seq)
+	h := e.hdr
+	switch o.kind {
+	case opCreate:
+		if e.ver != 0 {
+			c.reply(o, id, nil)
+			return
+		}
+		h = Header{Status: Open, OpenedMs: c.now, TimeoutAtMs: c.now + o.timeout, Owner: c.cfg.Owner}
+		c.write(e, o, &h, metadata.NotExists)
+		return
+	case opAddPartitions, opAddSubscriptions:
+		if h.Status != Open {
+			c.reply(o, id, fmt.Errorf("%w: %v is %v, not OPEN", ErrInvalidStatus, id, h.Status))
+			return
+		}
+		changed := false
+		for _, t := range o.topics {
+			if !contains(h.Partitions, t) {
+				h.Partitions = append(append([]string(nil), h.Partitions...), t)
+				changed = true
+			}
+		}
+		for _, s := range o.subs {
+			if !containsSub(h.Subscriptions, s) {
+				h.Subscriptions = append(append([]SubRef(nil), h.Subscriptions...), s)
+				changed = true
+			}
+		}
+		if !changed {
+			c.reply(o, id, nil)
+			return
+		}
+		c.write(e, o, &h, e.ver)
+	case opEnd, opTimeout:
+		want := Aborted
+		if o.kind == opEnd && o.commit {
+			want = Committed
+		}
+		if h.Status.Ended() && !(c.mut.AbortEndedByTTL && o.kind == opTimeout) {
+			if o.attempts > 0 && h.Status == want {
+				c.reply(o, id, nil) // our own write landed though it was reported failed
+				return
+			}
+			c.reply(o, id, fmt.Errorf("%w: %v has ended (%v)", ErrNotFound, id, h.Status))
+			return
+		}
+		h.Status, h.EndedMs, h.TimedOut = want, c.now, o.kind == opTimeout
+		exp := e.ver
+		if c.mut.EndWithoutCAS {
+			exp = metadata.AnyVersion
+		}
+		c.write(e, o, &h, exp)
+	}
+}
+
+func (c *Core) write(e *entry, o *op, h *Header, exp metadata.Version) {
+	e.tag, e.want, e.cur = c.tag(), h, o
+	c.byTag[e.tag] = e.seq
+	c.ready.Writes = append(c.ready.Writes, Write{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, e.seq), Value: h.Encode(), Expected: exp})
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsSub(ss []SubRef, s SubRef) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteDone reports a write of Ready.Writes.
+func (c *Core) WriteDone(tag uint64, ver metadata.Version, err error) {
+	seq, ok := c.byTag[tag]
+	if !ok || c.state != CoreReady {
+		return
+	}
+	delete(c.byTag, tag)
+	if seq == 0 {
+		if tag == c.seqTag {
+			c.seqWritten(ver, err)
+		}
+		return
+	}
+	e := c.txns[seq]
+	if e == nil {
+		return
+	}
+	if tag == e.gcTag { // the header's deletion
+		e.gcTag = 0
+		if err == nil {
+			delete(c.txns, seq)
+			return
+		}
+		e.stale = true
+		c.backoffGC(e)
+		return
+	}
+	if tag != e.tag {
+		return
+	}
+	e.tag = 0
+	o := e.cur
+	if err != nil && !(c.mut.TrustFailedEnd && o.kind == opEnd) {
+		o.attempts++
+		if e.ver == 0 {
+			// The create may have landed: a sequence number is never reused, so give up on it.
+			delete(c.txns, seq)
+			c.open--
+			c.reply(o, ID{}, fmt.Errorf("%w: create %v: %v", ErrUnavailable, c.id(seq), err))
+			return
+		}
+		e.stale = true
+		e.cur, e.want = nil, nil
+		if o.attempts > 3 {
+			c.reply(o, c.id(seq), fmt.Errorf("%w: %v", ErrUnavailable, err))
+		} else {
+			e.queue = append([]*op{o}, e.queue...)
+		}
+		c.pump(e)
+		return
+	}
+	wasOpen := e.ver == 0 || e.hdr.Status == Open
+	e.hdr, e.ver, e.cur, e.want = *e.want, ver, nil, nil
+	c.afterChange(e, wasOpen)
+	c.reply(o, c.id(seq), nil)
+	c.pump(e)
+}
+
+// GetDone reports a read of Ready.Gets (kv nil: not found).
+func (c *Core) GetDone(tag uint64, kv *metadata.KV, err error) {
+	seq, ok := c.byTag[tag]
+	if !ok || c.state != CoreReady {
+		return
+	}
+	delete(c.byTag, tag)
+	if seq == 0 {
+		if tag == c.seqTag {
+			c.seqLoaded(kv, err)
+		}
+		return
+	}
+	e := c.txns[seq]
+	if e == nil || tag != e.tag {
+		return
+	}
+	e.tag = 0
+	if err != nil {
+		// Still stale; fail what waits rather than spin on a broken store.
+		for _, o := range e.queue {
+			c.reply(o, c.id(seq), fmt.Errorf("%w: %v", ErrUnavailable, err))
+		}
+		e.queue = nil
+		return
+	}
+	e.stale = false
+	if kv == nil {
+		if e.hdr.Status == Open {
+			c.open--
+		}
+		delete(c.txns, seq)
+		for _, o := range e.queue {
+			c.reply(o, c.id(seq), fmt.Errorf("%w: %v", ErrNotFound, c.id(seq)))
+		}
+		return
+	}
+	h, derr := DecodeHeader(kv.Value)
+	if derr != nil {
+		for _, o := range e.queue {
+			c.reply(o, c.id(seq), derr)
+		}
+		e.queue = nil
+		return
+	}
+	wasOpen := e.hdr.Status == Open
+	e.hdr, e.ver = h, kv.Version
+	c.afterChange(e, wasOpen)
+	c.pump(e)
+}
+
+func (c *Core) afterChange(e *entry, wasOpen bool) {
+	if wasOpen && e.hdr.Status.Ended() {
+		c.open--
+		e.gcAt, e.gcDelay = c.now+c.cfg.GCDelayMs, c.cfg.GCDelayMs
+	}
+}
+
+// Checked reports a participant check: pending tells that some participant still holds
+// its record.
+func (c *Core) Checked(tag uint64, pending bool, err error) {
+	seq, ok := c.byTag[tag]
+	if !ok || c.state != CoreReady {
+		return
+	}
+	delete(c.byTag, tag)
+	e := c.txns[seq]
+	if e == nil || tag != e.gcTag {
+		return
+	}
+	e.gcTag = 0
+	if err != nil || pending || e.tag != 0 || len(e.queue) > 0 {
+		c.backoffGC(e)
+		return
+	}
+	e.gcTag = c.tag()
+	c.byTag[e.gcTag] = seq
+	c.ready.Writes = append(c.ready.Writes, Write{Tag: e.gcTag, Key: metadata.TxnHeaderKey(c.cfg.TC, seq), Expected: e.ver, Delete: true})
+}
+
+func (c *Core) backoffGC(e *entry) {
+	e.gcDelay = min(e.gcDelay*2, 60_000)
+	e.gcAt = c.now + e.gcDelay
+}

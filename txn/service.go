@@ -1,0 +1,315 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/magnetar-io/magnetar/internal/inbox"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// CoordinatorConfig configures a running coordinator.
+type CoordinatorConfig struct {
+	CoreConfig
+	Store  metadata.Store
+	Logger *slog.Logger
+	// Canon maps a topic name as a client sent it to the participant key of its topic
+	// ("tenant/ns/domain/local"); names it cannot parse are skipped by garbage collection.
+	Canon func(string) (string, error)
+	// Metrics counts what the coordinator does (nil: not counted).
+	Metrics *Metrics
+	// OpTimeout bounds one metadata operation. Default 10s.
+	OpTimeout time.Duration
+}
+
+// Coordinator runs a Core on the metadata store: one goroutine owns the core, each store
+// operation runs on its own goroutine and posts its outcome back.
+type Coordinator struct {
+	cfg     CoordinatorConfig
+	core    *Core
+	log     *slog.Logger
+	in      *inbox.Queue[func()]
+	stop    chan struct{}
+	stopped chan struct{}
+	timer   *time.Timer
+	timerAt int64
+	started map[uint64]time.Time // commit latency: end requests in flight, by sequence
+}
+
+// StartCoordinator loads coordinator cfg.TC from the store and serves it.
+func StartCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = 10 * time.Second
+	}
+	c := &Coordinator{cfg: cfg, core: NewCore(cfg.CoreConfig), log: cfg.Logger.With("tc", cfg.TC),
+		in: inbox.New[func()](), stop: make(chan struct{}), stopped: make(chan struct{}), started: map[uint64]time.Time{}}
+	seq, seqVer, hs, err := loadCoordinator(ctx, cfg.Store, cfg.TC)
+	if err != nil {
+		return nil, fmt.Errorf("transaction coordinator %d: load: %w", cfg.TC, err)
+	}
+	c.core.OnTimeout = func(ID) {
+		if m := cfg.Metrics; m != nil {
+			m.timedOut.Inc()
+		}
+	}
+	c.core.Load(seq, seqVer, hs, time.Now().UnixMilli())
+	open := c.core.Open()
+	c.log.Info("transaction coordinator loaded", "open", open, "headers", len(hs), "nextSeq", seq.Next)
+	go c.run()
+	c.post(func() {})
+	return c, nil
+}
+
+func loadCoordinator(ctx context.Context, st metadata.Store, tc uint64) (SeqRecord, metadata.Version, []Loaded, error) {
+	var seq SeqRecord
+	var seqVer metadata.Version
+	kv, err := st.Get(ctx, metadata.TxnSeqKey(tc))
+	switch {
+	case err == nil:
+		if err := jsonUnmarshal(kv.Value, &seq); err != nil {
+			return seq, 0, nil, err
+		}
+		seqVer = kv.Version
+	case !errors.Is(err, metadata.ErrNotFound):
+		return seq, 0, nil, err
+	}
+	kvs, _, err := st.List(ctx, metadata.TxnHeaderPrefix(tc))
+	if err != nil {
+		return seq, 0, nil, err
+	}
+	hs := make([]Loaded, 0, len(kvs))
+	for _, kv := range kvs {
+		var s uint64
+		if _, err := fmt.Sscanf(kv.Key[len(metadata.TxnHeaderPrefix(tc)):], "%d", &s); err != nil {
+			continue
+		}
+		h, err := DecodeHeader(kv.Value)
+		if err != nil {
+			return seq, 0, nil, fmt.Errorf("header %s: %w", kv.Key, err)
+		}
+		hs = append(hs, Loaded{Seq: s, Header: h, Version: kv.Version})
+	}
+	return seq, seqVer, hs, nil
+}
+
+func (c *Coordinator) post(fn func()) bool { return c.in.Push(fn) }
+
+func (c *Coordinator) run() {
+	defer close(c.stopped)
+	var batch []func()
+	for {
+		select {
+		case <-c.stop:
+			c.core.Close()
+			c.perform()
+			c.in.Close()
+			if c.timer != nil {
+				c.timer.Stop()
+			}
+			return
+		case <-c.in.Signal():
+			batch = c.in.Drain(batch)
+			for i, fn := range batch {
+				fn()
+				batch[i] = nil
+			}
+			c.perform()
+		}
+	}
+}
+
+// perform does what the core asks for.
+func (c *Coordinator) perform() {
+	r := c.core.TakeReady()
+	for _, w := range r.Writes {
+		c.doWrite(w)
+	}
+	for _, g := range r.Gets {
+		c.doGet(g)
+	}
+	for _, ch := range r.Checks {
+		c.doCheck(ch)
+	}
+	for _, rep := range r.Replies {
+		rep.Done(rep.ID, rep.Err)
+	}
+	if r.TimerAt != 0 && (c.timer == nil || r.TimerAt < c.timerAt) {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.timerAt = r.TimerAt
+		c.timer = time.AfterFunc(time.Until(time.UnixMilli(r.TimerAt)), func() {
+			c.post(func() {
+				c.timer = nil
+				c.core.Tick(time.Now().UnixMilli())
+			})
+		})
+	}
+	if m := c.cfg.Metrics; m != nil {
+		m.open.WithLabelValues(fmt.Sprint(c.cfg.TC)).Set(float64(c.core.Open()))
+	}
+}
+
+func (c *Coordinator) doWrite(w Write) {
+	st, d := c.cfg.Store, c.cfg.OpTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		var ver metadata.Version
+		var err error
+		if w.Delete {
+			err = st.Delete(ctx, w.Key, w.Expected)
+		} else {
+			ver, err = st.Put(ctx, w.Key, w.Value, w.Expected)
+		}
+		cancel()
+		c.post(func() { c.core.WriteDone(w.Tag, ver, err) })
+	}()
+}
+
+func (c *Coordinator) doGet(g Get) {
+	st, d := c.cfg.Store, c.cfg.OpTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		kv, err := st.Get(ctx, g.Key)
+		cancel()
+		var p *metadata.KV
+		if err == nil {
+			p = &kv
+		} else if errors.Is(err, metadata.ErrNotFound) {
+			err = nil
+		}
+		c.post(func() { c.core.GetDone(g.Tag, p, err) })
+	}()
+}
+
+// doCheck looks up the records of every participant of an ended transaction.
+func (c *Coordinator) doCheck(ch Check) {
+	keys := ParticipantKeys(ch.ID, ch.Header, c.cfg.Canon)
+	st, d := c.cfg.Store, c.cfg.OpTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		pending := false
+		var err error
+		for _, k := range keys {
+			_, gerr := st.Get(ctx, k)
+			if gerr == nil {
+				pending = true
+				break
+			}
+			if !errors.Is(gerr, metadata.ErrNotFound) {
+				err = gerr
+				break
+			}
+		}
+		c.post(func() { c.core.Checked(ch.Tag, pending, err) })
+	}()
+}
+
+// ParticipantKeys returns the record keys the participants of h write for transaction id.
+func ParticipantKeys(id ID, h Header, canon func(string) (string, error)) []string {
+	var keys []string
+	for _, p := range h.Partitions {
+		if t, err := canon(p); err == nil {
+			keys = append(keys, metadata.TxnOpenKey(t, id.Key()))
+		}
+	}
+	for _, s := range h.Subscriptions {
+		if t, err := canon(s.Topic); err == nil {
+			keys = append(keys, metadata.TxnPendingAckKey(t, s.Subscription, id.Key()))
+		}
+	}
+	return keys
+}
+
+// Requests. Each answers through done, on the coordinator goroutine (done must not block).
+
+// NewTxn opens a transaction with the given timeout.
+func (c *Coordinator) NewTxn(timeout time.Duration, done func(ID, error)) {
+	if !c.post(func() {
+		c.core.NewTxn(timeout.Milliseconds(), time.Now().UnixMilli(), func(id ID, err error) {
+			if m := c.cfg.Metrics; m != nil && err == nil {
+				m.created.Inc()
+			}
+			done(id, err)
+		})
+	}) {
+		done(ID{}, ErrNotReady)
+	}
+}
+
+// AddPartitions records topics as written by id.
+func (c *Coordinator) AddPartitions(id ID, topics []string, done func(ID, error)) {
+	if !c.post(func() { c.core.AddPartitions(id.Least, topics, done) }) {
+		done(id, ErrNotReady)
+	}
+}
+
+// AddSubscriptions records subscriptions as acknowledged on by id.
+func (c *Coordinator) AddSubscriptions(id ID, subs []SubRef, done func(ID, error)) {
+	if !c.post(func() { c.core.AddSubscriptions(id.Least, subs, done) }) {
+		done(id, ErrNotReady)
+	}
+}
+
+// End commits or aborts id.
+func (c *Coordinator) End(id ID, commit bool, done func(ID, error)) {
+	start := time.Now()
+	if !c.post(func() {
+		c.core.End(id.Least, commit, time.Now().UnixMilli(), func(id ID, err error) {
+			if m := c.cfg.Metrics; m != nil && err == nil {
+				if commit {
+					m.committed.Inc()
+					m.commitLatency.Observe(time.Since(start).Seconds())
+				} else {
+					m.aborted.Inc()
+				}
+			}
+			done(id, err)
+		})
+	}) {
+		done(id, ErrNotReady)
+	}
+}
+
+// Info describes a coordinator for the admin API.
+type Info struct {
+	TC    uint64
+	State CoreState
+	Open  int
+	Txns  map[uint64]Header
+}
+
+// Describe returns the coordinator's state and the headers it holds.
+func (c *Coordinator) Describe(ctx context.Context) (Info, error) {
+	return inbox.Call(ctx, c.in, c.stopped, ErrNotReady, func(reply func(Info, error)) {
+		in := Info{TC: c.cfg.TC, State: c.core.State(), Open: c.core.Open(), Txns: map[uint64]Header{}}
+		for _, s := range c.core.Transactions() {
+			in.Txns[s], _ = c.core.Lookup(s)
+		}
+		reply(in, nil)
+	})
+}
+
+// Close stops the coordinator; requests waiting fail with ErrNotReady. Headers stay in the
+// store for the next owner.
+func (c *Coordinator) Close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.stopped
+}
+
+// ParticipantTopic is the participant key of a topic given by its parts.
+func ParticipantTopic(tenant, ns, domain, local string) string {
+	return tenant + "/" + ns + "/" + domain + "/" + local
+}
+
