@@ -18,7 +18,9 @@ type ID struct {
 func (id ID) String() string { return fmt.Sprintf("(%d,%d)", id.Most, id.Least) }
 
 // Key is the id as a metadata key element: "<most>-<least>".
-func (id ID) Key() string { return strconv.FormatUint(id.Most, 10) + "-" + strconv.FormatUint(id.Least, 10) }
+func (id ID) Key() string {
+	return strconv.FormatUint(id.Most, 10) + "-" + strconv.FormatUint(id.Least, 10)
+}
 
 // ParseKey reverses Key.
 func ParseKey(s string) (ID, error) {

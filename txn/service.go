@@ -312,4 +312,3 @@ func (c *Coordinator) Close() {
 func ParticipantTopic(tenant, ns, domain, local string) string {
 	return tenant + "/" + ns + "/" + domain + "/" + local
 }
-

@@ -89,11 +89,9 @@ type Core struct {
 	last Position
 	// wm is the durable watermark (exclusive: every transaction with an entry before it is
 	// resolved), wmVer its version; wmTag a write in flight; wmWant the value it writes.
-	wm      Position
-	wmVer   metadata.Version
-	wmTag   uint64
-	wmWant  Position
-	wmRetry bool
+	wm     Position
+	wmVer  metadata.Version
+	wmWant Position
 
 	// applyQ are ended transactions in the order their outcomes arrived; the head is applied
 	// next. step is the head's apply step (0: not started); stepTag the write in flight.
@@ -172,10 +170,10 @@ type WriteKind uint8
 
 // Record writes.
 const (
-	WriteAborted    WriteKind = iota + 1 // put the aborted record of ID with Pos
-	WriteWatermark                       // put the watermark Pos, CAS on Expected
-	WriteDeleteOpen                      // delete ID's open record
-	WriteDeleteAborted                   // delete ID's aborted record (pruned)
+	WriteAborted       WriteKind = iota + 1 // put the aborted record of ID with Pos
+	WriteWatermark                          // put the watermark Pos, CAS on Expected
+	WriteDeleteOpen                         // delete ID's open record
+	WriteDeleteAborted                      // delete ID's aborted record (pruned)
 )
 
 // Write is one record write.
