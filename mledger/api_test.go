@@ -538,3 +538,44 @@ func TestProperties(t *testing.T) {
 		t.Fatalf("properties %v", st.Properties)
 	}
 }
+
+// TestSetMaxRead: cursor reads stop before the bound (also within one ledger's bulk read
+// and across ledgers), a parked read wakes when the bound moves, and nil lifts it.
+func TestSetMaxRead(t *testing.T) {
+	e := newMemEnv(t)
+	m := mustOpen(t, e.f, "a", memConfig())
+	ps := addN(t, m, 0, 25)
+	cu, err := m.OpenCursor(tctx(t), "c", Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetMaxRead(&ps[13])
+	es, err := cu.Read(tctx(t), 100)
+	if err != nil || len(es) != 13 || es[12].Position != ps[12] {
+		t.Fatalf("bounded read: %d entries, %v", len(es), err)
+	}
+	if es, err := cu.TryRead(tctx(t), 100); err != nil || len(es) != 0 {
+		t.Fatalf("read at the bound returned %d entries, %v", len(es), err)
+	}
+	got := make(chan []Entry, 1)
+	go func() {
+		es, err := cu.Read(tctx(t), 100)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- es
+	}()
+	m.SetMaxRead(&ps[20])
+	if es := <-got; len(es) != 7 || es[0].Position != ps[13] || es[6].Position != ps[19] {
+		t.Fatalf("woken read: %v", es)
+	}
+	m.SetMaxRead(nil)
+	if es, err := cu.Read(tctx(t), 100); err != nil || len(es) != 5 || es[4].Position != ps[24] {
+		t.Fatalf("unbounded read: %d entries, %v", len(es), err)
+	}
+	// Managed-ledger reads are not bounded.
+	m.SetMaxRead(&ps[0])
+	if es, err := m.Read(tctx(t), Earliest, 100); err != nil || len(es) != 25 {
+		t.Fatalf("log read: %d entries, %v", len(es), err)
+	}
+}

@@ -69,6 +69,9 @@ type core struct {
 	cursors    map[string]*cursor
 	nonDurable map[*cursor]struct{}
 	waiters    []*readOp // parked tailing reads
+	// maxRead bounds cursor reads: only entries before it are read (nil: unbounded). The
+	// topic's transaction buffer sets it (SetMaxRead).
+	maxRead *Position
 	cache      entryCache
 	trimming   bool
 	afterTrim  []func() // cursor creations waiting for the trim in flight

@@ -244,6 +244,17 @@ func (m *ManagedLedger) AddAsync(data []byte, cb func(Position, error)) {
 	}
 }
 
+// SetMaxRead bounds what cursors read: from now on no cursor read returns an entry at or
+// after before (nil: unbounded). Re-reads of given positions and Read are not bounded.
+// Calls take effect in order, before any later AddAsync of the caller.
+func (m *ManagedLedger) SetMaxRead(before *Position) {
+	if before != nil {
+		p := *before
+		before = &p
+	}
+	m.in.Push(func() { m.c.setMaxRead(before) })
+}
+
 // Terminate seals the log: no add is accepted any more, adds in flight that the ledger
 // confirmed complete and the others fail with ErrTerminated. It returns the terminated
 // position (the last entry), after recording it in metadata. Idempotent.

@@ -172,8 +172,15 @@ func (c *core) plan(op *readOp) (segs []segment, end bool) {
 	}
 	n := 0
 	bulk := op.cur == nil || (op.cur.acks.empty() && len(op.cur.batches) == 0)
+	var lim *Position
+	if op.cur != nil {
+		lim = c.maxRead
+	}
 	p, ok := c.firstValid(from)
 	for ok && n < op.max {
+		if lim != nil && !p.Less(*lim) {
+			break
+		}
 		if op.cur != nil {
 			if r, in := op.cur.acks.span(p); in {
 				p, ok = c.firstValid(Position{LedgerID: r.Ledger, EntryID: r.Last + 1})
@@ -188,7 +195,11 @@ func (c *core) plan(op *readOp) (segs []segment, end bool) {
 		n++
 		if bulk {
 			// Nothing to skip: take the rest of this ledger in one step.
-			if take := min(int64(op.max-n), c.lastEntryOf(p.LedgerID)-p.EntryID); take > 0 {
+			take := min(int64(op.max-n), c.lastEntryOf(p.LedgerID)-p.EntryID)
+			if lim != nil && lim.LedgerID == p.LedgerID {
+				take = min(take, lim.EntryID-1-p.EntryID)
+			}
+			if take > 0 {
 				segs[len(segs)-1].last += take
 				n += int(take)
 				p.EntryID += take
@@ -246,6 +257,13 @@ func (c *core) finishRead(op *readOp) {
 		op.cur.readPos = after(out[len(out)-1].Position)
 	}
 	op.reply(out, nil)
+}
+
+// setMaxRead bounds cursor reads to the entries before p (nil: unbounded) and retries the
+// parked reads.
+func (c *core) setMaxRead(p *Position) {
+	c.maxRead = p
+	c.wakeReaders()
 }
 
 // cancelRead abandons a read: a parked one answers errCancelled at once; one in flight does
