@@ -63,6 +63,19 @@ type Config struct {
 	// Ensemble, WriteQuorum and AckQuorum override ManagedLedger's when set.
 	Ensemble, WriteQuorum, AckQuorum int
 
+	// TransactionCoordinatorEnabled turns transactions on (Pulsar's
+	// transactionCoordinatorEnabled): the coordinators, the topics' transaction buffers and
+	// the subscriptions' pending acknowledgements. Off, every transaction command fails with
+	// "Transactions are not enabled."
+	TransactionCoordinatorEnabled bool
+	// TransactionCoordinators is the number of coordinators (partitions of
+	// pulsar/system/transaction_coordinator_assign, fixed when it is first created).
+	// Default 1.
+	TransactionCoordinators int
+	// MaxActiveTransactionsPerCoordinator bounds the open transactions of one coordinator
+	// (Pulsar's maxActiveTransactionsPerCoordinator; 0: unlimited). Default 100000.
+	MaxActiveTransactionsPerCoordinator int
+
 	// KeepAliveInterval is how often the broker pings an idle client; a client silent for
 	// twice as long is disconnected. Default 30s.
 	KeepAliveInterval time.Duration
@@ -77,6 +90,12 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:6650"
+	}
+	if c.TransactionCoordinators <= 0 {
+		c.TransactionCoordinators = 1
+	}
+	if c.MaxActiveTransactionsPerCoordinator == 0 {
+		c.MaxActiveTransactionsPerCoordinator = 100000
 	}
 	if c.Cluster == "" {
 		c.Cluster = "standalone"

@@ -188,6 +188,16 @@ func (c *conn) handle(f pulsar.Frame) error {
 		go c.handlePartitionedMetadata(cmd.GetPartitionMetadata())
 	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
 		go c.handleTopicsOfNamespace(cmd.GetGetTopicsOfNamespace())
+	case pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:
+		go c.handleTcClientConnect(cmd.GetTcClientConnectRequest())
+	case pb.BaseCommand_NEW_TXN:
+		go c.handleNewTxn(cmd.GetNewTxn())
+	case pb.BaseCommand_ADD_PARTITION_TO_TXN:
+		go c.handleAddPartitionToTxn(cmd.GetAddPartitionToTxn())
+	case pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN:
+		go c.handleAddSubscriptionToTxn(cmd.GetAddSubscriptionToTxn())
+	case pb.BaseCommand_END_TXN:
+		go c.handleEndTxn(cmd.GetEndTxn())
 	case pb.BaseCommand_PRODUCER:
 		c.handleProducer(cmd.GetProducer())
 	case pb.BaseCommand_CLOSE_PRODUCER:

@@ -11,6 +11,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
 )
 
 // Producing: SEND (the data path: no allocation or lock per message beyond the payload copy
@@ -40,6 +41,9 @@ func (c *conn) handleSend(f pulsar.Frame) {
 	hi := max(seq, cmd.GetHighestSequenceId())
 	m := topic.Message{SequenceID: seq, HighestSequenceID: hi, NumMessages: n,
 		Data: append([]byte(nil), f.HeadersAndPayload...)}
+	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
+		m.Txn = &txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
+	}
 	if meta.ChunkId != nil {
 		m.Chunk = true
 		m.LastChunk = meta.GetChunkId() == meta.GetNumChunksFromMsg()-1

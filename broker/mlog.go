@@ -19,6 +19,7 @@ func newMLog(ml *mledger.ManagedLedger) topic.Log { return mlog{ml} }
 
 func (l mlog) AddAsync(data []byte, cb func(topic.Position, error)) { l.ml.AddAsync(data, cb) }
 func (l mlog) LastConfirmed() topic.Position                        { return l.ml.LastConfirmed() }
+func (l mlog) SetMaxRead(p *topic.Position)                         { l.ml.SetMaxRead(p) }
 func (l mlog) Read(ctx context.Context, from topic.Position, max int) ([]topic.Entry, error) {
 	return l.ml.Read(ctx, from, max)
 }

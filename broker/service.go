@@ -37,6 +37,7 @@ type Service struct {
 	tm      *topic.Metrics
 	res     *resources
 	schemas *schemaRegistry
+	txn     *txnService // nil: transactions are off
 	factory *mledger.Factory
 	closers []func() // what Start created, closed in reverse order
 
@@ -103,6 +104,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 
 	if err := s.res.ensureDefaults(ctx); err != nil {
 		return nil, fmt.Errorf("broker: create public/default: %w", err)
+	}
+	if err := s.startTxn(ctx); err != nil {
+		return nil, err
 	}
 	id, err := cfg.Store.NextID(ctx, "broker-incarnation")
 	if err != nil {
@@ -462,7 +466,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	}
 	t, err := topic.Open(ctx, topic.Config{
 		Name: name, Log: log, Dedup: dedup, DedupSnapshotEvery: s.cfg.DeduplicationSnapshotInterval,
-		MaxPendingBytes: s.cfg.MaxPendingPublishBytesPerTopic, Logger: s.log, Metrics: s.tm,
+		MaxPendingBytes: s.cfg.MaxPendingPublishBytesPerTopic, Logger: s.log, Metrics: s.tm, Txn: s.topicTxn(),
 		OnClosed: func(t *topic.Topic) {
 			s.forgetTopic(name.String(), e)
 			s.release(name)

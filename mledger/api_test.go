@@ -579,3 +579,22 @@ func TestSetMaxRead(t *testing.T) {
 		t.Fatalf("log read: %d entries, %v", len(es), err)
 	}
 }
+
+// TestNewCursorAfterReopen: a cursor created at Earliest after a clean close and reopen
+// reads every entry written before.
+func TestNewCursorAfterReopen(t *testing.T) {
+	e := newMemEnv(t)
+	m := mustOpen(t, e.f, "a", memConfig())
+	addN(t, m, 0, 3)
+	if err := m.Close(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	m = mustOpen(t, e.f, "a", memConfig())
+	cu, err := m.OpenCursor(tctx(t), "new", Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := cu.TryRead(tctx(t), 100); err != nil || len(es) != 3 {
+		t.Fatalf("read %d entries, %v", len(es), err)
+	}
+}

@@ -71,14 +71,14 @@ type core struct {
 	waiters    []*readOp // parked tailing reads
 	// maxRead bounds cursor reads: only entries before it are read (nil: unbounded). The
 	// topic's transaction buffer sets it (SetMaxRead).
-	maxRead *Position
-	cache      entryCache
-	trimming   bool
-	afterTrim  []func() // cursor creations waiting for the trim in flight
-	trimTimer  func()
-	snapTimer  func()
-	opening    *openState
-	pending    int // port operations whose completion Close waits for (deletes, reads, cursor I/O)
+	maxRead   *Position
+	cache     entryCache
+	trimming  bool
+	afterTrim []func() // cursor creations waiting for the trim in flight
+	trimTimer func()
+	snapTimer func()
+	opening   *openState
+	pending   int // port operations whose completion Close waits for (deletes, reads, cursor I/O)
 }
 
 // tailLedger is the live view of the last ledger in the record.

@@ -8,15 +8,52 @@ import (
 
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
 )
 
 // checksumBlockLen is [u16 magic][u32 crc][u32 metaSize] (proto/pulsar's frozen layout).
 const checksumBlockLen = 10
 
+// A transactional entry is stored behind a broker header that names its transaction (the
+// client does not always write it into the metadata, and the metadata must not be changed
+// without recomputing its checksum): [u16 txnMagic][u64 most][u64 least], then the entry as
+// the client sent it. Consumers get the entry without it.
+const (
+	txnMagic     uint16 = 0x0e0f
+	txnHeaderLen        = 18
+)
+
+// withTxn returns data behind the header of id.
+func withTxn(id txn.ID, data []byte) []byte {
+	out := make([]byte, txnHeaderLen+len(data))
+	binary.BigEndian.PutUint16(out, txnMagic)
+	binary.BigEndian.PutUint64(out[2:], id.Most)
+	binary.BigEndian.PutUint64(out[10:], id.Least)
+	copy(out[txnHeaderLen:], data)
+	return out
+}
+
+// splitTxn separates a stored entry into its transaction (ok false: none) and the entry as
+// the client sent it.
+func splitTxn(data []byte) (id txn.ID, ok bool, rest []byte) {
+	if len(data) < txnHeaderLen || binary.BigEndian.Uint16(data) != txnMagic {
+		return txn.ID{}, false, data
+	}
+	return txn.ID{Most: binary.BigEndian.Uint64(data[2:]), Least: binary.BigEndian.Uint64(data[10:])}, true, data[txnHeaderLen:]
+}
+
+// ClientEntry returns a stored entry as the client sent it (without the broker's
+// transaction header), and its transaction if it has one.
+func ClientEntry(data []byte) (payload []byte, id txn.ID, transactional bool) {
+	id, ok, rest := splitTxn(data)
+	return rest, id, ok
+}
+
 // parseMeta decodes the MessageMetadata of a stored entry (headersAndPayload) without
 // verifying the checksum: the broker checked it when the entry was published, and the
 // client checks it again on delivery.
 func parseMeta(data []byte) (*pb.MessageMetadata, error) {
+	_, _, data = splitTxn(data)
 	if len(data) < checksumBlockLen || binary.BigEndian.Uint16(data) != pulsar.MagicCRC32C {
 		return nil, fmt.Errorf("%w: stored entry of %d bytes without a checksum block", pulsar.ErrMalformed, len(data))
 	}

@@ -24,6 +24,8 @@ type Metrics struct {
 	addErrors        prometheus.Counter
 	readErrors       prometheus.Counter
 	publishLatency   prometheus.Histogram
+	abortedSkipped   prometheus.Counter
+	txnBufferOpen    prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered).
@@ -50,6 +52,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		duplicates:       c("duplicates_total", "Publishes recognised as duplicates and not stored again."),
 		addErrors:        c("add_errors_total", "Publishes the managed ledger failed."),
 		readErrors:       c("read_errors_total", "Cursor reads that failed."),
+		abortedSkipped:   c("txn_aborted_entries_skipped_total", "Entries of aborted transactions filtered from reads (and acknowledged)."),
+		txnBufferOpen:    g("txn_buffer_open", "Transactions not yet applied, over the topics' transaction buffers."),
 		publishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "magnetar_broker_publish_latency_seconds",
 			Help:    "Time from handing a publish to the managed ledger to its completion.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, math.Sqrt2, 32)}), // 100µs .. ~4.6s, half-octaves
@@ -57,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.topics, m.producers, m.waitingProducers, m.subscriptions, m.consumers, m.pendingAdds,
 			m.msgsIn, m.bytesIn, m.msgsOut, m.bytesOut, m.redelivered, m.acks, m.duplicates, m.addErrors,
-			m.readErrors, m.publishLatency)
+			m.readErrors, m.publishLatency, m.abortedSkipped, m.txnBufferOpen)
 	}
 	return m
 }

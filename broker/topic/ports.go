@@ -22,6 +22,9 @@ type Log interface {
 	// AddAsync appends data; cb is called exactly once, in add order, on a goroutine that must
 	// not block (the topic only queues an event).
 	AddAsync(data []byte, cb func(Position, error))
+	// SetMaxRead bounds what cursors read to the entries before p (nil: unbounded); it
+	// takes effect before any later AddAsync.
+	SetMaxRead(p *Position)
 	// LastConfirmed is the position of the last durable entry (EntryID -1: none in the
 	// current ledger).
 	LastConfirmed() Position

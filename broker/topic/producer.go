@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
 )
 
 // Producer is a producer attached to a topic. The fields set at creation are immutable; the
@@ -66,6 +67,8 @@ type Message struct {
 	// Chunk marks a chunk of a chunked message; LastChunk its final chunk. Only final chunks
 	// take part in deduplication (all chunks share a sequence id).
 	Chunk, LastChunk bool
+	// Txn is the transaction of a transactional SEND (nil: none).
+	Txn *txn.ID
 }
 
 // Publish hands a SEND to the topic. It never blocks; the connection bounds its pending

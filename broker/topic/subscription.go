@@ -196,7 +196,8 @@ func (s *Subscription) send(snd dispatch.Send) {
 		s.redeliv.add(n, 0)
 		s.m.redelivered.Add(float64(n))
 	}
-	c.Conn.SendMessage(wrap(cmd), e.Data)
+	_, _, data := splitTxn(e.Data)
+	c.Conn.SendMessage(wrap(cmd), data)
 	c.msgsOut += n
 	c.bytesOut += b
 	c.rateOut.add(n, b)
@@ -217,6 +218,7 @@ func (s *Subscription) startRead(r dispatch.Read) {
 	s.spawn(func() {
 		es, err := cur.Read(ctx, r.N)
 		cancel()
+		es = s.dropAborted(cur, es)
 		if check {
 			ictx, icancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if ci, ierr := cur.Info(ictx); ierr == nil {
@@ -234,6 +236,36 @@ func (s *Subscription) startRead(r dispatch.Read) {
 			s.flush()
 		})
 	})
+}
+
+// dropAborted removes the entries of aborted transactions from a read and acknowledges them
+// on the cursor (they are never delivered, and must not hold the backlog). The read was
+// bounded by the topic's max read position, so every other transactional entry in it is
+// committed.
+func (s *Subscription) dropAborted(cur Cursor, es []Entry) []Entry {
+	if s.topic.txn == nil {
+		return es
+	}
+	var drop []Position
+	kept := es[:0:0]
+	for i, e := range es {
+		if id, ok, _ := splitTxn(e.Data); ok && s.topic.isAborted(id) {
+			if drop == nil {
+				kept = append(kept, es[:i]...)
+			}
+			drop = append(drop, e.Position)
+			continue
+		}
+		if drop != nil {
+			kept = append(kept, e)
+		}
+	}
+	if drop == nil {
+		return es
+	}
+	s.m.abortedSkipped.Add(float64(len(drop)))
+	cur.Ack(drop, nil)
+	return kept
 }
 
 // startReplay re-reads returned entries for the core.

@@ -30,6 +30,8 @@ type Config struct {
 	MaxPendingBytes int64
 	// OnClosed is called once, on the topic goroutine, when the topic has closed.
 	OnClosed func(*Topic)
+	// Txn turns transactions on (nil: transactional sends are refused).
+	Txn *TxnConfig
 }
 
 // MessageID addresses a message of the topic (BatchIndex -1: not in a batch, or the whole
@@ -66,6 +68,7 @@ type Topic struct {
 
 	// Owned by the run goroutine.
 	*topicCore
+	txn           *txnTopic // nil: transactions are off
 	subs          map[string]*Subscription
 	opening       map[string][]func(*Subscription, error)
 	terminateWait []func(MessageID, error)
@@ -101,6 +104,15 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	}
 	if err := t.load(ctx, st, cfg.Log); err != nil {
 		return nil, fmt.Errorf("topic %s: %w", cfg.Name, err)
+	}
+	if cfg.Txn != nil {
+		tt, err := loadTxn(ctx, *cfg.Txn, cfg.Name.ManagedLedgerName(), cfg.Log.LastConfirmed())
+		if err != nil {
+			return nil, fmt.Errorf("topic %s: %w", cfg.Name, err)
+		}
+		t.txn = tt
+		tt.logLoaded(t)
+		t.performTxn()
 	}
 	t.m.topics.Inc()
 	go t.run()
@@ -138,6 +150,7 @@ func (t *Topic) run() {
 // and a terminate (their completions come back as events, with their tags), and tells the
 // clients.
 func (t *Topic) perform() {
+	t.performTxn()
 	if t.ready.empty() {
 		return
 	}
@@ -176,6 +189,7 @@ func (t *Topic) addAsync(op *pubOp) {
 
 func (t *Topic) onAdded(op *pubOp, pos Position, err error) {
 	t.added(op, pos, err, time.Now().UnixMilli())
+	t.txnAdded(op.m, pos, err)
 	if err != nil && errors.Is(err, mledger.ErrFenced) {
 		t.fence(err)
 	}
@@ -236,12 +250,6 @@ func (t *Topic) AddProducer(p *Producer, cb ProducerCallbacks) {
 }
 
 // Publishing.
-
-func (t *Topic) onPublish(p *Producer, m Message) {
-	if !t.publish(p, m) {
-		t.pubDone(p, m)
-	}
-}
 
 // pubDone releases what a publish held: the connection's slot and the topic's bytes.
 func (t *Topic) pubDone(p *Producer, m Message) {
@@ -423,6 +431,7 @@ func (t *Topic) startClose(del bool, done func(error)) {
 		return
 	}
 	t.closeProducers(ErrClosed)
+	t.closeTxn()
 	for name, ws := range t.opening {
 		for _, w := range ws {
 			w(nil, ErrClosed)

@@ -17,11 +17,14 @@ import (
 
 func init() { register(newBrokerCmd) }
 
+const txnFlagUsage = "turn transactions on: coordinators, transaction buffers and pending acknowledgements (Pulsar's transactionCoordinatorEnabled)"
+
 func newBrokerCmd() *cobra.Command {
 	var (
 		metaURL, listen, advertise, httpAddr, id, cluster, logLevel string
 		ensemble, writeQuorum, ackQuorum, maxMessageSize            int
-		noAutoCreate, noDedup                                       bool
+		noAutoCreate, noDedup, txnOn                                bool
+		txnCoordinators                                             int
 		sessionTTL                                                  time.Duration
 	)
 	c := &cobra.Command{
@@ -60,7 +63,7 @@ func newBrokerCmd() *cobra.Command {
 				Store: store, Listen: listen, Advertise: advertise, HTTPURL: httpURL, ID: id, Cluster: cluster,
 				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
 				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
-				Logger: slog.Default(),
+				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
 			})
 			if err != nil {
 				return err
@@ -93,6 +96,9 @@ func newBrokerCmd() *cobra.Command {
 	f.IntVar(&maxMessageSize, "max-message-size", 1<<20, "largest message (metadata and payload) accepted, bytes")
 	f.BoolVar(&noAutoCreate, "disable-auto-topic-creation", false, "refuse producers and consumers of unknown topics")
 	f.BoolVar(&noDedup, "disable-deduplication", false, "turn message deduplication off")
+	f.BoolVar(&txnOn, "transaction-coordinator-enabled", false, txnFlagUsage)
+	f.IntVar(&txnCoordinators, "transaction-coordinators", 16,
+		"number of transaction coordinators (partitions of pulsar/system/transaction_coordinator_assign, fixed at first start)")
 	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its topics")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c

@@ -28,6 +28,7 @@ type standaloneFlags struct {
 	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel string
 	journalPrepareRate                                            int64
 	journalGroupWait, journalSyncInterval                         time.Duration
+	txn                                                           bool
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -59,6 +60,7 @@ func newStandaloneCmd() *cobra.Command {
 		"zero-fill the next journal file ahead of use at this many bytes/s (0: fallocate only)")
 	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", journal.DefaultMaxGroupWait, groupWaitUsage)
 	f.DurationVar(&fl.journalSyncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
+	f.BoolVar(&fl.txn, "transaction-coordinator-enabled", false, txnFlagUsage)
 	return c
 }
 
@@ -105,6 +107,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	svc, err := broker.Start(ctx, broker.Config{
 		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: "standalone",
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: slog.Default(),
+		TransactionCoordinatorEnabled: fl.txn, TransactionCoordinators: 1,
 		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
 		BookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
 			if addr == b.Addr() {

@@ -50,6 +50,7 @@ type logState struct {
 	cursors    map[string]*cursorState
 	terminated bool
 	changed    chan struct{} // closed and replaced on every change readers wait for
+	maxRead    *Position     // cursor reads stop before it (nil: unbounded)
 }
 
 type cursorState struct {
@@ -90,6 +91,18 @@ func (l *Log) AddAsync(data []byte, cb func(Position, error)) {
 	l.notifyLocked()
 	l.s.mu.Unlock()
 	cb(p, nil)
+}
+
+// SetMaxRead bounds cursor reads to the entries before p (nil: unbounded).
+func (l *Log) SetMaxRead(p *Position) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if p != nil {
+		q := *p
+		p = &q
+	}
+	l.st.maxRead = p
+	l.notifyLocked()
 }
 
 // LastConfirmed returns the last entry's position.
@@ -262,7 +275,11 @@ func (c *Cursor) Read(ctx context.Context, n int) ([]Entry, error) {
 		l.s.mu.Lock()
 		var out []Entry
 		i := index(c.cs.readPos)
-		for ; i < int64(len(l.st.entries)) && len(out) < n; i++ {
+		end := int64(len(l.st.entries))
+		if l.st.maxRead != nil {
+			end = min(end, l.st.maxRead.EntryID)
+		}
+		for ; i < end && len(out) < n; i++ {
 			e := l.st.entries[i]
 			if !c.ackedLocked(e.Position) {
 				out = append(out, e)

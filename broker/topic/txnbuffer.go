@@ -1,0 +1,388 @@
+package topic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/topic/txnbuf"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
+)
+
+// TxnConfig turns transactions on for a topic.
+type TxnConfig struct {
+	Store   metadata.Store
+	Tracker *txn.Tracker
+	// Canon maps a topic name as a client sent it to its participant key
+	// (Name.ManagedLedgerName of the parsed name).
+	Canon func(string) (string, error)
+}
+
+// txnTopic is the transaction side of a topic, owned by the topic goroutine: the buffer
+// core (package txnbuf) and the sends held while their transaction registers.
+type txnTopic struct {
+	cfg  TxnConfig
+	key  string // participant key of the topic
+	core *txnbuf.Core
+	// held are each producer's sends waiting behind a registration, in order.
+	held  map[*Producer][]Message
+	timer *time.Timer
+	// aborted is the aborted set as the subscriptions filter by it (replaced on change).
+	aborted atomic.Pointer[map[txn.ID]txnbuf.Position]
+	// failed holds, while held sends are judged again, the transactions whose registration
+	// failed and the error to refuse their sends with.
+	failed map[txn.ID]error
+}
+
+// loadTxn reads the buffer's durable state (one listing of the topic's records).
+func loadTxn(ctx context.Context, cfg TxnConfig, key string, last Position) (*txnTopic, error) {
+	tt := &txnTopic{cfg: cfg, key: key, core: txnbuf.New(), held: map[*Producer][]Message{}}
+	prefix := metadata.TxnBufferPrefix(key)
+	kvs, _, err := cfg.Store.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("load transaction buffer: %w", err)
+	}
+	l := txnbuf.Loaded{Aborted: map[txn.ID]txnbuf.Position{}, Last: last}
+	for _, kv := range kvs {
+		rest := strings.TrimPrefix(kv.Key, prefix)
+		switch {
+		case rest == "watermark":
+			if err := json.Unmarshal(kv.Value, &l.Watermark); err != nil {
+				return nil, fmt.Errorf("load transaction buffer: watermark: %w", err)
+			}
+			l.WatermarkVer = kv.Version
+		case strings.HasPrefix(rest, "aborted/"):
+			id, err := txn.ParseKey(strings.TrimPrefix(rest, "aborted/"))
+			if err != nil {
+				continue
+			}
+			var p txnbuf.Position
+			if err := json.Unmarshal(kv.Value, &p); err != nil {
+				return nil, fmt.Errorf("load transaction buffer: %s: %w", kv.Key, err)
+			}
+			l.Aborted[id] = p
+		case strings.HasPrefix(rest, "open/"):
+			if id, err := txn.ParseKey(strings.TrimPrefix(rest, "open/")); err == nil {
+				l.Open = append(l.Open, id)
+			}
+		}
+	}
+	tt.core.Load(l)
+	return tt, nil
+}
+
+func (tt *txnTopic) logLoaded(t *Topic) {
+	c := tt.core
+	if c.Open() == 0 && len(c.Aborted()) == 0 {
+		return
+	}
+	var mr any = "unbounded"
+	if b := c.MaxRead(); b != nil {
+		mr = b.Pos.String()
+	}
+	t.logger.Info("transaction buffer loaded", "open", c.Open(), "aborted", len(c.Aborted()),
+		"watermark", c.Watermark().String(), "maxRead", mr)
+}
+
+// IsAborted reports whether the topic filters the entries of id (safe for concurrent use).
+func (t *Topic) isAborted(id txn.ID) bool {
+	if t.txn == nil {
+		return false
+	}
+	m := t.txn.aborted.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[id]
+	return ok
+}
+
+// Transactions reports the topic's transaction buffer for the statistics.
+type TxnBufferStats struct {
+	Enabled     bool
+	Open        int
+	Aborted     int
+	MaxRead     *Position
+	Watermark   Position
+	LastStored  Position
+	HeldSends   int
+	State       string
+	AbortedTxns []txn.ID
+}
+
+func (t *Topic) txnStats() TxnBufferStats {
+	if t.txn == nil {
+		return TxnBufferStats{}
+	}
+	c := t.txn.core
+	st := TxnBufferStats{Enabled: true, Open: c.Open(), Watermark: c.Watermark(), LastStored: t.last, State: c.State().String()}
+	if b := c.MaxRead(); b != nil {
+		p := b.Pos
+		st.MaxRead = &p
+	}
+	for id := range c.Aborted() {
+		st.AbortedTxns = append(st.AbortedTxns, id)
+	}
+	st.Aborted = len(st.AbortedTxns)
+	for _, q := range t.txn.held {
+		st.HeldSends += len(q)
+	}
+	return st
+}
+
+// onPublish takes a SEND: behind the producer's held sends if it has any.
+func (t *Topic) onPublish(p *Producer, m Message) {
+	if t.txn != nil && len(t.txn.held[p]) > 0 {
+		t.txn.held[p] = append(t.txn.held[p], m)
+		return
+	}
+	if t.publishOne(p, m) {
+		t.txn.held[p] = append(t.txn.held[p], m)
+	}
+}
+
+// publishOne publishes m, or reports that it must be held (its transaction registers).
+func (t *Topic) publishOne(p *Producer, m Message) (hold bool) {
+	if m.Txn == nil {
+		if !t.publish(p, m) {
+			t.pubDone(p, m)
+		}
+		return false
+	}
+	refuse := func(code pb.ServerError, msg string) {
+		t.pubDone(p, m)
+		p.Conn.Send(sendError(p.ID, m.SequenceID, code, msg))
+	}
+	if t.txn == nil {
+		refuse(pb.ServerError_NotAllowedError, "Transactions are not enabled.")
+		return false
+	}
+	id := *m.Txn
+	if err, ok := t.txn.failed[id]; ok {
+		refuse(txnSendCode(err), err.Error())
+		return false
+	}
+	v, err := t.txn.core.Admit(id)
+	switch v {
+	case txnbuf.Hold:
+		return true
+	case txnbuf.Refuse:
+		refuse(txnSendCode(err), err.Error())
+		return false
+	}
+	m.Data = withTxn(id, m.Data)
+	if t.publish(p, m) {
+		t.txn.core.Appending(id)
+	} else {
+		t.pubDone(p, m)
+	}
+	return false
+}
+
+func txnSendCode(err error) pb.ServerError {
+	switch {
+	case errors.Is(err, txnbuf.ErrEnded), errors.Is(err, txn.ErrNotFound):
+		return pb.ServerError_TransactionNotFound
+	case errors.Is(err, errTxnNotAdded):
+		return pb.ServerError_NotAllowedError
+	}
+	return pb.ServerError_ServiceNotReady
+}
+
+var errTxnNotAdded = errors.New("the transaction did not add this topic")
+
+// drainHeld judges the held sends again, in order, after a registration ended.
+func (t *Topic) drainHeld() {
+	for p, q := range t.txn.held {
+		delete(t.txn.held, p)
+		if p.state != producerReady {
+			for _, m := range q {
+				t.pubDone(p, m)
+			}
+			continue
+		}
+		for i, m := range q {
+			if t.publishOne(p, m) {
+				t.txn.held[p] = q[i:]
+				break
+			}
+		}
+	}
+}
+
+// releaseHeld drops every held send (the topic closes).
+func (t *Topic) releaseHeld() {
+	if t.txn == nil {
+		return
+	}
+	for p, q := range t.txn.held {
+		for _, m := range q {
+			t.pubDone(p, m)
+			p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_ServiceNotReady, "topic is closing"))
+		}
+	}
+	t.txn.held = map[*Producer][]Message{}
+}
+
+// closeTxn stops the buffer: held sends are refused, its timer stops.
+func (t *Topic) closeTxn() {
+	if t.txn == nil {
+		return
+	}
+	t.releaseHeld()
+	t.txn.core.Close()
+	if t.txn.timer != nil {
+		t.txn.timer.Stop()
+	}
+}
+
+// txnAdded feeds a completed add to the buffer.
+func (t *Topic) txnAdded(m Message, pos Position, err error) {
+	if t.txn != nil {
+		t.txn.core.Added(m.Txn, pos, err == nil)
+	}
+}
+
+// performTxn does what the buffer core asks for. The read bound is handed to the log first,
+// so it takes effect before any add of this step.
+func (t *Topic) performTxn() {
+	if t.txn == nil {
+		return
+	}
+	tt := t.txn
+	r := tt.core.TakeReady()
+	if r.BoundChanged {
+		var p *Position
+		if r.MaxRead != nil {
+			q := r.MaxRead.Pos
+			p = &q
+		}
+		t.log.SetMaxRead(p)
+	}
+	if r.AbortedChanged {
+		m := tt.core.Aborted()
+		tt.aborted.Store(&m)
+	}
+	for _, reg := range r.Registers {
+		t.register(reg)
+	}
+	for _, id := range r.Awaits {
+		id := id
+		tt.cfg.Tracker.Await(id, func(s txn.Status) { t.post(func() { tt.core.Ended(id, s) }) })
+	}
+	for _, w := range r.Writes {
+		t.writeTxnRecord(w)
+	}
+	if len(r.Released) > 0 {
+		t.drainHeld()
+		tt.failed = nil
+		t.performTxn()
+	}
+	if r.TimerAt != 0 {
+		if tt.timer != nil {
+			tt.timer.Stop()
+		}
+		tt.timer = time.AfterFunc(time.Until(time.UnixMilli(r.TimerAt)), func() {
+			t.post(func() { tt.core.Tick(time.Now().UnixMilli()) })
+		})
+	}
+}
+
+// register makes a transaction's open record durable, then checks with its header that it
+// is open and added this topic; otherwise it deletes the record again. (Writing the record
+// first and reading the header after makes the header's garbage collection safe: it waits
+// for the records of its participants.)
+func (t *Topic) register(reg txnbuf.Register) {
+	tt := t.txn
+	key := metadata.TxnOpenKey(tt.key, reg.ID.Key())
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := txnbuf.Registered, error(nil)
+		if _, perr := tt.cfg.Store.Put(ctx, key, []byte(`{}`), metadata.AnyVersion); perr != nil {
+			out, err = txnbuf.Failed, fmt.Errorf("record transaction %v on %s: %w", reg.ID, tt.key, perr)
+		} else if h, ok, herr := tt.cfg.Tracker.Header(ctx, reg.ID); herr != nil {
+			out, err = txnbuf.Failed, fmt.Errorf("read transaction %v: %w", reg.ID, herr)
+		} else {
+			switch {
+			case !ok:
+				err = fmt.Errorf("%w: %v", txn.ErrNotFound, reg.ID)
+			case h.Status != txn.Open:
+				err = fmt.Errorf("%w: %v is %v", txnbuf.ErrEnded, reg.ID, h.Status)
+			case !h.HasPartition(tt.key, canonOrSelf(tt.cfg.Canon)):
+				err = fmt.Errorf("%w: transaction %v did not add %s", errTxnNotAdded, reg.ID, t.name)
+			}
+			if err != nil {
+				out = txnbuf.Rejected
+				if derr := tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion); derr != nil {
+					out = txnbuf.Failed // the record stays: the buffer awaits the transaction's end
+				}
+			}
+		}
+		t.post(func() {
+			if ferr := tt.core.Registered(reg.Tag, out, err); ferr != nil {
+				if tt.failed == nil {
+					tt.failed = map[txn.ID]error{}
+				}
+				tt.failed[reg.ID] = ferr
+			}
+		})
+	}()
+}
+
+func canonOrSelf(canon func(string) (string, error)) func(string) string {
+	return func(s string) string {
+		if canon == nil {
+			return s
+		}
+		c, err := canon(s)
+		if err != nil {
+			return s
+		}
+		return c
+	}
+}
+
+// writeTxnRecord performs one record write of the buffer core.
+func (t *Topic) writeTxnRecord(w txnbuf.Write) {
+	tt := t.txn
+	st := tt.cfg.Store
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var ver metadata.Version
+		var err error
+		switch w.Kind {
+		case txnbuf.WriteAborted:
+			v, _ := json.Marshal(w.Pos)
+			_, err = st.Put(ctx, metadata.TxnAbortedKey(tt.key, w.ID.Key()), v, metadata.AnyVersion)
+		case txnbuf.WriteWatermark:
+			v, _ := json.Marshal(w.Pos)
+			ver, err = st.Put(ctx, metadata.TxnWatermarkKey(tt.key), v, w.Expected)
+			if errors.Is(err, metadata.ErrBadVersion) {
+				if kv, gerr := st.Get(ctx, metadata.TxnWatermarkKey(tt.key)); gerr == nil {
+					var p Position
+					if json.Unmarshal(kv.Value, &p) == nil {
+						t.post(func() { tt.core.WatermarkReloaded(p, kv.Version) })
+					}
+				} else if errors.Is(gerr, metadata.ErrNotFound) {
+					t.post(func() { tt.core.WatermarkReloaded(Position{}, metadata.NotExists) })
+				}
+			}
+		case txnbuf.WriteDeleteOpen:
+			err = st.Delete(ctx, metadata.TxnOpenKey(tt.key, w.ID.Key()), metadata.AnyVersion)
+		case txnbuf.WriteDeleteAborted:
+			err = st.Delete(ctx, metadata.TxnAbortedKey(tt.key, w.ID.Key()), metadata.AnyVersion)
+		}
+		if err != nil {
+			t.logger.Warn("transaction buffer record write failed; retrying", "kind", w.Kind, "txn", w.ID.String(), "err", err)
+		}
+		t.post(func() { tt.core.Written(w.Tag, ver, err) })
+	}()
+}

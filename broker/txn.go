@@ -1,0 +1,187 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
+)
+
+// The transaction coordinators' assignment topic: partition i is owned by the broker that
+// serves coordinator i (clients find coordinators by looking its partitions up).
+const (
+	txnAssignTopic = "persistent://pulsar/system/transaction_coordinator_assign"
+	systemTenant   = "pulsar"
+	systemNS       = "system"
+)
+
+// errTxnDisabled answers every transaction command when transactions are off (Pulsar's
+// message, which clients and tools match).
+var errTxnDisabled = errors.New("Transactions are not enabled.") //nolint:staticcheck // Pulsar's exact text
+
+// txnService is the broker's transaction side: the coordinators it serves (started on
+// first use, once it owns their assignment partition) and the tracker its participants
+// learn outcomes from.
+type txnService struct {
+	s       *Service
+	tracker *txn.Tracker
+	m       *txn.Metrics
+
+	mu struct {
+		sync.Mutex // leaf lock
+		tcs        map[uint64]*tcEntry
+		closed     bool
+	}
+}
+
+type tcEntry struct {
+	ready chan struct{}
+	c     *txn.Coordinator
+	err   error
+}
+
+// participantKey maps a topic name as a client sent it to its participant key.
+func participantKey(name string) (string, error) {
+	n, err := topicname.Parse(name)
+	if err != nil {
+		return "", err
+	}
+	return n.ManagedLedgerName(), nil
+}
+
+func (s *Service) startTxn(ctx context.Context) error {
+	if !s.cfg.TransactionCoordinatorEnabled {
+		return nil
+	}
+	if err := s.ensureTxnDefaults(ctx); err != nil {
+		return fmt.Errorf("broker: transaction defaults: %w", err)
+	}
+	ts := &txnService{s: s, tracker: txn.NewTracker(s.store, s.log), m: txn.NewMetrics(s.reg)}
+	ts.mu.tcs = map[uint64]*tcEntry{}
+	s.txn = ts
+	s.closers = append(s.closers, ts.close)
+	return nil
+}
+
+// ensureTxnDefaults creates tenant pulsar, namespace pulsar/system and the assignment topic
+// with the configured number of coordinators, unless they exist.
+func (s *Service) ensureTxnDefaults(ctx context.Context) error {
+	ti, _ := json.Marshal(TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{s.cfg.Cluster}})
+	if _, err := s.store.Put(ctx, metadata.TenantKey(systemTenant), ti, metadata.NotExists); err != nil &&
+		!errors.Is(err, metadata.ErrBadVersion) {
+		return err
+	}
+	np, _ := json.Marshal(NamespacePolicies{})
+	if _, err := s.store.Put(ctx, metadata.NamespaceKey(systemTenant, systemNS), np, metadata.NotExists); err != nil &&
+		!errors.Is(err, metadata.ErrBadVersion) {
+		return err
+	}
+	err := s.res.createPartitioned(ctx, txnAssignTopic, s.cfg.TransactionCoordinators)
+	if errors.Is(err, ErrAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+func (ts *txnService) close() {
+	ts.mu.Lock()
+	ts.mu.closed = true
+	tcs := ts.mu.tcs
+	ts.mu.tcs = map[uint64]*tcEntry{}
+	ts.mu.Unlock()
+	for _, e := range tcs {
+		<-e.ready
+		if e.c != nil {
+			e.c.Close()
+		}
+	}
+	ts.tracker.Close()
+}
+
+// coordinator returns coordinator tc, loading it if this broker owns its assignment
+// partition.
+func (ts *txnService) coordinator(ctx context.Context, tc uint64) (*txn.Coordinator, error) {
+	if tc >= uint64(ts.s.cfg.TransactionCoordinators) {
+		return nil, fmt.Errorf("%w: %d", errNoCoordinator, tc)
+	}
+	ts.mu.Lock()
+	if ts.mu.closed {
+		ts.mu.Unlock()
+		return nil, ErrServiceNotReady
+	}
+	e := ts.mu.tcs[tc]
+	if e == nil {
+		e = &tcEntry{ready: make(chan struct{})}
+		ts.mu.tcs[tc] = e
+		go ts.load(tc, e)
+	}
+	ts.mu.Unlock()
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		ts.mu.Lock()
+		if ts.mu.tcs[tc] == e {
+			delete(ts.mu.tcs, tc)
+		}
+		ts.mu.Unlock()
+		return nil, e.err
+	}
+	return e.c, nil
+}
+
+func (ts *txnService) load(tc uint64, e *tcEntry) {
+	defer close(e.ready)
+	s := ts.s
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	n, err := topicname.Parse(txnAssignTopic)
+	if err == nil {
+		err = s.acquire(ctx, n.PartitionName(int(tc)))
+	}
+	if err != nil {
+		e.err = fmt.Errorf("%w: coordinator %d: %v", errNoCoordinator, tc, err)
+		return
+	}
+	e.c, e.err = txn.StartCoordinator(ctx, txn.CoordinatorConfig{
+		CoreConfig: txn.CoreConfig{TC: tc, MaxActive: s.cfg.MaxActiveTransactionsPerCoordinator, Owner: s.info.ID},
+		Store:      s.store, Logger: s.log, Canon: participantKey, Metrics: ts.m,
+	})
+}
+
+var errNoCoordinator = errors.New("transaction coordinator not found")
+
+// topicTxn is the transaction configuration of the broker's topics (nil: off).
+func (s *Service) topicTxn() *topic.TxnConfig {
+	if s.txn == nil {
+		return nil
+	}
+	return &topic.TxnConfig{Store: s.store, Tracker: s.txn.tracker, Canon: participantKey}
+}
+
+// txnError maps a coordinator error to the protocol's error code.
+func txnError(err error) pb.ServerError {
+	switch {
+	case errors.Is(err, errTxnDisabled):
+		return pb.ServerError_NotAllowedError
+	case errors.Is(err, txn.ErrNotFound):
+		return pb.ServerError_TransactionNotFound
+	case errors.Is(err, txn.ErrInvalidStatus):
+		return pb.ServerError_InvalidTxnStatus
+	case errors.Is(err, errNoCoordinator):
+		return pb.ServerError_TransactionCoordinatorNotFound
+	case errors.Is(err, txn.ErrTooMany):
+		return pb.ServerError_NotAllowedError
+	}
+	return pb.ServerError_ServiceNotReady
+}
