@@ -5,9 +5,11 @@ import (
 	"errors"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topic/pendingack"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
 )
 
 // serverError maps an error to the protocol's ServerError. This is the one table; the Go
@@ -19,6 +21,12 @@ func serverError(err error) pb.ServerError {
 	switch {
 	case errors.Is(err, topic.ErrTerminated), errors.Is(err, mledger.ErrTerminated):
 		return pb.ServerError_TopicTerminatedError
+	case errors.Is(err, pendingack.ErrConflict):
+		return pb.ServerError_TransactionConflict
+	case errors.Is(err, txn.ErrNotFound):
+		return pb.ServerError_TransactionNotFound
+	case errors.Is(err, pendingack.ErrFailed):
+		return pb.ServerError_PersistenceError
 	case errors.Is(err, topic.ErrProducerBusy):
 		return pb.ServerError_ProducerBusy
 	case errors.Is(err, topic.ErrProducerFenced):

@@ -113,6 +113,19 @@ func (m *mcursor) ReadPositions(ctx context.Context, ps []topic.Position) ([]top
 	return m.c.ReadPositions(ctx, ps)
 }
 
+// Flush runs after the acknowledgements queued before it, then waits for the cursor's
+// state to be durable.
+func (m *mcursor) Flush(ctx context.Context) error {
+	errc := make(chan error, 1)
+	m.enqueue(func() { errc <- m.c.Flush(ctx) })
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (m *mcursor) Ack(ps []topic.Position, done func(error)) {
 	m.async(done, func(ctx context.Context) error { return m.c.Ack(ctx, ps...) })
 }

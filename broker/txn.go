@@ -25,7 +25,7 @@ const (
 
 // errTxnDisabled answers every transaction command when transactions are off (Pulsar's
 // message, which clients and tools match).
-var errTxnDisabled = errors.New("Transactions are not enabled.") //nolint:staticcheck // Pulsar's exact text
+var errTxnDisabled = topic.ErrTxnDisabled
 
 // txnService is the broker's transaction side: the coordinators it serves (started on
 // first use, once it owns their assignment partition) and the tracker its participants
@@ -166,7 +166,21 @@ func (s *Service) topicTxn() *topic.TxnConfig {
 	if s.txn == nil {
 		return nil
 	}
-	return &topic.TxnConfig{Store: s.store, Tracker: s.txn.tracker, Canon: participantKey}
+	return &topic.TxnConfig{Store: s.store, Tracker: s.txn.tracker, Canon: participantKey, OpenLog: s.openLog}
+}
+
+// openLog opens a managed ledger for a topic's transaction side (pending-ack logs).
+func (s *Service) openLog(ctx context.Context, name string, create bool) (topic.Log, error) {
+	if s.cfg.OpenLog != nil {
+		return s.cfg.OpenLog(ctx, name)
+	}
+	cfg := s.cfg.ManagedLedger
+	cfg.MustExist = !create
+	ml, err := s.factory.Open(ctx, name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newMLog(ml), nil
 }
 
 // txnError maps a coordinator error to the protocol's error code.

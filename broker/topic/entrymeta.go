@@ -20,7 +20,7 @@ const checksumBlockLen = 10
 // the client sent it. Consumers get the entry without it.
 const (
 	txnMagic     uint16 = 0x0e0f
-	txnHeaderLen        = 18
+	txnHeaderLen int    = 18
 )
 
 // withTxn returns data behind the header of id.

@@ -40,6 +40,10 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 	// ErrNotAllowed: the operation is not allowed for this subscription type (NotAllowedError).
 	ErrNotAllowed = errors.New("operation not allowed")
+	// ErrTxnDisabled answers transactional requests when transactions are off (Pulsar's
+	// exact message, which clients and tools match).
+	//lint:ignore ST1005 Pulsar's message
+	ErrTxnDisabled = errors.New("Transactions are not enabled.")
 	// ErrPersistence: the managed ledger failed an add or a read (PersistenceError).
 	ErrPersistence = errors.New("topic: persistence error")
 	// ErrIllegalTransition: a state machine was asked to take an edge it does not have (a bug).

@@ -49,7 +49,8 @@ type Subscription struct {
 	// was checked.
 	cursorPartials  bool
 	partialsChecked bool
-	resetDone       func(error) // the seek in progress
+	resetDone       func(error)  // the seek in progress
+	pa              *pendingAcks // transactional acknowledgements (nil: transactions off or non-durable)
 	closeWait       []func()
 
 	msgsOut, bytesOut int64
@@ -355,7 +356,7 @@ func batchAckedOf(cur Cursor, es []Entry, partials bool) map[Position][]bool {
 func (s *Subscription) addConsumer(c *Consumer, done func(error)) {
 	c.sub = s
 	c.connected = time.Now()
-	if !s.post(func() { done(s.attach(c)); s.flush() }) {
+	if !s.post(func() { s.attachWhenReady(c, done) }) {
 		done(ErrClosed)
 	}
 }
@@ -452,6 +453,18 @@ func (s *Subscription) onAck(c *Consumer, ack *pb.CommandAck, done func(error)) 
 	for i, id := range ack.GetMessageId() {
 		ids[i] = dispatch.AckID{Pos: Position{LedgerID: int64(id.GetLedgerId()), EntryID: int64(id.GetEntryId())},
 			AckSet: id.GetAckSet(), BatchSize: int(id.GetBatchSize())}
+	}
+	if ack.TxnidMostBits != nil || ack.TxnidLeastBits != nil {
+		s.onTxnAck(c, ack, ids, done)
+		return
+	}
+	if s.pa != nil {
+		if err := s.pa.core.CheckPlain(toPA(ids)); err != nil {
+			if done != nil {
+				done(err)
+			}
+			return
+		}
 	}
 	s.d.Ack(c.cid, ack.GetAckType() == pb.CommandAck_Cumulative, ids, mapAckErr(done))
 	s.flush()
@@ -684,6 +697,7 @@ func (s *Subscription) startClose(done func()) {
 	}
 	s.become(SubClosing) //nolint:errcheck // legal edge
 	s.stopDispatch()
+	s.closePA()
 	cur, t := s.cur, s.topic
 	s.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -76,6 +76,16 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, fn fu
 		defer cancel()
 		var cur Cursor
 		var err error
+		hasLog := false
+		if durable && t.txn != nil {
+			if hasLog, err = t.txn.hasPendingAckLog(ctx, name); err != nil {
+				err = fmt.Errorf("look up the pending-ack log of %s: %w", name, err)
+				if !t.post(func() { t.onSubOpened(name, durable, false, nil, err) }) {
+					return
+				}
+				return
+			}
+		}
 		switch {
 		case !durable:
 			cur, err = log.OpenNonDurableCursor(ctx, start)
@@ -91,13 +101,13 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, fn fu
 				}
 			}
 		}
-		if !t.post(func() { t.onSubOpened(name, durable, cur, err) }) && cur != nil {
+		if !t.post(func() { t.onSubOpened(name, durable, hasLog, cur, err) }) && cur != nil {
 			_ = cur.Close(ctx)
 		}
 	}()
 }
 
-func (t *Topic) onSubOpened(name string, durable bool, cur Cursor, err error) {
+func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cursor, err error) {
 	ws := t.opening[name]
 	delete(t.opening, name)
 	if err == nil && t.state != StateActive && t.state != StateTerminated && t.state != StateTerminating {
@@ -113,6 +123,7 @@ func (t *Topic) onSubOpened(name string, durable bool, cur Cursor, err error) {
 		return
 	}
 	s := newSubscription(t, name, cur, durable)
+	s.initPendingAcks(hasPendingAckLog)
 	t.subs[name] = s
 	for _, w := range ws {
 		w(s, nil)

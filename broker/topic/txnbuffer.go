@@ -22,6 +22,18 @@ type TxnConfig struct {
 	// Canon maps a topic name as a client sent it to its participant key
 	// (Name.ManagedLedgerName of the parsed name).
 	Canon func(string) (string, error)
+	// OpenLog opens managed ledger name (for the pending-ack logs); create false fails if it
+	// does not exist.
+	OpenLog func(ctx context.Context, name string, create bool) (Log, error)
+}
+
+// hasPendingAckLog reports whether subscription sub of the topic has a pending-ack log.
+func (tt *txnTopic) hasPendingAckLog(ctx context.Context, sub string) (bool, error) {
+	_, err := tt.cfg.Store.Get(ctx, metadata.ManagedLedgerKey(PendingAckLogName(tt.key, sub)))
+	if errors.Is(err, metadata.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // txnTopic is the transaction side of a topic, owned by the topic goroutine: the buffer
@@ -160,7 +172,7 @@ func (t *Topic) publishOne(p *Producer, m Message) (hold bool) {
 		p.Conn.Send(sendError(p.ID, m.SequenceID, code, msg))
 	}
 	if t.txn == nil {
-		refuse(pb.ServerError_NotAllowedError, "Transactions are not enabled.")
+		refuse(pb.ServerError_NotAllowedError, ErrTxnDisabled.Error())
 		return false
 	}
 	id := *m.Txn

@@ -306,6 +306,9 @@ func (c *Cursor) Read(ctx context.Context, n int) ([]Entry, error) {
 }
 
 // ReadPositions re-reads positions, skipping acknowledged ones.
+// Flush returns at once: the in-memory state is all there is.
+func (c *Cursor) Flush(context.Context) error { return nil }
+
 func (c *Cursor) ReadPositions(_ context.Context, ps []Position) ([]Entry, error) {
 	l := c.l
 	l.s.mu.Lock()

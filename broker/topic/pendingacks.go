@@ -1,0 +1,366 @@
+package topic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
+	"github.com/magnetar-io/magnetar/broker/topic/pendingack"
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
+)
+
+// pendingAckCursor is the pending-ack log's cursor (Pulsar's name).
+const pendingAckCursor = "__pending_ack_state"
+
+// PendingAckLogName is the managed ledger of a subscription's pending acknowledgements
+// (Pulsar's "<topic>-<subscription>__transaction_pending_ack").
+func PendingAckLogName(topicKey, sub string) string {
+	return topicKey + "-" + url.PathEscape(sub) + "__transaction_pending_ack"
+}
+
+// pendingAcks is a subscription's transactional acknowledgements, owned by the subscription
+// goroutine: the core (package pendingack), its log and the subscribes waiting for it.
+type pendingAcks struct {
+	core    *pendingack.Core
+	log     Log
+	cur     Cursor
+	timer   *time.Timer
+	waiting []func()
+	// failLogged rate-limits the replay failure log (one line per 30 s, with a count).
+	failLogged time.Time
+	failures   int
+}
+
+// permanentLogError classifies a pending-ack log failure (T5): gone or unreadable data
+// cannot come back by retrying; anything else (bookies or metadata unavailable, timeouts)
+// may.
+func permanentLogError(err error) bool {
+	return errors.Is(err, mledger.ErrNoSuchLedger) || errors.Is(err, ledger.ErrNoSuchLedger) ||
+		errors.Is(err, ledger.ErrNoSuchEntry) || errors.Is(err, ledger.ErrDigest) ||
+		errors.Is(err, mledger.ErrBadRecord) || errors.Is(err, mledger.ErrFenced) ||
+		errors.Is(err, mledger.ErrNotFound) || errors.Is(err, ledger.ErrBadMetadata)
+}
+
+func (s *Subscription) initPendingAcks(hasLog bool) {
+	if s.topic.txn == nil || !s.durable {
+		return
+	}
+	s.pa = &pendingAcks{core: pendingack.New(hasLog, time.Now().UnixMilli())}
+	s.post(s.performPA)
+}
+
+// attachWhenReady attaches c once the pending acknowledgements are replayed; a failed
+// replay fails the subscribe with its cause.
+func (s *Subscription) attachWhenReady(c *Consumer, done func(error)) {
+	if s.pa != nil {
+		switch st, err := s.pa.core.State(); st {
+		case pendingack.StateReplaying:
+			s.pa.waiting = append(s.pa.waiting, func() { s.attachWhenReady(c, done) })
+			return
+		case pendingack.StateFailed:
+			done(fmt.Errorf("subscription %s: %w", s.name, err))
+			return
+		}
+	}
+	done(s.attach(c))
+	s.flush()
+}
+
+func toPA(ids []dispatch.AckID) []pendingack.Ack {
+	out := make([]pendingack.Ack, len(ids))
+	for i, id := range ids {
+		out[i] = pendingack.Ack{Pos: id.Pos, Size: id.BatchSize}
+		if len(id.AckSet) > 0 && id.BatchSize > 0 {
+			// ack_set has a bit set for each message still unacknowledged.
+			bits := make([]uint64, (id.BatchSize+63)/64)
+			for j := 0; j < id.BatchSize; j++ {
+				w := j / 64
+				still := w < len(id.AckSet) && uint64(id.AckSet[w])&(1<<(j%64)) != 0
+				if !still {
+					bits[w] |= 1 << (j % 64)
+				}
+			}
+			out[i].Bits = bits
+		}
+	}
+	return out
+}
+
+func fromPA(acks []pendingack.Ack) []dispatch.AckID {
+	out := make([]dispatch.AckID, len(acks))
+	for i, a := range acks {
+		out[i] = dispatch.AckID{Pos: a.Pos, BatchSize: a.Size}
+		if a.Bits != nil && a.Size > 0 {
+			set := make([]int64, (a.Size+63)/64)
+			for j := 0; j < a.Size; j++ {
+				w := j / 64
+				if w >= len(a.Bits) || a.Bits[w]&(1<<(j%64)) == 0 {
+					set[w] |= 1 << (j % 64)
+				}
+			}
+			out[i].AckSet = set
+		}
+	}
+	return out
+}
+
+// onTxnAck takes a transactional acknowledgement.
+func (s *Subscription) onTxnAck(_ *Consumer, ack *pb.CommandAck, ids []dispatch.AckID, done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
+	switch {
+	case s.pa == nil && s.topic.txn == nil:
+		done(fmt.Errorf("%w: %v", ErrNotAllowed, ErrTxnDisabled))
+		return
+	case s.pa == nil:
+		done(fmt.Errorf("%w: transactional acknowledgement on a non-durable subscription", ErrNotAllowed))
+		return
+	case ack.GetAckType() == pb.CommandAck_Cumulative:
+		done(fmt.Errorf("%w: transactional cumulative acknowledgement is not supported", ErrNotAllowed))
+		return
+	}
+	id := txn.ID{Most: ack.GetTxnidMostBits(), Least: ack.GetTxnidLeastBits()}
+	s.pa.core.Ack(id, toPA(ids), done)
+	s.performPA()
+}
+
+// performPA does what the pending-ack core asks for.
+func (s *Subscription) performPA() {
+	pa := s.pa
+	if pa == nil {
+		return
+	}
+	r := pa.core.TakeReady()
+	tt := s.topic.txn
+	key := s.topic.name.ManagedLedgerName()
+	if o := r.OpenLog; o != nil {
+		s.spawn(func() { s.openPALog(o, key) })
+	}
+	if rd := r.ReadLog; rd != nil {
+		log := pa.log
+		s.spawn(func() {
+			es, atEnd, err := readPALog(log, rd.From)
+			s.post(func() {
+				if err != nil {
+					s.logPAFailure(err)
+				}
+				pa.core.LogRead(rd.Tag, es, atEnd, err != nil && permanentLogError(err), err)
+				s.performPA()
+			})
+		})
+	}
+	for _, reg := range r.Registers {
+		reg := reg
+		s.spawn(func() {
+			ok, rejected, err := registerPA(tt, key, s.name, reg.ID)
+			s.post(func() { pa.core.Registered(reg.Tag, ok, rejected, err); s.performPA() })
+		})
+	}
+	for _, a := range r.Appends {
+		a := a
+		pa.log.AddAsync(a.Record.Encode(), func(p Position, err error) {
+			s.post(func() { pa.core.Appended(a.Tag, p, err); s.performPA() })
+		})
+	}
+	for _, id := range r.Awaits {
+		id := id
+		tt.cfg.Tracker.Await(id, func(st txn.Status) { s.post(func() { pa.core.Ended(id, st); s.performPA() }) })
+	}
+	for _, ap := range r.Applies {
+		s.applyPA(ap)
+	}
+	for _, d := range r.Deletes {
+		d := d
+		s.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := tt.cfg.Store.Delete(ctx, metadata.TxnPendingAckKey(key, s.name, d.ID.Key()), metadata.AnyVersion)
+			cancel()
+			s.post(func() { pa.core.Deleted(d.Tag, err); s.performPA() })
+		})
+	}
+	if r.Trim != nil && pa.cur != nil {
+		pa.cur.AckCumulative(*r.Trim, nil)
+	}
+	for _, rep := range r.Replies {
+		rep.Done(rep.Err)
+	}
+	if r.StateChanged {
+		ws := pa.waiting
+		pa.waiting = nil
+		for _, w := range ws {
+			w()
+		}
+	}
+	if r.TimerAt != 0 {
+		if pa.timer != nil {
+			pa.timer.Stop()
+		}
+		pa.timer = time.AfterFunc(time.Until(time.UnixMilli(r.TimerAt)), func() {
+			s.post(func() { pa.core.Tick(time.Now().UnixMilli()); s.performPA() })
+		})
+	}
+}
+
+// logPAFailure logs a replay failure: the first one, then at most one line per 30 s with
+// the count (never one line per retry).
+func (s *Subscription) logPAFailure(err error) {
+	pa := s.pa
+	pa.failures++
+	if time.Since(pa.failLogged) < 30*time.Second {
+		return
+	}
+	pa.failLogged = time.Now()
+	s.logger.Warn("pending-ack log replay failed", "err", err, "permanent", permanentLogError(err), "failures", pa.failures)
+}
+
+func (s *Subscription) openPALog(o *pendingack.OpenLog, key string) {
+	pa := s.pa
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log, err := s.topic.txn.cfg.OpenLog(ctx, PendingAckLogName(key, s.name), o.Create)
+	var cur Cursor
+	var start Position
+	if err == nil {
+		if cur, err = log.OpenCursor(ctx, pendingAckCursor, mledger.Earliest); err == nil {
+			var md Position
+			if md, err = cur.MarkDelete(ctx); err == nil {
+				start = Position{LedgerID: md.LedgerID, EntryID: md.EntryID + 1}
+			}
+		}
+		if err != nil {
+			_ = log.Close(ctx)
+		}
+	}
+	s.post(func() {
+		if err == nil {
+			if s.state != SubActive {
+				go func() { _ = log.Close(context.Background()) }()
+				return
+			}
+			pa.log, pa.cur = log, cur
+		} else {
+			s.logPAFailure(err)
+		}
+		pa.core.LogOpened(o.Tag, start, err != nil && permanentLogError(err), err)
+		s.performPA()
+	})
+}
+
+// readPALog reads the pending-ack log from from to its end, at most 1000 entries.
+func readPALog(log Log, from Position) ([]pendingack.LogEntry, bool, error) {
+	lac := log.LastConfirmed()
+	if lac.Less(from) && !(from.LedgerID < lac.LedgerID) {
+		return nil, true, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	es, err := log.Read(ctx, from, 1000)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]pendingack.LogEntry, 0, len(es))
+	atEnd := len(es) == 0
+	for _, e := range es {
+		if lac.Less(e.Position) {
+			atEnd = true
+			break
+		}
+		out = append(out, pendingack.LogEntry{Pos: e.Position, Data: e.Data})
+		if e.Position == lac {
+			atEnd = true
+		}
+	}
+	return out, atEnd, nil
+}
+
+// registerPA makes the pending-ack record of id durable, then checks the header: open and
+// with this subscription added (else the record is deleted again).
+func registerPA(tt *txnTopic, key, sub string, id txn.ID) (ok, rejected bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rkey := metadata.TxnPendingAckKey(key, sub, id.Key())
+	if _, err := tt.cfg.Store.Put(ctx, rkey, []byte(`{}`), metadata.AnyVersion); err != nil {
+		return false, false, fmt.Errorf("record transaction %v on subscription %s: %w", id, sub, err)
+	}
+	h, found, err := tt.cfg.Tracker.Header(ctx, id)
+	if err != nil {
+		return false, false, fmt.Errorf("read transaction %v: %w", id, err)
+	}
+	switch {
+	case !found:
+		err = fmt.Errorf("%w: %v", txn.ErrNotFound, id)
+	case h.Status != txn.Open:
+		err = fmt.Errorf("%w: %v is %v", txn.ErrNotFound, id, h.Status)
+	case !h.HasSubscription(key, sub, canonOrSelf(tt.cfg.Canon)):
+		err = fmt.Errorf("%w: transaction %v did not add subscription %s", ErrNotAllowed, id, sub)
+	default:
+		return true, false, nil
+	}
+	if derr := tt.cfg.Store.Delete(ctx, rkey, metadata.AnyVersion); derr != nil {
+		return false, false, err
+	}
+	return false, true, err
+}
+
+// applyPA applies a transaction's outcome to the subscription: a commit acknowledges
+// through the dispatcher (so that nothing acknowledged is delivered again) and waits until
+// the cursor has it durably; an abort hands the messages back for redelivery.
+func (s *Subscription) applyPA(ap pendingack.Apply) {
+	pa := s.pa
+	if !ap.Commit {
+		ps := make([]Position, len(ap.Acks))
+		for i, a := range ap.Acks {
+			ps[i] = a.Pos
+		}
+		for _, c := range s.sortedConsumers() {
+			s.d.Redeliver(c.cid, ps)
+		}
+		s.flush()
+		pa.core.Applied(ap.Tag, nil)
+		return
+	}
+	cur := s.cur
+	s.d.Ack(0, false, fromPA(ap.Acks), func(err error) {
+		// Called by the cursor's worker: continue on the owner.
+		s.post(func() {
+			s.spawn(func() {
+				if err == nil {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					err = cur.Flush(ctx)
+					cancel()
+				}
+				s.post(func() { pa.core.Applied(ap.Tag, err); s.performPA() })
+			})
+		})
+	})
+	s.flush()
+}
+
+// closePA stops the pending acknowledgements and closes their log.
+func (s *Subscription) closePA() {
+	pa := s.pa
+	if pa == nil {
+		return
+	}
+	pa.core.Close()
+	s.performPA()
+	if pa.timer != nil {
+		pa.timer.Stop()
+	}
+	if pa.log != nil {
+		log := pa.log
+		s.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = log.Close(ctx)
+			cancel()
+		})
+	}
+}
