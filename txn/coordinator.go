@@ -400,10 +400,12 @@ func (c *Core) nextTimer() int64 {
 	var at int64
 	for _, e := range c.txns {
 		var t int64
+		// Only what Tick would act on: a deadline whose abort is under way, or a check
+		// waiting for a write in flight, would fire the timer in a loop.
 		switch {
-		case e.ver != 0 && e.hdr.Status == Open:
+		case e.ver != 0 && e.hdr.Status == Open && !e.hasTimeout():
 			t = e.hdr.TimeoutAtMs
-		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0:
+		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0 && e.tag == 0:
 			t = e.gcAt
 		default:
 			continue
