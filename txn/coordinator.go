@@ -357,7 +357,7 @@ func (c *Core) Tick(now int64) {
 	for _, seq := range c.sortedSeqs() {
 		e := c.txns[seq]
 		switch {
-		case e.ver == 0:
+		case e.ver == 0 && !e.stale: // being created
 		case e.hdr.Status == Open && e.hdr.TimeoutAtMs <= now && !e.hasTimeout():
 			e.queue = append(e.queue, &op{kind: opTimeout, done: c.timedOut})
 			c.pump(e)
@@ -403,7 +403,7 @@ func (c *Core) nextTimer() int64 {
 		// Only what Tick would act on: a deadline whose abort is under way, or a check
 		// waiting for a write in flight, would fire the timer in a loop.
 		switch {
-		case e.ver != 0 && e.hdr.Status == Open && !e.hasTimeout():
+		case (e.ver != 0 || e.stale) && e.hdr.Status == Open && !e.hasTimeout():
 			t = e.hdr.TimeoutAtMs
 		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0 && e.tag == 0:
 			t = e.gcAt
@@ -490,7 +490,7 @@ func (c *Core) seqLoaded(kv *metadata.KV, err error) {
 // flight.
 func (c *Core) pump(e *entry) {
 	for e.tag == 0 && len(e.queue) > 0 && c.state == CoreReady {
-		if e.stale && e.ver != 0 {
+		if e.stale {
 			e.tag = c.tag()
 			c.byTag[e.tag] = e.seq
 			c.ready.Gets = append(c.ready.Gets, Get{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, e.seq)})
@@ -619,9 +619,10 @@ func (c *Core) WriteDone(tag uint64, ver metadata.Version, err error) {
 	if err != nil && !(c.mut.TrustFailedEnd && o.kind == opEnd) {
 		o.attempts++
 		if e.ver == 0 {
-			// The create may have landed: a sequence number is never reused, so give up on it.
-			delete(c.txns, seq)
-			c.open--
+			// The create may have landed: a sequence number is never reused, so give up on it
+			// for the client, but keep it (counted open) until its deadline, when a reload
+			// tells whether the header exists; if it does, the timeout sweep aborts it.
+			e.hdr, e.stale, e.cur, e.want = *e.want, true, nil, nil
 			c.reply(o, ID{}, fmt.Errorf("%w: create %v: %v", ErrUnavailable, c.id(seq), err))
 			return
 		}
