@@ -362,6 +362,12 @@ func (c *Core) Tick(now int64) {
 			e.queue = append(e.queue, &op{kind: opTimeout, done: c.timedOut})
 			c.pump(e)
 		case e.hdr.Status.Ended() && e.gcAt != 0 && e.gcAt <= now && e.gcTag == 0 && e.tag == 0:
+			if e.stale { // a deletion reported failed may have landed: reload first
+				e.tag = c.tag()
+				c.byTag[e.tag] = seq
+				c.ready.Gets = append(c.ready.Gets, Get{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, seq)})
+				continue
+			}
 			e.gcTag = c.tag()
 			c.byTag[e.gcTag] = seq
 			c.ready.Checks = append(c.ready.Checks, Check{Tag: e.gcTag, ID: c.id(seq), Header: e.hdr})
@@ -663,6 +669,9 @@ func (c *Core) GetDone(tag uint64, kv *metadata.KV, err error) {
 	e.tag = 0
 	if err != nil {
 		// Still stale; fail what waits rather than spin on a broken store.
+		if e.hdr.Status.Ended() {
+			c.backoffGC(e)
+		}
 		for _, o := range e.queue {
 			c.reply(o, c.id(seq), fmt.Errorf("%w: %v", ErrUnavailable, err))
 		}
