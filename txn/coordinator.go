@@ -265,7 +265,8 @@ func (c *Core) Close() {
 		return
 	}
 	c.state = CoreClosed
-	for _, e := range c.txns {
+	for _, seq := range c.sortedSeqs() { // in order: the core stays deterministic
+		e := c.txns[seq]
 		if e.cur != nil {
 			c.reply(e.cur, ID{}, ErrNotReady)
 		}
