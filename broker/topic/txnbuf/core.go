@@ -326,6 +326,10 @@ const (
 var (
 	ErrEnded    = fmt.Errorf("transaction has ended")
 	ErrNotReady = fmt.Errorf("transaction buffer not ready")
+	// ErrRecovered: the transaction was open when the buffer loaded. Its open record may
+	// be the put of a registration that never checked the header (the transaction may be
+	// unknown or ended), so it takes no more entries here; its outcome is still applied.
+	ErrRecovered = fmt.Errorf("transaction was open when the topic loaded")
 )
 
 // Admit judges a transactional send of id.
@@ -353,6 +357,8 @@ func (c *Core) Admit(id txn.ID) (Verdict, error) {
 		return Hold, nil
 	case e.state == ended:
 		return Refuse, fmt.Errorf("%w: %v is %v", ErrEnded, id, e.outcome)
+	case e.recovered:
+		return Refuse, fmt.Errorf("%w: %v", ErrRecovered, id)
 	}
 	return Append, nil
 }
