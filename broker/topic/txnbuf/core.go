@@ -2,6 +2,7 @@ package txnbuf
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/magnetar-io/magnetar/metadata"
@@ -339,6 +340,10 @@ func (c *Core) Admit(id txn.ID) (Verdict, error) {
 	}
 	e := c.txns[id]
 	switch {
+	case e == nil && slices.Contains(c.applyQ, id):
+		// Being applied: a new registration's rejection would delete the open record the
+		// apply still needs if the topic reloads before it is done.
+		return Refuse, fmt.Errorf("%w: %v is being applied", ErrEnded, id)
 	case e == nil:
 		e = &entry{id: id, state: registering}
 		c.txns[id] = e
