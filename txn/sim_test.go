@@ -103,8 +103,8 @@ type simInc struct {
 	c       *Core
 	alive   bool
 	timerAt int64
-	// loadedAt is the store revision the core was loaded at.
-	loadedAt int64
+	// open is the core's open count after the last step.
+	open int
 }
 
 // simReq is one request a client sent; the checker counts its answers.
@@ -326,7 +326,7 @@ func (w *simWorld) register(seq uint64, topic, sub string) {
 
 func (w *simWorld) start() {
 	w.incs++
-	inc := &simInc{id: w.incs, alive: true, loadedAt: w.rev}
+	inc := &simInc{id: w.incs, alive: true}
 	c := NewCore(CoreConfig{TC: simTC, MaxActive: w.p.maxActive, SeqBlock: w.p.seqBlock, GCDelayMs: w.p.gcDelay, Owner: "sim"})
 	c.SetMutation(w.mut)
 	c.OnTimeout = func(ID) {}
@@ -345,6 +345,11 @@ func (w *simWorld) start() {
 	for _, k := range slices.Sorted(maps.Keys(w.kv)) {
 		if s, ok := simHeaderSeq(k); ok {
 			hs = append(hs, Loaded{Seq: s, Header: w.kv[k].hdr, Version: w.kv[k].ver})
+		}
+	}
+	for _, l := range hs {
+		if l.Header.Status == Open {
+			inc.open++
 		}
 	}
 	w.s.Tracef("incarnation %d loads: next %d, %d headers", inc.id, seq.Next, len(hs))
@@ -725,8 +730,13 @@ func (w *simWorld) end(seq uint64, next func()) {
 
 // check runs after every step: the open count is bounded, and a promised outcome stays.
 func (w *simWorld) check() {
-	if c := w.inc.c; w.inc.alive && w.p.maxActive > 0 && c.Open() > w.p.maxActive {
+	// Over the maximum only by what a load found (a crashed incarnation's creates may
+	// land after the reload): never by a new transaction.
+	if c := w.inc.c; w.inc.alive && w.p.maxActive > 0 && c.Open() > max(w.p.maxActive, w.inc.open) {
 		w.failf("%d open transactions, over the maximum %d", c.Open(), w.p.maxActive)
+	}
+	if w.inc.alive {
+		w.inc.open = w.inc.c.Open()
 	}
 	for seq, s := range w.outcome {
 		if h, ok := w.header(seq); ok && h.Status != s {
