@@ -265,7 +265,8 @@ func (c *Core) Close() {
 		return
 	}
 	c.state = CoreClosed
-	for _, e := range c.txns {
+	for _, seq := range c.sortedSeqs() { // in order: the core stays deterministic
+		e := c.txns[seq]
 		if e.cur != nil {
 			c.reply(e.cur, ID{}, ErrNotReady)
 		}
@@ -357,11 +358,17 @@ func (c *Core) Tick(now int64) {
 	for _, seq := range c.sortedSeqs() {
 		e := c.txns[seq]
 		switch {
-		case e.ver == 0:
+		case e.ver == 0 && !e.stale: // being created
 		case e.hdr.Status == Open && e.hdr.TimeoutAtMs <= now && !e.hasTimeout():
 			e.queue = append(e.queue, &op{kind: opTimeout, done: c.timedOut})
 			c.pump(e)
 		case e.hdr.Status.Ended() && e.gcAt != 0 && e.gcAt <= now && e.gcTag == 0 && e.tag == 0:
+			if e.stale { // a deletion reported failed may have landed: reload first
+				e.tag = c.tag()
+				c.byTag[e.tag] = seq
+				c.ready.Gets = append(c.ready.Gets, Get{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, seq)})
+				continue
+			}
 			e.gcTag = c.tag()
 			c.byTag[e.gcTag] = seq
 			c.ready.Checks = append(c.ready.Checks, Check{Tag: e.gcTag, ID: c.id(seq), Header: e.hdr})
@@ -400,10 +407,12 @@ func (c *Core) nextTimer() int64 {
 	var at int64
 	for _, e := range c.txns {
 		var t int64
+		// Only what Tick would act on: a deadline whose abort is under way, or a check
+		// waiting for a write in flight, would fire the timer in a loop.
 		switch {
-		case e.ver != 0 && e.hdr.Status == Open:
+		case (e.ver != 0 || e.stale) && e.hdr.Status == Open && !e.hasTimeout():
 			t = e.hdr.TimeoutAtMs
-		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0:
+		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0 && e.tag == 0:
 			t = e.gcAt
 		default:
 			continue
@@ -488,7 +497,7 @@ func (c *Core) seqLoaded(kv *metadata.KV, err error) {
 // flight.
 func (c *Core) pump(e *entry) {
 	for e.tag == 0 && len(e.queue) > 0 && c.state == CoreReady {
-		if e.stale && e.ver != 0 {
+		if e.stale {
 			e.tag = c.tag()
 			c.byTag[e.tag] = e.seq
 			c.ready.Gets = append(c.ready.Gets, Get{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, e.seq)})
@@ -617,9 +626,10 @@ func (c *Core) WriteDone(tag uint64, ver metadata.Version, err error) {
 	if err != nil && !(c.mut.TrustFailedEnd && o.kind == opEnd) {
 		o.attempts++
 		if e.ver == 0 {
-			// The create may have landed: a sequence number is never reused, so give up on it.
-			delete(c.txns, seq)
-			c.open--
+			// The create may have landed: a sequence number is never reused, so give up on it
+			// for the client, but keep it (counted open) until its deadline, when a reload
+			// tells whether the header exists; if it does, the timeout sweep aborts it.
+			e.hdr, e.stale, e.cur, e.want = *e.want, true, nil, nil
 			c.reply(o, ID{}, fmt.Errorf("%w: create %v: %v", ErrUnavailable, c.id(seq), err))
 			return
 		}
@@ -660,6 +670,9 @@ func (c *Core) GetDone(tag uint64, kv *metadata.KV, err error) {
 	e.tag = 0
 	if err != nil {
 		// Still stale; fail what waits rather than spin on a broken store.
+		if e.hdr.Status.Ended() {
+			c.backoffGC(e)
+		}
 		for _, o := range e.queue {
 			c.reply(o, c.id(seq), fmt.Errorf("%w: %v", ErrUnavailable, err))
 		}

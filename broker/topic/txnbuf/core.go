@@ -2,6 +2,7 @@ package txnbuf
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/magnetar-io/magnetar/metadata"
@@ -326,6 +327,10 @@ const (
 var (
 	ErrEnded    = fmt.Errorf("transaction has ended")
 	ErrNotReady = fmt.Errorf("transaction buffer not ready")
+	// ErrRecovered: the transaction was open when the buffer loaded. Its open record may
+	// be the put of a registration that never checked the header (the transaction may be
+	// unknown or ended), so it takes no more entries here; its outcome is still applied.
+	ErrRecovered = fmt.Errorf("transaction was open when the topic loaded")
 )
 
 // Admit judges a transactional send of id.
@@ -335,6 +340,10 @@ func (c *Core) Admit(id txn.ID) (Verdict, error) {
 	}
 	e := c.txns[id]
 	switch {
+	case e == nil && slices.Contains(c.applyQ, id):
+		// Being applied: a new registration's rejection would delete the open record the
+		// apply still needs if the topic reloads before it is done.
+		return Refuse, fmt.Errorf("%w: %v is being applied", ErrEnded, id)
 	case e == nil:
 		e = &entry{id: id, state: registering}
 		c.txns[id] = e
@@ -353,6 +362,8 @@ func (c *Core) Admit(id txn.ID) (Verdict, error) {
 		return Hold, nil
 	case e.state == ended:
 		return Refuse, fmt.Errorf("%w: %v is %v", ErrEnded, id, e.outcome)
+	case e.recovered:
+		return Refuse, fmt.Errorf("%w: %v", ErrRecovered, id)
 	}
 	return Append, nil
 }
