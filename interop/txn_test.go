@@ -130,3 +130,94 @@ func TestTxnProduceVisibility(t *testing.T) {
 		t.Fatalf("after restart got %v, want [c1 plain1 c2]", got)
 	}
 }
+
+// TestTxnConsumeTransformProduce: receive from A, send to B and acknowledge on A in one
+// transaction; committed ones are acknowledged on A and visible on B, aborted ones are
+// redelivered on A and invisible on B; a conflicting acknowledgement of a position another
+// open transaction holds fails.
+func TestTxnConsumeTransformProduce(t *testing.T) {
+	c := newTxnCluster(t)
+	cl := c.txnClient()
+	a, b := topicName(t), topicName(t)
+	pa, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: a, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: b, DisableBatching: true, SendTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: a, SubscriptionName: "transform", Type: pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, NackRedeliveryDelay: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: b, SubscriptionName: "check",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	const n = 20
+	for i := 0; i < n; i++ {
+		if _, err := pa.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m%02d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every third message's transaction aborts the first time; its message comes back.
+	aborted := map[string]bool{}
+	done := map[string]bool{}
+	for len(done) < n {
+		m, err := ca.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive on A: %v (done %d)", err, len(done))
+		}
+		s := string(m.Payload())
+		if done[s] {
+			t.Fatalf("%s redelivered after its transaction committed", s)
+		}
+		tx, err := cl.NewTransaction(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pb.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("t-" + s), Transaction: tx}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.AckWithTxn(m, tx); err != nil {
+			t.Fatalf("ack %s: %v", s, err)
+		}
+		var i int
+		fmt.Sscanf(s, "m%d", &i)
+		if i%3 == 0 && !aborted[s] {
+			aborted[s] = true
+			// Another transaction cannot acknowledge what this one holds.
+			tx2, err := cl.NewTransaction(time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ca.AckWithTxn(m, tx2); err == nil {
+				t.Fatalf("conflicting ack of %s succeeded", s)
+			}
+			_ = tx2.Abort(ctx)
+			if err := tx.Abort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done[s] = true
+	}
+	got := receiveAll(t, cb, n, time.Second)
+	if len(got) != n {
+		t.Fatalf("B has %d messages, want %d: %v", len(got), n, got)
+	}
+	seen := map[string]bool{}
+	for _, s := range got {
+		if seen[s] || !done[s[2:]] {
+			t.Fatalf("B: unexpected or duplicate %s in %v", s, got)
+		}
+		seen[s] = true
+	}
+}
