@@ -53,6 +53,8 @@ func toREST(err error, sc scope) *restError {
 	switch {
 	case errors.Is(err, broker.ErrTenantNotFound):
 		return restErr(http.StatusNotFound, "Tenant does not exist")
+	case errors.Is(err, broker.ErrTransactionNotFound):
+		return restErr(http.StatusNotFound, "%v", err)
 	case errors.Is(err, broker.ErrNamespaceNotFound):
 		return restErr(http.StatusNotFound, "Namespace does not exist")
 	case errors.Is(err, broker.ErrSubscriptionNotFound), errors.Is(err, topic.ErrSubscriptionNotFound):

@@ -110,6 +110,9 @@ func Handler(svc Service, opts Options) http.Handler {
 	route("POST "+p+"/subscription/{sub}/skip_all", h.skipAll, topicScope)
 
 	route("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", h.lookup, topicScope)
+	if ts, isTxn := svc.(TxnService); isTxn {
+		h.txnRoutes(ts, route, topicScope)
+	}
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).

@@ -1,12 +1,17 @@
 package interop
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/broker"
 )
 
@@ -219,5 +224,83 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 			t.Fatalf("B: unexpected or duplicate %s in %v", s, got)
 		}
 		seen[s] = true
+	}
+}
+
+// getJSON GETs url and decodes the answer; it returns the HTTP status.
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if v != nil && resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatalf("decode %s: %v", url, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestTxnAdmin: /admin/v3/transactions as Pulsar serves them — a transaction's metadata
+// with the participants keyed by the names the client sent, the buffer's view of it, the
+// coordinators, slow transactions, and 404 for an unknown transaction.
+func TestTxnAdmin(t *testing.T) {
+	var h http.Handler = http.NotFoundHandler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	c := newCluster(t, clusterOpts{tweak: func(cfg *broker.Config) {
+		cfg.HTTPURL = srv.URL
+		cfg.TransactionCoordinatorEnabled = true
+	}})
+	h = admin.Handler(c.broker, admin.Options{Logger: testLogger(t)})
+	cl := c.txnClient()
+	topic := topicName(t)
+	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := cl.NewTransaction(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte("x"), Transaction: tx}); err != nil {
+		t.Fatal(err)
+	}
+	id := tx.GetTxnID()
+	base := srv.URL + "/admin/v3/transactions/"
+	var md broker.TxnMetadata
+	if st := getJSON(t, fmt.Sprintf("%stransactionMetadata/%d/%d", base, id.MostSigBits, id.LeastSigBits), &md); st != 200 {
+		t.Fatalf("transactionMetadata: %d", st)
+	}
+	if md.Status != "OPEN" || md.TxnID != fmt.Sprintf("(%d,%d)", id.MostSigBits, id.LeastSigBits) || md.TimeoutAt != 60000 {
+		t.Fatalf("metadata %+v", md)
+	}
+	in, ok := md.ProducedPartitions[topic]
+	if !ok || in.StartPosition == nil || in.Aborted {
+		t.Fatalf("producedPartitions %+v (want %s with a start position)", md.ProducedPartitions, topic)
+	}
+	var slow map[string]broker.TxnMetadata
+	if st := getJSON(t, base+"slowTransactions/0", &slow); st != 200 || len(slow) != 1 {
+		t.Fatalf("slowTransactions: %d %v", st, slow)
+	}
+	rest := strings.TrimPrefix(topic, "persistent://")
+	var bs broker.TxnBufferStats
+	if st := getJSON(t, base+"transactionBufferStats/"+rest, &bs); st != 200 || bs.OngoingTxnSize != 1 || bs.MaxReadPosition == nil {
+		t.Fatalf("transactionBufferStats: %d %+v", st, bs)
+	}
+	var cs map[string]broker.CoordinatorStats
+	if st := getJSON(t, base+"coordinatorStats", &cs); st != 200 || cs["0"].OngoingTxnSize != 1 || cs["0"].State != "Ready" {
+		t.Fatalf("coordinatorStats: %d %+v", st, cs)
+	}
+	if err := tx.Abort(ctxT(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if st := getJSON(t, base+"transactionMetadata/0/999999", nil); st != http.StatusNotFound {
+		t.Fatalf("unknown transaction: %d, want 404", st)
+	}
+	if st := getJSON(t, base+"transactionMetadata/x/1", nil); st != http.StatusBadRequest {
+		t.Fatalf("malformed id: %d, want 400", st)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
 	"github.com/magnetar-io/magnetar/broker/topic/pendingack"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
@@ -363,4 +364,38 @@ func (s *Subscription) closePA() {
 			cancel()
 		})
 	}
+}
+
+// PendingAckStats describe a subscription's pending acknowledgements.
+type PendingAckStats struct {
+	State string
+	// Err is the replay failure (StateFailed).
+	Err       string
+	Txns      int
+	Positions int
+	Attempts  int
+	// ByTxn lists each transaction's acknowledged positions.
+	ByTxn map[txn.ID][]Position
+}
+
+// PendingAckStats returns the subscription's pending acknowledgements.
+func (s *Subscription) PendingAckStats(ctx context.Context) (PendingAckStats, error) {
+	return inbox.Call(ctx, s.in, s.stopped, ErrClosed, func(reply func(PendingAckStats, error)) {
+		if s.pa == nil {
+			reply(PendingAckStats{State: "None"}, nil)
+			return
+		}
+		st, err := s.pa.core.State()
+		out := PendingAckStats{State: st.String(), Attempts: s.pa.core.Attempts(), ByTxn: map[txn.ID][]Position{}}
+		if err != nil {
+			out.Err = err.Error()
+		}
+		out.Txns, out.Positions = s.pa.core.Pending()
+		for id, acks := range s.pa.core.Transactions() {
+			for _, a := range acks {
+				out.ByTxn[id] = append(out.ByTxn[id], a.Pos)
+			}
+		}
+		reply(out, nil)
+	})
 }

@@ -407,3 +407,12 @@ func (t *Topic) InternalStats(ctx context.Context) (InternalStats, error) {
 }
 
 func accessModeName(m interface{ String() string }) string { return m.String() }
+
+// PendingAckStats returns the pending acknowledgements of subscription name.
+func (t *Topic) PendingAckStats(ctx context.Context, name string) (PendingAckStats, error) {
+	s, err := t.sub(ctx, name)
+	if err != nil {
+		return PendingAckStats{}, err
+	}
+	return s.PendingAckStats(ctx)
+}

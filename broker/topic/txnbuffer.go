@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic/txnbuf"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 	"github.com/magnetar-io/magnetar/txn"
@@ -115,37 +116,60 @@ func (t *Topic) isAborted(id txn.ID) bool {
 	return ok
 }
 
-// Transactions reports the topic's transaction buffer for the statistics.
+// TxnBufferStats describe a topic's transaction buffer.
 type TxnBufferStats struct {
-	Enabled     bool
-	Open        int
-	Aborted     int
-	MaxRead     *Position
-	Watermark   Position
-	LastStored  Position
-	HeldSends   int
-	State       string
-	AbortedTxns []txn.ID
+	Enabled bool
+	State   string
+	// MaxRead is the read bound (nil: unbounded); LastStored the newest stored entry.
+	MaxRead    *Position
+	LastStored Position
+	Watermark  Position
+	// Open counts the transactions not applied yet; Aborted the aborted set.
+	Open, Aborted int
+	HeldSends     int
 }
 
-func (t *Topic) txnStats() TxnBufferStats {
-	if t.txn == nil {
-		return TxnBufferStats{}
+// TxnBufferStats returns the transaction buffer's statistics.
+func (t *Topic) TxnBufferStats(ctx context.Context) (TxnBufferStats, error) {
+	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(TxnBufferStats, error)) {
+		if t.txn == nil {
+			reply(TxnBufferStats{}, nil)
+			return
+		}
+		c := t.txn.core
+		st := TxnBufferStats{Enabled: true, Open: c.Open(), Aborted: len(c.Aborted()), Watermark: c.Watermark(),
+			LastStored: t.last, State: c.State().String()}
+		if b := c.MaxRead(); b != nil {
+			p := b.Pos
+			st.MaxRead = &p
+		}
+		for _, q := range t.txn.held {
+			st.HeldSends += len(q)
+		}
+		reply(st, nil)
+	})
+}
+
+// TxnInBuffer returns what the buffer knows of transaction id: its first entry here (nil:
+// none known) and whether it is aborted.
+func (t *Topic) TxnInBuffer(ctx context.Context, id txn.ID) (start *Position, aborted bool, err error) {
+	type res struct {
+		start   *Position
+		aborted bool
 	}
-	c := t.txn.core
-	st := TxnBufferStats{Enabled: true, Open: c.Open(), Watermark: c.Watermark(), LastStored: t.last, State: c.State().String()}
-	if b := c.MaxRead(); b != nil {
-		p := b.Pos
-		st.MaxRead = &p
-	}
-	for id := range c.Aborted() {
-		st.AbortedTxns = append(st.AbortedTxns, id)
-	}
-	st.Aborted = len(st.AbortedTxns)
-	for _, q := range t.txn.held {
-		st.HeldSends += len(q)
-	}
-	return st
+	r, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(res, error)) {
+		if t.txn == nil {
+			reply(res{}, nil)
+			return
+		}
+		var out res
+		if p, ok := t.txn.core.Start(id); ok {
+			out.start = &p
+		}
+		out.aborted = t.txn.core.IsAborted(id)
+		reply(out, nil)
+	})
+	return r.start, r.aborted, err
 }
 
 // onPublish takes a SEND: behind the producer's held sends if it has any.

@@ -611,3 +611,13 @@ func (c *Core) Trimmed(first Position) {
 		c.ready.Writes = append(c.ready.Writes, Write{Tag: t, Kind: WriteDeleteAborted, ID: id})
 	}
 }
+
+// Start returns the first position of id's entries on this topic, if the buffer knows it
+// (ok false: not open here, or found open at load).
+func (c *Core) Start(id txn.ID) (Position, bool) {
+	e := c.txns[id]
+	if e == nil || !e.hasPos || e.recovered {
+		return Position{}, false
+	}
+	return e.first, true
+}
