@@ -129,8 +129,32 @@ func (s *Subscription) onTxnAck(_ *Consumer, ack *pb.CommandAck, ids []dispatch.
 		return
 	}
 	id := txn.ID{Most: ack.GetTxnidMostBits(), Least: ack.GetTxnidLeastBits()}
-	s.pa.core.Ack(id, toPA(ids), done)
-	s.performPA()
+	acks := toPA(ids)
+	// A position acknowledged already (e.g. by a committed transaction, then redelivered)
+	// cannot be acknowledged again in a transaction: its output would be produced twice.
+	cur := s.cur
+	s.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		for _, a := range acks {
+			var acked bool
+			if acked, err = cur.Acked(ctx, a.Pos); err == nil && acked {
+				err = fmt.Errorf("%w: %v was acknowledged before", pendingack.ErrConflict, a.Pos)
+			}
+			if err != nil {
+				break
+			}
+		}
+		s.post(func() {
+			if err != nil {
+				done(err)
+				return
+			}
+			s.pa.core.Ack(id, acks, done)
+			s.performPA()
+		})
+	})
 }
 
 // performPA does what the pending-ack core asks for.

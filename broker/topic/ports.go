@@ -72,6 +72,8 @@ type Cursor interface {
 	MarkDelete(ctx context.Context) (Position, error)
 	// Info returns the cursor's statistics.
 	Info(ctx context.Context) (CursorInfo, error)
+	// Acked reports whether the whole entry at p is acknowledged.
+	Acked(ctx context.Context, p Position) (bool, error)
 	// Flush waits until every acknowledgement given before it is durable.
 	Flush(ctx context.Context) error
 	// Close releases the cursor (a durable one keeps its state).

@@ -306,6 +306,13 @@ func (c *Cursor) Read(ctx context.Context, n int) ([]Entry, error) {
 }
 
 // ReadPositions re-reads positions, skipping acknowledged ones.
+// Acked reports whether the entry at p is acknowledged.
+func (c *Cursor) Acked(_ context.Context, p Position) (bool, error) {
+	c.l.s.mu.Lock()
+	defer c.l.s.mu.Unlock()
+	return c.ackedLocked(p), nil
+}
+
 // Flush returns at once: the in-memory state is all there is.
 func (c *Cursor) Flush(context.Context) error { return nil }
 
