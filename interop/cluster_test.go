@@ -35,6 +35,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if args := os.Getenv(transformerEnv); args != "" {
+		os.Exit(runTransformer(args)) // a child process of TestTxnExactlyOnceKill9
+	}
 	code := m.Run()
 	if etcdStop != nil {
 		etcdStop()

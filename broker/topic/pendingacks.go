@@ -279,14 +279,19 @@ func (s *Subscription) openPALog(o *pendingack.OpenLog, key string) {
 	})
 }
 
-// readPALog reads the pending-ack log from from to its end, at most 1000 entries.
+// readPALog reads the pending-ack log from from to its end, at most 1000 entries. Nothing
+// appends to the log while it is replayed, so its last entry is the end.
 func readPALog(log Log, from Position) ([]pendingack.LogEntry, bool, error) {
-	lac := log.LastConfirmed()
-	if lac.Less(from) && !(from.LedgerID < lac.LedgerID) {
-		return nil, true, nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	st, err := log.Stats(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	last := lastEntry(st)
+	if last.EntryID < 0 || last.Less(from) {
+		return nil, true, nil
+	}
 	es, err := log.Read(ctx, from, 1000)
 	if err != nil {
 		return nil, false, err
@@ -294,12 +299,12 @@ func readPALog(log Log, from Position) ([]pendingack.LogEntry, bool, error) {
 	out := make([]pendingack.LogEntry, 0, len(es))
 	atEnd := len(es) == 0
 	for _, e := range es {
-		if lac.Less(e.Position) {
+		if last.Less(e.Position) {
 			atEnd = true
 			break
 		}
 		out = append(out, pendingack.LogEntry{Pos: e.Position, Data: e.Data})
-		if e.Position == lac {
+		if e.Position == last {
 			atEnd = true
 		}
 	}
