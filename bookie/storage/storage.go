@@ -257,10 +257,10 @@ type Storage struct {
 func Open(dir string, opts Options) (*Storage, error) {
 	opts = opts.withDefaults()
 	s := &Storage{
-		dir:  dir,
-		opts: opts,
-		fs:   opts.FS,
-		seed: maphash.MakeSeed(),
+		dir:    dir,
+		opts:   opts,
+		fs:     opts.FS,
+		seed:   maphash.MakeSeed(),
 		done:   make(chan struct{}),
 		failed: make(chan struct{}),
 	}
