@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -51,6 +52,19 @@ func newBookieCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			sd := newShutdown("bookie", stop)
+			defer sd.done()
+			// The metrics port first: a port taken by another process on the host fails here,
+			// before the bookie registers, naming the flag.
+			var mux *http.ServeMux
+			if httpAddr != "" {
+				mux = http.NewServeMux()
+				a, err := serveHTTP(ctx, "--http", httpAddr, mux)
+				if err != nil {
+					return err
+				}
+				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
+			}
 			store, err := openStore(ctx, metaURL)
 			if err != nil {
 				return err
@@ -68,6 +82,9 @@ func newBookieCmd() *cobra.Command {
 					slog.Info("bookie stopped while starting", "reason", err)
 					return nil
 				}
+				if errors.Is(err, syscall.EADDRINUSE) {
+					return listenError("--listen", listen, err)
+				}
 				return err
 			}
 			// Auto-recovery (auditor candidate + replication worker) runs in every bookie by
@@ -81,29 +98,27 @@ func newBookieCmd() *cobra.Command {
 					return err
 				}
 			}
-			closeAll := func() error {
-				if svc != nil {
-					svc.Close()
-				}
-				return b.Close()
-			}
-			if httpAddr != "" {
-				mux := http.NewServeMux()
+			if mux != nil {
 				mux.Handle("/metrics", b.MetricsHandler())
 				mountPprof(mux)
 				if svc != nil {
 					mux.Handle("/metrics/autorecovery", svc.MetricsHandler())
 				}
-				a, err := serveHTTP(ctx, httpAddr, mux)
-				if err != nil {
-					closeAll()
-					return err
-				}
-				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
 			}
 			fmt.Fprintf(os.Stdout, "bookie %s listening on %s\n", b.ID(), b.Addr())
-			<-ctx.Done()
-			return closeAll()
+			select {
+			case <-ctx.Done():
+			case <-b.Done(): // a failed disk stopped it (logged)
+			}
+			sd.begin()
+			if svc != nil {
+				svc.Close()
+			}
+			err = b.Close()
+			if ferr := b.Err(); ferr != nil {
+				return ferr
+			}
+			return err
 		},
 	}
 	f := c.Flags()
