@@ -100,7 +100,7 @@ func (s *shutdown) begin() {
 		slog.Error(s.role+" did not stop in time; exiting", "timeout", stopTimeout.String())
 		os.Exit(3)
 	})
-	slog.Info(s.role + " stopping")
+	slog.Info(s.role + " shutting down")
 }
 
 // done logs how long the stop took, if one began.
