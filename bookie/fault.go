@@ -14,7 +14,8 @@ var ErrDiskFailed = errors.New("bookie: disk failed")
 // Config.DiskThreshold) turns the bookie read-only, so it keeps serving reads; any other
 // failure of the journal, the storage or the data directory (EIO, the directory removed or
 // unmounted) stops the bookie, as BookKeeper's diskFailed shuts the bookie down. Either way
-// the bookie logs one error saying so; the requests that fail meanwhile do not each log.
+// the bookie logs one error saying so ("bookie disk failed; stopping" or "bookie read-only
+// until restarted: disk full"); the requests that fail meanwhile do not each log.
 
 // isDiskFull reports whether err is a full disk (or a full quota).
 func isDiskFull(err error) bool {
@@ -52,7 +53,7 @@ func (r *registrar) onDiskFault(what string, err error) {
 func (b *Bookie) fail(err error) {
 	b.failOnce.Do(func() {
 		b.failErr.Store(&err)
-		b.log.Error("bookie stopping", "err", err)
+		b.log.Error("bookie disk failed; stopping", "err", err)
 		go b.Close()
 	})
 }

@@ -81,8 +81,8 @@ func TestDataDirRemovedStopsBookie(t *testing.T) {
 	if err := b.Err(); !errors.Is(err, bookie.ErrDiskFailed) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Err = %v, want ErrDiskFailed for a missing directory", err)
 	}
-	if n := logs.count("bookie stopping"); n != 1 {
-		t.Fatalf("%d 'bookie stopping' lines, want 1:\n%s", n, logs.buf.String())
+	if n := logs.count("bookie disk failed; stopping"); n != 1 {
+		t.Fatalf("%d 'disk failed' lines, want 1:\n%s", n, logs.buf.String())
 	}
 	infos, err := bookie.ListBookies(t.Context(), e.store, false)
 	if err != nil || len(infos) != 0 {
@@ -128,8 +128,8 @@ func TestStorageEIOStopsBookie(t *testing.T) {
 	if err := b.Err(); !errors.Is(err, bookie.ErrDiskFailed) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Err = %v, want ErrDiskFailed wrapping EIO", err)
 	}
-	if n := logs.count("bookie stopping"); n != 1 {
-		t.Fatalf("%d 'bookie stopping' lines, want 1:\n%s", n, logs.buf.String())
+	if n := logs.count("bookie disk failed; stopping"); n != 1 {
+		t.Fatalf("%d 'disk failed' lines, want 1:\n%s", n, logs.buf.String())
 	}
 }
 

@@ -37,7 +37,8 @@ func (s *Storage) onBackgroundError(err error) {
 	}
 	// Pebble retries the failed flush; backoffFS spaces the retries out, the logger's
 	// rate limit (see package internal/ratelog) the lines.
-	s.opts.Logger.Warn("storage: index background write failed again", "err", err)
+	// err.Error(): Pebble's errors format with stack traces otherwise.
+	s.opts.Logger.Warn("storage: index background write failed again", "err", err.Error())
 }
 
 // Backoff of the index's file creations after a failed one (see backoffFS).

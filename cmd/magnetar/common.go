@@ -109,7 +109,7 @@ func (s *shutdown) done() {
 		return
 	}
 	s.timer.Stop()
-	slog.Info(s.role+" stopped", "took", time.Since(s.start).Round(time.Millisecond).String())
+	slog.Info(s.role+" exiting", "stop took", time.Since(s.start).Round(time.Millisecond).String())
 }
 
 // listenError names the flag whose address could not be bound, so an operator running a
