@@ -116,8 +116,8 @@ func (s *shutdown) done() {
 // second process on a host knows which flag to change.
 func listenError(flag, addr string, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return usageError{fmt.Errorf("%s %s: address already in use (another process on this host? pick a free port with %s): %w",
-			flag, addr, flag, err)}
+		return fmt.Errorf("%s %s: address already in use (another process on this host? pick a free port with %s): %w",
+			flag, addr, flag, err)
 	}
 	return fmt.Errorf("%s %s: %w", flag, addr, err)
 }
