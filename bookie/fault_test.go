@@ -3,10 +3,8 @@ package bookie_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/internal/disktest"
 	"github.com/magnetar-io/magnetar/proto/bk"
 )
 
@@ -133,56 +132,11 @@ func TestStorageEIOStopsBookie(t *testing.T) {
 	}
 }
 
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, or skips the test if that is
-// not possible (not root, no mount).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small file system needs root")
-	}
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file in dir until the file system is full.
-func fillDisk(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill: %v", err)
-			}
-			break
-		}
-	}
-	// What is left below a block: write byte by byte.
-	for {
-		if _, err := f.Write(chunk[:1]); err != nil {
-			break
-		}
-	}
-}
-
 // TestDiskFullGoesReadOnly: a bookie on a small file system that fills up (writes fail with
 // ENOSPC before a usage check sees it) turns read-only for good, keeps serving reads, and
 // still stops promptly.
 func TestDiskFullGoesReadOnly(t *testing.T) {
-	mnt := mountTmpfs(t, 16<<20)
+	mnt := disktest.MountTmpfs(t, 16<<20)
 	e := newEnv(t)
 	var logs syncBuffer
 	b := e.start(filepath.Join(mnt, "bookie"), func(c *bookie.Config) {
@@ -195,7 +149,7 @@ func TestDiskFullGoesReadOnly(t *testing.T) {
 	c := dial(t, b.Addr())
 	wantStatus(t, do(t, c, addReq(1, 0, -1, "a")), bk.StatusOK)
 	waitRegistered(t, e.store, b.ID(), "writable")
-	fillDisk(t, mnt)
+	disktest.Fill(t, mnt)
 	// Entries go to the journal's preallocated file; the storage's checkpoint write fails.
 	payload := strings.Repeat("x", 64<<10)
 	for i := int64(1); i <= 16 && b.State() == bookie.StateWritable; i++ {

@@ -3,57 +3,19 @@ package itest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/disktest"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, or skips the test when that is
-// not possible (not root).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small file system needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
-
-// fillDisk writes a file in dir until the file system is full.
-func fillDisk(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for n := len(chunk); n > 0; n /= 2 {
-		for {
-			if _, err := f.Write(chunk[:n]); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-}
 
 // waitBookieState waits (on a watch, with a deadline) until bookie id is registered in state.
 func waitBookieState(t *testing.T, store metadata.Store, d time.Duration, id, state string) {
@@ -74,6 +36,20 @@ func waitBookieState(t *testing.T, store metadata.Store, d time.Duration, id, st
 			t.Fatalf("bookie %s not %s within %v: %+v (err %v)", id, state, d, infos, err)
 		}
 	}
+}
+
+// ledgerMeta reads ledger id's metadata from the store.
+func ledgerMeta(t *testing.T, ctx context.Context, store metadata.Store, id int64) *ledger.Metadata {
+	t.Helper()
+	kv, err := store.Get(ctx, metadata.LedgerKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ledger.UnmarshalMetadata(kv.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // recoverAndCheck kills nothing: it opens ledger id with recovery (fencing its writer) and
@@ -142,7 +118,7 @@ func diskFaultUnderLoad(t *testing.T, fault string) {
 		addrs = append(addrs, addr)
 		root := t.TempDir()
 		if full {
-			root = mountTmpfs(t, 48<<20)
+			root = disktest.MountTmpfs(t, 48<<20)
 		}
 		dirs[addr] = root
 		procs[addr] = Start(t, "bookie-"+addr, "bookie", "--metadata-url", metaURL,
@@ -155,23 +131,13 @@ func diskFaultUnderLoad(t *testing.T, fault string) {
 	w.waitFor(t, 60*time.Second, "500 acks", func() bool { return len(w.acks) >= 500 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	meta := func() *ledger.Metadata {
-		kv, err := store.Get(ctx, metadata.LedgerKey(w.id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := ledger.UnmarshalMetadata(kv.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	meta := func() *ledger.Metadata { return ledgerMeta(t, ctx, store, w.id) }
 	victim := meta().Ensembles[0].Bookies[0]
 	vp := procs[victim]
 	logBefore, _ := os.ReadFile(vp.Log)
 	start := time.Now()
 	if full {
-		fillDisk(t, dirs[victim])
+		disktest.Fill(t, dirs[victim])
 		waitBookieState(t, store, 15*time.Second, victim, "read-only")
 		t.Logf("bookie read-only %v after its disk filled up", time.Since(start).Round(time.Millisecond))
 	} else {

@@ -200,17 +200,7 @@ func TestLedgerRecoveryAfterBookieAndWriterDeath(t *testing.T) {
 	w.waitFor(t, 60*time.Second, "1000 acks", func() bool { return len(w.acks) >= 1000 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	meta := func() *ledger.Metadata {
-		kv, err := store.Get(ctx, metadata.LedgerKey(w.id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := ledger.UnmarshalMetadata(kv.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	meta := func() *ledger.Metadata { return ledgerMeta(t, ctx, store, w.id) }
 	victim := meta().Ensembles[0].Bookies[0]
 	procs[victim].Kill()
 	w.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -94,14 +93,9 @@ func newAutorecoveryCmd() *cobra.Command {
 			defer sd.done()
 			// The metrics port before anything registers: a taken port fails the start,
 			// naming the flag.
-			var mux *http.ServeMux
-			if httpAddr != "" {
-				mux = http.NewServeMux()
-				a, err := serveHTTP(ctx, "--http", httpAddr, mux)
-				if err != nil {
-					return err
-				}
-				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
+			mux, err := metricsMux(ctx, httpAddr)
+			if err != nil {
+				return err
 			}
 			store, err := openStore(ctx, metaURL)
 			if err != nil {

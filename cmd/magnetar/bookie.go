@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -62,14 +61,9 @@ func newBookieCmd() *cobra.Command {
 			defer sd.done()
 			// The metrics port first: a port taken by another process on the host fails here,
 			// before the bookie registers, naming the flag.
-			var mux *http.ServeMux
-			if httpAddr != "" {
-				mux = http.NewServeMux()
-				a, err := serveHTTP(ctx, "--http", httpAddr, mux)
-				if err != nil {
-					return err
-				}
-				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
+			mux, err := metricsMux(ctx, httpAddr)
+			if err != nil {
+				return err
 			}
 			store, err := openStore(ctx, metaURL)
 			if err != nil {

@@ -145,6 +145,22 @@ func serveHTTP(ctx context.Context, flag, addr string, h http.Handler) (net.Addr
 	return ln.Addr(), nil
 }
 
+// metricsMux binds the metrics HTTP address of --http (empty: none, nil mux) and serves a
+// mux the caller fills once its role runs. Called before the role registers anywhere, so a
+// taken port fails the start naming the flag.
+func metricsMux(ctx context.Context, addr string) (*http.ServeMux, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	mux := http.NewServeMux()
+	a, err := serveHTTP(ctx, "--http", addr, mux)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
+	return mux, nil
+}
+
 // mountPprof serves the Go profiler under /debug/pprof/ (on the loopback admin/metrics port).
 func mountPprof(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
