@@ -179,11 +179,10 @@ func (r *registrar) renew(ctx context.Context, retry *backoff.Retry) {
 		if err == nil {
 			r.sess = sess
 			s := r.b.State()
-			if s != StateReadOnly && !r.readOnlyForGood {
-				s = StateWritable
-			}
 			if r.readOnlyForGood {
 				s = StateReadOnly
+			} else if s != StateReadOnly {
+				s = StateWritable
 			}
 			if err = r.publish(ctx, s); err == nil {
 				retry.Reset()
