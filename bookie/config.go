@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/magnetar-io/magnetar/bookie/journal"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -48,6 +50,9 @@ type Config struct {
 	Journal journal.Options
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// storageFS replaces the storage's filesystem (tests inject failures). Default vfs.Default.
+	storageFS vfs.FS
 }
 
 func (c *Config) setDefaults() error {

@@ -41,13 +41,27 @@
 // process dies. Disk usage at or above Config.DiskThreshold switches the bookie to read-only
 // (adds get StatusReadOnly); below DiskThreshold-0.05 it turns writable again.
 //
+// # Disk faults
+//
+// As in BookKeeper (allDisksFull → read-only, diskFailed → shutdown): a write of the
+// journal or the storage that fails on a full disk (ENOSPC, EDQUOT) turns the bookie
+// read-only until it is restarted — it keeps serving reads; any other failure of the
+// journal or the storage (EIO, …), or a data directory gone from under it (its cookie file
+// missing at a disk check, every DiskCheckInterval), stops the bookie: it logs one
+// "bookie stopping" error, closes (unregistering, so ledger writers replace it by an
+// ensemble change), and Done is closed with Err telling the cause (errors.Is
+// ErrDiskFailed). The owner of the process exits on Done. The storage's and the journal's
+// Failed channels tell the registrar at once; the per-request errors meanwhile are left to
+// the logger's rate limit (internal/ratelog in the magnetar command).
+//
 // # Goroutines
 //
 //   - acceptLoop: accepts connections; each connection gets readLoop (decodes frames and
 //     dispatches; a malformed or oversized frame closes only that connection, with a logged
 //     reason) and writeLoop (owns the socket's write side; drains the connection's response
 //     queue, which any goroutine may append to without blocking).
-//   - registrar.run: owns the metadata session, the registration key and Bookie.state.
+//   - registrar.run: owns the metadata session, the registration key and Bookie.state; reacts
+//     to disk faults (see Disk faults), starting Close on a goroutine of its own to stop.
 //   - checkpointLoop, gcLoop: periodic checkpoint and garbage collection. The periodic
 //     checkpoint flushes storage paced (Storage.FlushPaced), hurried by Close.
 //   - the journal's own goroutines call completion callbacks, which only queue responses.

@@ -28,6 +28,9 @@ type registrar struct {
 	started time.Time
 	sess    metadata.Session // owned by run after register returns
 	done    chan struct{}
+	// readOnlyForGood: a write failed on a full disk; the storage or the journal no longer
+	// writes, so the bookie stays read-only until restarted. Owned by run.
+	readOnlyForGood bool
 }
 
 func newRegistrar(b *Bookie) *registrar {
@@ -105,6 +108,7 @@ func (r *registrar) run() {
 	tick := time.NewTicker(r.b.cfg.DiskCheckInterval)
 	defer tick.Stop()
 	retry := backoff.Retry{Policy: renewBackoff}
+	stFailed, jrFailed := r.b.st.Failed(), r.b.jr.Failed()
 	for {
 		var expired <-chan struct{}
 		if r.sess != nil {
@@ -113,30 +117,53 @@ func (r *registrar) run() {
 		select {
 		case <-ctx.Done():
 			return
+		case <-stFailed:
+			stFailed = nil
+			r.onDiskFault("storage", r.b.st.Err())
+			r.checkState(ctx)
+		case <-jrFailed:
+			jrFailed = nil
+			r.onDiskFault("journal", r.b.jr.Err())
+			r.checkState(ctx)
 		case <-tick.C:
+			if err := checkDataDir(r.b.cfg.DataDir); err != nil {
+				r.onDiskFault("data directory", err)
+				continue
+			}
 			if r.sess == nil {
 				r.renew(ctx, &retry)
 				continue
 			}
-			cur := r.b.State()
-			want := cur
-			switch {
-			case cur == StateWritable && r.overThreshold(r.b.cfg.DiskThreshold):
-				want = StateReadOnly
-			case cur == StateReadOnly && !r.overThreshold(r.b.cfg.DiskThreshold-0.05):
-				want = StateWritable
-			}
-			if want != cur {
-				if err := r.publish(ctx, want); err != nil {
-					// Back to the registered state so the next tick tries again.
-					r.b.state.Store(uint32(cur))
-					r.b.log.Error("re-register failed", "state", want.String(), "err", err)
-				}
-			}
+			r.checkState(ctx)
 		case <-expired:
 			r.b.log.Warn("metadata session expired; registering again")
 			r.sess = nil
 			r.renew(ctx, &retry)
+		}
+	}
+}
+
+// checkState moves the registration to the state the disk calls for: read-only over
+// DiskThreshold (or for good after a full disk), writable again below DiskThreshold-0.05.
+func (r *registrar) checkState(ctx context.Context) {
+	if r.sess == nil || ctx.Err() != nil || r.b.Err() != nil {
+		return // renew publishes the current state; a failed bookie is stopping
+	}
+	cur := r.b.State()
+	want := cur
+	switch {
+	case r.readOnlyForGood:
+		want = StateReadOnly
+	case cur == StateWritable && r.overThreshold(r.b.cfg.DiskThreshold):
+		want = StateReadOnly
+	case cur == StateReadOnly && !r.overThreshold(r.b.cfg.DiskThreshold-0.05):
+		want = StateWritable
+	}
+	if want != cur {
+		if err := r.publish(ctx, want); err != nil {
+			// Back to the registered state so the next tick tries again.
+			r.b.state.Store(uint32(cur))
+			r.b.log.Error("re-register failed", "state", want.String(), "err", err)
 		}
 	}
 }
@@ -152,7 +179,9 @@ func (r *registrar) renew(ctx context.Context, retry *backoff.Retry) {
 		if err == nil {
 			r.sess = sess
 			s := r.b.State()
-			if s != StateReadOnly {
+			if r.readOnlyForGood {
+				s = StateReadOnly
+			} else if s != StateReadOnly {
 				s = StateWritable
 			}
 			if err = r.publish(ctx, s); err == nil {

@@ -77,6 +77,10 @@ type Bookie struct {
 	}
 	closeOnce sync.Once
 	closeErr  error
+	done      chan struct{} // closed when Close is done
+
+	failOnce sync.Once
+	failErr  atomic.Pointer[error] // the disk failure that stopped the bookie (see fail)
 }
 
 // Start opens the data dir (checking the cookie), replays the journal, starts the protocol
@@ -89,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bookie: listen: %w", err)
 	}
-	b := &Bookie{cfg: cfg, ledgers: newLedgerTable(), m: newMetrics(), ln: ln}
+	b := &Bookie{cfg: cfg, ledgers: newLedgerTable(), m: newMetrics(), ln: ln, done: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})
 	b.addr = cfg.Advertise
 	if b.addr == "" {
@@ -130,7 +134,7 @@ func (b *Bookie) open(ctx context.Context) error {
 		return err
 	}
 	b.cookie = ck
-	st, err := storage.Open(dataPath(b.cfg.DataDir, "ledgers"), storage.Options{Logger: b.cfg.Logger})
+	st, err := storage.Open(dataPath(b.cfg.DataDir, "ledgers"), storage.Options{Logger: b.cfg.Logger, FS: b.cfg.storageFS})
 	if err != nil {
 		return fmt.Errorf("bookie: open storage: %w", err)
 	}
@@ -236,7 +240,7 @@ func (b *Bookie) MetricsHandler() http.Handler {
 }
 
 // Close stops serving, unregisters, and closes the journal and storage. Pending requests get
-// their answers or a closed connection. Idempotent.
+// their answers or a closed connection. Idempotent; Done is closed when it is done.
 func (b *Bookie) Close() error {
 	b.closeOnce.Do(func() {
 		b.log.Info("bookie stopping")
@@ -271,6 +275,7 @@ func (b *Bookie) Close() error {
 		b.state.Store(uint32(StateStopped))
 		b.closeErr = errors.Join(errs...)
 		b.log.Info("bookie stopped", "err", b.closeErr)
+		close(b.done)
 	})
 	return b.closeErr
 }

@@ -2,7 +2,6 @@ package itest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -201,17 +200,7 @@ func TestLedgerRecoveryAfterBookieAndWriterDeath(t *testing.T) {
 	w.waitFor(t, 60*time.Second, "1000 acks", func() bool { return len(w.acks) >= 1000 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	meta := func() *ledger.Metadata {
-		kv, err := store.Get(ctx, metadata.LedgerKey(w.id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := ledger.UnmarshalMetadata(kv.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	meta := func() *ledger.Metadata { return ledgerMeta(t, ctx, store, w.id) }
 	victim := meta().Ensembles[0].Bookies[0]
 	procs[victim].Kill()
 	w.mu.Lock()
@@ -232,39 +221,7 @@ func TestLedgerRecoveryAfterBookieAndWriterDeath(t *testing.T) {
 		t.Fatalf("no ensemble change away from killed bookie %s: %+v", victim, m.Ensembles)
 	}
 
-	pool := client.NewPool(client.Options{})
-	defer pool.Close()
-	lc := ledger.NewClient(store, pool, ledger.Options{})
-	defer lc.Close()
-	h, err := lc.Open(ctx, w.id, ledger.OpenOptions{Recovery: true, Password: writerPassword})
-	if err != nil {
-		t.Fatalf("open with recovery: %v", err)
-	}
-	rm := h.Metadata()
-	if rm.State != ledger.StateClosed {
-		t.Fatalf("recovered ledger state %v", rm.State)
-	}
-	for i, id := range acked {
-		if id != int64(i) {
-			t.Fatalf("acks out of order at %d: %d", i, id)
-		}
-	}
-	lastAcked := int64(len(acked) - 1)
-	if rm.LastEntryID < lastAcked {
-		t.Fatalf("recovered last entry %d < last acknowledged %d", rm.LastEntryID, lastAcked)
-	}
-	for from := int64(0); from <= rm.LastEntryID; from += 500 {
-		to := min(from+499, rm.LastEntryID)
-		es, err := h.Read(ctx, from, to)
-		if err != nil {
-			t.Fatalf("read %d..%d: %v", from, to, err)
-		}
-		for k, e := range es {
-			if e.EntryID != from+int64(k) || !bytes.Equal(e.Payload, writerPayload(e.EntryID)) {
-				t.Fatalf("entry %d: id %d payload %q", from+int64(k), e.EntryID, e.Payload)
-			}
-		}
-	}
+	rm := recoverAndCheck(t, ctx, store, w.id, acked)
 	t.Logf("writer acknowledged %d entries (bookie %s killed after %d); recovery closed at %d with %d ensembles",
 		len(acked), victim, atKill, rm.LastEntryID, len(rm.Ensembles))
 

@@ -152,7 +152,8 @@
 //
 // A failed write or fdatasync fails the journal for good (fsync is never retried: the
 // kernel may have dropped the dirty pages): the pending and all later appends get the
-// error, and Close returns it.
+// error, and Close returns it. Failed() is closed at that moment and Err() tells the
+// error, for the owner to react at once (the bookie stops) rather than per append.
 //
 // # Performance
 //

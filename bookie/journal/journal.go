@@ -207,6 +207,7 @@ type queue struct {
 	// mu guards all fields below.
 	state  state
 	err    error          // the sticky failure (stateFailed, and kept through stateClosed)
+	failed chan struct{}  // closed on the move to stateFailed (see Journal.Failed)
 	cur    *batch         // never nil
 	free   []*batch       // recycled batches (their chunks are in chunks)
 	chunks chunkpool.Pool // free buffer chunks, at most 2×maxQueue bytes
@@ -263,6 +264,7 @@ func (q *queue) becomeFailedLocked(err error) {
 	switch q.state {
 	case stateOpen:
 		q.state = stateFailed
+		close(q.failed)
 		q.notFull.Broadcast()
 	case stateFailed, stateClosed:
 		// Already not accepting appends; the first error is kept.
@@ -360,6 +362,7 @@ func Open(dir string, opts Options, replay func(Record) error) (*Journal, error)
 	j.q.backoff = unmetWaitBackoff
 	j.q.seq = next
 	j.q.notFull.L = &j.q.mu
+	j.q.failed = make(chan struct{})
 	j.w.active, j.w.seq = f, next
 	go j.runWriter()
 	go j.runSyncer()
@@ -502,6 +505,17 @@ func (j *Journal) Release(m Mark) error {
 		}
 	}
 	return nil
+}
+
+// Failed returns a channel closed when a write or fdatasync fails the journal: from then
+// on every append fails with Err. It is not closed by Close.
+func (j *Journal) Failed() <-chan struct{} { return j.q.failed }
+
+// Err returns the error that failed the journal, or nil.
+func (j *Journal) Err() error {
+	j.q.mu.Lock()
+	defer j.q.mu.Unlock()
+	return j.q.err
 }
 
 // Close stops accepting appends, writes and syncs every record already appended,

@@ -259,6 +259,11 @@ func TestSyncFailure(t *testing.T) {
 	opts.fs = fs
 	j, _ := openCollect(t, dir, opts)
 	appendAll(t, j, genRecords(rand.New(rand.NewPCG(7, 8)), 20, 100, 1))
+	select {
+	case <-j.Failed():
+		t.Fatal("Failed() closed before any failure")
+	default:
+	}
 
 	boom := errors.New("injected EIO")
 	fs.mu.Lock()
@@ -280,6 +285,10 @@ func TestSyncFailure(t *testing.T) {
 		})
 	}
 	waitFor(t, all, "callbacks after the sync failure")
+	waitFor(t, j.Failed(), "Failed() after the sync failure")
+	if err := j.Err(); !errors.Is(err, boom) {
+		t.Fatalf("Err = %v, want the sync error", err)
+	}
 	for i := range n {
 		if calls[i].Load() != 1 || !errors.Is(errs[i], boom) {
 			t.Fatalf("record %d: %d calls, err %v; want one call with the sync error", i, calls[i].Load(), errs[i])

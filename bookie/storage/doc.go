@@ -228,6 +228,14 @@
 // that point are flushed. A failure in the flusher (write, fsync or index
 // commit) moves the Storage to Failed and releases waiting Puts.
 //
+// Pebble's own goroutines flush memtables and compact. A failed background
+// write of Pebble's (a missing directory, EIO, a full disk) also moves the
+// Storage to Failed (onBackgroundError, under Pebble's mutex), so a Flush
+// waiting for the index returns ErrSyncFailed; Pebble retries such a write
+// for ever, so its file creations go through backoffFS, which spaces the
+// retries out (100 ms doubling to 10 s) and lets Close through at once.
+// Failed() is closed on failure, for the owner to react (the bookie stops).
+//
 // Locks, in acquisition order (a lock may only be taken while holding locks
 // above it):
 //

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -85,6 +86,8 @@ type Options struct {
 	flushHook func(flushStage)
 	// blockedHook, if set, runs when a Put starts waiting for cache space.
 	blockedHook func()
+	// indexRetryHook, if set, is the index filesystem's backoffFS.waitHook.
+	indexRetryHook func(time.Duration)
 }
 
 const (
@@ -155,6 +158,8 @@ type Storage struct {
 	db   *pebble.DB
 	seed maphash.Seed
 	done chan struct{} // closed by Close; stops Compact
+	// failed is closed by becomeFailed (see Failed).
+	failed chan struct{}
 
 	// state is a State; changed only by becomeFailed and becomeClosed.
 	state   atomic.Uint32
@@ -252,11 +257,12 @@ type Storage struct {
 func Open(dir string, opts Options) (*Storage, error) {
 	opts = opts.withDefaults()
 	s := &Storage{
-		dir:  dir,
-		opts: opts,
-		fs:   opts.FS,
-		seed: maphash.MakeSeed(),
-		done: make(chan struct{}),
+		dir:    dir,
+		opts:   opts,
+		fs:     opts.FS,
+		seed:   maphash.MakeSeed(),
+		done:   make(chan struct{}),
+		failed: make(chan struct{}),
 	}
 	s.files.m = make(map[uint64]*logFile)
 	s.cache.active = newWriteCache()
@@ -271,14 +277,17 @@ func Open(dir string, opts Options) (*Storage, error) {
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
+	ifs := newBackoffFS(s.fs, s.done)
+	ifs.waitHook = opts.indexRetryHook
 	popts := &pebble.Options{
-		FS:                 s.fs,
+		FS:                 ifs,
 		Cache:              cache,
 		DisableWAL:         true, // the bookie journal replays anything lost
 		Merger:             counterMerger,
 		MemTableSize:       opts.memTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{opts.Logger},
+		EventListener:      &pebble.EventListener{BackgroundError: s.onBackgroundError},
 	}
 	db, err := pebble.Open(s.fs.PathJoin(dir, "index"), popts)
 	if err != nil {
@@ -499,6 +508,7 @@ func (s *Storage) becomeFailed(err error) {
 	}
 	s.state.CompareAndSwap(uint32(StateOpen), uint32(StateFailed))
 	s.opts.Logger.Error("storage failed; restart to replay the journal", "err", err)
+	close(s.failed)
 	s.wakeBlockedPuts()
 }
 
@@ -1101,10 +1111,26 @@ func (s *Storage) flush(paced bool) error {
 	if err := s.drain(paced); err != nil {
 		return err
 	}
-	if err := s.db.Flush(); err != nil {
+	return s.flushIndex()
+}
+
+// flushIndex flushes the index's memtable to a synced sstable. It returns when the flush
+// is done or the Storage failed (a failed flush fails it: see onBackgroundError), whichever
+// comes first; Pebble retries a failed flush for ever.
+func (s *Storage) flushIndex() error {
+	done, err := s.db.AsyncFlush()
+	if err != nil {
 		return fmt.Errorf("storage: flush index: %w", err)
 	}
-	return nil
+	select {
+	case <-done:
+		if p := s.failErr.Load(); p != nil {
+			return *p
+		}
+		return nil
+	case <-s.failed:
+		return *s.failErr.Load()
+	}
 }
 
 // Close flushes (unless the Storage failed; cached entries are then lost,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -90,6 +89,14 @@ func newAutorecoveryCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			sd := newShutdown("autorecovery", stop)
+			defer sd.done()
+			// The metrics port before anything registers: a taken port fails the start,
+			// naming the flag.
+			mux, err := metricsMux(ctx, httpAddr)
+			if err != nil {
+				return err
+			}
 			store, err := openStore(ctx, metaURL)
 			if err != nil {
 				return err
@@ -101,18 +108,12 @@ func newAutorecoveryCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if httpAddr != "" {
-				mux := http.NewServeMux()
+			if mux != nil {
 				mux.Handle("/metrics", svc.MetricsHandler())
-				a, err := serveHTTP(ctx, httpAddr, mux)
-				if err != nil {
-					svc.Close()
-					return err
-				}
-				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
 			}
 			fmt.Fprintf(os.Stdout, "autorecovery %s running\n", id)
 			<-ctx.Done()
+			sd.begin()
 			return svc.Close()
 		},
 	}

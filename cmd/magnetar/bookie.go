@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,8 +23,8 @@ func init() { register(newBookieCmd) }
 func newBookieCmd() *cobra.Command {
 	var (
 		metaURL, dataDir, listen, advertise, id, httpAddr, logLevel string
-		ttl, groupWait, gcInterval, syncInterval                    time.Duration
-		prepareRate                                                 int64
+		ttl, groupWait, gcInterval, syncInterval, diskCheck         time.Duration
+		prepareRate, journalFileSize                                int64
 		threshold                                                   float64
 		arOn                                                        bool
 		ar                                                          autorecoveryFlags
@@ -43,6 +43,12 @@ func newBookieCmd() *cobra.Command {
 			if threshold <= 0 || threshold > 1 {
 				return usageError{fmt.Errorf("--disk-threshold must be in (0,1], got %v", threshold)}
 			}
+			if diskCheck <= 0 {
+				return usageError{fmt.Errorf("--disk-check-interval must be positive")}
+			}
+			if journalFileSize < 0 {
+				return usageError{fmt.Errorf("--journal-file-size must not be negative")}
+			}
 			if prepareRate < 0 {
 				return usageError{fmt.Errorf("--journal-prepare-rate must not be negative")}
 			}
@@ -51,6 +57,14 @@ func newBookieCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			sd := newShutdown("bookie", stop)
+			defer sd.done()
+			// The metrics port first: a port taken by another process on the host fails here,
+			// before the bookie registers, naming the flag.
+			mux, err := metricsMux(ctx, httpAddr)
+			if err != nil {
+				return err
+			}
 			store, err := openStore(ctx, metaURL)
 			if err != nil {
 				return err
@@ -58,15 +72,19 @@ func newBookieCmd() *cobra.Command {
 			defer store.Close()
 			b, err := bookie.Start(ctx, bookie.Config{
 				ID: id, Listen: listen, Advertise: advertise, DataDir: dataDir, Store: store,
-				SessionTTL: ttl, DiskThreshold: threshold, GCInterval: gcInterval,
-				Journal: journal.Options{MaxGroupWait: journalZeroOff(groupWait), MinSyncInterval: journalZeroOff(syncInterval), PrepareRate: prepareRate},
-				Logger:  slog.Default(),
+				SessionTTL: ttl, DiskThreshold: threshold, DiskCheckInterval: diskCheck, GCInterval: gcInterval,
+				Journal: journal.Options{MaxGroupWait: journalZeroOff(groupWait), MinSyncInterval: journalZeroOff(syncInterval), PrepareRate: prepareRate,
+					FileSize: journalFileSize},
+				Logger: slog.Default(),
 			})
 			if err != nil {
 				if ctx.Err() != nil {
 					// SIGINT/SIGTERM while starting: a clean stop, not a failure.
 					slog.Info("bookie stopped while starting", "reason", err)
 					return nil
+				}
+				if errors.Is(err, syscall.EADDRINUSE) {
+					return listenError("--listen", listen, err)
 				}
 				return err
 			}
@@ -81,29 +99,27 @@ func newBookieCmd() *cobra.Command {
 					return err
 				}
 			}
-			closeAll := func() error {
-				if svc != nil {
-					svc.Close()
-				}
-				return b.Close()
-			}
-			if httpAddr != "" {
-				mux := http.NewServeMux()
+			if mux != nil {
 				mux.Handle("/metrics", b.MetricsHandler())
 				mountPprof(mux)
 				if svc != nil {
 					mux.Handle("/metrics/autorecovery", svc.MetricsHandler())
 				}
-				a, err := serveHTTP(ctx, httpAddr, mux)
-				if err != nil {
-					closeAll()
-					return err
-				}
-				slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
 			}
 			fmt.Fprintf(os.Stdout, "bookie %s listening on %s\n", b.ID(), b.Addr())
-			<-ctx.Done()
-			return closeAll()
+			select {
+			case <-ctx.Done():
+			case <-b.Done(): // a failed disk stopped it (logged)
+			}
+			sd.begin()
+			if svc != nil {
+				svc.Close()
+			}
+			err = b.Close()
+			if ferr := b.Err(); ferr != nil {
+				return ferr
+			}
+			return err
 		},
 	}
 	f := c.Flags()
@@ -117,6 +133,8 @@ func newBookieCmd() *cobra.Command {
 	f.Float64Var(&threshold, "disk-threshold", 0.95, "disk usage fraction at which the bookie turns read-only")
 	f.Int64Var(&prepareRate, "journal-prepare-rate", 0,
 		fmt.Sprintf("zero-fill the next journal file ahead of use at this many bytes/s, e.g. %d (0: fallocate only); for a journal on a disk of its own", journal.DefaultPrepareRate))
+	f.DurationVar(&diskCheck, "disk-check-interval", 5*time.Second, "how often disk usage and the data directory are checked")
+	f.Int64Var(&journalFileSize, "journal-file-size", journal.DefaultFileSize, "size each journal file is preallocated to, bytes")
 	f.DurationVar(&groupWait, "journal-group-wait", journal.DefaultMaxGroupWait, groupWaitUsage)
 	f.DurationVar(&syncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
 	f.DurationVar(&gcInterval, "gc-interval", 10*time.Minute, "how often to reclaim deleted ledgers")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -44,21 +45,25 @@ func newBrokerCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			store, err := openStore(ctx, metaURL)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+			sd := newShutdown("broker", stop)
+			defer sd.done()
+			// The admin/metrics port first: a port taken by another process on the host fails
+			// here, before the broker registers, naming the flag.
 			var mux *http.ServeMux
 			httpURL := ""
 			if httpAddr != "" {
 				mux = http.NewServeMux()
-				ha, err := serveHTTP(ctx, httpAddr, mux)
+				ha, err := serveHTTP(ctx, "--http", httpAddr, mux)
 				if err != nil {
 					return err
 				}
 				httpURL = "http://" + ha.String()
 			}
+			store, err := openStore(ctx, metaURL)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
 			svc, err := broker.Start(ctx, broker.Config{
 				Store: store, Listen: listen, Advertise: advertise, HTTPURL: httpURL, ID: id, Cluster: cluster,
 				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
@@ -66,6 +71,9 @@ func newBrokerCmd() *cobra.Command {
 				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
 			})
 			if err != nil {
+				if errors.Is(err, syscall.EADDRINUSE) {
+					return listenError("--listen", listen, err)
+				}
 				return err
 			}
 			defer svc.Close()
@@ -80,6 +88,7 @@ func newBrokerCmd() *cobra.Command {
 			}
 			fmt.Fprintln(os.Stdout)
 			<-ctx.Done()
+			sd.begin()
 			return nil
 		},
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,10 +11,12 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -61,15 +64,71 @@ func setupLogging(level string) error {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return usageError{fmt.Errorf("--log-level: %w", err)}
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
+	// Repeated warnings and errors (a failing disk, an unreachable peer: one per request)
+	// are rate-limited, each kind to a line every ratelog.DefaultInterval.
+	h := ratelog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}), ratelog.Options{})
+	slog.SetDefault(slog.New(h))
 	return nil
 }
 
-// serveHTTP serves h on addr until ctx ends. It returns once the listener is bound.
-func serveHTTP(ctx context.Context, addr string, h http.Handler) (net.Addr, error) {
+// stopTimeout bounds a role's stop: past it the process exits anyway (see shutdown). A
+// broker's own unload of its topics is bounded by 30 s of the same budget.
+const stopTimeout = 30 * time.Second
+
+// shutdown bounds how long a role takes to stop once asked, whatever state its disk, etcd or
+// peers are in. Create it right after signal.NotifyContext and defer done first (so it runs
+// after every other deferred close); call begin when the role starts stopping.
+type shutdown struct {
+	role           string
+	restoreSignals func() // the NotifyContext stop: a second signal then kills the process
+	start          time.Time
+	timer          *time.Timer
+}
+
+func newShutdown(role string, restoreSignals func()) *shutdown {
+	return &shutdown{role: role, restoreSignals: restoreSignals}
+}
+
+// begin starts the stop clock: after stopTimeout the process exits with status 3.
+func (s *shutdown) begin() {
+	if s.timer != nil {
+		return
+	}
+	s.restoreSignals()
+	s.start = time.Now()
+	s.timer = time.AfterFunc(stopTimeout, func() {
+		slog.Error(s.role+" did not stop in time; exiting", "timeout", stopTimeout.String())
+		os.Exit(3)
+	})
+	slog.Info(s.role + " shutting down")
+}
+
+// done logs how long the stop took, if one began.
+func (s *shutdown) done() {
+	if s.timer == nil {
+		return
+	}
+	s.timer.Stop()
+	slog.Info(s.role+" exiting", "stop took", time.Since(s.start).Round(time.Millisecond).String())
+}
+
+// listenError names the flag whose address could not be bound, so an operator running a
+// second process on a host knows which flag to change.
+func listenError(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: address already in use (another process on this host? pick a free port with %s): %w",
+			flag, addr, flag, err)
+	}
+	return fmt.Errorf("%s %s: %w", flag, addr, err)
+}
+
+// serveHTTP serves h on addr (the value of flag) until ctx ends. It returns once the
+// listener is bound: a role binds it before it registers anywhere, so a taken port fails
+// the start with the flag's name (listenError) instead of a running role dying later.
+func serveHTTP(ctx context.Context, flag, addr string, h http.Handler) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("http listen %s: %w", addr, err)
+		return nil, listenError(flag, addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -84,6 +143,22 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler) (net.Addr, erro
 		srv.Shutdown(sctx)
 	}()
 	return ln.Addr(), nil
+}
+
+// metricsMux binds the metrics HTTP address of --http (empty: none, nil mux) and serves a
+// mux the caller fills once its role runs. Called before the role registers anywhere, so a
+// taken port fails the start naming the flag.
+func metricsMux(ctx context.Context, addr string) (*http.ServeMux, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	mux := http.NewServeMux()
+	a, err := serveHTTP(ctx, "--http", addr, mux)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("metrics listening", "addr", "http://"+a.String()+"/metrics")
+	return mux, nil
 }
 
 // mountPprof serves the Go profiler under /debug/pprof/ (on the loopback admin/metrics port).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,7 +47,9 @@ func newStandaloneCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runStandalone(ctx, fl)
+			sd := newShutdown("standalone", stop)
+			defer sd.done()
+			return runStandalone(ctx, fl, sd)
 		},
 	}
 	f := c.Flags()
@@ -64,7 +67,7 @@ func newStandaloneCmd() *cobra.Command {
 	return c
 }
 
-func runStandalone(ctx context.Context, fl standaloneFlags) error {
+func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error {
 	abs, err := filepath.Abs(fl.dataDir)
 	if err != nil {
 		return err
@@ -72,11 +75,22 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// The HTTP listener first, so a second standalone on the host fails before it starts
+	// anything, naming the flag, and the broker knows (and reports in lookups) its URL; the
+	// handlers are mounted once the broker is up.
+	mux := http.NewServeMux()
+	ha, err := serveHTTP(ctx, "--http", fl.httpAddr, mux)
+	if err != nil {
+		return err
+	}
 	etcd, err := metadata.StartEmbedded(ctx, metadata.EmbeddedConfig{
 		Name: "standalone", DataDir: filepath.Join(abs, "etcd"), ListenClient: fl.etcdAddr,
 		ListenPeer: "127.0.0.1:0", Logger: slog.Default(),
 	})
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return listenError("--etcd-listen", fl.etcdAddr, err)
+		}
 		return fmt.Errorf("embedded etcd: %w", err)
 	}
 	defer etcd.Close()
@@ -93,16 +107,12 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 			MinSyncInterval: journalZeroOff(fl.journalSyncInterval)},
 	})
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return listenError("--bookie-listen", fl.bookieAddr, err)
+		}
 		return err
 	}
 	defer b.Close()
-	// The HTTP listener first, so the broker knows (and reports in lookups) its URL; the
-	// handlers are mounted once the broker is up.
-	mux := http.NewServeMux()
-	ha, err := serveHTTP(ctx, fl.httpAddr, mux)
-	if err != nil {
-		return err
-	}
 	httpURL := "http://" + ha.String()
 	svc, err := broker.Start(ctx, broker.Config{
 		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: "standalone",
@@ -117,6 +127,9 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 		},
 	})
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return listenError("--broker-listen", fl.brokerAddr, err)
+		}
 		return err
 	}
 	defer svc.Close()
@@ -130,13 +143,17 @@ func runStandalone(ctx context.Context, fl standaloneFlags) error {
 	fmt.Printf("  metrics:         %s/metrics (bookie: %s/metrics/bookie)\n", httpURL, httpURL)
 	fmt.Printf("  metadata (etcd): etcd://%s\n", hostPorts(etcd.Endpoints()))
 	fmt.Printf("  bookie:          %s\n", b.Addr())
+	var failed error
 	select {
 	case <-ctx.Done():
 	case <-etcd.Done():
+		failed = errors.New("embedded etcd stopped")
 		slog.Error("embedded etcd stopped")
+	case <-b.Done(): // a failed disk stopped the bookie (logged)
+		failed = b.Err()
 	}
-	slog.Info("shutting down")
-	return nil
+	sd.begin()
+	return failed
 }
 
 func hostPorts(eps []string) string {
