@@ -113,7 +113,9 @@ func (m *mcursor) ReadPositions(ctx context.Context, ps []topic.Position) ([]top
 	return m.c.ReadPositions(ctx, ps)
 }
 
-func (m *mcursor) Acked(ctx context.Context, p topic.Position) (bool, error) { return m.c.Acked(ctx, p) }
+func (m *mcursor) Acked(ctx context.Context, p topic.Position) (bool, error) {
+	return m.c.Acked(ctx, p)
+}
 
 // Flush runs after the acknowledgements queued before it, then waits for the cursor's
 // state to be durable.
