@@ -1,0 +1,216 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/itest"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// TestTxnBenchmark measures #15's ratios on one `magnetar standalone` (transactions on), in
+// one run, with pulsar-client-go: transactional produce (100 messages per transaction) vs
+// plain produce; committed transactions per second with 10 concurrent clients of 1 message
+// each; p99 commit latency at half that rate; and, as the reference, the rate of metadata
+// writes (etcd puts, 10 concurrent writers) on the same etcd and disk. It runs only with
+// MAGNETAR_BENCH_TXN=1 (MAGNETAR_BENCH_DIR: the data directory's parent).
+func TestTxnBenchmark(t *testing.T) {
+	if os.Getenv("MAGNETAR_BENCH_TXN") == "" {
+		t.Skip("set MAGNETAR_BENCH_TXN=1 to run")
+	}
+	dir := os.Getenv("MAGNETAR_BENCH_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	} else {
+		var err error
+		if dir, err = os.MkdirTemp(dir, "txnbench-"); err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	etcd, bk, brk, web := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
+	itest.Start(t, "standalone", "standalone", "--data-dir", filepath.Join(dir, "data"),
+		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", brk, "--http", web,
+		"--transaction-coordinator-enabled", "--log-level", "warn")
+	itest.WaitTCP(t, brk, 60*time.Second)
+	url := "pulsar://" + brk
+	newClient := func() pulsar.Client {
+		cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 60 * time.Second,
+			EnableTransaction: true, Logger: clientLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	cl := newClient()
+	payload := make([]byte, 100)
+	const total = 200_000
+
+	// 1. Plain and transactional async produce: 16 producers on one topic (one client), each
+	// sending its share; in transactions of 100 (a batch each), each committed before its
+	// next one starts.
+	const producers = 16
+	produce := func(topic string, perTxn int) float64 {
+		ctx := ctxT(t, 10*time.Minute)
+		var failed atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := 0; w < producers; w++ {
+			opts := pulsar.ProducerOptions{Topic: topic, SendTimeout: time.Minute, MaxPendingMessages: 2000}
+			if perTxn > 0 {
+				opts.BatchingMaxMessages = uint(perTxn) // the batch goes out when the transaction's last message is in
+			}
+			p, err := cl.CreateProducer(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var sends sync.WaitGroup
+				for sent := 0; sent < total/producers; {
+					var tx pulsar.Transaction
+					n := total/producers - sent
+					if perTxn > 0 {
+						if tx, err = cl.NewTransaction(time.Minute); err != nil {
+							t.Error(err)
+							return
+						}
+						n = min(n, perTxn)
+					}
+					for i := 0; i < n; i++ {
+						sends.Add(1)
+						p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, Transaction: tx},
+							func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+								if err != nil {
+									failed.Add(1)
+								}
+								sends.Done()
+							})
+					}
+					sent += n
+					if tx != nil {
+						// Commit waits for the transaction's sends.
+						if err := tx.Commit(ctx); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+				sends.Wait()
+			}()
+		}
+		wg.Wait()
+		if failed.Load() > 0 {
+			t.Fatalf("%d sends failed", failed.Load())
+		}
+		return float64(total) / time.Since(start).Seconds()
+	}
+	plain := produce("persistent://public/default/bench-plain", 0)
+	txn100 := produce("persistent://public/default/bench-txn", 100)
+
+	// 2. Committed transactions per second: 10 clients, 1 message each.
+	commitLoop := func(clients int, d time.Duration, rate float64) (int, []time.Duration) {
+		var mu sync.Mutex
+		var lat []time.Duration
+		var done atomic.Int64
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(d)
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				cl := newClient()
+				p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: fmt.Sprintf("persistent://public/default/bench-commit-%d", c),
+					DisableBatching: true})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer p.Close()
+				ctx := context.Background()
+				next := time.Now()
+				for time.Now().Before(deadline) {
+					if rate > 0 {
+						next = next.Add(time.Duration(float64(time.Second) * float64(clients) / rate))
+						if w := time.Until(next); w > 0 {
+							time.Sleep(w) // pacing of the load, not synchronisation
+						}
+					}
+					tx, err := cl.NewTransaction(time.Minute)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: payload, Transaction: tx}); err != nil {
+						t.Error(err)
+						return
+					}
+					s := time.Now()
+					if err := tx.Commit(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					lat = append(lat, time.Since(s))
+					mu.Unlock()
+					done.Add(1)
+				}
+			}(c)
+		}
+		wg.Wait()
+		return int(done.Load()), lat
+	}
+	const window = 20 * time.Second
+	n, _ := commitLoop(10, window, 0)
+	commits := float64(n) / window.Seconds()
+	_, lat := commitLoop(10, window, commits/2)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(q float64) time.Duration { return lat[min(int(q*float64(len(lat))), len(lat)-1)] }
+
+	// 3. The reference: metadata writes per second on the same etcd (10 writers).
+	eps, err := metadata.ParseURL("etcd://" + etcd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := metadata.Open(ctxT(t, 10*time.Second), metadata.Config{Endpoints: eps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var puts atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(10 * time.Second)
+	for w := 0; w < 10; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				if _, err := st.Put(context.Background(), fmt.Sprintf("/bench/put-%d", w), payload, metadata.AnyVersion); err != nil {
+					t.Error(err)
+					return
+				}
+				puts.Add(1)
+			}
+		}(w)
+	}
+	wg.Wait()
+	etcdRate := float64(puts.Load()) / 10
+
+	t.Logf("plain produce:                 %9.0f msg/s", plain)
+	t.Logf("transactional (100 per txn):   %9.0f msg/s   ratio %.2f (target >= 0.5)", txn100, txn100/plain)
+	t.Logf("commits, 10 clients x 1 msg:   %9.0f txn/s   (%.3f txn per etcd put/s)", commits, commits/etcdRate)
+	t.Logf("commit latency at %4.0f txn/s:  p50 %v  p99 %v  max %v", commits/2, pct(0.5), pct(0.99), lat[len(lat)-1])
+	t.Logf("etcd puts, 10 writers:         %9.0f put/s", etcdRate)
+}
