@@ -376,7 +376,9 @@ func (s *Subscription) applyPA(ap pendingack.Apply) {
 			s.d.Redeliver(c.cid, ps)
 		}
 		s.flush()
-		pa.core.Applied(ap.Tag, nil)
+		// Reported as an input of its own, so that what it asks (the abort marker, the
+		// record deletion) is performed.
+		s.post(func() { pa.core.Applied(ap.Tag, nil); s.performPA() })
 		return
 	}
 	cur := s.cur
