@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
@@ -177,7 +178,7 @@ func (s *Subscription) performPA() {
 				if err != nil {
 					s.logPAFailure(err)
 				}
-				pa.core.LogRead(rd.Tag, es, atEnd, err != nil && permanentLogError(err), err)
+				pa.core.LogRead(time.Now().UnixMilli(), rd.Tag, es, atEnd, err != nil && permanentLogError(err), err)
 				s.performPA()
 			})
 		})
@@ -253,12 +254,16 @@ func (s *Subscription) openPALog(o *pendingack.OpenLog, key string) {
 	log, err := s.topic.txn.cfg.OpenLog(ctx, PendingAckLogName(key, s.name), o.Create)
 	var cur Cursor
 	var start Position
+	var recorded []txn.ID
 	if err == nil {
 		if cur, err = log.OpenCursor(ctx, pendingAckCursor, mledger.Earliest); err == nil {
 			var md Position
 			if md, err = cur.MarkDelete(ctx); err == nil {
 				start = Position{LedgerID: md.LedgerID, EntryID: md.EntryID + 1}
 			}
+		}
+		if err == nil && !o.Create {
+			recorded, err = listPA(ctx, s.topic.txn, key, s.name)
 		}
 		if err != nil {
 			_ = log.Close(ctx)
@@ -274,9 +279,26 @@ func (s *Subscription) openPALog(o *pendingack.OpenLog, key string) {
 		} else {
 			s.logPAFailure(err)
 		}
-		pa.core.LogOpened(o.Tag, start, err != nil && permanentLogError(err), err)
+		pa.core.Recorded(recorded)
+		pa.core.LogOpened(time.Now().UnixMilli(), o.Tag, start, err != nil && permanentLogError(err), err)
 		s.performPA()
 	})
+}
+
+// listPA returns the transactions with a pending-ack record on subscription sub.
+func listPA(ctx context.Context, tt *txnTopic, key, sub string) ([]txn.ID, error) {
+	prefix := metadata.TxnPendingAckKey(key, sub, "")
+	kvs, _, err := tt.cfg.Store.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list pending-ack records: %w", err)
+	}
+	var ids []txn.ID
+	for _, kv := range kvs {
+		if id, err := txn.ParseKey(strings.TrimPrefix(kv.Key, prefix)); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }
 
 // readPALog reads the pending-ack log from from to its end, at most 1000 entries. Nothing
@@ -354,7 +376,9 @@ func (s *Subscription) applyPA(ap pendingack.Apply) {
 			s.d.Redeliver(c.cid, ps)
 		}
 		s.flush()
-		pa.core.Applied(ap.Tag, nil)
+		// Reported as an input of its own, so that what it asks (the abort marker, the
+		// record deletion) is performed.
+		s.post(func() { pa.core.Applied(ap.Tag, nil); s.performPA() })
 		return
 	}
 	cur := s.cur

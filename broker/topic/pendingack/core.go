@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/magnetar-io/magnetar/mledger"
@@ -150,6 +151,14 @@ type Core struct {
 	retryAt   int64
 	replayed  map[txn.ID]*txEntry
 	replayLog []txn.ID
+	// replayEnded are the transactions whose marker the replay read: their records may
+	// remain (a crash before the deletion) and are deleted again.
+	replayEnded []txn.ID
+	// replayAcks are the ack records read, in log order (locked in that order: a later
+	// record of a position shows that an earlier holder had ended).
+	replayAcks []replayAck
+	// recorded are the transactions with a record when the log was opened (Recorded).
+	recorded []txn.ID
 
 	txns  map[txn.ID]*txEntry
 	locks map[Position]*lock
@@ -165,12 +174,18 @@ type Core struct {
 	ready Ready
 }
 
+type replayAck struct {
+	id   txn.ID
+	acks []Ack
+}
+
 type appendOp struct {
 	tag  uint64
 	id   txn.ID
 	done func(error)
 	// marker: the commit or abort record of id.
 	marker bool
+	acks   []Ack
 }
 
 // Mutation deliberately breaks the core (upstream's behaviour), to prove the checker
@@ -180,6 +195,15 @@ type Mutation struct {
 	RetryReadAtOnce bool
 	// ReadyOnPermanentFailure ends a replay that hit a permanent failure as if complete.
 	ReadyOnPermanentFailure bool
+	// RetryPermanentFailure retries a permanent failure like a transient one (#26374: a
+	// deleted ledger is read again forever; the subscribe never completes).
+	RetryPermanentFailure bool
+	// ApplyBeforeDurable applies an outcome with ack records still in flight.
+	ApplyBeforeDurable bool
+	// TrimPastOpen trims the log to its end, past the records of open transactions.
+	TrimPastOpen bool
+	// NoReplayLocks does not lock the acks of the transactions a replay finds open.
+	NoReplayLocks bool
 }
 
 type lock struct {
@@ -328,11 +352,13 @@ func (c *Core) openLog(create bool) {
 	c.ready.OpenLog = &OpenLog{Tag: c.openTag, Create: create}
 }
 
-// LogOpened reports the log's opening: start is the first position to replay.
-func (c *Core) LogOpened(tag uint64, start Position, permanent bool, err error) {
+// LogOpened reports the log's opening at now (Unix ms): start is the first position to
+// replay.
+func (c *Core) LogOpened(now int64, tag uint64, start Position, permanent bool, err error) {
 	if tag != c.openTag || c.state == StateClosed {
 		return
 	}
+	c.now = max(c.now, now)
 	c.openTag = 0
 	if err != nil {
 		c.attemptFailed(permanent, fmt.Errorf("open pending-ack log: %w", err))
@@ -340,17 +366,32 @@ func (c *Core) LogOpened(tag uint64, start Position, permanent bool, err error) 
 	}
 	if c.state == StateOpening {
 		c.become(StateReady)
-		ws := c.waiting
-		c.waiting = nil
-		for _, w := range ws {
-			w()
-		}
+		c.runWaiting()
 		return
 	}
 	c.logOpen = true
 	c.start = start
-	c.replayed, c.replayLog = map[txn.ID]*txEntry{}, nil
+	c.replayed, c.replayLog, c.replayEnded, c.replayAcks = map[txn.ID]*txEntry{}, nil, nil, nil
 	c.read(start)
+}
+
+// Recorded reports, before LogOpened, the transactions that had a pending-ack record when
+// the log was opened. Those the replay finds no pending acks of have their record deleted
+// (a crash between a registration and its first durable ack leaves one; the coordinator
+// collects a header only once its participants' records are gone).
+func (c *Core) Recorded(ids []txn.ID) {
+	if c.state == StateReplaying {
+		c.recorded = ids
+	}
+}
+
+// runWaiting takes the acks that waited for the log's creation again.
+func (c *Core) runWaiting() {
+	ws := c.waiting
+	c.waiting = nil
+	for _, w := range ws {
+		w()
+	}
 }
 
 func (c *Core) read(from Position) {
@@ -358,12 +399,13 @@ func (c *Core) read(from Position) {
 	c.ready.ReadLog = &ReadLog{Tag: c.readTag, From: from}
 }
 
-// LogRead reports a read: entries in log order; atEnd tells that the log has nothing after
-// them. permanent classifies err.
-func (c *Core) LogRead(tag uint64, es []LogEntry, atEnd, permanent bool, err error) {
+// LogRead reports a read at now (Unix ms; a failure's backoff starts then): entries in log
+// order; atEnd tells that the log has nothing after them. permanent classifies err.
+func (c *Core) LogRead(now int64, tag uint64, es []LogEntry, atEnd, permanent bool, err error) {
 	if tag != c.readTag || c.state != StateReplaying {
 		return
 	}
+	c.now = max(c.now, now)
 	c.readTag = 0
 	if err != nil {
 		c.attemptFailed(permanent, fmt.Errorf("read pending-ack log: %w", err))
@@ -392,8 +434,10 @@ func (c *Core) LogRead(tag uint64, es []LogEntry, atEnd, permanent bool, err err
 				c.replayLog = append(c.replayLog, id)
 			}
 			t.acks = append(t.acks, r.Acks...)
+			c.replayAcks = append(c.replayAcks, replayAck{id: id, acks: r.Acks})
 		case "commit", "abort":
 			delete(c.replayed, id)
+			c.replayEnded = append(c.replayEnded, id)
 		}
 	}
 	if !atEnd {
@@ -411,9 +455,13 @@ func (c *Core) LogRead(tag uint64, es []LogEntry, atEnd, permanent bool, err err
 // attemptFailed ends a replay attempt (T5): permanent failures fail the handle, transient
 // ones retry after a bounded exponential backoff.
 func (c *Core) attemptFailed(permanent bool, err error) {
+	if c.mut.RetryPermanentFailure {
+		permanent = false
+	}
 	if permanent && !c.mut.ReadyOnPermanentFailure {
 		c.err = fmt.Errorf("%w: %v", ErrFailed, err)
 		c.become(StateFailed)
+		c.runWaiting() // the acks behind the log's creation fail with it
 		return
 	}
 	if permanent {
@@ -441,10 +489,21 @@ func (c *Core) finishReplay() {
 			continue
 		}
 		c.txns[id] = t
-		c.lockAll(t)
 		c.await(t)
 	}
-	c.replayed, c.replayLog = nil, nil
+	for _, ra := range c.replayAcks {
+		if t := c.replayed[ra.id]; t != nil && !c.mut.NoReplayLocks {
+			c.lockSome(t, ra.acks)
+		}
+	}
+	for _, id := range append(c.replayEnded, c.recorded...) {
+		if c.replayed[id] == nil && c.txns[id] == nil {
+			t := &txEntry{id: id, state: txApplying, step: stepDelete}
+			c.txns[id] = t
+			c.pumpApply(t)
+		}
+	}
+	c.replayed, c.replayLog, c.replayEnded, c.recorded, c.replayAcks = nil, nil, nil, nil, nil
 	c.become(StateReady)
 	c.trim()
 }
@@ -462,11 +521,14 @@ func (c *Core) Tick(now int64) {
 	}
 	if c.retryAt != 0 && c.retryAt <= now {
 		c.retryAt = 0
-		if c.state == StateReplaying {
+		switch c.state {
+		case StateOpening: // creating the log for the first transactional ack failed
+			c.openLog(true)
+		case StateReplaying:
 			if !c.logOpen {
 				c.openLog(false)
 			} else {
-				c.replayed, c.replayLog = map[txn.ID]*txEntry{}, nil
+				c.replayed, c.replayLog, c.replayEnded, c.replayAcks = map[txn.ID]*txEntry{}, nil, nil, nil
 				c.read(c.start)
 			}
 		}
@@ -600,6 +662,10 @@ func (c *Core) Ack(id txn.ID, acks []Ack, done func(error)) {
 	}
 	switch t.state {
 	case txRegistering:
+		if t.regTag == 0 { // the last registration failed: try again
+			t.regTag = c.tag()
+			c.ready.Registers = append(c.ready.Registers, Register{Tag: t.regTag, ID: id})
+		}
 		t.queued = append(t.queued, &pendingAck{acks: acks, done: done})
 		c.lockSome(t, acks)
 		return
@@ -623,8 +689,25 @@ func (c *Core) appendAcks(t *txEntry, acks []Ack, done func(error)) {
 	t.appends++
 	t.acks = append(t.acks, acks...)
 	c.lockAll(t)
-	c.pendingAppends = append(c.pendingAppends, appendOp{tag: tag, id: t.id, done: done})
+	c.pendingAppends = append(c.pendingAppends, appendOp{tag: tag, id: t.id, done: done, acks: acks})
 	c.ready.Appends = append(c.ready.Appends, Append{Tag: tag, Record: Record{Op: "ack", Txn: t.id.Key(), Acks: acks}})
+}
+
+// dropAcks forgets acks of t whose record failed: they are neither locked nor applied.
+func (c *Core) dropAcks(t *txEntry, acks []Ack) {
+	for _, a := range acks {
+		for i, b := range t.acks {
+			if a.Pos == b.Pos && slices.Equal(a.Bits, b.Bits) {
+				t.acks = append(t.acks[:i:i], t.acks[i+1:]...)
+				break
+			}
+		}
+	}
+	saved := t.acks
+	t.acks = acks
+	c.unlockAll(t)
+	t.acks = saved
+	c.lockAll(t) // what is durable stays locked
 }
 
 // Registered reports a registration (see txnbuf: the record is written first, then the
@@ -715,6 +798,9 @@ func (c *Core) Appended(tag uint64, pos Position, err error) {
 			p := pos
 			t.firstLog = &p
 		}
+		if err != nil {
+			c.dropAcks(t, op.acks)
+		}
 	}
 	if err != nil {
 		c.reply(op.done, fmt.Errorf("record transactional ack: %w", err))
@@ -758,7 +844,7 @@ func (c *Core) pumpApply(t *txEntry) {
 	}
 	switch t.step {
 	case stepNone:
-		if t.appends > 0 {
+		if t.appends > 0 && !c.mut.ApplyBeforeDurable {
 			return
 		}
 		t.step = stepApply
@@ -837,7 +923,7 @@ func (c *Core) trim() {
 	}
 	var upTo Position
 	switch {
-	case keep != nil:
+	case keep != nil && !c.mut.TrimPastOpen:
 		if keep.EntryID == 0 {
 			return // the cursor's mark-delete cannot name "before entry 0" of a ledger
 		}
