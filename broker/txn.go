@@ -66,6 +66,7 @@ func (s *Service) startTxn(ctx context.Context) error {
 	}
 	ts := &txnService{s: s, tracker: txn.NewTracker(s.store, s.log), m: txn.NewMetrics(s.reg)}
 	ts.mu.tcs = map[uint64]*tcEntry{}
+	ts.tracker.SetLocal(ts.settled)
 	s.txn = ts
 	s.closers = append(s.closers, ts.close)
 	return nil
@@ -104,6 +105,25 @@ func (ts *txnService) close() {
 		}
 	}
 	ts.tracker.Close()
+}
+
+// settled answers a header from a loaded coordinator of this broker (never loads one).
+func (ts *txnService) settled(ctx context.Context, id txn.ID) (txn.Header, bool) {
+	ts.mu.Lock()
+	e := ts.mu.tcs[id.Most]
+	ts.mu.Unlock()
+	if e == nil {
+		return txn.Header{}, false
+	}
+	select {
+	case <-e.ready:
+	default:
+		return txn.Header{}, false
+	}
+	if e.c == nil {
+		return txn.Header{}, false
+	}
+	return e.c.Settled(ctx, id)
 }
 
 // coordinator returns coordinator tc, loading it if this broker owns its assignment

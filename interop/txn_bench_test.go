@@ -52,13 +52,13 @@ func TestTxnBenchmark(t *testing.T) {
 		t.Cleanup(cl.Close)
 		return cl
 	}
-	cl := newClient()
 	payload := make([]byte, 100)
 	const total = 200_000
 
-	// 1. Plain and transactional async produce: 16 producers on one topic (one client), each
-	// sending its share; in transactions of 100 (a batch each), each committed before its
-	// next one starts.
+	// 1. Plain and transactional async produce: 16 clients with a producer each on one topic,
+	// each sending its share; in transactions of 100 (a batch each), each committed before
+	// its next one starts. (pulsar-client-go serializes a client's requests to one
+	// transaction coordinator, so one client alone is bound by their round trips.)
 	const producers = 16
 	produce := func(topic string, perTxn int) float64 {
 		ctx := ctxT(t, 10*time.Minute)
@@ -66,6 +66,7 @@ func TestTxnBenchmark(t *testing.T) {
 		var wg sync.WaitGroup
 		start := time.Now()
 		for w := 0; w < producers; w++ {
+			cl := newClient()
 			opts := pulsar.ProducerOptions{Topic: topic, SendTimeout: time.Minute, MaxPendingMessages: 2000}
 			if perTxn > 0 {
 				opts.BatchingMaxMessages = uint(perTxn) // the batch goes out when the transaction's last message is in

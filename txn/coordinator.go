@@ -210,6 +210,16 @@ func (c *Core) Lookup(seq uint64) (Header, bool) {
 	return e.hdr, true
 }
 
+// Settled returns transaction seq's header if the core's copy is the stored one: loaded or
+// written by this core, with no write or reload in flight.
+func (c *Core) Settled(seq uint64) (Header, bool) {
+	e := c.txns[seq]
+	if c.state != CoreReady || e == nil || e.ver == 0 || e.tag != 0 || e.stale {
+		return Header{}, false
+	}
+	return e.hdr, true
+}
+
 // Transactions returns the sequence numbers the core holds, in order.
 func (c *Core) Transactions() []uint64 {
 	out := make([]uint64, 0, len(c.txns))

@@ -278,6 +278,20 @@ func (c *Coordinator) End(id ID, commit bool, done func(ID, error)) {
 	}
 }
 
+// Settled returns id's header from the coordinator's memory if it is known to be the
+// stored one (see Core.Settled); ok false: ask the store.
+func (c *Coordinator) Settled(ctx context.Context, id ID) (Header, bool) {
+	type res struct {
+		h  Header
+		ok bool
+	}
+	r, err := inbox.Call(ctx, c.in, c.stopped, ErrNotReady, func(reply func(res, error)) {
+		h, ok := c.core.Settled(id.Least)
+		reply(res{h, ok}, nil)
+	})
+	return r.h, err == nil && r.ok
+}
+
 // Info describes a coordinator for the admin API.
 type Info struct {
 	TC    uint64

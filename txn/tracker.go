@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/internal/backoff"
@@ -23,6 +24,9 @@ type Tracker struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 	done  chan struct{}
+
+	// local, if set, answers Header from a coordinator of this process (see SetLocal).
+	local atomic.Pointer[func(context.Context, ID) (Header, bool)]
 
 	mu struct {
 		sync.Mutex // leaf lock
@@ -56,8 +60,19 @@ func (t *Tracker) Close() {
 	<-t.done
 }
 
-// Header reads the header of id from the store (linearizable): ok false if it is gone.
+// SetLocal installs a lookup of headers in this process's coordinators: when it answers,
+// its header is the stored one (the coordinator owns it and has no write in flight), so
+// Header saves a store read.
+func (t *Tracker) SetLocal(fn func(context.Context, ID) (Header, bool)) { t.local.Store(&fn) }
+
+// Header reads the header of id (linearizable: from the store, or from the coordinator of
+// this process that owns it): ok false if it is gone.
 func (t *Tracker) Header(ctx context.Context, id ID) (Header, bool, error) {
+	if fn := t.local.Load(); fn != nil {
+		if h, ok := (*fn)(ctx, id); ok {
+			return h, true, nil
+		}
+	}
 	kv, err := t.store.Get(ctx, metadata.TxnHeaderKey(id.Most, id.Least))
 	if errors.Is(err, metadata.ErrNotFound) {
 		return Header{}, false, nil

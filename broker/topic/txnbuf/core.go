@@ -90,9 +90,10 @@ type Core struct {
 	last Position
 	// wm is the durable watermark (exclusive: every transaction with an entry before it is
 	// resolved), wmVer its version; wmTag a write in flight; wmWant the value it writes.
-	wm     Position
-	wmVer  metadata.Version
-	wmWant Position
+	wm      Position
+	wmVer   metadata.Version
+	wmSkips int // applies since the last watermark write
+	wmWant  Position
 
 	// applyQ are ended transactions in the order their outcomes arrived; the head is applied
 	// next. step is the head's apply step (0: not started); stepTag the write in flight.
@@ -135,6 +136,9 @@ type Mutation struct {
 	// ApplyWithInflight applies an outcome while the transaction's appends are in flight.
 	ApplyWithInflight bool
 }
+
+// maxWatermarkSkips bounds how many applies in a row may leave the watermark behind.
+const maxWatermarkSkips = 64
 
 // Before bounds reads: an entry is readable only if its position is before Pos.
 type Before struct{ Pos Position }
@@ -527,10 +531,17 @@ func (c *Core) pump() {
 			if b := c.MaxRead(); b != nil {
 				want = b.Pos
 			}
-			if !c.wm.Less(want) {
+			// Under a burst of outcomes the watermark is written once for several applies (it
+			// only bounds how far reads are pinned after a restart, so a lower one is safe).
+			coalesce := len(c.applyQ) > 1 && c.wmSkips < maxWatermarkSkips
+			if !c.wm.Less(want) || coalesce {
+				if coalesce {
+					c.wmSkips++
+				}
 				c.step = stepDeleteOpen
 				continue
 			}
+			c.wmSkips = 0
 			c.stepTag, c.wmWant = c.tag(), want
 			c.ready.Writes = append(c.ready.Writes, Write{Tag: c.stepTag, Kind: WriteWatermark, Pos: want, Expected: c.wmVer})
 		case stepDeleteOpen:
