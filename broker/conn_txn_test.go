@@ -24,8 +24,8 @@ func startTxnService(t *testing.T, mem *topictest.Store, maxActive int) *broker.
 	defer cancel()
 	svc, err := broker.Start(ctx, broker.Config{
 		Store: metadatatest.NewStore(t, metadatatest.Embedded(t)), Listen: "127.0.0.1:0", ID: "b1",
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OpenLog: func(_ context.Context, name string) (topic.Log, error) { return mem.Open(name), nil },
+		Logger:                        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OpenLog:                       func(_ context.Context, name string) (topic.Log, error) { return mem.Open(name), nil },
 		TransactionCoordinatorEnabled: true, MaxActiveTransactionsPerCoordinator: maxActive,
 	})
 	if err != nil {

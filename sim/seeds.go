@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
+	"sort"
 	"time"
 )
 
@@ -143,5 +144,24 @@ func CatchMutations[M any](t T, max int64, ms []Mutant[M], run func(seed int64, 
 	t.Helper()
 	for _, m := range ms {
 		CatchMutation(t, m.Name, max, func(seed int64) error { return run(seed, m.Mut) })
+	}
+}
+
+// RequireCoverage fails t for every counter in counts that stayed 0, once ran reached min
+// seeds (fewer seeds, e.g. a replay, need not cover everything).
+func RequireCoverage(t T, ran, min int64, counts map[string]int) {
+	t.Helper()
+	if ran < min {
+		return
+	}
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if counts[name] == 0 {
+			t.Errorf("coverage: the seeds exercised no %s", name)
+		}
 	}
 }

@@ -819,16 +819,10 @@ func TestSim(t *testing.T) {
 		return
 	}
 	t.Logf("%+v", st)
-	if ran >= 300 {
-		for name, v := range map[string]int{"creates": st.Created, "commits": st.Committed, "aborts": st.Aborted,
-			"timeouts": st.TimedOut, "second ends": st.SecondEnds, "crashes": st.Crashes, "late writes": st.LateWrites,
-			"ambiguous writes": st.Ambiguous, "rejected registrations": st.Rejected, "too many": st.TooMany,
-			"GC deletes": st.GCDeleted, "GC checks pending": st.GCPending, "records": st.Records} {
-			if v == 0 {
-				t.Errorf("coverage: the seeds exercised no %s", name)
-			}
-		}
-	}
+	sim.RequireCoverage(t, ran, 300, map[string]int{"creates": st.Created, "commits": st.Committed, "aborts": st.Aborted,
+		"timeouts": st.TimedOut, "second ends": st.SecondEnds, "crashes": st.Crashes, "late writes": st.LateWrites,
+		"ambiguous writes": st.Ambiguous, "rejected registrations": st.Rejected, "too many": st.TooMany,
+		"GC deletes": st.GCDeleted, "GC checks pending": st.GCPending, "records": st.Records})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.

@@ -792,16 +792,10 @@ func TestSim(t *testing.T) {
 		return
 	}
 	t.Logf("%+v", st)
-	if ran >= 500 {
-		for name, v := range map[string]int{"sends": st.Sends, "redeliveries": st.Redeliveries, "seeks": st.Seeks,
-			"resets": st.Resets, "crashes": st.Crashes, "departures": st.Departures, "stale reads dropped": st.StaleDropped,
-			"replays": st.Replays, "delayed sent": st.DelayedSent, "nacks": st.Nacks, "cumulative acks": st.Cumulative,
-			"active switches": st.ActiveSwitches, "batches": st.Batches, "read retries": st.ReadRetries} {
-			if v == 0 {
-				t.Errorf("coverage: the seeds exercised no %s", name)
-			}
-		}
-	}
+	sim.RequireCoverage(t, ran, 500, map[string]int{"sends": st.Sends, "redeliveries": st.Redeliveries, "seeks": st.Seeks,
+		"resets": st.Resets, "crashes": st.Crashes, "departures": st.Departures, "stale reads dropped": st.StaleDropped,
+		"replays": st.Replays, "delayed sent": st.DelayedSent, "nacks": st.Nacks, "cumulative acks": st.Cumulative,
+		"active switches": st.ActiveSwitches, "batches": st.Batches, "read retries": st.ReadRetries})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.

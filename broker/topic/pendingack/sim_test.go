@@ -1066,18 +1066,12 @@ func TestSim(t *testing.T) {
 		return
 	}
 	t.Logf("%+v", st)
-	if ran >= 300 {
-		for name, v := range map[string]int{"granted acks": st.Granted, "conflicts": st.Conflicts, "plain acks": st.Plain,
-			"refused plain acks": st.PlainRefused, "commits": st.Committed, "aborts": st.Aborted, "timeouts": st.TimedOut,
-			"rejected registrations": st.Rejected, "failed registrations": st.RegFailed, "failed appends": st.AddFailed,
-			"crashes": st.Crashes, "replays": st.Replays, "failed reads": st.ReadFails, "slow failures": st.SlowFails,
-			"outages": st.Outages, "deleted ledgers": st.Gone, "failed handles": st.FailedHandles, "trims": st.Trims,
-			"failed flushes": st.FlushFails, "reapplied commits": st.Reapplied, "batch acks": st.Batch} {
-			if v == 0 {
-				t.Errorf("coverage: the seeds exercised no %s", name)
-			}
-		}
-	}
+	sim.RequireCoverage(t, ran, 300, map[string]int{"granted acks": st.Granted, "conflicts": st.Conflicts, "plain acks": st.Plain,
+		"refused plain acks": st.PlainRefused, "commits": st.Committed, "aborts": st.Aborted, "timeouts": st.TimedOut,
+		"rejected registrations": st.Rejected, "failed registrations": st.RegFailed, "failed appends": st.AddFailed,
+		"crashes": st.Crashes, "replays": st.Replays, "failed reads": st.ReadFails, "slow failures": st.SlowFails,
+		"outages": st.Outages, "deleted ledgers": st.Gone, "failed handles": st.FailedHandles, "trims": st.Trims,
+		"failed flushes": st.FlushFails, "reapplied commits": st.Reapplied, "batch acks": st.Batch})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.

@@ -872,18 +872,12 @@ func TestSim(t *testing.T) {
 		return
 	}
 	t.Logf("%+v", st)
-	if ran >= 300 {
-		for name, v := range map[string]int{"appends": st.Appended, "commits": st.Committed, "aborts": st.Aborted,
-			"timeouts": st.TimedOut, "holds": st.Holds, "rejected registrations": st.Rejected,
-			"failed registrations": st.RegFailed, "refused sends": st.Refused, "crashes": st.Crashes, "trims": st.Trims,
-			"pruned records": st.Pruned, "late writes": st.LateWrites, "ambiguous writes": st.Ambiguous,
-			"watermark moves": st.WatermarkCAS, "watermark reloads": st.Reloaded, "collected headers": st.GCed,
-			"outcomes of collected headers": st.EndedUnknown, "visible transactional entries": st.Visible} {
-			if v == 0 {
-				t.Errorf("coverage: the seeds exercised no %s", name)
-			}
-		}
-	}
+	sim.RequireCoverage(t, ran, 300, map[string]int{"appends": st.Appended, "commits": st.Committed, "aborts": st.Aborted,
+		"timeouts": st.TimedOut, "holds": st.Holds, "rejected registrations": st.Rejected,
+		"failed registrations": st.RegFailed, "refused sends": st.Refused, "crashes": st.Crashes, "trims": st.Trims,
+		"pruned records": st.Pruned, "late writes": st.LateWrites, "ambiguous writes": st.Ambiguous,
+		"watermark moves": st.WatermarkCAS, "watermark reloads": st.Reloaded, "collected headers": st.GCed,
+		"outcomes of collected headers": st.EndedUnknown, "visible transactional entries": st.Visible})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
