@@ -266,6 +266,23 @@ func (t *Topic) releaseHeld() {
 	t.txn.held = map[*Producer][]Message{}
 }
 
+// pruneAborted tells the buffer where the log now starts, so that the aborted records of
+// transactions wholly in trimmed ledgers are deleted (checked whenever the aborted set
+// changes, and at load).
+func (t *Topic) pruneAborted() {
+	tt, log := t.txn, t.log
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := log.Stats(ctx)
+		cancel()
+		if err != nil || len(st.Ledgers) == 0 {
+			return
+		}
+		first := Position{LedgerID: st.Ledgers[0].ID, EntryID: 0}
+		t.post(func() { tt.core.Trimmed(first) })
+	}()
+}
+
 // closeTxn stops the buffer: held sends are refused, its timer stops.
 func (t *Topic) closeTxn() {
 	if t.txn == nil {
@@ -304,6 +321,9 @@ func (t *Topic) performTxn() {
 	if r.AbortedChanged {
 		m := tt.core.Aborted()
 		tt.aborted.Store(&m)
+		if len(m) > 0 {
+			t.pruneAborted()
+		}
 	}
 	for _, reg := range r.Registers {
 		t.register(reg)
