@@ -452,3 +452,27 @@ func (s *Subscription) PendingAckStats(ctx context.Context) (PendingAckStats, er
 		reply(out, nil)
 	})
 }
+
+// deletePendingAckLog deletes subscription sub's pending-ack log, if it has one (log: the
+// open one, nil if none is open).
+func (t *Topic) deletePendingAckLog(ctx context.Context, sub string, log Log) error {
+	if t.txn == nil {
+		return nil
+	}
+	if log == nil {
+		has, err := t.txn.hasPendingAckLog(ctx, sub)
+		if err != nil || !has {
+			return err
+		}
+		if log, err = t.txn.cfg.OpenLog(ctx, PendingAckLogName(t.txn.key, sub), false); err != nil {
+			if errors.Is(err, mledger.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+	}
+	if err := log.Delete(ctx); err != nil && !errors.Is(err, mledger.ErrNotFound) {
+		return fmt.Errorf("delete the pending-ack log of %s: %w", sub, err)
+	}
+	return nil
+}

@@ -635,6 +635,12 @@ func (s *Subscription) startDelete(done func(error)) {
 		return
 	}
 	s.stopDispatch()
+	var log Log
+	if s.pa != nil {
+		log = s.pa.log
+		s.pa.log = nil // deleted below, not closed
+		s.closePA()
+	}
 	cur, t, name, durable := s.cur, s.topic, s.name, s.durable
 	s.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -645,6 +651,9 @@ func (s *Subscription) startDelete(done func(error)) {
 			err = t.log.DeleteCursor(ctx, name)
 			if errors.Is(err, mledger.ErrCursorNotFound) {
 				err = nil
+			}
+			if err == nil {
+				err = t.deletePendingAckLog(ctx, name, log)
 			}
 		} else {
 			err = cur.Close(ctx)

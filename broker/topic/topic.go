@@ -460,12 +460,30 @@ func (t *Topic) closeLog() {
 	if !del {
 		snap = t.finalSnapshot()
 	}
+	var subs []string
+	if del && t.txn != nil {
+		for name, s := range t.subs {
+			if s.durable {
+				subs = append(subs, name)
+			}
+		}
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		var err error
 		if del {
+			if t.txn != nil {
+				if cs, cerr := log.Cursors(ctx); cerr == nil {
+					subs = append(subs, cs...)
+				}
+			}
 			err = log.Delete(ctx)
+			for _, sub := range subs {
+				if perr := t.deletePendingAckLog(ctx, sub, nil); perr != nil {
+					t.logger.Warn("delete pending-ack log", "sub", sub, "err", perr)
+				}
+			}
 		} else {
 			if snap != "" {
 				if err := log.SetProperty(ctx, propDedup, snap); err != nil && !errors.Is(err, mledger.ErrFenced) {
