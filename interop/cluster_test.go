@@ -84,6 +84,9 @@ type cluster struct {
 	broker *broker.Service
 	url    string
 	mem    *topictest.Store
+	// bookieCfg restarts the bookie on the same address and data (stopBookie,
+	// startBookie).
+	bookieCfg bookie.Config
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -99,8 +102,6 @@ func testLogger(t testing.TB) *slog.Logger {
 func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
 	c := &cluster{t: t, store: metadatatest.NewStore(t, sharedEtcd(t))}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	log := testLogger(t)
 	c.cfg = broker.Config{Store: c.store, Listen: "127.0.0.1:0", Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
 		Logger: log, KeepAliveInterval: 30 * time.Second}
@@ -108,13 +109,9 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		c.mem = topictest.NewStore()
 		c.cfg.OpenLog = func(_ context.Context, name string) (topic.Log, error) { return c.mem.Open(name), nil }
 	} else {
-		b, err := bookie.Start(ctx, bookie.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Store: c.store,
-			Logger: log, GCInterval: -1})
-		if err != nil {
-			t.Fatalf("bookie: %v", err)
-		}
-		c.bookie = b
-		t.Cleanup(func() { b.Close() })
+		c.bookieCfg = bookie.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Store: c.store, Logger: log, GCInterval: -1}
+		c.startBookie()
+		t.Cleanup(func() { c.bookie.Close() })
 	}
 	if o.tweak != nil {
 		o.tweak(&c.cfg)
@@ -124,6 +121,19 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	// clients close first (a restarted broker must not be closed before them).
 	t.Cleanup(func() { c.broker.Close() })
 	return c
+}
+
+// startBookie starts the bookie (again: on the address and data directory it had).
+func (c *cluster) startBookie() {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bookie.Start(ctx, c.bookieCfg)
+	if err != nil {
+		c.t.Fatalf("bookie: %v", err)
+	}
+	c.bookie = b
+	c.bookieCfg.Listen = b.Addr()
 }
 
 func (c *cluster) startBroker() {

@@ -139,3 +139,77 @@ func TestPendingAckLogLedgerDeleted(t *testing.T) {
 		t.Fatalf("the error %q does not name the cause (ledger %d of the pending-ack log)", msg, gone)
 	}
 }
+
+// TestPendingAckReplayBookieOutage: with the bookie stopped while a subscription's
+// pending-ack log must be replayed, the replay retries with backoff (a few attempts per
+// second at most, none of them a hot loop) and the subscribe succeeds, with every pending
+// ack locked again, once the bookie is back.
+func TestPendingAckReplayBookieOutage(t *testing.T) {
+	c := newPACluster(t)
+	cl := c.txnClient()
+	victim := topicName(t)
+	c.pendingAcks(cl, victim, "s")
+	c.restartBroker()
+	cl2, err := pulsar.NewClient(pulsar.ClientOptions{URL: c.url, OperationTimeout: 90 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: clientLogger(), EnableTransaction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	// Load the topic while the bookie is up, then stop it: the subscription's pending-ack log
+	// cannot be opened or read.
+	p, err := cl2.CreateProducer(pulsar.ProducerOptions{Topic: victim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c.bookie.Close()
+	subscribed := make(chan error, 1)
+	go func() {
+		cons, err := cl2.Subscribe(pulsar.ConsumerOptions{Topic: victim, SubscriptionName: "s", Type: pulsar.Shared})
+		if err == nil {
+			defer cons.Close()
+		}
+		subscribed <- err
+	}()
+	ctx := ctxT(t, 2*time.Minute)
+	attempts := func() int {
+		st, err := c.broker.PendingAckStats(ctx, victim, "s")
+		if err != nil {
+			return -1
+		}
+		return st.ReplayFailures
+	}
+	waitAttempts := func(n int) (time.Time, int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if a := attempts(); a >= n {
+				return time.Now(), a
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the replay failed only %d times in 30 s with the bookie down", attempts())
+			}
+			select {
+			case err := <-subscribed:
+				t.Fatalf("subscribe ended with the bookie down: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	t1, a1 := waitAttempts(2)
+	t2, a2 := waitAttempts(a1 + 2)
+	rate := float64(a2-a1) / t2.Sub(t1).Seconds()
+	t.Logf("replay attempts with the bookie down: %d, then %d more in %v (%.1f/s)", a1, a2-a1, t2.Sub(t1).Round(time.Millisecond), rate)
+	if rate > 5 {
+		t.Fatalf("%.1f replay attempts per second with the bookie down, want a few at most", rate)
+	}
+	c.startBookie()
+	if err := <-subscribed; err != nil {
+		t.Fatalf("subscribe after the bookie came back: %v", err)
+	}
+	st, err := c.broker.PendingAckStats(ctx, victim, "s")
+	if err != nil || st.State != "Ready" || st.LockedPositions != paAcks {
+		t.Fatalf("pending acks after the outage: %+v %v (want Ready with %d locked)", st, err, paAcks)
+	}
+}
