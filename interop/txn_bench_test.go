@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,11 +56,14 @@ func TestTxnBenchmark(t *testing.T) {
 	payload := make([]byte, 100)
 	const total = 200_000
 
-	// 1. Plain and transactional async produce: 16 clients with a producer each on one topic,
+	// 1. Plain and transactional async produce: 16 clients (MAGNETAR_BENCH_TXN_CLIENTS) with a producer each on one topic,
 	// each sending its share; in transactions of 100 (a batch each), each committed before
 	// its next one starts. (pulsar-client-go serializes a client's requests to one
 	// transaction coordinator, so one client alone is bound by their round trips.)
-	const producers = 16
+	producers := 16
+	if n, err := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_TXN_CLIENTS")); err == nil && n > 0 {
+		producers = n
+	}
 	produce := func(topic string, perTxn int) float64 {
 		ctx := ctxT(t, 10*time.Minute)
 		var failed atomic.Int64
