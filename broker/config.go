@@ -49,6 +49,13 @@ type Config struct {
 	// persisted deduplication snapshots (the rest is replayed on load). Default 1000.
 	DeduplicationSnapshotInterval int
 
+	// SchemaCompatibilityStrategy is the schema compatibility strategy of topics whose
+	// namespace and topic policies set none (a name package schema parses). Default FULL.
+	SchemaCompatibilityStrategy string
+	// SchemaValidationEnforced refuses producers without a schema on topics with a schema
+	// (namespace policies may override it).
+	SchemaValidationEnforced bool
+
 	// MaxPendingPublishPerConnection bounds the messages a connection may have in flight to
 	// the managed ledger; beyond it the connection stops reading. Default 1000.
 	MaxPendingPublishPerConnection int

@@ -32,7 +32,7 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 	fail func(error)) {
 	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
 	if sc := cmd.GetSchema(); sc != nil && sc.GetType() != pb.Schema_None {
-		if _, err := c.s.schemas.getOrCreate(ctx, t.Name(), sc); err != nil {
+		if _, err := c.s.offerSchema(ctx, t.Name(), sc, opConsume); err != nil {
 			fail(err)
 			return
 		}

@@ -100,7 +100,10 @@ func (c *conn) handleGetSchema(cmd *pb.CommandGetSchema) {
 	var sc *pb.Schema
 	var v []byte
 	if err == nil {
-		sc, v, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion())
+		var rec schemaRecord
+		if rec, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion(), false); err == nil {
+			sc, v = rec.toProto(), encodeSchemaVersion(rec.Version)
+		}
 	}
 	if err != nil {
 		msg := err.Error()
@@ -123,7 +126,7 @@ func (c *conn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) {
 	name, err := topicname.Parse(cmd.GetTopic())
 	var v []byte
 	if err == nil {
-		v, err = c.s.schemas.getOrCreate(ctx, name, cmd.GetSchema())
+		v, err = c.s.offerSchema(ctx, name, cmd.GetSchema(), opProduce)
 	}
 	if err != nil {
 		msg := err.Error()

@@ -55,6 +55,12 @@
 //	            LastMessageID(ctx, topic) (MessageID, error)
 //	            Unload(ctx, topic) error
 //	            Terminate(ctx, topic) (MessageID, error)           (last message id)
+//	Schemas     Schema(ctx, topic, version) (SchemaInfo, error)    (version < 0: latest)
+//	            SchemaVersions(ctx, topic) ([]SchemaInfo, error)
+//	            CreateSchema(ctx, topic, SchemaInfo) (int64, error); SchemaVersionOf(ctx, topic, SchemaInfo)
+//	            DeleteSchema(ctx, topic, force) (int64, error)
+//	            TestSchemaCompatibility(ctx, topic, SchemaInfo) (bool, strategy string, error)
+//	            TopicSchemaCompatibility(ctx, topic, applied) / SetTopicSchemaCompatibility(ctx, topic, s)
 //	Subscriptions
 //	            Subscriptions(ctx, topic) ([]string, error)
 //	            CreateSubscription(ctx, topic, sub, at MessageID) error   (Earliest, Latest or an id)
@@ -129,10 +135,17 @@
 //   - Delayed delivery (deliver_at_time) is honoured on Shared and Key_Shared subscriptions.
 //   - Terminate seals the managed ledger and disconnects the producers, which reconnect and
 //     are refused with TopicTerminatedError.
-//   - Schemas: versions are stored per (base) topic in the metadata store; compatibility is
-//     "always compatible" for now (every new schema becomes the next version). A producer
-//     whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the version is
-//     stored.
+//   - Schemas (schema.go, rules in package broker/schema): versions are stored per (base)
+//     topic in the metadata store. A schema that is not live yet (Avro definitions compared
+//     parsed) is validated and checked against the live versions under the topic's strategy
+//     (topic policy, else namespace, else Config.SchemaCompatibilityStrategy, default FULL)
+//     before it becomes the next version; refusals are IncompatibleSchema. A consumer's new
+//     schema on a topic with schemas is only checked, never registered; with
+//     is_allow_auto_update_schema off, producers cannot register new ones (the admin API
+//     can); with schema validation enforced, producers without a schema are refused on a
+//     topic with one. A deletion is a version of its own (force removes every version). A
+//     producer whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the
+//     version is stored.
 //   - As in Pulsar, a producer naming initial_subscription_name (the clients' dead-letter
 //     producers) gets that durable subscription created at the earliest message before its
 //     PRODUCER_SUCCESS, unless the topic has a subscription of that name; and

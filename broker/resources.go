@@ -40,6 +40,12 @@ func (p NamespacePolicies) MarshalJSON() ([]byte, error) {
 	if p.SchemaCompatibility != "" {
 		m["schema_compatibility_strategy"] = p.SchemaCompatibility
 	}
+	if p.SchemaValidationEnforced != nil {
+		m["schema_validation_enforced"] = *p.SchemaValidationEnforced
+	}
+	if p.AllowAutoUpdateSchema != nil {
+		m["is_allow_auto_update_schema"] = *p.AllowAutoUpdateSchema
+	}
 	return json.Marshal(m)
 }
 
@@ -62,6 +68,14 @@ func (p *NamespacePolicies) UnmarshalJSON(b []byte) error {
 			}
 		case "schema_compatibility_strategy":
 			p.SchemaCompatibility, _ = v.(string)
+		case "schema_validation_enforced":
+			if bv, ok := v.(bool); ok {
+				p.SchemaValidationEnforced = &bv
+			}
+		case "is_allow_auto_update_schema":
+			if bv, ok := v.(bool); ok {
+				p.AllowAutoUpdateSchema = &bv
+			}
 		default:
 			if p.Other == nil {
 				p.Other = map[string]any{}

@@ -66,16 +66,15 @@ func parseAvro(b []byte) (avro.Schema, error) {
 	return avro.ParseBytesWithCache(b, "", &avro.SchemaCache{})
 }
 
-// isJSONSchema reports whether b is a JSON-Schema document (an object with a "type" or
-// "$schema" member), the JSON definition old Java clients registered.
+// isJSONSchema reports whether b is a JSON-Schema document (an object with a "$schema"
+// member or of "type": "object"), the JSON definition old Java clients registered.
 func isJSONSchema(b []byte) bool {
 	var m map[string]any
 	if json.Unmarshal(b, &m) != nil {
 		return false
 	}
-	_, t := m["type"]
 	_, s := m["$schema"]
-	return t || s
+	return s || m["type"] == "object"
 }
 
 // splitKeyValue decodes a KEY_VALUE definition: the key and value definitions as
@@ -250,4 +249,33 @@ func checkJSONSchema(against []Definition, next Definition) error {
 		}
 	}
 	return nil
+}
+
+// Same reports whether a and b are the same schema for registration: the same type and
+// definition, Avro definitions compared as parsed schemas (so that a client's rewriting of
+// names, spacing or member order does not make a new version), properties ignored, as
+// Pulsar's getSchemaVersionBySchemaData.
+func Same(a, b Definition) bool {
+	if a.Type != b.Type {
+		return false
+	}
+	if string(a.Data) == string(b.Data) {
+		return true
+	}
+	if !usesAvro(a.Type) {
+		return false
+	}
+	na, ea := normalAvro(a.Data)
+	nb, eb := normalAvro(b.Data)
+	return ea == nil && eb == nil && na == nb
+}
+
+// normalAvro is the JSON form of a parsed Avro schema (full names, defaults kept).
+func normalAvro(b []byte) (string, error) {
+	s, err := parseAvro(b)
+	if err != nil {
+		return "", err
+	}
+	j, err := json.Marshal(s)
+	return string(j), err
 }

@@ -65,6 +65,8 @@ func TestValidate(t *testing.T) {
 		{avroDef(`not json`), false},
 		{Definition{Type: pb.Schema_Json, Data: []byte(recAB)}, true},
 		{Definition{Type: pb.Schema_Json, Data: []byte(`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`)}, true},
+		{Definition{Type: pb.Schema_Json, Data: []byte(`{"type":"object","properties":{}}`)}, true},
+		{Definition{Type: pb.Schema_Json, Data: []byte(`{"type":"record","name":"u"}`)}, false},
 		{Definition{Type: pb.Schema_Json, Data: []byte(`[1,2]`)}, false},
 		{Definition{Type: pb.Schema_Protobuf, Data: []byte(recA)}, true},
 		{Definition{Type: pb.Schema_String}, true},
@@ -207,4 +209,20 @@ func FuzzSplitKeyValue(f *testing.F) {
 			t.Fatalf("parts of %d+%d bytes from %d", len(k.Data), len(v.Data), len(data))
 		}
 	})
+}
+
+func TestSame(t *testing.T) {
+	rewritten := `{"name":"test.rec","type":"record","fields":[{"name":"a","type":"int"}]}`
+	if !Same(avroDef(recA), avroDef(rewritten)) {
+		t.Error("a rewritten Avro definition is not the same schema")
+	}
+	if Same(avroDef(recAB), avroDef(recABDef)) {
+		t.Error("definitions that differ in a default are the same schema")
+	}
+	if Same(avroDef(recA), Definition{Type: pb.Schema_Json, Data: []byte(recA)}) {
+		t.Error("AVRO and JSON definitions are the same schema")
+	}
+	if !Same(Definition{Type: pb.Schema_String, Properties: map[string]string{"a": "b"}}, Definition{Type: pb.Schema_String}) {
+		t.Error("properties make a STRING schema another schema")
+	}
 }

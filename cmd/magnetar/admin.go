@@ -175,7 +175,7 @@ func newAdminCmd() *cobra.Command {
 	c.PersistentFlags().StringVar(&a.base, "url", "http://127.0.0.1:8080", "admin REST base URL of a broker")
 	c.PersistentFlags().StringVarP(&a.out.format, "output", "o", "text", "output format: text or json")
 	c.AddCommand(newAdminTenantsCmd(a), newAdminNamespacesCmd(a), newAdminTopicsCmd(a), newAdminSubscriptionsCmd(a),
-		newAdminTransactionsCmd(a))
+		newAdminTransactionsCmd(a), newAdminSchemasCmd(a))
 	return c
 }
 
