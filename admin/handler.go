@@ -114,6 +114,7 @@ func Handler(svc Service, opts Options) http.Handler {
 		h.txnRoutes(ts, route, topicScope)
 	}
 	h.schemaRoutes(route, nsScope, topicScope)
+	h.inspectRoutes(route, topicScope)
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).

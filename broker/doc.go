@@ -55,6 +55,9 @@
 //	            LastMessageID(ctx, topic) (MessageID, error)
 //	            Unload(ctx, topic) error
 //	            Terminate(ctx, topic) (MessageID, error)           (last message id)
+//	Inspection  PeekMessage(ctx, topic, sub, n) (StoredMessage, error) (n-th of the backlog, from 1)
+//	            MessageByID(ctx, topic, ledger, entry); ExamineMessage(ctx, topic, latest, n)
+//	            MessageIDByTime(ctx, topic, t) (MessageID, error)   (ErrMessageNotFound)
 //	Schemas     Schema(ctx, topic, version) (SchemaInfo, error)    (version < 0: latest)
 //	            SchemaVersions(ctx, topic) ([]SchemaInfo, error)
 //	            CreateSchema(ctx, topic, SchemaInfo) (int64, error); SchemaVersionOf(ctx, topic, SchemaInfo)
