@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
@@ -90,7 +91,11 @@ type Config struct {
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 
-	// OpenLog, if set, replaces the managed ledgers (tests: in-memory logs).
+	// NonPersistent bounds what each non-persistent topic holds for slow subscriptions.
+	NonPersistent nonpersistent.Config
+
+	// OpenLog, if set, replaces the managed ledgers of persistent topics (tests: in-memory
+	// logs).
 	OpenLog func(ctx context.Context, name string) (topic.Log, error)
 }
 

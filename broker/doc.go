@@ -1,6 +1,8 @@
-// Package broker is Magnetar's Pulsar broker: it serves persistent topics to unmodified
-// Pulsar clients over the Pulsar binary protocol (package proto/pulsar), stores each topic
-// in a managed ledger (package mledger), keeps tenants, namespaces, topics, schemas and
+// Package broker is Magnetar's Pulsar broker: it serves persistent and non-persistent
+// topics to unmodified Pulsar clients over the Pulsar binary protocol (package
+// proto/pulsar), stores each persistent topic in a managed ledger (package mledger) and
+// runs each non-persistent one over a log that stores nothing (package
+// broker/nonpersistent: the one hook is in openTopic), keeps tenants, namespaces, topics, schemas and
 // ownership in the metadata store (package metadata), and exposes an exported service API
 // for the admin REST layer and the tools.
 //
@@ -41,7 +43,8 @@
 //	            CreateNamespace(ctx, ns, NamespacePolicies) error;
 //	            SetNamespacePolicies(ctx, ns, NamespacePolicies) error;
 //	            DeleteNamespace(ctx, ns, force bool) error         (ErrNotEmpty if it has topics)
-//	Topics      Topics(ctx, ns) ([]string, error)                  (full names, partitions included)
+//	Topics      Topics(ctx, ns) ([]string, error)                  (persistent; full names, partitions included)
+//	            NonPersistentTopics(ctx, ns) ([]string, error)
 //	            PartitionedTopics(ctx, ns) ([]string, error)
 //	            CreateTopic(ctx, topic) error                      (non-partitioned)
 //	            DeleteTopic(ctx, topic, force bool) error

@@ -300,12 +300,12 @@ func (r *resources) topics(ctx context.Context, ns string) ([]string, error) {
 	if err := r.checkNamespace(ctx, t, n); err != nil {
 		return nil, err
 	}
-	return r.persistentTopics(ctx, t, n)
+	return r.domainTopics(ctx, t, n, topicname.Persistent)
 }
 
-// persistentTopics lists the persistent topics stored under namespace t/n (none if it does
-// not exist), partitions included, in order.
-func (r *resources) persistentTopics(ctx context.Context, t, n string) ([]string, error) {
+// domainTopics lists the topics of a domain stored under namespace t/n (none if it does not
+// exist), partitions included, in order.
+func (r *resources) domainTopics(ctx context.Context, t, n, want string) ([]string, error) {
 	prefix := metadata.TopicPrefix(t, n)
 	kvs, _, err := r.store.List(ctx, prefix)
 	if err != nil {
@@ -315,7 +315,7 @@ func (r *resources) persistentTopics(ctx context.Context, t, n string) ([]string
 	for _, kv := range kvs {
 		rest := strings.TrimPrefix(kv.Key, prefix)
 		domain, local, ok := strings.Cut(rest, "/")
-		if !ok || domain != topicname.Persistent {
+		if !ok || domain != want {
 			continue
 		}
 		out = append(out, domain+"://"+t+"/"+n+"/"+local)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/ledger"
@@ -449,7 +450,9 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		}
 	}
 	var log topic.Log
-	if s.cfg.OpenLog != nil {
+	if !name.IsPersistent() {
+		log = nonpersistent.New(s.cfg.NonPersistent) // nothing stored: see package nonpersistent
+	} else if s.cfg.OpenLog != nil {
 		log, err = s.cfg.OpenLog(ctx, name.ManagedLedgerName())
 	} else {
 		var ml *mledger.ManagedLedger
@@ -464,6 +467,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	if pol.Deduplication != nil {
 		dedup = *pol.Deduplication
 	}
+	dedup = dedup && name.IsPersistent()
 	t, err := topic.Open(ctx, topic.Config{
 		Name: name, Log: log, Dedup: dedup, DedupSnapshotEvery: s.cfg.DeduplicationSnapshotInterval,
 		MaxPendingBytes: s.cfg.MaxPendingPublishBytesPerTopic, Logger: s.log, Metrics: s.tm, Txn: s.topicTxn(),

@@ -694,6 +694,7 @@ func (s *Subscription) Stats(ctx context.Context) (SubscriptionStats, error) {
 		st.MsgBacklog = ci.Backlog
 		st.MsgBacklogNoDelayed = max(ci.Backlog-st.MsgDelayed, 0)
 		st.NonContiguousDeletedMessagesRanges = ci.AckedRanges
+		st.MsgDropped, st.MsgDropRate = ci.Dropped, ci.DropRate
 	}
 	return st, nil
 }

@@ -336,6 +336,7 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 		st.MsgThroughputOut += ss.MsgThroughputOut
 		st.MsgOutCounter += ss.MsgOutCounter
 		st.BytesOutCounter += ss.BytesOutCounter
+		st.MsgDropRate += ss.MsgDropRate
 	}
 	// Durable subscriptions not open on this broker right now.
 	if names, err := t.log.Cursors(ctx); err == nil {

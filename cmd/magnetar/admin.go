@@ -131,13 +131,13 @@ func (a *adminClient) done(cmd *cobra.Command, what string) error {
 }
 
 // topicPath validates a topic name in any form and returns its REST path
-// "persistent/tenant/ns/topic" (escaped).
+// "persistent/tenant/ns/topic" or "non-persistent/tenant/ns/topic" (escaped).
 func topicPath(s string) (string, topicname.Name, error) {
 	n, err := topicname.Parse(s)
 	if err != nil {
 		return "", n, usageError{err}
 	}
-	return "persistent/" + url.PathEscape(n.Tenant) + "/" + url.PathEscape(n.Namespace) + "/" + url.PathEscape(n.Local), n, nil
+	return n.Domain + "/" + url.PathEscape(n.Tenant) + "/" + url.PathEscape(n.Namespace) + "/" + url.PathEscape(n.Local), n, nil
 }
 
 func namespacePath(s string) (string, error) {

@@ -11,11 +11,11 @@ import (
 
 // schemaPath is the /admin/v2/schemas path of a topic's schema resource.
 func schemaPath(topic, suffix string) (string, error) {
-	p, _, err := topicPath(topic)
+	p, n, err := topicPath(topic)
 	if err != nil {
 		return "", err
 	}
-	return "/admin/v2/schemas/" + strings.TrimPrefix(p, "persistent/") + suffix, nil
+	return "/admin/v2/schemas/" + strings.TrimPrefix(p, n.Domain+"/") + suffix, nil
 }
 
 // readSchemaFile reads a schema payload file as pulsar-admin's --filename takes it:
