@@ -41,7 +41,7 @@ type scope struct {
 //	topic or subscription with connected clients     412 (Pulsar's PRECONDITION_FAILED)
 //	invalid name                                     412
 //	schema or message not found                      404
-//	incompatible schema                              409
+//	incompatible schema, compaction in progress      409
 //	invalid schema definition or strategy name       422
 //	invalid argument                                 400
 //	not allowed / terminated                         405
@@ -100,6 +100,8 @@ func toREST(err error, sc scope) *restError {
 		default:
 			return restErr(http.StatusPreconditionFailed, "Tenant name is not valid")
 		}
+	case errors.Is(err, broker.ErrCompactionRunning):
+		return restErr(http.StatusConflict, "Compaction already in progress")
 	case errors.Is(err, broker.ErrMessageNotFound):
 		return restErr(http.StatusNotFound, "Message not found")
 	case errors.Is(err, broker.ErrSchemaNotFound):

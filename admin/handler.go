@@ -115,6 +115,7 @@ func Handler(svc Service, opts Options) http.Handler {
 	h.schemaRoutes(route, nsScope, topicScope)
 	h.inspectRoutes(route, topicScope)
 	h.nonPersistentRoutes(route, topicScope)
+	h.compactionRoutes(route, nsScope, topicScope)
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -91,6 +92,13 @@ type Config struct {
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 
+	// CompactionCheckInterval is how often the loaded topics are checked against their
+	// compaction threshold. Default 1m; negative: never.
+	CompactionCheckInterval time.Duration
+	// CompactionBeforeCommit, if set, is called after a compacted generation is written and
+	// before it is recorded; an error aborts that compaction (fault injection).
+	CompactionBeforeCommit func(compaction.State) error
+
 	// NonPersistent bounds what each non-persistent topic holds for slow subscriptions.
 	NonPersistent nonpersistent.Config
 
@@ -129,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Ensemble > 0 {
 		c.ManagedLedger.Ensemble, c.ManagedLedger.WriteQuorum, c.ManagedLedger.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	}
+	if c.CompactionCheckInterval == 0 {
+		c.CompactionCheckInterval = time.Minute
 	}
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second

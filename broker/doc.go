@@ -58,6 +58,9 @@
 //	            LastMessageID(ctx, topic) (MessageID, error)
 //	            Unload(ctx, topic) error
 //	            Terminate(ctx, topic) (MessageID, error)           (last message id)
+//	Compaction  Compact(ctx, topic) (<-chan struct{}, error)        (ErrCompactionRunning)
+//	            CompactionStatus(ctx, topic) (CompactionStatus, error)
+//	            TopicCompactionThreshold(ctx, topic, applied) / SetTopicCompactionThreshold(ctx, topic, *bytes)
 //	Inspection  PeekMessage(ctx, topic, sub, n) (StoredMessage, error) (n-th of the backlog, from 1)
 //	            MessageByID(ctx, topic, ledger, entry); ExamineMessage(ctx, topic, latest, n)
 //	            MessageIDByTime(ctx, topic, t) (MessageID, error)   (ErrMessageNotFound)
@@ -152,6 +155,12 @@
 //     topic with one. A deletion is a version of its own (force removes every version). A
 //     producer whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the
 //     version is stored.
+//   - Compaction (compaction.go, package broker/compaction): every loaded persistent topic
+//     has a compaction manager; ReadCompacted consumers (Exclusive and Failover only) and
+//     readers get their cursor wrapped by it when they open their subscription. A
+//     compaction keeps the __compaction subscription right after the horizon, so entries
+//     not compacted yet are retained. The compaction monitor (one goroutine) checks the
+//     loaded topics every CompactionCheckInterval against their compaction threshold.
 //   - As in Pulsar, a producer naming initial_subscription_name (the clients' dead-letter
 //     producers) gets that durable subscription created at the earliest message before its
 //     PRODUCER_SUCCESS, unless the topic has a subscription of that name; and

@@ -323,11 +323,6 @@ func encodeSchemaVersion(v int64) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(v))
 }
 
-// topicSchemaPolicies is the record at metadata.SchemaPolicyKey.
-type topicSchemaPolicies struct {
-	Strategy string `json:"schemaCompatibilityStrategy,omitempty"`
-}
-
 // schemaPolicy resolves the schema policy of topic n: the topic-level strategy, else the
 // namespace's (schema_compatibility_strategy, else the older
 // schema_auto_update_compatibility_strategy), else Config.SchemaCompatibilityStrategy.
@@ -345,12 +340,12 @@ func (s *Service) schemaPolicy(ctx context.Context, n topicname.Name) (schemaPol
 	} else {
 		pol.enforced = s.cfg.SchemaValidationEnforced
 	}
-	tp, err := s.topicSchemaPolicies(ctx, n)
+	tp, err := s.topicFeaturePolicies(ctx, n)
 	if err != nil {
 		return pol, err
 	}
 	legacy, _ := ns.Other["schema_auto_update_compatibility_strategy"].(string)
-	for _, name := range []string{tp.Strategy, ns.SchemaCompatibility, legacy, s.cfg.SchemaCompatibilityStrategy} {
+	for _, name := range []string{tp.SchemaCompatibilityStrategy, ns.SchemaCompatibility, legacy, s.cfg.SchemaCompatibilityStrategy} {
 		if st, err := schema.ParseStrategy(name); err == nil && st != schema.Undefined {
 			pol.strategy = st
 			return pol, nil
@@ -358,22 +353,6 @@ func (s *Service) schemaPolicy(ctx context.Context, n topicname.Name) (schemaPol
 	}
 	pol.strategy = schema.Full
 	return pol, nil
-}
-
-func (s *Service) topicSchemaPolicies(ctx context.Context, n topicname.Name) (topicSchemaPolicies, error) {
-	var tp topicSchemaPolicies
-	b := n.Base()
-	kv, err := s.cfg.Store.Get(ctx, metadata.SchemaPolicyKey(b.Tenant, b.Namespace, b.Local))
-	if errors.Is(err, metadata.ErrNotFound) {
-		return tp, nil
-	}
-	if err != nil {
-		return tp, err
-	}
-	if err := json.Unmarshal(kv.Value, &tp); err != nil {
-		return tp, fmt.Errorf("schema policies of %s: %w", n, err)
-	}
-	return tp, nil
 }
 
 // offerSchema registers (or checks) schema sc for topic n under n's policy; a nil schema

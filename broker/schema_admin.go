@@ -3,14 +3,12 @@ package broker
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 
 	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/broker/topicname"
-	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
@@ -187,8 +185,8 @@ func (s *Service) TopicSchemaCompatibility(ctx context.Context, topic string, ap
 		pol, err := s.schemaPolicy(ctx, n)
 		return pol.strategy.String(), err
 	}
-	tp, err := s.topicSchemaPolicies(ctx, n)
-	return tp.Strategy, err
+	tp, err := s.topicFeaturePolicies(ctx, n)
+	return tp.SchemaCompatibilityStrategy, err
 }
 
 // SetTopicSchemaCompatibility sets the topic-level schema compatibility strategy ("":
@@ -202,16 +200,11 @@ func (s *Service) SetTopicSchemaCompatibility(ctx context.Context, topic, strate
 	if err != nil {
 		return err
 	}
-	key := metadata.SchemaPolicyKey(n.Tenant, n.Namespace, n.Local)
-	if st == schema.Undefined {
-		if err := s.cfg.Store.Delete(ctx, key, metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
-			return err
-		}
-		return nil
+	name := ""
+	if st != schema.Undefined {
+		name = st.String()
 	}
-	b, _ := json.Marshal(topicSchemaPolicies{Strategy: st.String()})
-	_, err = s.cfg.Store.Put(ctx, key, b, metadata.AnyVersion)
-	return err
+	return s.updateTopicFeaturePolicies(ctx, n, func(p *topicFeaturePolicies) { p.SchemaCompatibilityStrategy = name })
 }
 
 func decodeSchemaVersion(v []byte) int64 {

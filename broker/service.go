@@ -40,7 +40,10 @@ type Service struct {
 	schemas *schemaRegistry
 	txn     *txnService // nil: transactions are off
 	factory *mledger.Factory
-	closers []func() // what Start created, closed in reverse order
+	// compactors maps loaded persistent topics' names to their *compaction.Manager
+	// (compaction.go).
+	compactors sync.Map
+	closers    []func() // what Start created, closed in reverse order
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -137,9 +140,10 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.mu.session = sess
 
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.acceptLoop()
 	go s.keepSession()
+	go s.compactionMonitor()
 	ok = true
 	s.log.Info("broker started", "listen", ln.Addr().String(), "serviceUrl", s.info.ServiceURL, "id", bid)
 	return s, nil
@@ -468,14 +472,28 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		dedup = *pol.Deduplication
 	}
 	dedup = dedup && name.IsPersistent()
-	t, err := topic.Open(ctx, topic.Config{
+	tcfg := topic.Config{
 		Name: name, Log: log, Dedup: dedup, DedupSnapshotEvery: s.cfg.DeduplicationSnapshotInterval,
 		MaxPendingBytes: s.cfg.MaxPendingPublishBytesPerTopic, Logger: s.log, Metrics: s.tm, Txn: s.topicTxn(),
 		OnClosed: func(t *topic.Topic) {
 			s.forgetTopic(name.String(), e)
 			s.release(name)
 		},
-	})
+	}
+	if name.IsPersistent() {
+		cm := s.newCompactor(name, log)
+		tcfg.ReadCompacted, tcfg.OnClosed = cm.WrapCursor, func(t *topic.Topic) {
+			s.dropCompactor(name, cm)
+			s.forgetTopic(name.String(), e)
+			s.release(name)
+		}
+		defer func() {
+			if release { // not opened
+				s.dropCompactor(name, cm)
+			}
+		}()
+	}
+	t, err := topic.Open(ctx, tcfg)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		log.Close(cctx) //nolint:errcheck // best effort

@@ -224,5 +224,38 @@ func newAdminInspectCmds(a *adminClient) []*cobra.Command {
 			return a.show(cmd, id)
 		})
 	msgID.Flags().StringVarP(&at, "datetime", "d", "", "an RFC 3339 time or a duration ago (e.g. 10m)")
-	return []*cobra.Command{peek, byID, examine, msgID}
+	compact := leaf("compact TOPIC", "Start a compaction of a topic (latest message per key)", 1,
+		func(cmd *cobra.Command, args []string) error {
+			p, _, err := topicPath(args[0])
+			if err != nil {
+				return err
+			}
+			if err := a.do(cmd.Context(), "PUT", "/admin/v2/"+p+"/compaction", nil, nil); err != nil {
+				return err
+			}
+			return a.done(cmd, "compaction of "+args[0]+" started")
+		})
+	status := leaf("compaction-status TOPIC", "Show the status of a topic's latest compaction", 1,
+		func(cmd *cobra.Command, args []string) error {
+			p, _, err := topicPath(args[0])
+			if err != nil {
+				return err
+			}
+			var st struct {
+				Status    string `json:"status"`
+				LastError string `json:"lastError"`
+			}
+			if err := a.do(cmd.Context(), "GET", "/admin/v2/"+p+"/compaction", nil, &st); err != nil {
+				return err
+			}
+			if a.out.json() {
+				return a.show(cmd, st)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), st.Status)
+			if st.LastError != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), "last error:", st.LastError)
+			}
+			return nil
+		})
+	return []*cobra.Command{peek, byID, examine, msgID, compact, status}
 }
