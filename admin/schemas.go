@@ -96,18 +96,37 @@ func readSchemaPayload(r *http.Request) (broker.SchemaInfo, error) {
 	return broker.SchemaInfo{Type: p.Type, Data: []byte(p.Schema), Properties: p.Properties}, nil
 }
 
-// schemaTopicName is the topic of a /admin/v2/schemas path, validated.
-func schemaTopicName(r *http.Request) (string, error) {
+// schemaTopic validates a /admin/v2/schemas request: the service and the topic.
+func (h *handler) schemaTopic(r *http.Request) (SchemaService, string, error) {
+	svc, err := h.schemaService()
+	if err != nil {
+		return nil, "", err
+	}
 	n, err := checkTopic(r)
-	return n.String(), err
+	return svc, n.String(), err
 }
 
-func (h *handler) getSchema(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.schemaService()
+// schemaPost validates a /admin/v2/schemas request with a schema payload and calls f with
+// it; f's answer is the response.
+func (h *handler) schemaPost(w http.ResponseWriter, r *http.Request,
+	f func(svc SchemaService, topic string, info broker.SchemaInfo) (any, error)) error {
+	svc, t, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
-	t, err := schemaTopicName(r)
+	info, err := readSchemaPayload(r)
+	if err != nil {
+		return err
+	}
+	v, err := f(svc, t, info)
+	if err != nil {
+		return err
+	}
+	return ok(w, v)
+}
+
+func (h *handler) getSchema(w http.ResponseWriter, r *http.Request) error {
+	svc, t, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
@@ -125,11 +144,7 @@ func (h *handler) getSchema(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) listSchemas(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.schemaService()
-	if err != nil {
-		return err
-	}
-	t, err := schemaTopicName(r)
+	svc, t, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
@@ -146,37 +161,22 @@ func (h *handler) listSchemas(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, out)
 }
 
+// versionAnswer is {"version": N}.
+type versionAnswer struct {
+	Version int64 `json:"version"`
+}
+
 func (h *handler) postSchema(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.schemaService()
-	if err != nil {
-		return err
-	}
-	t, err := schemaTopicName(r)
-	if err != nil {
-		return err
-	}
-	info, err := readSchemaPayload(r)
-	if err != nil {
-		return err
-	}
-	v, err := svc.CreateSchema(r.Context(), t, info)
-	if err != nil {
-		return err
-	}
-	type version struct {
-		Version int64 `json:"version"`
-	}
-	return ok(w, struct {
-		Version version `json:"version"`
-	}{version{v}})
+	return h.schemaPost(w, r, func(svc SchemaService, t string, info broker.SchemaInfo) (any, error) {
+		v, err := svc.CreateSchema(r.Context(), t, info)
+		return struct {
+			Version versionAnswer `json:"version"`
+		}{versionAnswer{v}}, err
+	})
 }
 
 func (h *handler) deleteSchema(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.schemaService()
-	if err != nil {
-		return err
-	}
-	t, err := schemaTopicName(r)
+	svc, t, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
@@ -188,47 +188,21 @@ func (h *handler) deleteSchema(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return ok(w, map[string]int64{"version": v})
+	return ok(w, versionAnswer{v})
 }
 
 func (h *handler) testCompatibility(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.schemaService()
-	if err != nil {
-		return err
-	}
-	t, err := schemaTopicName(r)
-	if err != nil {
-		return err
-	}
-	info, err := readSchemaPayload(r)
-	if err != nil {
-		return err
-	}
-	compatible, strategy, err := svc.TestSchemaCompatibility(r.Context(), t, info)
-	if err != nil {
-		return err
-	}
-	return ok(w, map[string]any{"compatibility": compatible, "schemaCompatibilityStrategy": strategy})
+	return h.schemaPost(w, r, func(svc SchemaService, t string, info broker.SchemaInfo) (any, error) {
+		compatible, strategy, err := svc.TestSchemaCompatibility(r.Context(), t, info)
+		return map[string]any{"compatibility": compatible, "schemaCompatibilityStrategy": strategy}, err
+	})
 }
 
 func (h *handler) schemaVersion(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.schemaService()
-	if err != nil {
-		return err
-	}
-	t, err := schemaTopicName(r)
-	if err != nil {
-		return err
-	}
-	info, err := readSchemaPayload(r)
-	if err != nil {
-		return err
-	}
-	v, err := svc.SchemaVersionOf(r.Context(), t, info)
-	if err != nil {
-		return err
-	}
-	return ok(w, map[string]int64{"version": v})
+	return h.schemaPost(w, r, func(svc SchemaService, t string, info broker.SchemaInfo) (any, error) {
+		v, err := svc.SchemaVersionOf(r.Context(), t, info)
+		return versionAnswer{v}, err
+	})
 }
 
 // readStrategy reads a strategy body: a JSON string ("BACKWARD") or the bare name.

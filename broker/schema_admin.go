@@ -55,6 +55,16 @@ func schemaTopic(topic string) (topicname.Name, error) {
 	return n.Base(), nil
 }
 
+// schemaArgs parses the topic and the schema of a call.
+func schemaArgs(topic string, info SchemaInfo) (topicname.Name, *pb.Schema, error) {
+	n, err := schemaTopic(topic)
+	if err != nil {
+		return n, nil, err
+	}
+	sc, err := info.proto()
+	return n, sc, err
+}
+
 // Schema returns version v of topic's schema (v < 0: the latest). ErrSchemaNotFound if the
 // topic has no such (live) version.
 func (s *Service) Schema(ctx context.Context, topic string, v int64) (SchemaInfo, error) {
@@ -98,11 +108,7 @@ func (s *Service) SchemaVersions(ctx context.Context, topic string) ([]SchemaInf
 // returns its version: an existing version if the same schema is live, else a new one if
 // the topic's strategy accepts it (ErrIncompatibleSchema, ErrInvalidSchema if not).
 func (s *Service) CreateSchema(ctx context.Context, topic string, info SchemaInfo) (int64, error) {
-	n, err := schemaTopic(topic)
-	if err != nil {
-		return 0, err
-	}
-	sc, err := info.proto()
+	n, sc, err := schemaArgs(topic, info)
 	if err != nil {
 		return 0, err
 	}
@@ -116,11 +122,7 @@ func (s *Service) CreateSchema(ctx context.Context, topic string, info SchemaInf
 // SchemaVersionOf returns the version of a live schema of topic equal to info
 // (ErrSchemaNotFound if none).
 func (s *Service) SchemaVersionOf(ctx context.Context, topic string, info SchemaInfo) (int64, error) {
-	n, err := schemaTopic(topic)
-	if err != nil {
-		return 0, err
-	}
-	sc, err := info.proto()
+	n, sc, err := schemaArgs(topic, info)
 	if err != nil {
 		return 0, err
 	}
@@ -147,11 +149,7 @@ func (s *Service) DeleteSchema(ctx context.Context, topic string, force bool) (i
 // TestSchemaCompatibility reports whether topic would take schema info under its strategy,
 // and the strategy's name. A definition that does not parse is ErrInvalidSchema.
 func (s *Service) TestSchemaCompatibility(ctx context.Context, topic string, info SchemaInfo) (bool, string, error) {
-	n, err := schemaTopic(topic)
-	if err != nil {
-		return false, "", err
-	}
-	sc, err := info.proto()
+	n, sc, err := schemaArgs(topic, info)
 	if err != nil {
 		return false, "", err
 	}
