@@ -91,6 +91,17 @@ func call(done func(error)) {
 	}
 }
 
+// Acked reports whether the entry at p was read (read is acknowledged).
+func (c *Cursor) Acked(_ context.Context, p Position) (bool, error) {
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.index(p) < c.read, nil
+}
+
+// Flush has nothing to wait for: acknowledgements are not kept.
+func (c *Cursor) Flush(context.Context) error { return nil }
+
 // BatchAcked: no batch is partly acknowledged.
 func (c *Cursor) BatchAcked(context.Context, Position) ([]bool, error) { return nil, nil }
 

@@ -65,6 +65,8 @@ type Log struct {
 		props       map[string]string
 		terminated  bool
 		closed      bool
+		// maxRead bounds what cursors read to the indexes below it (-1: unbounded).
+		maxRead int64
 		changed     chan struct{} // closed and replaced on every add, termination or close
 	}
 }
@@ -79,6 +81,7 @@ func New(cfg Config) *Log {
 	l.mu.durable = map[string]*Cursor{}
 	l.mu.props = map[string]string{}
 	l.mu.changed = make(chan struct{})
+	l.mu.maxRead = -1
 	return l
 }
 
@@ -165,6 +168,17 @@ func messages(data []byte) int64 {
 	return max(int64(meta.GetNumMessagesInBatch()), 1)
 }
 
+// SetMaxRead bounds what cursors read to the entries before p (nil: unbounded).
+func (l *Log) SetMaxRead(p *Position) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.maxRead = -1
+	if p != nil {
+		l.mu.maxRead = l.index(*p)
+	}
+	l.notifyLocked()
+}
+
 // LastConfirmed is the position of the last entry added.
 func (l *Log) LastConfirmed() Position {
 	l.mu.Lock()
@@ -172,14 +186,18 @@ func (l *Log) LastConfirmed() Position {
 	return l.pos(l.mu.next - 1)
 }
 
-// sliceLocked returns up to n entries of the window from index i.
+// sliceLocked returns up to n entries of the window from index i (below maxRead).
 func (l *Log) sliceLocked(i int64, n int) []Entry {
+	end := l.mu.next
+	if l.mu.maxRead >= 0 {
+		end = min(end, l.mu.maxRead)
+	}
 	i = max(i, l.mu.first)
-	if i >= l.mu.next {
+	if i >= end {
 		return nil
 	}
 	lo := i - l.mu.first
-	return append([]Entry(nil), l.mu.window[lo:min(lo+int64(n), int64(len(l.mu.window)))]...)
+	return append([]Entry(nil), l.mu.window[lo:min(lo+int64(n), end-l.mu.first)]...)
 }
 
 // waitLocked waits for the next change; it unlocks l.mu while it waits and locks it again.

@@ -147,3 +147,29 @@ func TestReadWaitsAndClose(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxReadAndAcked: SetMaxRead holds cursors before a position until it is lifted; an
+// entry read is acknowledged.
+func TestMaxReadAndAcked(t *testing.T) {
+	l := New(Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _ := l.OpenCursor(ctx, "s", mledger.Latest)
+	p0 := add(t, l, entry(t, 0, 0))
+	l.SetMaxRead(&Position{LedgerID: p0.LedgerID, EntryID: p0.EntryID + 1})
+	p1 := add(t, l, entry(t, 1, 0))
+	if es, err := c.Read(ctx, 10); err != nil || len(es) != 1 || es[0].Position != p0 {
+		t.Fatalf("read under the bound: %v, %v", es, err)
+	}
+	if ok, _ := c.Acked(ctx, p1); ok {
+		t.Fatal("an entry not read yet is acknowledged")
+	}
+	l.SetMaxRead(nil)
+	es, err := c.Read(ctx, 10)
+	if err != nil || len(es) != 1 || es[0].Position != p1 {
+		t.Fatalf("read after lifting the bound: %v, %v", es, err)
+	}
+	if ok, _ := c.Acked(ctx, p1); !ok {
+		t.Fatal("an entry read is not acknowledged")
+	}
+}
