@@ -67,7 +67,7 @@ type Log struct {
 		closed      bool
 		// maxRead bounds what cursors read to the indexes below it (-1: unbounded).
 		maxRead int64
-		changed     chan struct{} // closed and replaced on every add, termination or close
+		changed chan struct{} // closed and replaced on every add, termination or close
 	}
 }
 
