@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -552,8 +553,18 @@ func (s *Service) deleteTopic(ctx context.Context, topicName string, force bool)
 	if err != nil {
 		return err
 	}
+	var gen int64 // the compacted log goes with the topic (best effort)
+	cm, compacted := s.compactors.Load(name.String())
+	if compacted {
+		gen, _ = cm.(*compaction.Manager).Generation(ctx)
+	}
 	if err := t.Delete(ctx, force); err != nil {
 		return err
+	}
+	if compacted {
+		if err := cm.(*compaction.Manager).DeleteGeneration(ctx, gen); err != nil {
+			s.log.Warn("delete the compacted log", "topic", name.String(), "err", err)
+		}
 	}
 	if err := waitStopped(ctx, t); err != nil {
 		return err

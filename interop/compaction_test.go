@@ -13,6 +13,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // compactNow triggers a compaction with pulsaradmin and waits for its outcome.
@@ -168,6 +169,15 @@ func TestCompactionReadCompacted(t *testing.T) {
 		t.Fatalf("compaction after the crash: %+v", st)
 	}
 	check(cl, "after the next compaction", len(want))
+
+	// Deleting the topic deletes its compacted log.
+	if err := c.admin().Topics().Delete(tn, true, true); err != nil {
+		t.Fatal(err)
+	}
+	left, _, err := c.store.List(ctxT(t, time.Minute), metadata.PrefixManagedLedgers+"public/default/compacted/")
+	if err != nil || len(left) != 0 {
+		t.Fatalf("compacted logs left after the topic's deletion: %d, %v", len(left), err)
+	}
 }
 
 // TestCompactionThreshold: a topic-level compaction threshold (pulsaradmin) makes the broker

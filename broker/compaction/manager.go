@@ -259,6 +259,20 @@ func (m *Manager) loadGen(ctx context.Context, g int64) ([]topic.Entry, error) {
 	return loadGeneration(ctx, log)
 }
 
+// Generation returns the current generation (0: never compacted).
+func (m *Manager) Generation(ctx context.Context) (int64, error) {
+	st, err := ReadState(ctx, m.cfg.Log)
+	return st.Generation, err
+}
+
+// DeleteGeneration deletes generation g's log (its topic is being deleted).
+func (m *Manager) DeleteGeneration(ctx context.Context, g int64) error {
+	if g <= 0 {
+		return nil
+	}
+	return m.deleteGen(ctx, g)
+}
+
 // deleteGen deletes generation g's log if it exists.
 func (m *Manager) deleteGen(ctx context.Context, g int64) error {
 	log, err := m.cfg.Open(ctx, m.genName(g))
