@@ -220,23 +220,6 @@ func (r *schemaRegistry) put(ctx context.Context, n topicname.Name, all []schema
 	return nil
 }
 
-// checkProducerWithout refuses a producer without a schema on a topic with schemas when
-// the policy enforces schema validation.
-func (r *schemaRegistry) checkProducerWithout(ctx context.Context, n topicname.Name, pol schemaPolicy) error {
-	if !pol.enforced {
-		return nil
-	}
-	vs, err := r.versions(ctx, schemaPrefix(n), false)
-	if err != nil {
-		return err
-	}
-	if len(live(vs)) > 0 {
-		return fmt.Errorf("%w: Producers cannot connect or send message without a schema to topics with a schema "+
-			"if SchemaValidationEnforced is enabled", schema.ErrIncompatible)
-	}
-	return nil
-}
-
 // get returns schema version v of topic n (nil or empty v: the latest). Deleted versions,
 // and versions before the last deletion, are not found.
 func (r *schemaRegistry) get(ctx context.Context, n topicname.Name, v []byte, fresh bool) (schemaRecord, error) {
@@ -358,15 +341,31 @@ func (s *Service) schemaPolicy(ctx context.Context, n topicname.Name) (schemaPol
 // offerSchema registers (or checks) schema sc for topic n under n's policy; a nil schema
 // is checked against schema validation enforcement (op opProduce only).
 func (s *Service) offerSchema(ctx context.Context, n topicname.Name, sc *pb.Schema, op schemaOp) ([]byte, error) {
+	if sc == nil {
+		if op != opProduce {
+			return nil, nil
+		}
+		return nil, s.checkProducerWithout(ctx, n)
+	}
 	pol, err := s.schemaPolicy(ctx, n)
 	if err != nil {
 		return nil, err
 	}
-	if sc == nil {
-		if op == opProduce {
-			return nil, s.schemas.checkProducerWithout(ctx, n, pol)
-		}
-		return nil, nil
-	}
 	return s.schemas.getOrCreate(ctx, n, sc, pol, op)
+}
+
+// checkProducerWithout refuses a producer without a schema on a topic with schemas when
+// the policy enforces schema validation. A topic without schemas (the common case, from the
+// registry's cache) needs no policy.
+func (s *Service) checkProducerWithout(ctx context.Context, n topicname.Name) error {
+	vs, err := s.schemas.versions(ctx, schemaPrefix(n), false)
+	if err != nil || len(live(vs)) == 0 {
+		return err
+	}
+	pol, err := s.schemaPolicy(ctx, n)
+	if err != nil || !pol.enforced {
+		return err
+	}
+	return fmt.Errorf("%w: Producers cannot connect or send message without a schema to topics with a schema "+
+		"if SchemaValidationEnforced is enabled", schema.ErrIncompatible)
 }

@@ -108,6 +108,21 @@ func TestNonPersistentDelivery(t *testing.T) {
 	if strings.Contains(string(body), "non-persistent") {
 		t.Fatalf("persistent list holds the non-persistent topic: %s", body)
 	}
+	if _, err := adm.Topics().GetInternalStats(tn); err != nil {
+		t.Fatalf("internal stats: %v", err)
+	}
+	if subs, err := adm.Subscriptions().List(tn); err != nil || !slices.Contains(subs, "late") {
+		t.Fatalf("subscriptions %v, %v", subs, err)
+	}
+	if err := adm.Topics().Unload(tn); err != nil {
+		t.Fatalf("unload: %v", err)
+	}
+	if err := adm.Topics().Delete(tn, true, true); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, nonPartitioned, err := adm.Topics().List(*ns); err != nil || slices.Contains(nonPartitioned, topic) {
+		t.Fatalf("topic list after the deletion %v, %v", nonPartitioned, err)
+	}
 }
 
 // TestNonPersistentSlowConsumer: a consumer that does not receive does not slow the
