@@ -40,6 +40,9 @@ type scope struct {
 //	tenant or namespace not empty                    409
 //	topic or subscription with connected clients     412 (Pulsar's PRECONDITION_FAILED)
 //	invalid name                                     412
+//	schema or message not found                      404
+//	incompatible schema, compaction in progress      409
+//	invalid schema definition or strategy name       422
 //	invalid argument                                 400
 //	not allowed / terminated                         405
 //	another broker serves the topic                  307 (handled by the caller)
@@ -97,6 +100,16 @@ func toREST(err error, sc scope) *restError {
 		default:
 			return restErr(http.StatusPreconditionFailed, "Tenant name is not valid")
 		}
+	case errors.Is(err, broker.ErrCompactionRunning):
+		return restErr(http.StatusConflict, "Compaction already in progress")
+	case errors.Is(err, broker.ErrMessageNotFound):
+		return restErr(http.StatusNotFound, "Message not found")
+	case errors.Is(err, broker.ErrSchemaNotFound):
+		return restErr(http.StatusNotFound, "Schema not found")
+	case errors.Is(err, broker.ErrIncompatibleSchema):
+		return restErr(http.StatusConflict, "%s", reasonOf(err))
+	case errors.Is(err, broker.ErrInvalidSchema):
+		return restErr(http.StatusUnprocessableEntity, "%s", reasonOf(err))
 	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, topic.ErrInvalid):
 		return restErr(http.StatusBadRequest, "%s", reasonOf(err))
 	case errors.Is(err, broker.ErrTopicTerminated):
@@ -113,7 +126,8 @@ func toREST(err error, sc scope) *restError {
 // reasonOf is an error's text without the package prefixes of our sentinels.
 func reasonOf(err error) string {
 	s := err.Error()
-	for _, p := range []string{"broker: ", "topic: ", "topicname: "} {
+	for _, p := range []string{"broker: ", "topic: ", "topicname: ", "schema: incompatible schema: ",
+		"schema: invalid schema definition: "} {
 		s = strings.ReplaceAll(s, p, "")
 	}
 	return s

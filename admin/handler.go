@@ -82,9 +82,8 @@ func Handler(svc Service, opts Options) http.Handler {
 
 	route("GET /admin/v2/persistent/{tenant}/{ns}", h.listTopics, nsScope)
 	route("GET /admin/v2/persistent/{tenant}/{ns}/partitioned", h.listPartitioned, nsScope)
-	// Magnetar serves no non-persistent topics, but admin clients list both domains.
 	route("GET /admin/v2/non-persistent/{tenant}/{ns}", h.listNonPersistent, nsScope)
-	route("GET /admin/v2/non-persistent/{tenant}/{ns}/partitioned", h.listNonPersistent, nsScope)
+	route("GET /admin/v2/non-persistent/{tenant}/{ns}/partitioned", h.listPartitioned, nsScope)
 
 	const p = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
 	route("PUT "+p, h.createTopic, topicScope)
@@ -113,6 +112,10 @@ func Handler(svc Service, opts Options) http.Handler {
 	if ts, isTxn := svc.(TxnService); isTxn {
 		h.txnRoutes(ts, route, topicScope)
 	}
+	h.schemaRoutes(route, nsScope, topicScope)
+	h.inspectRoutes(route, topicScope)
+	h.nonPersistentRoutes(route, topicScope)
+	h.compactionRoutes(route, nsScope, topicScope)
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).
@@ -137,12 +140,13 @@ func Handler(svc Service, opts Options) http.Handler {
 	return mux
 }
 
-// fullName is the persistent topic named by a request's path (not validated).
+// fullName is the topic named by a request's path (not validated): in the non-persistent
+// domain under /admin/v2/non-persistent/, else persistent.
 func fullName(r *http.Request) string {
 	if r.PathValue("topic") == "" {
 		return ""
 	}
-	return "persistent://" + r.PathValue("tenant") + "/" + r.PathValue("ns") + "/" + r.PathValue("topic")
+	return pathDomain(r) + "://" + r.PathValue("tenant") + "/" + r.PathValue("ns") + "/" + r.PathValue("topic")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -374,15 +378,24 @@ func (h *handler) namespaceTopics(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	if mode := r.URL.Query().Get("mode"); strings.EqualFold(mode, "NON_PERSISTENT") {
-		if _, err := h.svc.Namespace(r.Context(), ns); err != nil {
+	mode := strings.ToUpper(r.URL.Query().Get("mode"))
+	if mode == "NON_PERSISTENT" {
+		ts, err := h.nonPersistentTopics(r, ns)
+		if err != nil {
 			return err
 		}
-		return ok(w, []string{})
+		return ok(w, nonNil(ts))
 	}
 	ts, err := h.svc.Topics(r.Context(), ns)
 	if err != nil {
 		return err
+	}
+	if mode == "ALL" {
+		np, err := h.nonPersistentTopics(r, ns)
+		if err != nil {
+			return err
+		}
+		ts = append(ts, np...)
 	}
 	return ok(w, nonNil(ts))
 }
@@ -400,7 +413,7 @@ func (h *handler) listPartitioned(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return ok(w, nonNil(ts))
+	return ok(w, ofDomain(ts, pathDomain(r)))
 }
 
 func (h *handler) listNonPersistent(w http.ResponseWriter, r *http.Request) error {
@@ -408,10 +421,11 @@ func (h *handler) listNonPersistent(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	if _, err := h.svc.Namespace(r.Context(), ns); err != nil {
+	ts, err := h.nonPersistentTopics(r, ns)
+	if err != nil {
 		return err
 	}
-	return ok(w, []string{})
+	return ok(w, nonNil(ts))
 }
 
 func nonNil(s []string) []string {

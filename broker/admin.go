@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"time"
+
+	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
 // This file is the exported service API for the admin REST layer and the tools (see doc.go).
@@ -61,6 +63,19 @@ func (s *Service) DeleteNamespace(ctx context.Context, ns string, force bool) er
 // included (as GetTopicsOfNamespace answers clients).
 func (s *Service) Topics(ctx context.Context, ns string) ([]string, error) {
 	return s.res.topics(ctx, ns)
+}
+
+// NonPersistentTopics lists the non-persistent topics of namespace "tenant/ns" by full
+// name, partitions included (Topics lists the persistent ones; PartitionedTopics both).
+func (s *Service) NonPersistentTopics(ctx context.Context, ns string) ([]string, error) {
+	t, n, err := topicname.ParseNamespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.res.checkNamespace(ctx, t, n); err != nil {
+		return nil, err
+	}
+	return s.res.domainTopics(ctx, t, n, topicname.NonPersistent)
 }
 
 // PartitionedTopics lists the partitioned topics of namespace "tenant/ns" by full name.

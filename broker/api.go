@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
@@ -41,6 +42,13 @@ var (
 	// ErrServiceNotReady: the broker is starting or stopping, or the topic is being
 	// loaded/unloaded elsewhere; retry (503).
 	ErrServiceNotReady = topic.ErrClosed
+	// ErrIncompatibleSchema wraps schema.ErrIncompatible: the topic's compatibility strategy
+	// refuses the schema, or a producer without a schema meets schema validation enforcement
+	// (409; IncompatibleSchema on the wire).
+	ErrIncompatibleSchema = schema.ErrIncompatible
+	// ErrInvalidSchema wraps schema.ErrInvalid: a schema definition that does not parse as its
+	// type, or an unknown strategy or type name (422 for definitions, 400 for names).
+	ErrInvalidSchema = schema.ErrInvalid
 	// ErrNotOwner is wrapped by *NotOwnerError: another broker serves the topic (307 to its
 	// HTTP URL).
 	ErrNotOwner = errors.New("broker: topic served by another broker")
@@ -82,8 +90,14 @@ type NamespacePolicies struct {
 	Deduplication *bool `json:"deduplicationEnabled,omitempty"`
 	// AutoTopicCreation overrides Config.AutoTopicCreation (nil: broker default).
 	AutoTopicCreation *bool `json:"autoTopicCreation,omitempty"`
-	// SchemaCompatibility is recorded but not enforced yet: every schema is compatible.
+	// SchemaCompatibility is the namespace's schema compatibility strategy ("" or UNDEFINED:
+	// the broker's Config.SchemaCompatibilityStrategy); topic policies may override it.
 	SchemaCompatibility string `json:"schema_compatibility_strategy,omitempty"`
+	// SchemaValidationEnforced overrides Config.SchemaValidationEnforced (nil: broker default).
+	SchemaValidationEnforced *bool `json:"schema_validation_enforced,omitempty"`
+	// AllowAutoUpdateSchema says whether producers and consumers may register new schemas
+	// (nil: yes); the admin API always may.
+	AllowAutoUpdateSchema *bool `json:"is_allow_auto_update_schema,omitempty"`
 	// Other keeps the policies Magnetar does not interpret.
 	Other map[string]any `json:"-"`
 }

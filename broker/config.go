@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
@@ -49,6 +51,13 @@ type Config struct {
 	// persisted deduplication snapshots (the rest is replayed on load). Default 1000.
 	DeduplicationSnapshotInterval int
 
+	// SchemaCompatibilityStrategy is the schema compatibility strategy of topics whose
+	// namespace and topic policies set none (a name package schema parses). Default FULL.
+	SchemaCompatibilityStrategy string
+	// SchemaValidationEnforced refuses producers without a schema on topics with a schema
+	// (namespace policies may override it).
+	SchemaValidationEnforced bool
+
 	// MaxPendingPublishPerConnection bounds the messages a connection may have in flight to
 	// the managed ledger; beyond it the connection stops reading. Default 1000.
 	MaxPendingPublishPerConnection int
@@ -83,7 +92,18 @@ type Config struct {
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 
-	// OpenLog, if set, replaces the managed ledgers (tests: in-memory logs).
+	// CompactionCheckInterval is how often the loaded topics are checked against their
+	// compaction threshold. Default 1m; negative: never.
+	CompactionCheckInterval time.Duration
+	// CompactionBeforeCommit, if set, is called after a compacted generation is written and
+	// before it is recorded; an error aborts that compaction (fault injection).
+	CompactionBeforeCommit func(compaction.State) error
+
+	// NonPersistent bounds what each non-persistent topic holds for slow subscriptions.
+	NonPersistent nonpersistent.Config
+
+	// OpenLog, if set, replaces the managed ledgers of persistent topics (tests: in-memory
+	// logs).
 	OpenLog func(ctx context.Context, name string) (topic.Log, error)
 }
 
@@ -117,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Ensemble > 0 {
 		c.ManagedLedger.Ensemble, c.ManagedLedger.WriteQuorum, c.ManagedLedger.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	}
+	if c.CompactionCheckInterval == 0 {
+		c.CompactionCheckInterval = time.Minute
 	}
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second

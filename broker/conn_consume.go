@@ -32,7 +32,7 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 	fail func(error)) {
 	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
 	if sc := cmd.GetSchema(); sc != nil && sc.GetType() != pb.Schema_None {
-		if _, err := c.s.schemas.getOrCreate(ctx, t.Name(), sc); err != nil {
+		if _, err := c.s.offerSchema(ctx, t.Name(), sc, opConsume); err != nil {
 			fail(err)
 			return
 		}
@@ -40,7 +40,11 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 	cons := &topic.Consumer{ID: cid, Name: cmd.GetConsumerName(), Conn: c, Type: cmd.GetSubType(),
 		Priority: cmd.GetPriorityLevel(), Metadata: kvMap(cmd.GetMetadata()), KeyShared: cmd.GetKeySharedMeta()}
 	req := topic.SubscribeRequest{Consumer: cons, Subscription: cmd.GetSubscription(), Durable: cmd.GetDurable(),
-		Initial: mledger.Latest}
+		Initial: mledger.Latest, ReadCompacted: cmd.GetReadCompacted()}
+	if req.ReadCompacted && (cons.Type == pb.CommandSubscribe_Shared || cons.Type == pb.CommandSubscribe_Key_Shared) {
+		fail(fmt.Errorf("%w: Compacted topic reads are only allowed for Exclusive and Failover subscriptions", ErrNotAllowed))
+		return
+	}
 	if cmd.GetInitialPosition() == pb.CommandSubscribe_Earliest {
 		req.Initial = mledger.Earliest
 	}

@@ -57,8 +57,8 @@ func (c *conn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMetadata
 // pattern consumers use) lists the persistent topics stored under the namespace without
 // looking the namespace up, so a namespace or tenant that does not exist has no topics (an
 // error would leave the client retrying until its operation timeout). NON_PERSISTENT and
-// ALL modes check the namespace first and answer a missing one with MetadataError; Magnetar
-// has no non-persistent topics to add.
+// ALL modes check the namespace first and answer a missing one with MetadataError, and list
+// the non-persistent topics (ALL: after the persistent ones).
 func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 	rid := cmd.GetRequestId()
 	ctx, cancel := c.ctx(30 * time.Second)
@@ -82,11 +82,20 @@ func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 		}
 	}
 	topics := []string{}
-	if mode != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
-		if topics, err = c.s.res.persistentTopics(ctx, tenant, ns); err != nil {
+	for _, d := range []struct {
+		domain string
+		mode   pb.CommandGetTopicsOfNamespace_Mode
+	}{{topicname.Persistent, pb.CommandGetTopicsOfNamespace_PERSISTENT},
+		{topicname.NonPersistent, pb.CommandGetTopicsOfNamespace_NON_PERSISTENT}} {
+		if mode != d.mode && mode != pb.CommandGetTopicsOfNamespace_ALL {
+			continue
+		}
+		ts, err := c.s.res.domainTopics(ctx, tenant, ns, d.domain)
+		if err != nil {
 			c.sendError(rid, err)
 			return
 		}
+		topics = append(topics, ts...)
 	}
 	c.Send(pulsar.Wrap(&pb.CommandGetTopicsOfNamespaceResponse{RequestId: &rid, Topics: topics}))
 }
@@ -100,7 +109,10 @@ func (c *conn) handleGetSchema(cmd *pb.CommandGetSchema) {
 	var sc *pb.Schema
 	var v []byte
 	if err == nil {
-		sc, v, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion())
+		var rec schemaRecord
+		if rec, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion(), false); err == nil {
+			sc, v = rec.toProto(), encodeSchemaVersion(rec.Version)
+		}
 	}
 	if err != nil {
 		msg := err.Error()
@@ -123,7 +135,7 @@ func (c *conn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) {
 	name, err := topicname.Parse(cmd.GetTopic())
 	var v []byte
 	if err == nil {
-		v, err = c.s.schemas.getOrCreate(ctx, name, cmd.GetSchema())
+		v, err = c.s.offerSchema(ctx, name, cmd.GetSchema(), opProduce)
 	}
 	if err != nil {
 		msg := err.Error()

@@ -79,14 +79,10 @@ func (c *conn) handleProducer(cmd *pb.CommandProducer) {
 func (c *conn) createProducer(ctx context.Context, cmd *pb.CommandProducer, t *topic.Topic, e *idEntry[*topic.Producer],
 	fail func(error)) {
 	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
-	var schemaVersion []byte
-	if sc := cmd.GetSchema(); sc != nil {
-		v, err := c.s.schemas.getOrCreate(ctx, t.Name(), sc)
-		if err != nil {
-			fail(err)
-			return
-		}
-		schemaVersion = v
+	schemaVersion, err := c.s.offerSchema(ctx, t.Name(), cmd.GetSchema(), opProduce)
+	if err != nil {
+		fail(err)
+		return
 	}
 	if sub := cmd.GetInitialSubscriptionName(); sub != "" {
 		if err := createInitialSubscription(ctx, t, sub); err != nil {

@@ -1,6 +1,8 @@
-// Package broker is Magnetar's Pulsar broker: it serves persistent topics to unmodified
-// Pulsar clients over the Pulsar binary protocol (package proto/pulsar), stores each topic
-// in a managed ledger (package mledger), keeps tenants, namespaces, topics, schemas and
+// Package broker is Magnetar's Pulsar broker: it serves persistent and non-persistent
+// topics to unmodified Pulsar clients over the Pulsar binary protocol (package
+// proto/pulsar), stores each persistent topic in a managed ledger (package mledger) and
+// runs each non-persistent one over a log that stores nothing (package
+// broker/nonpersistent: the one hook is in openTopic), keeps tenants, namespaces, topics, schemas and
 // ownership in the metadata store (package metadata), and exposes an exported service API
 // for the admin REST layer and the tools.
 //
@@ -41,7 +43,8 @@
 //	            CreateNamespace(ctx, ns, NamespacePolicies) error;
 //	            SetNamespacePolicies(ctx, ns, NamespacePolicies) error;
 //	            DeleteNamespace(ctx, ns, force bool) error         (ErrNotEmpty if it has topics)
-//	Topics      Topics(ctx, ns) ([]string, error)                  (full names, partitions included)
+//	Topics      Topics(ctx, ns) ([]string, error)                  (persistent; full names, partitions included)
+//	            NonPersistentTopics(ctx, ns) ([]string, error)
 //	            PartitionedTopics(ctx, ns) ([]string, error)
 //	            CreateTopic(ctx, topic) error                      (non-partitioned)
 //	            DeleteTopic(ctx, topic, force bool) error
@@ -55,6 +58,18 @@
 //	            LastMessageID(ctx, topic) (MessageID, error)
 //	            Unload(ctx, topic) error
 //	            Terminate(ctx, topic) (MessageID, error)           (last message id)
+//	Compaction  Compact(ctx, topic) (<-chan struct{}, error)        (ErrCompactionRunning)
+//	            CompactionStatus(ctx, topic) (CompactionStatus, error)
+//	            TopicCompactionThreshold(ctx, topic, applied) / SetTopicCompactionThreshold(ctx, topic, *bytes)
+//	Inspection  PeekMessage(ctx, topic, sub, n) (StoredMessage, error) (n-th of the backlog, from 1)
+//	            MessageByID(ctx, topic, ledger, entry); ExamineMessage(ctx, topic, latest, n)
+//	            MessageIDByTime(ctx, topic, t) (MessageID, error)   (ErrMessageNotFound)
+//	Schemas     Schema(ctx, topic, version) (SchemaInfo, error)    (version < 0: latest)
+//	            SchemaVersions(ctx, topic) ([]SchemaInfo, error)
+//	            CreateSchema(ctx, topic, SchemaInfo) (int64, error); SchemaVersionOf(ctx, topic, SchemaInfo)
+//	            DeleteSchema(ctx, topic, force) (int64, error)
+//	            TestSchemaCompatibility(ctx, topic, SchemaInfo) (bool, strategy string, error)
+//	            TopicSchemaCompatibility(ctx, topic, applied) / SetTopicSchemaCompatibility(ctx, topic, s)
 //	Subscriptions
 //	            Subscriptions(ctx, topic) ([]string, error)
 //	            CreateSubscription(ctx, topic, sub, at MessageID) error   (Earliest, Latest or an id)
@@ -129,10 +144,23 @@
 //   - Delayed delivery (deliver_at_time) is honoured on Shared and Key_Shared subscriptions.
 //   - Terminate seals the managed ledger and disconnects the producers, which reconnect and
 //     are refused with TopicTerminatedError.
-//   - Schemas: versions are stored per (base) topic in the metadata store; compatibility is
-//     "always compatible" for now (every new schema becomes the next version). A producer
-//     whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the version is
-//     stored.
+//   - Schemas (schema.go, rules in package broker/schema): versions are stored per (base)
+//     topic in the metadata store. A schema that is not live yet (Avro definitions compared
+//     parsed) is validated and checked against the live versions under the topic's strategy
+//     (topic policy, else namespace, else Config.SchemaCompatibilityStrategy, default FULL)
+//     before it becomes the next version; refusals are IncompatibleSchema. A consumer's new
+//     schema on a topic with schemas is only checked, never registered; with
+//     is_allow_auto_update_schema off, producers cannot register new ones (the admin API
+//     can); with schema validation enforced, producers without a schema are refused on a
+//     topic with one. A deletion is a version of its own (force removes every version). A
+//     producer whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the
+//     version is stored.
+//   - Compaction (compaction.go, package broker/compaction): every loaded persistent topic
+//     has a compaction manager; ReadCompacted consumers (Exclusive and Failover only) and
+//     readers get their cursor wrapped by it when they open their subscription. A
+//     compaction keeps the __compaction subscription right after the horizon, so entries
+//     not compacted yet are retained. The compaction monitor (one goroutine) checks the
+//     loaded topics every CompactionCheckInterval against their compaction threshold.
 //   - As in Pulsar, a producer naming initial_subscription_name (the clients' dead-letter
 //     producers) gets that durable subscription created at the earliest message before its
 //     PRODUCER_SUCCESS, unless the topic has a subscription of that name; and

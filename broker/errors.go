@@ -39,6 +39,8 @@ func serverError(err error) pb.ServerError {
 		return pb.ServerError_SubscriptionNotFound
 	case errors.Is(err, ErrTopicNotFound), errors.Is(err, ErrNamespaceNotFound), errors.Is(err, ErrTenantNotFound):
 		return pb.ServerError_TopicNotFound
+	case errors.Is(err, ErrIncompatibleSchema), errors.Is(err, ErrInvalidSchema):
+		return pb.ServerError_IncompatibleSchema
 	case errors.Is(err, ErrInvalidName):
 		return pb.ServerError_InvalidTopicName
 	case errors.Is(err, topic.ErrNotAllowed), errors.Is(err, ErrNotAllowed), errors.Is(err, topic.ErrInvalid):

@@ -40,6 +40,12 @@ func (p NamespacePolicies) MarshalJSON() ([]byte, error) {
 	if p.SchemaCompatibility != "" {
 		m["schema_compatibility_strategy"] = p.SchemaCompatibility
 	}
+	if p.SchemaValidationEnforced != nil {
+		m["schema_validation_enforced"] = *p.SchemaValidationEnforced
+	}
+	if p.AllowAutoUpdateSchema != nil {
+		m["is_allow_auto_update_schema"] = *p.AllowAutoUpdateSchema
+	}
 	return json.Marshal(m)
 }
 
@@ -62,6 +68,14 @@ func (p *NamespacePolicies) UnmarshalJSON(b []byte) error {
 			}
 		case "schema_compatibility_strategy":
 			p.SchemaCompatibility, _ = v.(string)
+		case "schema_validation_enforced":
+			if bv, ok := v.(bool); ok {
+				p.SchemaValidationEnforced = &bv
+			}
+		case "is_allow_auto_update_schema":
+			if bv, ok := v.(bool); ok {
+				p.AllowAutoUpdateSchema = &bv
+			}
 		default:
 			if p.Other == nil {
 				p.Other = map[string]any{}
@@ -286,12 +300,12 @@ func (r *resources) topics(ctx context.Context, ns string) ([]string, error) {
 	if err := r.checkNamespace(ctx, t, n); err != nil {
 		return nil, err
 	}
-	return r.persistentTopics(ctx, t, n)
+	return r.domainTopics(ctx, t, n, topicname.Persistent)
 }
 
-// persistentTopics lists the persistent topics stored under namespace t/n (none if it does
-// not exist), partitions included, in order.
-func (r *resources) persistentTopics(ctx context.Context, t, n string) ([]string, error) {
+// domainTopics lists the topics of a domain stored under namespace t/n (none if it does not
+// exist), partitions included, in order.
+func (r *resources) domainTopics(ctx context.Context, t, n, want string) ([]string, error) {
 	prefix := metadata.TopicPrefix(t, n)
 	kvs, _, err := r.store.List(ctx, prefix)
 	if err != nil {
@@ -301,7 +315,7 @@ func (r *resources) persistentTopics(ctx context.Context, t, n string) ([]string
 	for _, kv := range kvs {
 		rest := strings.TrimPrefix(kv.Key, prefix)
 		domain, local, ok := strings.Cut(rest, "/")
-		if !ok || domain != topicname.Persistent {
+		if !ok || domain != want {
 			continue
 		}
 		out = append(out, domain+"://"+t+"/"+n+"/"+local)

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/ledger"
@@ -39,7 +41,10 @@ type Service struct {
 	schemas *schemaRegistry
 	txn     *txnService // nil: transactions are off
 	factory *mledger.Factory
-	closers []func() // what Start created, closed in reverse order
+	// compactors maps loaded persistent topics' names to their *compaction.Manager
+	// (compaction.go).
+	compactors sync.Map
+	closers    []func() // what Start created, closed in reverse order
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -136,9 +141,10 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.mu.session = sess
 
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.acceptLoop()
 	go s.keepSession()
+	go s.compactionMonitor()
 	ok = true
 	s.log.Info("broker started", "listen", ln.Addr().String(), "serviceUrl", s.info.ServiceURL, "id", bid)
 	return s, nil
@@ -449,7 +455,9 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		}
 	}
 	var log topic.Log
-	if s.cfg.OpenLog != nil {
+	if !name.IsPersistent() {
+		log = nonpersistent.New(s.cfg.NonPersistent) // nothing stored: see package nonpersistent
+	} else if s.cfg.OpenLog != nil {
 		log, err = s.cfg.OpenLog(ctx, name.ManagedLedgerName())
 	} else {
 		var ml *mledger.ManagedLedger
@@ -464,14 +472,29 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	if pol.Deduplication != nil {
 		dedup = *pol.Deduplication
 	}
-	t, err := topic.Open(ctx, topic.Config{
+	dedup = dedup && name.IsPersistent()
+	tcfg := topic.Config{
 		Name: name, Log: log, Dedup: dedup, DedupSnapshotEvery: s.cfg.DeduplicationSnapshotInterval,
 		MaxPendingBytes: s.cfg.MaxPendingPublishBytesPerTopic, Logger: s.log, Metrics: s.tm, Txn: s.topicTxn(),
 		OnClosed: func(t *topic.Topic) {
 			s.forgetTopic(name.String(), e)
 			s.release(name)
 		},
-	})
+	}
+	if name.IsPersistent() {
+		cm := s.newCompactor(name, log)
+		tcfg.ReadCompacted, tcfg.OnClosed = cm.WrapCursor, func(t *topic.Topic) {
+			s.dropCompactor(name, cm)
+			s.forgetTopic(name.String(), e)
+			s.release(name)
+		}
+		defer func() {
+			if release { // not opened
+				s.dropCompactor(name, cm)
+			}
+		}()
+	}
+	t, err := topic.Open(ctx, tcfg)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		log.Close(cctx) //nolint:errcheck // best effort
@@ -530,8 +553,18 @@ func (s *Service) deleteTopic(ctx context.Context, topicName string, force bool)
 	if err != nil {
 		return err
 	}
+	var gen int64 // the compacted log goes with the topic (best effort)
+	cm, compacted := s.compactors.Load(name.String())
+	if compacted {
+		gen, _ = cm.(*compaction.Manager).Generation(ctx)
+	}
 	if err := t.Delete(ctx, force); err != nil {
 		return err
+	}
+	if compacted {
+		if err := cm.(*compaction.Manager).DeleteGeneration(ctx, gen); err != nil {
+			s.log.Warn("delete the compacted log", "topic", name.String(), "err", err)
+		}
 	}
 	if err := waitStopped(ctx, t); err != nil {
 		return err

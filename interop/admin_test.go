@@ -29,13 +29,23 @@ type adminCluster struct {
 	http *httptest.Server
 }
 
-func newAdminCluster(t *testing.T) *adminCluster {
+func newAdminCluster(t *testing.T) *adminCluster { return newAdminClusterWith(t, nil) }
+
+// newAdminClusterWith is newAdminCluster with the broker configuration changed by tweak.
+// The handler follows broker restarts.
+func newAdminClusterWith(t *testing.T, tweak func(*broker.Config)) *adminCluster {
 	t.Helper()
-	var h http.Handler = http.NotFoundHandler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	var c *cluster
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		admin.Handler(c.broker, admin.Options{Logger: testLogger(t)}).ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
-	c := newCluster(t, clusterOpts{tweak: func(cfg *broker.Config) { cfg.HTTPURL = srv.URL }})
-	h = admin.Handler(c.broker, admin.Options{Logger: testLogger(t)})
+	c = newCluster(t, clusterOpts{tweak: func(cfg *broker.Config) {
+		cfg.HTTPURL = srv.URL
+		if tweak != nil {
+			tweak(cfg)
+		}
+	}})
 	return &adminCluster{cluster: c, http: srv}
 }
 

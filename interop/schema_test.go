@@ -20,12 +20,13 @@ type recB struct {
 const (
 	schemaA = `{"type":"record","name":"rec","namespace":"test","fields":[{"name":"a","type":"int"}]}`
 	schemaB = `{"type":"record","name":"rec","namespace":"test","fields":[{"name":"a","type":"int"},` +
-		`{"name":"b","type":"string"}]}`
+		`{"name":"b","type":"string","default":""}]}`
 )
 
 // TestSchemas: a producer's schema is registered as version 0 (PRODUCER), a message with
 // another schema registers version 1 (GET_OR_CREATE_SCHEMA), and a consumer decodes each
-// message with the schema of its version (GET_SCHEMA). Compatibility is "always compatible".
+// message with the schema of its version (GET_SCHEMA). Version 1 adds a field with a default,
+// so it passes the broker's default strategy (FULL).
 func TestSchemas(t *testing.T) {
 	c := newCluster(t, devOpts)
 	cl := c.client()

@@ -26,6 +26,7 @@ import (
 //	/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>  partitioned-topic metadata (JSON)
 //	/topics/<tenant>/<ns>/<domain>/<topic>  topic record: the topic exists (broker; JSON)
 //	/schemas/<tenant>/<ns>/<topic>/<20-digit version>  schema version of a (base) topic (JSON)
+//	/topic-feature-policies/<tenant>/<ns>/<topic>  topic-level schema and compaction policies of a (base) topic (JSON)
 //	/ownership/<tenant>/<ns>/<domain>/<topic>  ephemeral: the broker serving the topic (JSON)
 //	/brokers/available/<id>            ephemeral: broker <id> is up (value: BrokerInfo JSON)
 const (
@@ -86,6 +87,7 @@ const (
 	PrefixPartitionedTopics = "/admin/partitioned-topics/"
 	PrefixTopics            = "/topics/"
 	PrefixSchemas           = "/schemas/"
+	PrefixTopicFeatures     = "/topic-feature-policies/"
 	PrefixOwnership         = "/ownership/"
 	PrefixBrokers           = "/brokers/available/"
 )
@@ -127,6 +129,12 @@ func SchemaPrefix(tenant, ns, topic string) string {
 // numerically.
 func SchemaKey(tenant, ns, topic string, v int64) string {
 	return fmt.Sprintf("%s%020d", SchemaPrefix(tenant, ns, topic), v)
+}
+
+// TopicFeaturePolicyKey holds the topic-level schema compatibility and compaction
+// policies of a (base) topic.
+func TopicFeaturePolicyKey(tenant, ns, topic string) string {
+	return PrefixTopicFeatures + tenant + "/" + ns + "/" + topic
 }
 
 // OwnershipKey is the ephemeral key of the broker that serves a topic.

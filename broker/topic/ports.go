@@ -96,6 +96,10 @@ type CursorInfo struct {
 	Properties  map[string]int64
 	LastActive  time.Time
 	ReadWaiting bool
+	// Dropped and DropRate count the messages a non-persistent log dropped before this
+	// cursor read them (total, and per second lately).
+	Dropped  int64
+	DropRate float64
 }
 
 // Conn is the client connection producers and consumers live on, as a topic and its

@@ -28,6 +28,8 @@ type Stats struct {
 	LastPublishTimestamp int64                        `json:"lastPublishTimestamp,omitempty"`
 	// Terminated is a Magnetar extension: the topic takes no more messages.
 	Terminated bool `json:"terminated,omitempty"`
+	// MsgDropRate sums the subscriptions' (non-persistent topics).
+	MsgDropRate float64 `json:"msgDropRate,omitempty"`
 }
 
 // PublisherStats is one producer's statistics.
@@ -68,6 +70,10 @@ type SubscriptionStats struct {
 	LastConsumedTimestamp              int64             `json:"lastConsumedTimestamp"`
 	SubscriptionProperties             map[string]string `json:"subscriptionProperties,omitempty"`
 	NonContiguousDeletedMessagesRanges int               `json:"nonContiguousDeletedMessagesRanges"`
+	// MsgDropRate and MsgDropped (Magnetar's) count the messages of a non-persistent topic
+	// dropped before this subscription read them.
+	MsgDropRate float64 `json:"msgDropRate,omitempty"`
+	MsgDropped  int64   `json:"msgDropped,omitempty"`
 }
 
 // ConsumerStats is one consumer's statistics.

@@ -547,52 +547,6 @@ func (s *Subscription) onReset(err error) {
 	s.flush()
 }
 
-// findByPublishTime returns the position of the first entry published at or after ms (Unix
-// ms), or Latest if there is none, by binary search over the log's entries.
-func findByPublishTime(ctx context.Context, log Log, ms int64) (Position, error) {
-	st, err := log.Stats(ctx)
-	if err != nil {
-		return Position{}, err
-	}
-	type span struct{ id, first, n int64 }
-	var spans []span
-	var total int64
-	for _, l := range st.Ledgers {
-		if l.Entries > 0 {
-			spans = append(spans, span{l.ID, total, l.Entries})
-			total += l.Entries
-		}
-	}
-	at := func(i int64) Position {
-		k := sort.Search(len(spans), func(k int) bool { return spans[k].first+spans[k].n > i })
-		return Position{LedgerID: spans[k].id, EntryID: i - spans[k].first}
-	}
-	var ferr error
-	i := sort.Search(int(total), func(i int) bool {
-		if ferr != nil {
-			return true
-		}
-		p := at(int64(i))
-		es, err := log.Read(ctx, p, 1)
-		if err != nil || len(es) == 0 {
-			ferr = fmt.Errorf("read %v: %w", p, err)
-			return true
-		}
-		if es[0].Position != p {
-			return false // trimmed
-		}
-		m, err := parseMeta(es[0].Data)
-		return err == nil && int64(m.GetPublishTime()) >= ms
-	})
-	if ferr != nil {
-		return Position{}, ferr
-	}
-	if int64(i) >= total {
-		return mledger.Latest, nil
-	}
-	return at(int64(i)), nil
-}
-
 // Unsubscribe and close.
 
 func (s *Subscription) onUnsubscribe(c *Consumer, force bool, done func(error)) {
@@ -740,6 +694,7 @@ func (s *Subscription) Stats(ctx context.Context) (SubscriptionStats, error) {
 		st.MsgBacklog = ci.Backlog
 		st.MsgBacklogNoDelayed = max(ci.Backlog-st.MsgDelayed, 0)
 		st.NonContiguousDeletedMessagesRanges = ci.AckedRanges
+		st.MsgDropped, st.MsgDropRate = ci.Dropped, ci.DropRate
 	}
 	return st, nil
 }

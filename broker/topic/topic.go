@@ -32,6 +32,9 @@ type Config struct {
 	OnClosed func(*Topic)
 	// Txn turns transactions on (nil: transactional sends are refused).
 	Txn *TxnConfig
+	// ReadCompacted, if set, wraps the cursor of a subscription opened with ReadCompacted
+	// (package broker/compaction); nil: such subscriptions read the topic as it is.
+	ReadCompacted func(Cursor) Cursor
 }
 
 // MessageID addresses a message of the topic (BatchIndex -1: not in a batch, or the whole

@@ -24,6 +24,9 @@ type SubscribeRequest struct {
 	// Start is where a non-durable subscription starts (the first entry delivered):
 	// Earliest, Latest or a position.
 	Start Position
+	// ReadCompacted asks for the compacted view up to the compaction horizon (see
+	// Config.ReadCompacted); it applies if this consumer opens the subscription.
+	ReadCompacted bool
 }
 
 // Subscribe attaches req.Consumer; done is called once with the outcome, on a goroutine
@@ -45,7 +48,7 @@ func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
 	if !req.Durable {
 		start = req.Start
 	}
-	t.withSub(req.Subscription, req.Durable, true, start, func(s *Subscription, err error) {
+	t.withSub(req.Subscription, req.Durable, true, start, req.ReadCompacted, func(s *Subscription, err error) {
 		if err != nil {
 			done(err)
 			return
@@ -55,8 +58,9 @@ func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
 }
 
 // withSub calls fn (on the topic goroutine) with the open subscription name, opening its
-// cursor if needed (creating it at start if create is set).
-func (t *Topic) withSub(name string, durable, create bool, start Position, fn func(*Subscription, error)) {
+// cursor if needed (creating it at start if create is set; wrapped by Config.ReadCompacted
+// if compacted).
+func (t *Topic) withSub(name string, durable, create bool, start Position, compacted bool, fn func(*Subscription, error)) {
 	if s := t.subs[name]; s != nil {
 		if s.durable != durable {
 			fn(nil, fmt.Errorf("%w: subscription %s is durable=%v", ErrConsumerBusy, name, s.durable))
@@ -100,6 +104,9 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, fn fu
 					cur, err = log.OpenCursor(ctx, name, mledger.Latest)
 				}
 			}
+		}
+		if err == nil && compacted && t.cfg.ReadCompacted != nil {
+			cur = t.cfg.ReadCompacted(cur)
 		}
 		if !t.post(func() { t.onSubOpened(name, durable, hasLog, cur, err) }) && cur != nil {
 			_ = cur.Close(ctx)
@@ -148,7 +155,7 @@ func (t *Topic) sub(ctx context.Context, name string) (*Subscription, error) {
 			reply(s, nil)
 			return
 		}
-		t.withSub(name, true, false, mledger.Latest, reply)
+		t.withSub(name, true, false, mledger.Latest, false, reply)
 	})
 }
 
@@ -191,7 +198,7 @@ func (t *Topic) CreateSubscription(ctx context.Context, name string, at MessageI
 	}
 	start := at.Position()
 	_, err = inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(*Subscription, error)) {
-		t.withSub(name, true, true, start, reply)
+		t.withSub(name, true, true, start, false, reply)
 	})
 	return err
 }
@@ -336,6 +343,7 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 		st.MsgThroughputOut += ss.MsgThroughputOut
 		st.MsgOutCounter += ss.MsgOutCounter
 		st.BytesOutCounter += ss.BytesOutCounter
+		st.MsgDropRate += ss.MsgDropRate
 	}
 	// Durable subscriptions not open on this broker right now.
 	if names, err := t.log.Cursors(ctx); err == nil {

@@ -7,10 +7,10 @@
 //	tenant/ns/my-topic                → persistent://tenant/ns/my-topic
 //	persistent://tenant/ns/my-topic
 //	persistent://tenant/ns/my-topic-partition-3   (partition 3 of my-topic)
+//	non-persistent://tenant/ns/my-topic            (a non-persistent topic, package broker/nonpersistent)
 //
 // Rejected: empty parts, v1 names with a cluster (persistent://t/cluster/ns/topic), a
-// '/' in the local name, tenants and namespaces outside [-=:.\w], and the non-persistent
-// domain (Magnetar serves persistent topics only).
+// '/' in the local name, tenants and namespaces outside [-=:.\w], and other domains.
 package topicname
 
 import (
@@ -26,9 +26,9 @@ import (
 const (
 	DefaultTenant    = "public"
 	DefaultNamespace = "default"
-	// Persistent is the only domain Magnetar serves.
+	// Persistent is the domain of topics stored in managed ledgers.
 	Persistent = "persistent"
-	// NonPersistent is parsed so that it can be refused with a clear error.
+	// NonPersistent is the domain of topics whose messages are never stored.
 	NonPersistent = "non-persistent"
 
 	partitionSuffix = "-partition-"
@@ -41,7 +41,7 @@ var namePart = regexp.MustCompile(`^[-=:.\w]+$`)
 
 // Name is a parsed, fully qualified topic name. The zero value is invalid.
 type Name struct {
-	Domain    string // "persistent"
+	Domain    string // Persistent or NonPersistent
 	Tenant    string
 	Namespace string
 	// Local is the topic's own name, including a "-partition-N" suffix if it has one.
@@ -63,9 +63,7 @@ func Parse(s string) (Name, error) {
 		rest = DefaultTenant + "/" + DefaultNamespace + "/" + s
 	}
 	switch domain {
-	case Persistent:
-	case NonPersistent:
-		return Name{}, fmt.Errorf("%w: %q: non-persistent topics are not supported", ErrInvalid, s)
+	case Persistent, NonPersistent:
 	default:
 		return Name{}, fmt.Errorf("%w: %q: unknown domain %q", ErrInvalid, s, domain)
 	}
@@ -139,6 +137,9 @@ func (n Name) String() string {
 
 // NamespaceName returns "tenant/ns".
 func (n Name) NamespaceName() string { return n.Tenant + "/" + n.Namespace }
+
+// IsPersistent reports whether n is in the persistent domain.
+func (n Name) IsPersistent() bool { return n.Domain == Persistent }
 
 // IsPartition reports whether n is one partition of a partitioned topic.
 func (n Name) IsPartition() bool { return n.Partition >= 0 }

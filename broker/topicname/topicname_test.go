@@ -18,6 +18,7 @@ func TestParse(t *testing.T) {
 		{"t-partition-x", "persistent://public/default/t-partition-x", "persistent://public/default/t-partition-x", -1},
 		{"t-partition-01", "persistent://public/default/t-partition-01", "persistent://public/default/t-partition-01", -1},
 		{"my.topic=1:2", "persistent://public/default/my.topic=1:2", "persistent://public/default/my.topic=1:2", -1},
+		{"non-persistent://a/b/t-partition-1", "non-persistent://a/b/t-partition-1", "non-persistent://a/b/t", 1},
 	} {
 		n, err := Parse(tc.in)
 		if err != nil {
@@ -36,7 +37,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
-	for _, in := range []string{"", "persistent://a/b", "persistent://a/c/b/t", "non-persistent://a/b/t",
+	for _, in := range []string{"", "persistent://a/b", "persistent://a/c/b/t", "non-persistent://a/b",
 		"http://a/b/t", "a/b/", "a//t", "a b/ns/t", "persistent://a/b/"} {
 		if _, err := Parse(in); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Parse(%q): err = %v, want ErrInvalid", in, err)

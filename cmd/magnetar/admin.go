@@ -52,11 +52,24 @@ func (a *adminClient) check() error {
 // do sends a request with an optional JSON body and decodes a JSON answer into out (if not
 // nil). Non-2xx answers become *adminHTTPError.
 func (a *adminClient) do(ctx context.Context, method, path string, body, out any) error {
+	_, b, err := a.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if out != nil && len(b) > 0 {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// send sends a request with an optional JSON body and returns the answer's headers and
+// body. Non-2xx answers become *adminHTTPError.
+func (a *adminClient) send(ctx context.Context, method, path string, body any) (http.Header, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
@@ -64,7 +77,7 @@ func (a *adminClient) do(ctx context.Context, method, path string, body, out any
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -72,12 +85,12 @@ func (a *adminClient) do(ctx context.Context, method, path string, body, out any
 	}
 	resp, err := a.http.Do(req)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
@@ -86,12 +99,9 @@ func (a *adminClient) do(ctx context.Context, method, path string, body, out any
 		if json.Unmarshal(b, &e) != nil || e.Reason == "" {
 			e.Reason = strings.TrimSpace(string(b))
 		}
-		return &adminHTTPError{status: resp.StatusCode, reason: e.Reason}
+		return nil, nil, &adminHTTPError{status: resp.StatusCode, reason: e.Reason}
 	}
-	if out != nil && len(b) > 0 {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return resp.Header, b, nil
 }
 
 // show prints a decoded JSON document (always as indented JSON).
@@ -121,13 +131,13 @@ func (a *adminClient) done(cmd *cobra.Command, what string) error {
 }
 
 // topicPath validates a topic name in any form and returns its REST path
-// "persistent/tenant/ns/topic" (escaped).
+// "persistent/tenant/ns/topic" or "non-persistent/tenant/ns/topic" (escaped).
 func topicPath(s string) (string, topicname.Name, error) {
 	n, err := topicname.Parse(s)
 	if err != nil {
 		return "", n, usageError{err}
 	}
-	return "persistent/" + url.PathEscape(n.Tenant) + "/" + url.PathEscape(n.Namespace) + "/" + url.PathEscape(n.Local), n, nil
+	return n.Domain + "/" + url.PathEscape(n.Tenant) + "/" + url.PathEscape(n.Namespace) + "/" + url.PathEscape(n.Local), n, nil
 }
 
 func namespacePath(s string) (string, error) {
@@ -175,7 +185,7 @@ func newAdminCmd() *cobra.Command {
 	c.PersistentFlags().StringVar(&a.base, "url", "http://127.0.0.1:8080", "admin REST base URL of a broker")
 	c.PersistentFlags().StringVarP(&a.out.format, "output", "o", "text", "output format: text or json")
 	c.AddCommand(newAdminTenantsCmd(a), newAdminNamespacesCmd(a), newAdminTopicsCmd(a), newAdminSubscriptionsCmd(a),
-		newAdminTransactionsCmd(a))
+		newAdminTransactionsCmd(a), newAdminSchemasCmd(a))
 	return c
 }
 
@@ -484,6 +494,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 			return nil
 		}),
 	)
+	c.AddCommand(newAdminInspectCmds(a)...)
 	return c
 }
 

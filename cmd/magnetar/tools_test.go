@@ -41,7 +41,7 @@ func TestToolsBadInput(t *testing.T) {
 		{[]string{"admin", "topics", "list", "no-slash"}, "want tenant/namespace"},
 		{[]string{"admin", "topics", "stats"}, "accepts 1 arg(s)"},
 		{[]string{"admin", "topics", "stats", "a/b/c/d"}, "v1 names"},
-		{[]string{"admin", "topics", "stats", "non-persistent://a/b/c"}, "non-persistent"},
+		{[]string{"admin", "topics", "stats", "nope://a/b/c"}, "unknown domain"},
 		{[]string{"admin", "topics", "create-partitioned-topic", "t", "-p", "0"}, "at least 1"},
 		{[]string{"admin", "topics", "create-partitioned-topic", "t"}, `required flag(s) "partitions"`},
 		{[]string{"admin", "topics", "create-partitioned-topic", "t-partition-1", "-p", "2"}, "partition name"},

@@ -1,0 +1,258 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// Topic compaction (package broker/compaction): every loaded persistent topic has a
+// compaction.Manager (Service.compactors), made in openTopic and closed with the topic. The
+// admin API triggers and watches it; the compaction monitor triggers it when the bytes after
+// the horizon exceed the topic's compaction threshold.
+
+// ErrCompactionRunning: a compaction of the topic is in progress (409).
+var ErrCompactionRunning = compaction.ErrRunning
+
+// CompactionStatus is Pulsar's LongRunningProcessStatus of a topic's compaction.
+type CompactionStatus struct {
+	Status    string `json:"status"` // NOT_RUN, RUNNING, SUCCESS or ERROR
+	LastError string `json:"lastError"`
+}
+
+// compactedLogName names the logs of a topic's compacted generations:
+// "tenant/ns/compacted/<local, path-escaped>", apart from every topic's managed ledger.
+func compactedLogName(n topicname.Name) string {
+	return n.Tenant + "/" + n.Namespace + "/compacted/" + url.PathEscape(n.Local)
+}
+
+// openCompactedLog opens (creating) the log of one compacted generation. It has no cursor,
+// so it keeps its ledgers forever (until the generation is deleted).
+func (s *Service) openCompactedLog(ctx context.Context, name string) (topic.Log, error) {
+	if s.cfg.OpenLog != nil {
+		return s.cfg.OpenLog(ctx, name)
+	}
+	cfg := s.cfg.ManagedLedger
+	cfg.RetentionTime, cfg.RetentionSize = -1, -1
+	ml, err := s.factory.Open(ctx, name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newMLog(ml), nil
+}
+
+// compactionSub is the durable subscription that holds a compacted topic's entries after
+// the horizon until they are compacted (as Pulsar's __compaction cursor); it sits right
+// after the horizon, so retention may trim what is below.
+const compactionSub = "__compaction"
+
+// newCompactor makes the compaction manager of persistent topic name over its log.
+func (s *Service) newCompactor(name topicname.Name, log topic.Log) *compaction.Manager {
+	committed := func(ctx context.Context, st compaction.State) error {
+		t, err := s.adminTopic(ctx, name.String())
+		if err != nil {
+			return err
+		}
+		h := st.Horizon()
+		return t.ResetCursor(ctx, compactionSub, topic.MessageID{LedgerID: h.LedgerID, EntryID: h.EntryID + 1, BatchIndex: -1})
+	}
+	m := compaction.NewManager(compaction.Config{Log: log, Name: compactedLogName(name), Open: s.openCompactedLog,
+		Logger: s.log, BeforeCommit: s.cfg.CompactionBeforeCommit, Committed: committed})
+	s.compactors.Store(name.String(), m)
+	return m
+}
+
+// dropCompactor closes m and forgets it (its topic closed).
+func (s *Service) dropCompactor(name topicname.Name, m *compaction.Manager) {
+	s.compactors.CompareAndDelete(name.String(), m)
+	m.Close()
+}
+
+// compactor returns a persistent topic loaded here and its compaction manager.
+func (s *Service) compactor(ctx context.Context, topicName string) (*topic.Topic, *compaction.Manager, error) {
+	t, err := s.adminTopic(ctx, topicName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !t.Name().IsPersistent() {
+		return nil, nil, fmt.Errorf("%w: non-persistent topics are not compacted", ErrNotAllowed)
+	}
+	m, ok := s.compactors.Load(t.Name().String())
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: topic %s is closing", ErrServiceNotReady, t.Name())
+	}
+	return t, m.(*compaction.Manager), nil
+}
+
+// Compact starts a compaction of a topic (ErrCompactionRunning if one is in progress). The
+// returned channel is closed when it ends (its outcome: CompactionStatus).
+func (s *Service) Compact(ctx context.Context, topicName string) (<-chan struct{}, error) {
+	t, m, err := s.compactor(ctx, topicName)
+	if err != nil {
+		return nil, err
+	}
+	return triggerCompaction(ctx, t, m)
+}
+
+// triggerCompaction makes sure the topic has its __compaction subscription (from the
+// earliest entry, the first time) and starts a compaction.
+func triggerCompaction(ctx context.Context, t *topic.Topic, m *compaction.Manager) (<-chan struct{}, error) {
+	if err := createInitialSubscription(ctx, t, compactionSub); err != nil {
+		return nil, err
+	}
+	return m.Trigger()
+}
+
+// CompactionStatus returns the status of a topic's latest compaction on this broker.
+func (s *Service) CompactionStatus(ctx context.Context, topicName string) (CompactionStatus, error) {
+	_, m, err := s.compactor(ctx, topicName)
+	if err != nil {
+		return CompactionStatus{}, err
+	}
+	st, lastErr := m.Status()
+	return CompactionStatus{Status: st.String(), LastError: lastErr}, nil
+}
+
+// compactionThreshold is the compaction threshold of a topic in bytes (0: none): the topic
+// policy, else the namespace's compaction_threshold.
+func (s *Service) compactionThreshold(ctx context.Context, n topicname.Name) (int64, error) {
+	tp, err := s.topicFeaturePolicies(ctx, n)
+	if err != nil {
+		return 0, err
+	}
+	if tp.CompactionThreshold != nil {
+		return *tp.CompactionThreshold, nil
+	}
+	pol, err := s.res.namespacePolicies(ctx, n.Tenant, n.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	if v, ok := pol.Other["compaction_threshold"].(float64); ok {
+		return int64(v), nil
+	}
+	return 0, nil
+}
+
+// TopicCompactionThreshold returns a topic's own compaction threshold (nil: none) or, if
+// applied, the one in force (0: none).
+func (s *Service) TopicCompactionThreshold(ctx context.Context, topicName string, applied bool) (*int64, error) {
+	n, err := topicname.Parse(topicName)
+	if err != nil {
+		return nil, err
+	}
+	n = n.Base()
+	if applied {
+		v, err := s.compactionThreshold(ctx, n)
+		return &v, err
+	}
+	tp, err := s.topicFeaturePolicies(ctx, n)
+	return tp.CompactionThreshold, err
+}
+
+// SetTopicCompactionThreshold sets (nil: removes) a topic's compaction threshold in bytes.
+func (s *Service) SetTopicCompactionThreshold(ctx context.Context, topicName string, bytes *int64) error {
+	n, err := topicname.Parse(topicName)
+	if err != nil {
+		return err
+	}
+	if bytes != nil && *bytes < 0 {
+		return fmt.Errorf("%w: compaction threshold %d", ErrInvalidArgument, *bytes)
+	}
+	return s.updateTopicFeaturePolicies(ctx, n.Base(), func(p *topicFeaturePolicies) { p.CompactionThreshold = bytes })
+}
+
+// compactionMonitor checks the loaded topics every Config.CompactionCheckInterval and
+// starts a compaction of those holding more than their threshold after the horizon.
+func (s *Service) compactionMonitor() {
+	defer s.wg.Done()
+	if s.cfg.CompactionCheckInterval < 0 {
+		return
+	}
+	tick := time.NewTicker(s.cfg.CompactionCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.compactors.Range(func(k, v any) bool {
+			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+			defer cancel()
+			n := topicname.MustParse(k.(string))
+			limit, err := s.compactionThreshold(ctx, n.Base())
+			if err != nil || limit <= 0 {
+				return true
+			}
+			m := v.(*compaction.Manager)
+			if b, err := m.BytesAfterHorizon(ctx); err == nil && b > limit {
+				t, _, err := s.compactor(ctx, n.String())
+				if err == nil {
+					_, err = triggerCompaction(ctx, t, m)
+				}
+				if err != nil && !errors.Is(err, compaction.ErrRunning) {
+					s.log.Debug("compaction threshold", "topic", n.String(), "err", err)
+				}
+			}
+			return true
+		})
+	}
+}
+
+// topicFeaturePolicies is the record at metadata.TopicFeaturePolicyKey: the topic-level
+// policies of this package's features (schema compatibility, compaction threshold).
+type topicFeaturePolicies struct {
+	SchemaCompatibilityStrategy string `json:"schemaCompatibilityStrategy,omitempty"`
+	CompactionThreshold         *int64 `json:"compactionThreshold,omitempty"`
+}
+
+func (s *Service) topicFeaturePolicies(ctx context.Context, n topicname.Name) (topicFeaturePolicies, error) {
+	var tp topicFeaturePolicies
+	b := n.Base()
+	kv, err := s.cfg.Store.Get(ctx, metadata.TopicFeaturePolicyKey(b.Tenant, b.Namespace, b.Local))
+	if errors.Is(err, metadata.ErrNotFound) {
+		return tp, nil
+	}
+	if err != nil {
+		return tp, err
+	}
+	if err := json.Unmarshal(kv.Value, &tp); err != nil {
+		return tp, fmt.Errorf("topic policies of %s: %w", n, err)
+	}
+	return tp, nil
+}
+
+// updateTopicFeaturePolicies changes a topic's policy record with a compare-and-swap.
+func (s *Service) updateTopicFeaturePolicies(ctx context.Context, n topicname.Name, change func(*topicFeaturePolicies)) error {
+	key := metadata.TopicFeaturePolicyKey(n.Tenant, n.Namespace, n.Local)
+	for attempt := 0; attempt < 10; attempt++ {
+		var tp topicFeaturePolicies
+		ver := metadata.NotExists
+		kv, err := s.cfg.Store.Get(ctx, key)
+		switch {
+		case err == nil:
+			if err := json.Unmarshal(kv.Value, &tp); err != nil {
+				return fmt.Errorf("topic policies of %s: %w", n, err)
+			}
+			ver = kv.Version
+		case !errors.Is(err, metadata.ErrNotFound):
+			return err
+		}
+		change(&tp)
+		b, _ := json.Marshal(tp)
+		_, err = s.cfg.Store.Put(ctx, key, b, ver)
+		if errors.Is(err, metadata.ErrBadVersion) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("%w: topic policies of %s keep changing", ErrServiceNotReady, n)
+}
