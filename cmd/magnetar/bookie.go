@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/magnetar-io/magnetar/autorecovery"
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/journal"
+	"github.com/magnetar-io/magnetar/config"
 )
 
 func init() { register(newBookieCmd) }
@@ -143,7 +146,45 @@ func newBookieCmd() *cobra.Command {
 	ar.add(c, "autorecovery-")
 	c.AddCommand(newBookieListCmd())
 	c.AddCommand(newBookieDecommissionCmd())
-	return c
+	return withConfig(c, bookieKeys)
+}
+
+// bookieKeys are the bookkeeper.conf keys the bookie has.
+var bookieKeys = []config.Key{
+	{Name: "metadataServiceUri", Flag: "metadata-url", Map: etcdURL},
+	{Name: "bookiePort", Flag: "listen", Map: portOn("", "0.0.0.0", false)},
+	{Name: "advertisedAddress", Flag: "advertise", Map: advertisedOn("bookiePort", "3181")},
+	{Name: "bookieId", Flag: "bookie-id"},
+	{Name: "ledgerDirectories", Flag: "data-dir", Map: oneDir},
+	{Name: "diskUsageThreshold", Flag: "disk-threshold"},
+	{Name: "gcWaitTime", Flag: "gc-interval", Map: config.Millis},
+	{Name: "journalMaxGroupWaitMSec", Flag: "journal-group-wait", Map: config.Millis},
+	{Name: "httpServerEnabled", Map: func(v string, _ func(string) (string, bool)) (string, error) {
+		if _, err := strconv.ParseBool(v); v != "" && err != nil {
+			return "", errors.New("want true or false")
+		}
+		return "", config.Skip
+	}},
+	{Name: "httpServerPort", Flag: "http", Map: func(v string, get func(string) (string, bool)) (string, error) {
+		if on, _ := get("httpServerEnabled"); on == "false" {
+			return "", nil
+		}
+		return portOn("", "0.0.0.0", true)(v, get)
+	}},
+	{Name: "autoRecoveryDaemonEnabled", Flag: "autorecovery"},
+	{Name: "zkTimeout", Flag: "session-ttl", Map: config.Millis},
+}
+
+// oneDir maps bookkeeper's ledgerDirectories (a list) to --data-dir: Magnetar's bookie keeps
+// everything in one directory.
+func oneDir(v string, _ func(string) (string, bool)) (string, error) {
+	if v == "" {
+		return "", config.Skip
+	}
+	if strings.Contains(v, ",") {
+		return "", errors.New("one directory only: Magnetar's bookie has one data directory")
+	}
+	return strings.TrimSpace(v), nil
 }
 
 func newBookieListCmd() *cobra.Command {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/config"
 )
 
 func init() { register(newBrokerCmd) }
@@ -110,5 +111,23 @@ func newBrokerCmd() *cobra.Command {
 		"number of transaction coordinators (partitions of pulsar/system/transaction_coordinator_assign, fixed at first start)")
 	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its topics")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	return c
+	return withConfig(c, brokerKeys)
+}
+
+// brokerKeys are the broker.conf keys the broker has.
+var brokerKeys = []config.Key{
+	{Name: "metadataStoreUrl", Flag: "metadata-url", Map: etcdURL},
+	{Name: "bindAddress"},
+	{Name: "brokerServicePort", Flag: "listen", Map: portOn("bindAddress", "0.0.0.0", false)},
+	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
+	{Name: "advertisedAddress", Flag: "advertise", Map: advertisedOn("brokerServicePort", "6650")},
+	{Name: "clusterName", Flag: "cluster"},
+	{Name: "managedLedgerDefaultEnsembleSize", Flag: "ensemble"},
+	{Name: "managedLedgerDefaultWriteQuorum", Flag: "write-quorum"},
+	{Name: "managedLedgerDefaultAckQuorum", Flag: "ack-quorum"},
+	{Name: "maxMessageSize", Flag: "max-message-size"},
+	{Name: "allowAutoTopicCreation", Flag: "disable-auto-topic-creation", Map: config.Not},
+	{Name: "brokerDeduplicationEnabled", Flag: "disable-deduplication", Map: config.Not},
+	{Name: "metadataStoreSessionTimeoutMillis", Flag: "session-ttl", Map: config.Millis},
+	{Name: "zooKeeperSessionTimeoutMillis", Flag: "session-ttl", Map: config.Millis},
 }

@@ -20,16 +20,18 @@ import (
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/bookie/journal"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/config"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func init() { register(newStandaloneCmd) }
 
 type standaloneFlags struct {
-	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel string
-	journalPrepareRate                                            int64
-	journalGroupWait, journalSyncInterval                         time.Duration
-	txn                                                           bool
+	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel, cluster string
+	journalPrepareRate                                                     int64
+	journalGroupWait, journalSyncInterval                                  time.Duration
+	maxMessageSize                                                         int
+	noAutoCreate, noDedup, txn                                             bool
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -44,6 +46,9 @@ func newStandaloneCmd() *cobra.Command {
 			}
 			if fl.journalPrepareRate < 0 {
 				return usageError{fmt.Errorf("--journal-prepare-rate must not be negative")}
+			}
+			if fl.maxMessageSize < 1024 {
+				return usageError{fmt.Errorf("--max-message-size must be at least 1024, got %d", fl.maxMessageSize)}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -64,7 +69,27 @@ func newStandaloneCmd() *cobra.Command {
 	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", journal.DefaultMaxGroupWait, groupWaitUsage)
 	f.DurationVar(&fl.journalSyncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
 	f.BoolVar(&fl.txn, "transaction-coordinator-enabled", false, txnFlagUsage)
-	return c
+	f.StringVar(&fl.cluster, "cluster", "standalone", "cluster name")
+	f.IntVar(&fl.maxMessageSize, "max-message-size", 1<<20, "largest message (metadata and payload) accepted, bytes")
+	f.BoolVar(&fl.noAutoCreate, "disable-auto-topic-creation", false, "refuse producers and consumers of unknown topics")
+	f.BoolVar(&fl.noDedup, "disable-deduplication", false, "turn message deduplication off")
+	return withConfig(c, standaloneKeys)
+}
+
+// standaloneKeys are the standalone.conf keys standalone has. The managed-ledger quorum keys
+// must be 1: standalone runs one bookie.
+var standaloneKeys = []config.Key{
+	{Name: "bindAddress"},
+	{Name: "brokerServicePort", Flag: "broker-listen", Map: portOn("bindAddress", "0.0.0.0", false)},
+	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", false)},
+	{Name: "clusterName", Flag: "cluster"},
+	{Name: "maxMessageSize", Flag: "max-message-size"},
+	{Name: "allowAutoTopicCreation", Flag: "disable-auto-topic-creation", Map: config.Not},
+	{Name: "brokerDeduplicationEnabled", Flag: "disable-deduplication", Map: config.Not},
+	{Name: "transactionCoordinatorEnabled", Flag: "transaction-coordinator-enabled"},
+	{Name: "managedLedgerDefaultEnsembleSize", Map: only("1", "standalone runs one bookie")},
+	{Name: "managedLedgerDefaultWriteQuorum", Map: only("1", "standalone runs one bookie")},
+	{Name: "managedLedgerDefaultAckQuorum", Map: only("1", "standalone runs one bookie")},
 }
 
 func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error {
@@ -115,7 +140,8 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	defer b.Close()
 	httpURL := "http://" + ha.String()
 	svc, err := broker.Start(ctx, broker.Config{
-		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: "standalone",
+		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: fl.cluster,
+		MaxMessageSize: fl.maxMessageSize, DisableAutoTopicCreation: fl.noAutoCreate, DisableDeduplication: fl.noDedup,
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: slog.Default(),
 		TransactionCoordinatorEnabled: fl.txn, TransactionCoordinators: 1,
 		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
