@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
@@ -80,6 +81,12 @@ type Config struct {
 	// twice as long is disconnected. Default 30s.
 	KeepAliveInterval time.Duration
 
+	// Auth authenticates clients on CONNECT (nil: authentication off).
+	Auth *auth.Service
+	// AuthRefreshInterval is how often a connection's credentials are checked for expiry
+	// (Pulsar's authenticationRefreshCheckSeconds); expired ones are challenged. Default 60s.
+	AuthRefreshInterval time.Duration
+
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -120,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second
+	}
+	if c.AuthRefreshInterval <= 0 {
+		c.AuthRefreshInterval = 60 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

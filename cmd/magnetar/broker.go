@@ -28,6 +28,7 @@ func newBrokerCmd() *cobra.Command {
 		noAutoCreate, noDedup, txnOn                                bool
 		txnCoordinators                                             int
 		sessionTTL                                                  time.Duration
+		af                                                          authFlags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -43,6 +44,10 @@ func newBrokerCmd() *cobra.Command {
 			}
 			if maxMessageSize < 1024 {
 				return usageError{fmt.Errorf("--max-message-size must be at least 1024, got %d", maxMessageSize)}
+			}
+			authn, err := af.service()
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -69,6 +74,7 @@ func newBrokerCmd() *cobra.Command {
 				Store: store, Listen: listen, Advertise: advertise, HTTPURL: httpURL, ID: id, Cluster: cluster,
 				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
 				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
+				Auth: authn, AuthRefreshInterval: af.refresh,
 				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
 			})
 			if err != nil {
@@ -81,7 +87,7 @@ func newBrokerCmd() *cobra.Command {
 			if mux != nil {
 				mux.Handle("/metrics", svc.MetricsHandler())
 				mountPprof(mux)
-				mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
+				mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
 			}
 			fmt.Fprintf(os.Stdout, "broker %s serving %s", svc.Info().ID, svc.Info().ServiceURL)
 			if httpURL != "" {
@@ -111,7 +117,8 @@ func newBrokerCmd() *cobra.Command {
 		"number of transaction coordinators (partitions of pulsar/system/transaction_coordinator_assign, fixed at first start)")
 	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its topics")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	return withConfig(c, brokerKeys)
+	af.add(f)
+	return withConfig(c, append(brokerKeys, authKeys...), authSecretFlags...)
 }
 
 // brokerKeys are the broker.conf keys the broker has.

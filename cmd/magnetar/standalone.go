@@ -32,6 +32,7 @@ type standaloneFlags struct {
 	journalGroupWait, journalSyncInterval                                  time.Duration
 	maxMessageSize                                                         int
 	noAutoCreate, noDedup, txn                                             bool
+	auth                                                                   authFlags
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -73,7 +74,8 @@ func newStandaloneCmd() *cobra.Command {
 	f.IntVar(&fl.maxMessageSize, "max-message-size", 1<<20, "largest message (metadata and payload) accepted, bytes")
 	f.BoolVar(&fl.noAutoCreate, "disable-auto-topic-creation", false, "refuse producers and consumers of unknown topics")
 	f.BoolVar(&fl.noDedup, "disable-deduplication", false, "turn message deduplication off")
-	return withConfig(c, standaloneKeys)
+	fl.auth.add(f)
+	return withConfig(c, append(standaloneKeys, authKeys...), authSecretFlags...)
 }
 
 // standaloneKeys are the standalone.conf keys standalone has. The managed-ledger quorum keys
@@ -93,6 +95,10 @@ var standaloneKeys = []config.Key{
 }
 
 func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error {
+	authn, err := fl.auth.service()
+	if err != nil {
+		return err
+	}
 	abs, err := filepath.Abs(fl.dataDir)
 	if err != nil {
 		return err
@@ -142,7 +148,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	svc, err := broker.Start(ctx, broker.Config{
 		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: fl.cluster,
 		MaxMessageSize: fl.maxMessageSize, DisableAutoTopicCreation: fl.noAutoCreate, DisableDeduplication: fl.noDedup,
-		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: slog.Default(),
+		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Auth: authn, AuthRefreshInterval: fl.auth.refresh, Logger: slog.Default(),
 		TransactionCoordinatorEnabled: fl.txn, TransactionCoordinators: 1,
 		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
 		BookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
@@ -162,7 +168,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	mux.Handle("/metrics", svc.MetricsHandler())
 	mountPprof(mux)
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
-	mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
+	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
 	fmt.Printf("  pulsar:          %s\n", svc.Info().ServiceURL)
 	fmt.Printf("  admin:           %s/admin/v2\n", httpURL)

@@ -1,0 +1,184 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topic/topictest"
+	"github.com/magnetar-io/magnetar/metadata/metadatatest"
+	mp "github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
+
+func testToken(t *testing.T, sub string, exp time.Time) string {
+	t.Helper()
+	s, err := auth.CreateToken(jwt.SigningMethodHS256, testSecret, sub, exp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startAuthService starts a broker with token authentication (and the anonymous role anon).
+func startAuthService(t *testing.T, anon string, refresh time.Duration) *broker.Service {
+	t.Helper()
+	a, err := auth.New(auth.Config{Enabled: true, Providers: []string{"org.apache.pulsar.broker.authentication.AuthenticationProviderToken"},
+		AnonymousRole: anon, Token: auth.TokenConfig{SecretKey: base64.StdEncoding.EncodeToString(testSecret)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := metadatatest.NewStore(t, metadatatest.Embedded(t))
+	mem := topictest.NewStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc, err := broker.Start(ctx, broker.Config{
+		Store: store, Listen: "127.0.0.1:0", ID: "b1", Auth: a, AuthRefreshInterval: refresh,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OpenLog: func(_ context.Context, name string) (topic.Log, error) { return mem.Open(name), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	return svc
+}
+
+// connectWith sends a CONNECT with the given credentials and returns the answer.
+func connectWith(t *testing.T, svc *broker.Service, method, data string) (*rawClient, *pb.BaseCommand) {
+	t.Helper()
+	nc, err := net.Dial("tcp", svc.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(time.Minute)) //nolint:errcheck // bounds a test that hangs
+	c := &rawClient{t: t, nc: nc, fr: mp.NewFrameReader(nc, 0)}
+	v, pv := "raw-test", int32(20)
+	cmd := &pb.CommandConnect{ClientVersion: &v, ProtocolVersion: &pv,
+		FeatureFlags: &pb.FeatureFlags{SupportsAuthRefresh: new(true)}}
+	if method != "" {
+		cmd.AuthMethodName, cmd.AuthData = &method, []byte(data)
+	}
+	return c, c.roundTrip(cmd)
+}
+
+// closedByBroker reports whether the broker closed the connection (EOF before any frame).
+func (c *rawClient) closedByBroker() bool {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return !strings.Contains(err.Error(), "timeout")
+		}
+		if f.Cmd.GetType() != pb.BaseCommand_PING {
+			c.t.Logf("unexpected frame %v", f.Cmd.GetType())
+			return false
+		}
+	}
+}
+
+// TestConnectAuthentication: with token authentication on, a CONNECT is served only with a
+// valid token (surrounding whitespace ignored) or, where configured, as the anonymous role;
+// a wrong, expired or missing credential gets AuthenticationError and the connection closes.
+func TestConnectAuthentication(t *testing.T) {
+	svc := startAuthService(t, "", 0)
+	if _, got := connectWith(t, svc, "token", testToken(t, "alice", time.Now().Add(time.Hour))+"\n"); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("good token: %v", got)
+	}
+	wrong, _ := auth.CreateToken(jwt.SigningMethodHS256, []byte("another secret of 32 bytes......"), "alice", time.Time{}, nil)
+	for name, tc := range map[string]struct{ method, data, want string }{
+		"wrong key": {"token", wrong, "signature is invalid"},
+		"expired":   {"token", testToken(t, "alice", time.Now().Add(-time.Minute)), "expired"},
+		"garbage":   {"token", "xyz", "malformed"},
+		"none":      {"", "", "credentials required"},
+		"basic":     {"basic", "u:p", `no provider for authentication method "basic"`},
+	} {
+		c, got := connectWith(t, svc, tc.method, tc.data)
+		e := got.GetError()
+		if got.GetType() != pb.BaseCommand_ERROR || e.GetError() != pb.ServerError_AuthenticationError ||
+			!strings.Contains(e.GetMessage(), tc.want) || (tc.data != "" && strings.Contains(e.GetMessage(), tc.data)) {
+			t.Errorf("%s: %v", name, got)
+			continue
+		}
+		if !c.closedByBroker() {
+			t.Errorf("%s: connection not closed", name)
+		}
+	}
+	anon := startAuthService(t, "guest", 0)
+	if _, got := connectWith(t, anon, "", ""); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("anonymous: %v", got)
+	}
+	if _, got := connectWith(t, anon, "token", "xyz"); got.GetType() != pb.BaseCommand_ERROR {
+		t.Fatalf("a bad token is not anonymous: %v", got)
+	}
+}
+
+// TestAuthRefresh: once a connection's token expires the broker sends AUTH_CHALLENGE; a
+// fresh token for the same role keeps the connection; one for another role, or none at all,
+// closes it.
+func TestAuthRefresh(t *testing.T) {
+	svc := startAuthService(t, "", 20*time.Millisecond)
+	short := func() string { return testToken(t, "alice", time.Now().Add(1500*time.Millisecond)) }
+	respond := func(c *rawClient, tok string) {
+		t.Helper()
+		m := "token"
+		b, _ := mp.AppendCommand(nil, mp.Wrap(&pb.CommandAuthResponse{Response: &pb.AuthData{AuthMethodName: &m, AuthData: []byte(tok)}}))
+		if _, err := c.nc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitChallenge := func(c *rawClient) {
+		t.Helper()
+		for {
+			f, err := c.fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("waiting for AUTH_CHALLENGE: %v", err)
+			}
+			if f.Cmd.GetType() == pb.BaseCommand_AUTH_CHALLENGE {
+				if ch := f.Cmd.GetAuthChallenge().GetChallenge(); ch.GetAuthMethodName() != "token" || string(ch.GetAuthData()) != "PulsarAuthRefresh" {
+					t.Fatalf("challenge %v", ch)
+				}
+				return
+			}
+		}
+	}
+	c, got := connectWith(t, svc, "token", short())
+	if got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatal(got)
+	}
+	waitChallenge(c)
+	respond(c, testToken(t, "alice", time.Now().Add(time.Hour)))
+	// Still served: a lookup is answered.
+	tp := "persistent://public/default/t"
+	if got := c.roundTrip(&pb.CommandLookupTopic{Topic: &tp, RequestId: c.nextID()}); got.GetType() != pb.BaseCommand_LOOKUP_RESPONSE {
+		t.Fatalf("after refresh: %v", got)
+	}
+
+	c2, _ := connectWith(t, svc, "token", short())
+	waitChallenge(c2)
+	respond(c2, testToken(t, "mallory", time.Now().Add(time.Hour)))
+	if got := c2.roundTrip(&pb.CommandPing{}); got.GetType() != pb.BaseCommand_ERROR || got.GetError().GetError() != pb.ServerError_AuthenticationError {
+		t.Fatalf("role change: %v", got)
+	}
+	if !c2.closedByBroker() {
+		t.Fatal("role change: connection not closed")
+	}
+
+	c3, _ := connectWith(t, svc, "token", short())
+	waitChallenge(c3)
+	if !c3.closedByBroker() {
+		t.Fatal("unanswered challenge: connection not closed")
+	}
+}

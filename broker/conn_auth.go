@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// refreshAuthData is the challenge a broker sends when a connection's credentials expire
+// (Pulsar's AuthData.REFRESH_AUTH_DATA): the client answers with fresh ones.
+var refreshAuthData = []byte("PulsarAuthRefresh")
+
+// connAuth is a connection's authentication state. role is written once, on CONNECT, before
+// any command is served (goroutines started afterwards read it freely); the rest is
+// guarded by mu, because the writer goroutine checks expiry and the reader goroutine handles
+// AUTH_RESPONSE.
+type connAuth struct {
+	role string
+
+	mu struct {
+		sync.Mutex      // guards the fields below
+		method          string
+		expires         time.Time // zero: the credential does not expire
+		pending         bool      // an AUTH_CHALLENGE was sent and not answered
+		supportsRefresh bool
+	}
+}
+
+// tlsState returns the connection's TLS state (nil on a plain connection).
+func (c *conn) tlsState() *tls.ConnectionState {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		return &st
+	}
+	return nil
+}
+
+// authenticate verifies CONNECT's credentials (authentication on). A refusal is answered
+// with AuthenticationError and the returned error closes the connection.
+func (c *conn) authenticate(cmd *pb.CommandConnect) error {
+	a := c.s.cfg.Auth
+	if !a.Enabled() {
+		return nil
+	}
+	p, err := a.AuthenticateBinary(cmd.GetAuthMethodName(), cmd.GetAuthData(), c.tlsState())
+	if err != nil {
+		c.refuseAuth(err)
+		return fmt.Errorf("authentication: %w", err)
+	}
+	c.auth.role = p.Role
+	c.auth.mu.Lock()
+	c.auth.mu.method, c.auth.mu.expires = p.Method, p.Expires
+	c.auth.mu.supportsRefresh = cmd.GetFeatureFlags().GetSupportsAuthRefresh()
+	c.auth.mu.Unlock()
+	c.log = c.log.With("role", p.Role)
+	return nil
+}
+
+// refuseAuth answers a failed authentication (the message says why, never the credential).
+func (c *conn) refuseAuth(err error) {
+	c.s.m.authFailures.Inc()
+	c.log.Info("authentication refused", "err", err)
+	msg := err.Error()
+	rid := uint64(math.MaxUint64) // Pulsar answers a CONNECT's failure with request id -1
+	c.Send(pulsar.Wrap(&pb.CommandError{RequestId: &rid, Error: pb.ServerError_AuthenticationError.Enum(), Message: &msg}))
+}
+
+// checkAuthExpiry runs on the writer goroutine every Config.AuthRefreshInterval: once the
+// credential expired, the client is challenged for fresh credentials (AUTH_CHALLENGE); a
+// client that cannot refresh, or did not answer the previous challenge, is disconnected.
+func (c *conn) checkAuthExpiry(now time.Time) {
+	c.auth.mu.Lock()
+	defer c.auth.mu.Unlock()
+	if c.auth.mu.expires.IsZero() || now.Before(c.auth.mu.expires) {
+		return
+	}
+	switch {
+	case c.auth.mu.pending:
+		c.log.Info("closing connection: the client did not refresh its expired credentials")
+		c.close("auth refresh timed out")
+	case !c.auth.mu.supportsRefresh:
+		c.log.Info("closing connection: credentials expired and the client cannot refresh them")
+		c.close("credentials expired")
+	default:
+		c.auth.mu.pending = true
+		sv, pv := serverVersion, pulsar.ProtocolVersion
+		method := c.auth.mu.method
+		c.Send(pulsar.Wrap(&pb.CommandAuthChallenge{ServerVersion: &sv, ProtocolVersion: &pv,
+			Challenge: &pb.AuthData{AuthMethodName: &method, AuthData: refreshAuthData}}))
+	}
+}
+
+// handleAuthResponse verifies refreshed credentials: they must verify with the same method
+// and name the same role, else the connection closes.
+func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
+	a := c.s.cfg.Auth
+	if !a.Enabled() {
+		return nil
+	}
+	c.auth.mu.Lock()
+	method := c.auth.mu.method
+	c.auth.mu.Unlock()
+	resp := r.GetResponse()
+	if resp.GetAuthMethodName() != method {
+		err := fmt.Errorf("%w: AUTH_RESPONSE with method %q, connected with %q", auth.ErrAuthentication, resp.GetAuthMethodName(), method)
+		c.refuseAuth(err)
+		return err
+	}
+	p, err := a.AuthenticateBinary(method, resp.GetAuthData(), c.tlsState())
+	if err == nil && p.Role != c.auth.role {
+		err = fmt.Errorf("%w: refreshed credentials are for another role", auth.ErrAuthentication)
+	}
+	if err != nil {
+		c.refuseAuth(err)
+		return err
+	}
+	c.auth.mu.Lock()
+	c.auth.mu.expires, c.auth.mu.pending = p.Expires, false
+	c.auth.mu.Unlock()
+	c.s.m.authRefreshes.Inc()
+	c.log.Debug("credentials refreshed")
+	return nil
+}
+
+// errAuthorization marks a refused action (AuthorizationError on the wire).
+var errAuthorization = errors.New("not authorized")
