@@ -62,10 +62,14 @@ func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
 // BrokerInfo describes a live broker (metadata.BrokerKey records; lookup answers).
 type BrokerInfo struct {
 	ID         string `json:"id"`
-	ServiceURL string `json:"serviceUrl"`        // pulsar://host:port
-	HTTPURL    string `json:"webServiceUrl"`     // http://host:port (admin), "" if none
-	Cluster    string `json:"cluster,omitempty"` // cluster name
-	StartedAt  int64  `json:"startedAt"`         // Unix ms
+	ServiceURL string `json:"serviceUrl"`    // pulsar://host:port, "" if the plain listener is off
+	HTTPURL    string `json:"webServiceUrl"` // http://host:port (admin), "" if none
+	// ServiceURLTLS and HTTPURLTLS are the TLS listeners' URLs (pulsar+ssl://, https://); ""
+	// if none.
+	ServiceURLTLS string `json:"serviceUrlTls,omitempty"`
+	HTTPURLTLS    string `json:"webServiceUrlTls,omitempty"`
+	Cluster       string `json:"cluster,omitempty"` // cluster name
+	StartedAt     int64  `json:"startedAt"`         // Unix ms
 }
 
 // TenantInfo is a tenant's record (Pulsar's TenantInfo JSON).

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"time"
@@ -25,12 +26,22 @@ type Config struct {
 
 	// Listen is the Pulsar protocol address. Default 127.0.0.1:6650.
 	Listen string
+	// DisablePlain turns the plain listener off (Pulsar's brokerServicePort=); then
+	// ListenTLS is required.
+	DisablePlain bool
 	// Advertise is the host:port clients dial (lookups answer pulsar://<Advertise>). Default:
 	// the bound listen address.
 	Advertise string
+	// ListenTLS is the pulsar+ssl:// address (Pulsar's brokerServicePortTls, 6651); "" for
+	// none. TLS is its configuration (required with ListenTLS; see package tlsconf).
+	ListenTLS string
+	TLS       *tls.Config
+	// AdvertiseTLS is the host:port TLS clients dial. Default: Advertise's host (or the
+	// bound address's) with the bound TLS port.
+	AdvertiseTLS string
 	// HTTPURL is the admin/metrics base URL reported in lookups and the broker record
-	// (e.g. http://127.0.0.1:8080); "" if none.
-	HTTPURL string
+	// (e.g. http://127.0.0.1:8080); "" if none. HTTPURLTLS is the https:// one.
+	HTTPURL, HTTPURLTLS string
 	// ID identifies the broker in ownership records. Default: Advertise.
 	ID string
 	// Cluster is the cluster name. Default "standalone".

@@ -29,6 +29,9 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 	} else {
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
 		resp.BrokerServiceUrl = &r.ServiceURL
+		if r.ServiceURLTLS != "" {
+			resp.BrokerServiceUrlTls = &r.ServiceURLTLS
+		}
 		resp.Authoritative = proto.Bool(true)
 		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	}

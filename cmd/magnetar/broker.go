@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ func newBrokerCmd() *cobra.Command {
 		txnCoordinators                                             int
 		sessionTTL                                                  time.Duration
 		af                                                          authFlags
+		tf                                                          tlsFlags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -49,34 +51,38 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ts, err := tf.server()
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			sd := newShutdown("broker", stop)
 			defer sd.done()
-			// The admin/metrics port first: a port taken by another process on the host fails
+			// The admin/metrics ports first: a port taken by another process on the host fails
 			// here, before the broker registers, naming the flag.
-			var mux *http.ServeMux
-			httpURL := ""
-			if httpAddr != "" {
-				mux = http.NewServeMux()
-				ha, err := serveHTTP(ctx, "--http", httpAddr, mux)
-				if err != nil {
-					return err
-				}
-				httpURL = "http://" + ha.String()
+			mux := http.NewServeMux()
+			httpURL, httpsURL, err := serveWeb(ctx, httpAddr, tf.https, ts, mux)
+			if err != nil {
+				return err
 			}
 			store, err := openStore(ctx, metaURL)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			svc, err := broker.Start(ctx, broker.Config{
-				Store: store, Listen: listen, Advertise: advertise, HTTPURL: httpURL, ID: id, Cluster: cluster,
+			bc := broker.Config{
+				Store: store, Listen: listen, DisablePlain: listen == "", Advertise: advertise,
+				HTTPURL: httpURL, HTTPURLTLS: httpsURL, ID: id, Cluster: cluster,
 				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
 				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
 				Auth: authn, AuthRefreshInterval: af.refresh,
 				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
-			})
+			}
+			if ts != nil && tf.listen != "" {
+				bc.ListenTLS, bc.TLS = tf.listen, ts.Config()
+			}
+			svc, err := broker.Start(ctx, bc)
 			if err != nil {
 				if errors.Is(err, syscall.EADDRINUSE) {
 					return listenError("--listen", listen, err)
@@ -84,16 +90,11 @@ func newBrokerCmd() *cobra.Command {
 				return err
 			}
 			defer svc.Close()
-			if mux != nil {
-				mux.Handle("/metrics", svc.MetricsHandler())
-				mountPprof(mux)
-				mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
-			}
-			fmt.Fprintf(os.Stdout, "broker %s serving %s", svc.Info().ID, svc.Info().ServiceURL)
-			if httpURL != "" {
-				fmt.Fprintf(os.Stdout, ", admin %s/admin/v2", httpURL)
-			}
-			fmt.Fprintln(os.Stdout)
+			mux.Handle("/metrics", svc.MetricsHandler())
+			mountPprof(mux)
+			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
+			in := svc.Info()
+			fmt.Fprintf(os.Stdout, "broker %s serving %s\n", in.ID, joinNonEmpty(in.ServiceURL, in.ServiceURLTLS, adminURL(httpURL), adminURL(httpsURL)))
 			<-ctx.Done()
 			sd.begin()
 			return nil
@@ -118,14 +119,15 @@ func newBrokerCmd() *cobra.Command {
 	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its topics")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	af.add(f)
-	return withConfig(c, append(brokerKeys, authKeys...), authSecretFlags...)
+	tf.add(f, "listen-tls")
+	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls")), authSecretFlags...)
 }
 
 // brokerKeys are the broker.conf keys the broker has.
 var brokerKeys = []config.Key{
 	{Name: "metadataStoreUrl", Flag: "metadata-url", Map: etcdURL},
 	{Name: "bindAddress"},
-	{Name: "brokerServicePort", Flag: "listen", Map: portOn("bindAddress", "0.0.0.0", false)},
+	{Name: "brokerServicePort", Flag: "listen", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "advertisedAddress", Flag: "advertise", Map: advertisedOn("brokerServicePort", "6650")},
 	{Name: "clusterName", Flag: "cluster"},

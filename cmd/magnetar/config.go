@@ -28,15 +28,9 @@ func withConfig(c *cobra.Command, keys []config.Key, secretFlags ...string) *cob
 	c.Flags().BoolVar(&print, "print-config", false, "print the effective configuration (secrets masked) and exit")
 	run := c.RunE
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		var res *config.Result
-		if path != "" {
-			es, err := config.Load(path)
-			if err != nil {
-				return usageError{fmt.Errorf("--config: %w", err)}
-			}
-			if res, err = config.Apply(cmd.Flags(), path, es, keys); err != nil {
-				return usageError{err}
-			}
+		res, err := applyConfig(cmd, path, keys)
+		if err != nil {
+			return err
 		}
 		if print {
 			return config.Print(cmd.OutOrStdout(), cmd.Flags(), keys, secretFlags...)
@@ -50,7 +44,7 @@ func withConfig(c *cobra.Command, keys []config.Key, secretFlags ...string) *cob
 			slog.Warn("config: ignoring keys Magnetar has no setting for", "file", path,
 				"keys", strings.Join(res.Ignored, ","))
 		}
-		err := run(cmd, args)
+		err = run(cmd, args)
 		var ue usageError
 		if res != nil && errors.As(err, &ue) {
 			err = usageError{nameKeys(ue.err, res, path)}
@@ -58,6 +52,25 @@ func withConfig(c *cobra.Command, keys []config.Key, secretFlags ...string) *cob
 		return err
 	}
 	return c
+}
+
+// applyConfig applies the file at path (if any) to cmd's flags.
+func applyConfig(cmd *cobra.Command, path string, keys []config.Key) (*config.Result, error) {
+	if path == "" {
+		return nil, nil
+	}
+	es, err := config.Load(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--config: %w", err)}
+	}
+	res, err := config.Apply(cmd.Flags(), path, es, keys)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if len(res.Ignored) > 0 {
+		slog.Debug("config: ignoring keys Magnetar has no setting for", "file", path, "keys", strings.Join(res.Ignored, ","))
+	}
+	return res, nil
 }
 
 // nameKeys adds to a usage error that names a flag the file set which key and line set it.

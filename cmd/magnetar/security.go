@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/config"
+	"github.com/magnetar-io/magnetar/tlsconf"
 )
 
 // authFlags are the authentication settings of the broker and standalone.
@@ -80,4 +84,111 @@ func withAuth(a *auth.Service, h http.Handler) http.Handler {
 		return h
 	}
 	return a.Middleware(h)
+}
+
+// tlsFlags are the TLS listeners' settings of the broker and standalone.
+type tlsFlags struct {
+	listen, https            string // pulsar+ssl:// and https:// addresses ("": off)
+	certFile, keyFile, trust string
+	requireClientCert        bool
+	minVersion               string
+	ciphers                  []string
+	refresh                  time.Duration
+}
+
+// add registers the flags; listenFlag names the TLS protocol listener's flag.
+func (t *tlsFlags) add(f *pflag.FlagSet, listenFlag string) {
+	f.StringVar(&t.listen, listenFlag, "", "pulsar+ssl:// listen address, e.g. 127.0.0.1:6651 (empty: no TLS listener)")
+	f.StringVar(&t.https, "https", "", "HTTPS admin REST and metrics address, e.g. 127.0.0.1:8443 (empty: none)")
+	f.StringVar(&t.certFile, "tls-cert-file", "", "PEM certificate (chain) of the TLS listeners")
+	f.StringVar(&t.keyFile, "tls-key-file", "", "PEM private key of the TLS listeners (PKCS#8, PKCS#1 or SEC 1)")
+	f.StringVar(&t.trust, "tls-trust-certs-file", "", "PEM CAs client certificates must chain to (empty: client certificates not asked for)")
+	f.BoolVar(&t.requireClientCert, "tls-require-trusted-client-cert", false, "refuse TLS clients without a trusted certificate")
+	f.StringVar(&t.minVersion, "tls-min-version", "TLSv1.2", "lowest TLS version accepted: TLSv1.2 or TLSv1.3")
+	f.StringSliceVar(&t.ciphers, "tls-ciphers", nil, "TLS 1.2 cipher suites (IANA names; empty: Go's defaults)")
+	f.DurationVar(&t.refresh, "tls-cert-refresh-check", 5*time.Minute, "how often the certificate files are checked for change (0: every handshake)")
+}
+
+// tlsKeys are the Pulsar keys of tlsFlags (listenFlag as in add).
+func tlsKeys(listenFlag string) []config.Key {
+	return []config.Key{
+		{Name: "brokerServicePortTls", Flag: listenFlag, Map: portOn("bindAddress", "0.0.0.0", true)},
+		{Name: "webServicePortTls", Flag: "https", Map: portOn("bindAddress", "0.0.0.0", true)},
+		{Name: "tlsCertificateFilePath", Flag: "tls-cert-file"},
+		{Name: "tlsKeyFilePath", Flag: "tls-key-file"},
+		{Name: "tlsTrustCertsFilePath", Flag: "tls-trust-certs-file"},
+		{Name: "tlsRequireTrustedClientCertOnConnect", Flag: "tls-require-trusted-client-cert"},
+		{Name: "tlsProtocols", Flag: "tls-min-version", Map: lowestProtocol},
+		{Name: "tlsCiphers", Flag: "tls-ciphers"},
+		{Name: "tlsCertRefreshCheckDurationSec", Flag: "tls-cert-refresh-check", Map: config.Seconds},
+	}
+}
+
+// lowestProtocol maps Pulsar's tlsProtocols list (e.g. TLSv1.3,TLSv1.2) to its lowest.
+func lowestProtocol(v string, _ func(string) (string, bool)) (string, error) {
+	if v == "" {
+		return "", config.Skip
+	}
+	low, name := uint16(0xffff), ""
+	for _, p := range strings.Split(v, ",") {
+		n, err := tlsconf.ParseVersion(p)
+		if err != nil {
+			return "", err
+		}
+		if n < low {
+			low, name = n, strings.TrimSpace(p)
+		}
+	}
+	return name, nil
+}
+
+// server loads the TLS configuration if a TLS listener is on (nil otherwise).
+func (t *tlsFlags) server() (*tlsconf.Server, error) {
+	if t.listen == "" && t.https == "" {
+		return nil, nil
+	}
+	s, err := tlsconf.NewServer(tlsconf.ServerOptions{CertFile: t.certFile, KeyFile: t.keyFile, TrustCertsFile: t.trust,
+		RequireClientCert: t.requireClientCert, MinVersion: t.minVersion, Ciphers: t.ciphers, RefreshInterval: t.refresh},
+		slog.Default())
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return s, nil
+}
+
+// serveWeb starts the HTTP and HTTPS listeners that are on (an empty address is off) and
+// returns their base URLs ("" for one that is off).
+func serveWeb(ctx context.Context, httpAddr, httpsAddr string, ts *tlsconf.Server, h http.Handler) (httpURL, httpsURL string, err error) {
+	if httpAddr != "" {
+		a, err := serveHTTP(ctx, "--http", httpAddr, h)
+		if err != nil {
+			return "", "", err
+		}
+		httpURL = "http://" + a.String()
+	}
+	if httpsAddr != "" {
+		a, err := serveHTTPS(ctx, "--https", httpsAddr, h, ts.Config())
+		if err != nil {
+			return "", "", err
+		}
+		httpsURL = "https://" + a.String()
+	}
+	return httpURL, httpsURL, nil
+}
+
+func adminURL(base string) string {
+	if base == "" {
+		return ""
+	}
+	return "admin " + base + "/admin/v2"
+}
+
+func joinNonEmpty(ss ...string) string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ type standaloneFlags struct {
 	maxMessageSize                                                         int
 	noAutoCreate, noDedup, txn                                             bool
 	auth                                                                   authFlags
+	tls                                                                    tlsFlags
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -75,15 +77,16 @@ func newStandaloneCmd() *cobra.Command {
 	f.BoolVar(&fl.noAutoCreate, "disable-auto-topic-creation", false, "refuse producers and consumers of unknown topics")
 	f.BoolVar(&fl.noDedup, "disable-deduplication", false, "turn message deduplication off")
 	fl.auth.add(f)
-	return withConfig(c, append(standaloneKeys, authKeys...), authSecretFlags...)
+	fl.tls.add(f, "broker-listen-tls")
+	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls")), authSecretFlags...)
 }
 
 // standaloneKeys are the standalone.conf keys standalone has. The managed-ledger quorum keys
 // must be 1: standalone runs one bookie.
 var standaloneKeys = []config.Key{
 	{Name: "bindAddress"},
-	{Name: "brokerServicePort", Flag: "broker-listen", Map: portOn("bindAddress", "0.0.0.0", false)},
-	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", false)},
+	{Name: "brokerServicePort", Flag: "broker-listen", Map: portOn("bindAddress", "0.0.0.0", true)},
+	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "clusterName", Flag: "cluster"},
 	{Name: "maxMessageSize", Flag: "max-message-size"},
 	{Name: "allowAutoTopicCreation", Flag: "disable-auto-topic-creation", Map: config.Not},
@@ -99,6 +102,10 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	if err != nil {
 		return err
 	}
+	ts, err := fl.tls.server()
+	if err != nil {
+		return err
+	}
 	abs, err := filepath.Abs(fl.dataDir)
 	if err != nil {
 		return err
@@ -106,11 +113,11 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	// The HTTP listener first, so a second standalone on the host fails before it starts
-	// anything, naming the flag, and the broker knows (and reports in lookups) its URL; the
+	// The HTTP(S) listeners first, so a second standalone on the host fails before it starts
+	// anything, naming the flag, and the broker knows (and reports in lookups) their URLs; the
 	// handlers are mounted once the broker is up.
 	mux := http.NewServeMux()
-	ha, err := serveHTTP(ctx, "--http", fl.httpAddr, mux)
+	httpURL, httpsURL, err := serveWeb(ctx, fl.httpAddr, fl.tls.https, ts, mux)
 	if err != nil {
 		return err
 	}
@@ -144,9 +151,8 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer b.Close()
-	httpURL := "http://" + ha.String()
-	svc, err := broker.Start(ctx, broker.Config{
-		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: fl.cluster,
+	bc := broker.Config{
+		Store: store, Listen: fl.brokerAddr, DisablePlain: fl.brokerAddr == "", HTTPURL: httpURL, HTTPURLTLS: httpsURL, Cluster: fl.cluster,
 		MaxMessageSize: fl.maxMessageSize, DisableAutoTopicCreation: fl.noAutoCreate, DisableDeduplication: fl.noDedup,
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Auth: authn, AuthRefreshInterval: fl.auth.refresh, Logger: slog.Default(),
 		TransactionCoordinatorEnabled: fl.txn, TransactionCoordinators: 1,
@@ -157,7 +163,11 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 			}
 			return bkclient.DialTCP(ctx, addr)
 		},
-	})
+	}
+	if ts != nil && fl.tls.listen != "" {
+		bc.ListenTLS, bc.TLS = fl.tls.listen, ts.Config()
+	}
+	svc, err := broker.Start(ctx, bc)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return listenError("--broker-listen", fl.brokerAddr, err)
@@ -170,9 +180,14 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
 	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
-	fmt.Printf("  pulsar:          %s\n", svc.Info().ServiceURL)
-	fmt.Printf("  admin:           %s/admin/v2\n", httpURL)
-	fmt.Printf("  metrics:         %s/metrics (bookie: %s/metrics/bookie)\n", httpURL, httpURL)
+	in := svc.Info()
+	fmt.Printf("  pulsar:          %s\n", joinNonEmpty(in.ServiceURL, in.ServiceURLTLS))
+	web := httpURL
+	if web == "" {
+		web = httpsURL
+	}
+	fmt.Printf("  admin:           %s\n", joinNonEmpty(adminURL(httpURL), adminURL(httpsURL)))
+	fmt.Printf("  metrics:         %s/metrics (bookie: %s/metrics/bookie)\n", web, web)
 	fmt.Printf("  metadata (etcd): etcd://%s\n", hostPorts(etcd.Endpoints()))
 	fmt.Printf("  bookie:          %s\n", b.Addr())
 	var failed error
