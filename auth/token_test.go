@@ -195,3 +195,5 @@ func mustDecode(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+func signingHS256() jwt.SigningMethod { return jwt.SigningMethodHS256 }

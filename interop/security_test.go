@@ -14,6 +14,8 @@ import (
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/tlsconf"
+	"github.com/magnetar-io/magnetar/tlsconf/tlstest"
 )
 
 var secKey = []byte("interop secret key of 32 bytes!!")
@@ -186,5 +188,125 @@ func TestTokenRefresh(t *testing.T) {
 	// The connection was not replaced: no CONNECT after the first.
 	if len(calls) > 0 {
 		t.Errorf("supplier called %d more times: the client reconnected", len(calls))
+	}
+}
+
+// tlsPKI is a CA, a broker certificate for 127.0.0.1, one without that name, and client
+// certificates.
+type tlsPKI struct {
+	dir, caFile    string
+	ca             *tlstest.CA
+	server, noName tlstest.Files
+}
+
+func newTLSPKI(t *testing.T) *tlsPKI {
+	t.Helper()
+	p := &tlsPKI{dir: t.TempDir()}
+	var err error
+	if p.ca, err = tlstest.NewCA("interop-ca"); err != nil {
+		t.Fatal(err)
+	}
+	if p.caFile, err = p.ca.WriteCA(p.dir, "ca"); err != nil {
+		t.Fatal(err)
+	}
+	if p.server, err = p.ca.IssueFiles(p.dir, "broker", "broker", []string{"127.0.0.1", "localhost"}, tlstest.PKCS1); err != nil {
+		t.Fatal(err)
+	}
+	if p.noName, err = p.ca.IssueFiles(p.dir, "noname", "broker", []string{"elsewhere.example"}, tlstest.PKCS8); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *tlsPKI) client(t *testing.T, cn string) tlstest.Files {
+	t.Helper()
+	f, err := p.ca.IssueFiles(p.dir, cn, cn, nil, tlstest.PKCS8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// tlsCluster is a broker with a TLS listener (certificate files srv) and the given
+// authentication; its plain listener is off.
+func tlsCluster(t *testing.T, p *tlsPKI, srv tlstest.Files, ac *auth.Config) *cluster {
+	t.Helper()
+	ts, err := tlsconf.NewServer(tlsconf.ServerOptions{CertFile: srv.Cert, KeyFile: srv.Key, TrustCertsFile: p.caFile}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *auth.Service
+	if ac != nil {
+		ac.Enabled = true
+		if a, err = auth.New(*ac); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newCluster(t, clusterOpts{memLog: true, tweak: func(bc *broker.Config) {
+		bc.DisablePlain, bc.ListenTLS, bc.TLS, bc.Auth = true, "127.0.0.1:0", ts.Config(), a
+	}})
+	c.url = "pulsar+ssl://" + c.broker.AddrTLS().String()
+	return c
+}
+
+// TestTLS: pulsar-client-go over pulsar+ssl:// verifies the broker's certificate against
+// the CA, and its hostname check fails for a certificate without the dialled name.
+func TestTLS(t *testing.T) {
+	p := newTLSPKI(t)
+	c := tlsCluster(t, p, p.server, nil)
+	if err := roundTripOne(t, clientWith(t, pulsar.ClientOptions{URL: c.url, TLSTrustCertsFilePath: p.caFile,
+		TLSValidateHostname: true})); err != nil {
+		t.Fatalf("TLS with CA verification: %v", err)
+	}
+	other, _ := tlstest.NewCA("other")
+	otherFile, _ := other.WriteCA(p.dir, "other")
+	if err := roundTripOne(t, clientWith(t, pulsar.ClientOptions{URL: c.url, TLSTrustCertsFilePath: otherFile})); err == nil {
+		t.Error("a broker certificate of another CA was accepted")
+	}
+	bad := tlsCluster(t, p, p.noName, nil)
+	if err := roundTripOne(t, clientWith(t, pulsar.ClientOptions{URL: bad.url, TLSTrustCertsFilePath: p.caFile,
+		TLSValidateHostname: true})); err == nil {
+		t.Error("hostname check passed for a certificate without the dialled name")
+	}
+	// The same broker is reachable by a client that allows insecure connections.
+	if err := roundTripOne(t, clientWith(t, pulsar.ClientOptions{URL: bad.url, TLSAllowInsecureConnection: true})); err != nil {
+		t.Errorf("insecure connection: %v", err)
+	}
+}
+
+// TestTLSAndBasicAuth: the TLS provider takes the client certificate's CN as the role; the
+// basic provider checks htpasswd users; one broker serves both (and tokens).
+func TestTLSAndBasicAuth(t *testing.T) {
+	p := newTLSPKI(t)
+	htpasswd := filepath.Join(p.dir, "htpasswd")
+	// alice:secret in apr1 (openssl passwd -apr1 -salt abcdefgh secret).
+	if err := os.WriteFile(htpasswd, []byte("alice:$apr1$abcdefgh$h9FWgUz3n9YxylKLlR5SQ/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := tlsCluster(t, p, p.server, &auth.Config{Providers: []string{"tls", "basic", "token"}, BasicFile: htpasswd,
+		Token: auth.TokenConfig{SecretKey: "data:;base64," + base64.StdEncoding.EncodeToString(secKey)}})
+	cert := p.client(t, "app-1")
+	base := pulsar.ClientOptions{URL: c.url, TLSTrustCertsFilePath: p.caFile, TLSValidateHostname: true}
+	basic, err := pulsar.NewAuthenticationBasic("alice", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongPw, _ := pulsar.NewAuthenticationBasic("alice", "nope")
+	for name, tc := range map[string]struct {
+		a  pulsar.Authentication
+		ok bool
+	}{
+		"client cert":    {pulsar.NewAuthenticationTLS(cert.Cert, cert.Key), true},
+		"basic":          {basic, true},
+		"token over TLS": {pulsar.NewAuthenticationToken(secToken(t, "tok", time.Hour)), true},
+		"wrong password": {wrongPw, false},
+		"nothing":        {nil, false},
+	} {
+		o := base
+		o.Authentication = tc.a
+		err := roundTripOne(t, clientWith(t, o))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
