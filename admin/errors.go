@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/topic"
 )
@@ -41,6 +42,8 @@ type scope struct {
 //	topic or subscription with connected clients     412 (Pulsar's PRECONDITION_FAILED)
 //	invalid name                                     412
 //	invalid argument                                 400
+//	not authenticated                                401
+//	not authorized                                   403
 //	not allowed / terminated                         405
 //	another broker serves the topic                  307 (handled by the caller)
 //	service not ready, timeouts                      503
@@ -99,6 +102,10 @@ func toREST(err error, sc scope) *restError {
 		}
 	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, topic.ErrInvalid):
 		return restErr(http.StatusBadRequest, "%s", reasonOf(err))
+	case errors.Is(err, auth.ErrAuthentication):
+		return restErr(http.StatusUnauthorized, "%s", reasonOf(err))
+	case errors.Is(err, auth.ErrNotAuthorized):
+		return restErr(http.StatusForbidden, "%s", reasonOf(err))
 	case errors.Is(err, broker.ErrTopicTerminated):
 		return restErr(http.StatusMethodNotAllowed, "Topic %s is terminated", sc.topic)
 	case errors.Is(err, broker.ErrNotAllowed), errors.Is(err, topic.ErrNotAllowed):

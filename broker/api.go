@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/auth"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -88,6 +89,8 @@ type NamespacePolicies struct {
 	AutoTopicCreation *bool `json:"autoTopicCreation,omitempty"`
 	// SchemaCompatibility is recorded but not enforced yet: every schema is compatible.
 	SchemaCompatibility string `json:"schema_compatibility_strategy,omitempty"`
+	// Auth holds the namespace's and its topics' permission grants (auth_policies).
+	Auth auth.Policies `json:"auth_policies"`
 	// Other keeps the policies Magnetar does not interpret.
 	Other map[string]any `json:"-"`
 }

@@ -94,6 +94,9 @@ type Config struct {
 
 	// Auth authenticates clients on CONNECT (nil: authentication off).
 	Auth *auth.Service
+	// Authz authorizes lookups, producers, consumers and admin requests (nil: everything is
+	// allowed). It needs Auth: the role checked is the authenticated one.
+	Authz *auth.Authorizer
 	// AuthRefreshInterval is how often a connection's credentials are checked for expiry
 	// (Pulsar's authenticationRefreshCheckSeconds); expired ones are challenged. Default 60s.
 	AuthRefreshInterval time.Duration

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -128,6 +127,3 @@ func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
 	c.log.Debug("credentials refreshed")
 	return nil
 }
-
-// errAuthorization marks a refused action (AuthorizationError on the wire).
-var errAuthorization = errors.New("not authorized")

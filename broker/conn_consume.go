@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/magnetar-io/magnetar/auth"
 	"math"
 	"time"
 
@@ -20,7 +21,7 @@ func (c *conn) handleSubscribe(cmd *pb.CommandSubscribe) {
 		c.sendError(cmd.GetRequestId(), fmt.Errorf("%w: empty subscription name", ErrNotAllowed))
 		return
 	}
-	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(),
+	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(), auth.ActionConsume,
 		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Consumer], fail func(error)) {
 			c.subscribe(ctx, cmd, t, e, fail)
 		})

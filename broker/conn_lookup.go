@@ -20,7 +20,7 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
 	c.s.m.lookups.Inc()
-	r, err := c.s.lookup(ctx, cmd.GetTopic())
+	r, err := c.lookupAuthorized(ctx, cmd.GetTopic())
 	resp := &pb.CommandLookupTopicResponse{RequestId: &rid}
 	if err != nil {
 		msg := err.Error()
@@ -42,7 +42,7 @@ func (c *conn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMetadata
 	rid := cmd.GetRequestId()
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
-	n, err := c.s.res.partitions(ctx, cmd.GetTopic())
+	n, err := c.partitionsAuthorized(ctx, cmd.GetTopic())
 	resp := &pb.CommandPartitionedTopicMetadataResponse{RequestId: &rid}
 	if err != nil {
 		msg := err.Error()
@@ -68,6 +68,9 @@ func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 	defer cancel()
 	mode := cmd.GetMode()
 	tenant, ns, err := topicname.ParseNamespace(cmd.GetNamespace())
+	if err == nil {
+		err = c.s.authorizeNamespace(ctx, c.auth.role, tenant, ns)
+	}
 	if err != nil {
 		c.sendError(rid, err)
 		return

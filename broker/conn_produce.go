@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/auth"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -66,7 +67,7 @@ func (c *conn) handleSend(f pulsar.Frame) {
 }
 
 func (c *conn) handleProducer(cmd *pb.CommandProducer) {
-	createID(c, c.producers, "producer", cmd.GetProducerId(), cmd.GetRequestId(), cmd.GetTopic(), true,
+	createID(c, c.producers, "producer", cmd.GetProducerId(), cmd.GetRequestId(), cmd.GetTopic(), true, auth.ActionProduce,
 		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Producer], fail func(error)) {
 			c.createProducer(ctx, cmd, t, e, fail)
 		})

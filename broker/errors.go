@@ -22,7 +22,7 @@ func serverError(err error) pb.ServerError {
 	switch {
 	case errors.Is(err, auth.ErrAuthentication):
 		return pb.ServerError_AuthenticationError
-	case errors.Is(err, errAuthorization):
+	case errors.Is(err, auth.ErrNotAuthorized):
 		return pb.ServerError_AuthorizationError
 	case errors.Is(err, topic.ErrTerminated), errors.Is(err, mledger.ErrTerminated):
 		return pb.ServerError_TopicTerminatedError

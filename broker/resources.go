@@ -40,6 +40,7 @@ func (p NamespacePolicies) MarshalJSON() ([]byte, error) {
 	if p.SchemaCompatibility != "" {
 		m["schema_compatibility_strategy"] = p.SchemaCompatibility
 	}
+	m["auth_policies"] = p.Auth.WithEmpty()
 	return json.Marshal(m)
 }
 
@@ -62,6 +63,12 @@ func (p *NamespacePolicies) UnmarshalJSON(b []byte) error {
 			}
 		case "schema_compatibility_strategy":
 			p.SchemaCompatibility, _ = v.(string)
+		case "auth_policies":
+			// Re-decode the one value into its type (a malformed one is refused).
+			b, _ := json.Marshal(v)
+			if err := json.Unmarshal(b, &p.Auth); err != nil {
+				return fmt.Errorf("auth_policies: %w", err)
+			}
 		default:
 			if p.Other == nil {
 				p.Other = map[string]any{}

@@ -341,6 +341,7 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 			return a.showList(cmd, ts)
 		}),
 	)
+	c.AddCommand(permissionCmds(a, "namespace", namespacePermPath)...)
 	return c
 }
 
@@ -498,6 +499,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 			return nil
 		}),
 	)
+	c.AddCommand(permissionCmds(a, "topic", topicPermPath)...)
 	return c
 }
 

@@ -22,6 +22,8 @@ type authFlags struct {
 	anonymous, basicConf string
 	token                auth.TokenConfig
 	refresh              time.Duration
+	authz                bool
+	superUsers           []string
 }
 
 func (a *authFlags) add(f *pflag.FlagSet) {
@@ -37,6 +39,8 @@ func (a *authFlags) add(f *pflag.FlagSet) {
 	f.DurationVar(&a.token.ClockSkew, "token-allowed-clock-skew", 0, "leeway on token expiry and not-before")
 	f.StringVar(&a.basicConf, "basic-auth-conf", "", "htpasswd file of basic authentication (path, file:///path or data:;base64,...)")
 	f.DurationVar(&a.refresh, "authentication-refresh-check", time.Minute, "how often connections' credentials are checked for expiry")
+	f.BoolVar(&a.authz, "authorization-enabled", false, "authorize lookups, producers, consumers and admin requests by role (needs authentication)")
+	f.StringSliceVar(&a.superUsers, "superuser-roles", nil, "roles allowed everything")
 }
 
 // authKeys are the Pulsar keys of authFlags.
@@ -53,6 +57,8 @@ var authKeys = []config.Key{
 	{Name: "tokenAllowedClockSkewSeconds", Flag: "token-allowed-clock-skew", Map: config.Seconds},
 	{Name: "basicAuthConf", Flag: "basic-auth-conf", Secret: true},
 	{Name: "authenticationRefreshCheckSeconds", Flag: "authentication-refresh-check", Map: config.Seconds},
+	{Name: "authorizationEnabled", Flag: "authorization-enabled"},
+	{Name: "superUserRoles", Flag: "superuser-roles"},
 }
 
 // authSecretFlags are masked by --print-config.
@@ -69,6 +75,9 @@ func (a *authFlags) service() (*auth.Service, error) {
 	if a.refresh <= 0 {
 		return nil, usageError{fmt.Errorf("--authentication-refresh-check must be positive")}
 	}
+	if a.authz && !a.enabled {
+		return nil, usageError{fmt.Errorf("--authorization-enabled needs --authentication-enabled (roles come from authentication)")}
+	}
 	s, err := auth.New(auth.Config{Enabled: a.enabled, Providers: a.providers, AnonymousRole: a.anonymous,
 		Token: a.token, BasicFile: a.basicConf})
 	if err != nil {
@@ -76,6 +85,9 @@ func (a *authFlags) service() (*auth.Service, error) {
 	}
 	return s, nil
 }
+
+// authorizer builds the authorizer (nil when off).
+func (a *authFlags) authorizer() *auth.Authorizer { return auth.NewAuthorizer(a.authz, a.superUsers) }
 
 // withAuth authenticates the admin and lookup REST paths; /metrics and /debug/pprof stay
 // open, as Pulsar's authenticateMetricsEndpoint=false leaves them.
