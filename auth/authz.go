@@ -80,7 +80,9 @@ func NewAuthorizer(enabled bool, superUsers []string) *Authorizer {
 func (a *Authorizer) Enabled() bool { return a != nil }
 
 // IsSuperUser reports whether role is a superuser (every role is, with authorization off).
-func (a *Authorizer) IsSuperUser(role string) bool { return a == nil || (role != "" && a.superUsers[role]) }
+func (a *Authorizer) IsSuperUser(role string) bool {
+	return a == nil || (role != "" && a.superUsers[role])
+}
 
 // IsTenantAdmin reports whether role may administer a tenant whose admin roles are admins
 // (superusers may administer every tenant).
