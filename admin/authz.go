@@ -32,7 +32,7 @@ func (h *handler) authorize(r *http.Request, pattern string, sc scope) error {
 func requiredOp(pattern string) broker.AdminOp {
 	method, path, _ := strings.Cut(pattern, " ")
 	switch {
-	case path == "/admin/v2/clusters", path == "/admin/v2/brokers/health":
+	case path == "/admin/v2/clusters", path == "/admin/v2/clusters/{cluster}", path == "/admin/v2/brokers/health":
 		return broker.OpAuthenticated
 	case path == "/admin/v2/tenants", path == "/admin/v2/tenants/{tenant}" && method != "GET":
 		return broker.OpSuperUser

@@ -54,6 +54,8 @@ func toREST(err error, sc scope) *restError {
 		return re
 	}
 	switch {
+	case errors.Is(err, broker.ErrClusterNotFound):
+		return restErr(http.StatusNotFound, "Cluster does not exist")
 	case errors.Is(err, broker.ErrTenantNotFound):
 		return restErr(http.StatusNotFound, "Tenant does not exist")
 	case errors.Is(err, broker.ErrTransactionNotFound):

@@ -21,6 +21,14 @@ type PermissionService interface {
 
 var _ PermissionService = (*broker.Service)(nil)
 
+// ClusterService is implemented by services that keep cluster records (*broker.Service
+// does): GET /admin/v2/clusters/{cluster} answers the record.
+type ClusterService interface {
+	Cluster(ctx context.Context, name string) (broker.ClusterData, error)
+}
+
+var _ ClusterService = (*broker.Service)(nil)
+
 type routeFunc func(pattern string, f func(w http.ResponseWriter, r *http.Request) error, sc func(r *http.Request) scope)
 
 // permissionRoutes mounts Pulsar's permission endpoints:
@@ -32,6 +40,15 @@ type routeFunc func(pattern string, f func(w http.ResponseWriter, r *http.Reques
 //	POST   /admin/v2/persistent/{tenant}/{ns}/{topic}/permissions/{role}
 //	DELETE /admin/v2/persistent/{tenant}/{ns}/{topic}/permissions/{role}
 func (h *handler) permissionRoutes(route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
+	if cs, isCS := h.svc.(ClusterService); isCS {
+		route("GET /admin/v2/clusters/{cluster}", func(w http.ResponseWriter, r *http.Request) error {
+			cd, err := cs.Cluster(r.Context(), r.PathValue("cluster"))
+			if err != nil {
+				return err
+			}
+			return ok(w, cd)
+		}, func(*http.Request) scope { return scope{} })
+	}
 	ps, isPS := h.svc.(PermissionService)
 	if !isPS {
 		return

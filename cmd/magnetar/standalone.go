@@ -175,12 +175,21 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer svc.Close()
+	in := svc.Info()
+	// First start: the cluster record, tenants and namespaces initialize-cluster-metadata writes.
+	created, err := broker.InitializeCluster(ctx, store, fl.cluster, broker.ClusterData{ServiceURL: httpURL,
+		ServiceURLTLS: httpsURL, BrokerServiceURL: in.ServiceURL, BrokerServiceURLTLS: in.ServiceURLTLS})
+	if err != nil {
+		return fmt.Errorf("initialize cluster metadata: %w", err)
+	}
+	if created {
+		slog.Info("cluster metadata initialized", "cluster", fl.cluster)
+	}
 	mux.Handle("/metrics", svc.MetricsHandler())
 	mountPprof(mux)
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
 	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
-	in := svc.Info()
 	fmt.Printf("  pulsar:          %s\n", joinNonEmpty(in.ServiceURL, in.ServiceURLTLS))
 	web := httpURL
 	if web == "" {
