@@ -37,7 +37,7 @@ func secToken(t *testing.T, sub string, ttl time.Duration) string {
 func secCluster(t *testing.T, ac auth.Config, tweak func(*broker.Config)) *cluster {
 	t.Helper()
 	ac.Enabled = true
-	if ac.Token.SecretKey == "" {
+	if ac.Token.SecretKey == "" && ac.Token.PublicKey == "" {
 		ac.Token.SecretKey = "data:;base64," + base64.StdEncoding.EncodeToString(secKey)
 	}
 	a, err := auth.New(ac)
