@@ -1,11 +1,7 @@
 package broker_test
 
 import (
-	"context"
 	"encoding/base64"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +10,6 @@ import (
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	mp "github.com/magnetar-io/magnetar/proto/pulsar"
@@ -41,38 +36,19 @@ func startAuthService(t *testing.T, anon string, refresh time.Duration) *broker.
 		t.Fatal(err)
 	}
 	store := metadatatest.NewStore(t, metadatatest.Embedded(t))
-	mem := topictest.NewStore()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	svc, err := broker.Start(ctx, broker.Config{
-		Store: store, Listen: "127.0.0.1:0", ID: "b1", Auth: a, AuthRefreshInterval: refresh,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OpenLog: func(_ context.Context, name string) (topic.Log, error) { return mem.Open(name), nil },
+	return startServiceWith(t, store, topictest.NewStore(), "b1", func(c *broker.Config) {
+		c.Auth, c.AuthRefreshInterval = a, refresh
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	return svc
 }
 
 // connectWith sends a CONNECT with the given credentials and returns the answer.
 func connectWith(t *testing.T, svc *broker.Service, method, data string) (*rawClient, *pb.BaseCommand) {
 	t.Helper()
-	nc, err := net.Dial("tcp", svc.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(time.Minute)) //nolint:errcheck // bounds a test that hangs
-	c := &rawClient{t: t, nc: nc, fr: mp.NewFrameReader(nc, 0)}
-	v, pv := "raw-test", int32(20)
-	cmd := &pb.CommandConnect{ClientVersion: &v, ProtocolVersion: &pv,
-		FeatureFlags: &pb.FeatureFlags{SupportsAuthRefresh: new(true)}}
+	cmd := &pb.CommandConnect{FeatureFlags: &pb.FeatureFlags{SupportsAuthRefresh: new(true)}}
 	if method != "" {
 		cmd.AuthMethodName, cmd.AuthData = &method, []byte(data)
 	}
-	return c, c.roundTrip(cmd)
+	return dialConnect(t, svc, cmd)
 }
 
 // closedByBroker reports whether the broker closed the connection (EOF before any frame).

@@ -1,32 +1,11 @@
 package main
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// captureStdout runs f with os.Stdout redirected and returns what was written.
-func captureStdout(t *testing.T, f func()) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	done := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		done <- string(b)
-	}()
-	f()
-	os.Stdout = old
-	w.Close()
-	return <-done
-}
 
 func writeConf(t *testing.T, text string) string {
 	t.Helper()
