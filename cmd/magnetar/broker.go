@@ -31,6 +31,7 @@ func newBrokerCmd() *cobra.Command {
 		sessionTTL                                                  time.Duration
 		af                                                          authFlags
 		tf                                                          tlsFlags
+		bf                                                          bookieClientFlags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -55,6 +56,10 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			bookieDial, err := bf.dial()
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			sd := newShutdown("broker", stop)
@@ -76,7 +81,7 @@ func newBrokerCmd() *cobra.Command {
 				HTTPURL: httpURL, HTTPURLTLS: httpsURL, ID: id, Cluster: cluster,
 				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
 				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
-				Auth: authn, Authz: af.authorizer(), AuthRefreshInterval: af.refresh,
+				BookieDial: bookieDial, Auth: authn, Authz: af.authorizer(), AuthRefreshInterval: af.refresh,
 				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
 			}
 			if ts != nil && tf.listen != "" {
@@ -120,7 +125,8 @@ func newBrokerCmd() *cobra.Command {
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	af.add(f)
 	tf.add(f, "listen-tls")
-	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls")), authSecretFlags...)
+	bf.add(f)
+	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys), authSecretFlags...)
 }
 
 // brokerKeys are the broker.conf keys the broker has.

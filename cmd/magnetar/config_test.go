@@ -101,7 +101,8 @@ func TestConfigBad(t *testing.T) {
 func TestConfigBookie(t *testing.T) {
 	p := writeConf(t, "metadataServiceUri=metadata-store:etcd:http://127.0.0.1:2379\nbookiePort=3999\n"+
 		"advertisedAddress=bk1.example\nledgerDirectories=/data/bk\ngcWaitTime=900000\njournalMaxGroupWaitMSec=2\n"+
-		"httpServerEnabled=false\nhttpServerPort=8000\nautoRecoveryDaemonEnabled=false\nzkTimeout=5000\n")
+		"httpServerEnabled=false\nhttpServerPort=8000\nautoRecoveryDaemonEnabled=false\nzkTimeout=5000\n"+
+		"tlsCertificatePath=/etc/bk/cert.pem\ntlsKeyStore=/etc/bk/key.pem\ntlsTrustStore=/etc/bk/ca.pem\ntlsClientAuthentication=true\n")
 	var code int
 	stdout := captureStdout(t, func() { code = run([]string{"bookie", "--config", p, "--print-config"}) })
 	if code != 0 {
@@ -109,7 +110,7 @@ func TestConfigBookie(t *testing.T) {
 	}
 	for _, want := range []string{"metadata-url=etcd://127.0.0.1:2379\n", "listen=0.0.0.0:3999\n", "advertise=bk1.example:3999\n",
 		"data-dir=/data/bk\n", "gc-interval=15m0s\n", "journal-group-wait=2ms\n", "http=\n", "autoRecoveryDaemonEnabled=false\n",
-		"session-ttl=5s\n"} {
+		"session-ttl=5s\n", "tlsCertificatePath=/etc/bk/cert.pem\n", "tlsKeyStore=/etc/bk/key.pem\n", "tlsClientAuthentication=true\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("missing %q in\n%s", want, stdout)
 		}

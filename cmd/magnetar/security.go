@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/magnetar-io/magnetar/auth"
+	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/config"
 	"github.com/magnetar-io/magnetar/tlsconf"
 )
@@ -108,10 +110,13 @@ type tlsFlags struct {
 	refresh                  time.Duration
 }
 
-// add registers the flags; listenFlag names the TLS protocol listener's flag.
+// add registers the flags; listenFlag names the TLS protocol listener's flag ("": the
+// bookie's, whose one listener is TLS when a certificate is given).
 func (t *tlsFlags) add(f *pflag.FlagSet, listenFlag string) {
-	f.StringVar(&t.listen, listenFlag, "", "pulsar+ssl:// listen address, e.g. 127.0.0.1:6651 (empty: no TLS listener)")
-	f.StringVar(&t.https, "https", "", "HTTPS admin REST and metrics address, e.g. 127.0.0.1:8443 (empty: none)")
+	if listenFlag != "" {
+		f.StringVar(&t.listen, listenFlag, "", "pulsar+ssl:// listen address, e.g. 127.0.0.1:6651 (empty: no TLS listener)")
+		f.StringVar(&t.https, "https", "", "HTTPS admin REST and metrics address, e.g. 127.0.0.1:8443 (empty: none)")
+	}
 	f.StringVar(&t.certFile, "tls-cert-file", "", "PEM certificate (chain) of the TLS listeners")
 	f.StringVar(&t.keyFile, "tls-key-file", "", "PEM private key of the TLS listeners (PKCS#8, PKCS#1 or SEC 1)")
 	f.StringVar(&t.trust, "tls-trust-certs-file", "", "PEM CAs client certificates must chain to (empty: client certificates not asked for)")
@@ -159,6 +164,11 @@ func (t *tlsFlags) server() (*tlsconf.Server, error) {
 	if t.listen == "" && t.https == "" {
 		return nil, nil
 	}
+	return t.load()
+}
+
+// load loads the TLS configuration of the flags.
+func (t *tlsFlags) load() (*tlsconf.Server, error) {
 	s, err := tlsconf.NewServer(tlsconf.ServerOptions{CertFile: t.certFile, KeyFile: t.keyFile, TrustCertsFile: t.trust,
 		RequireClientCert: t.requireClientCert, MinVersion: t.minVersion, Ciphers: t.ciphers, RefreshInterval: t.refresh},
 		slog.Default())
@@ -203,4 +213,46 @@ func joinNonEmpty(ss ...string) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// bookieTLSKeys are bookkeeper.conf's keys of the bookie's TLS listener.
+var bookieTLSKeys = []config.Key{
+	{Name: "tlsCertificatePath", Flag: "tls-cert-file"},
+	{Name: "tlsKeyStore", Flag: "tls-key-file"},
+	{Name: "tlsTrustStore", Flag: "tls-trust-certs-file"},
+	{Name: "tlsClientAuthentication", Flag: "tls-require-trusted-client-cert"},
+	{Name: "tlsCertFilesRefreshDurationSeconds", Flag: "tls-cert-refresh-check", Map: config.Seconds},
+}
+
+// bookieClientFlags are the broker's settings for bookies that serve TLS.
+type bookieClientFlags struct {
+	on                       bool
+	trust, certFile, keyFile string
+}
+
+func (b *bookieClientFlags) add(f *pflag.FlagSet) {
+	f.BoolVar(&b.on, "bookie-tls", false, "dial the bookies over TLS (their listeners are TLS)")
+	f.StringVar(&b.trust, "bookie-tls-trust-certs-file", "", "PEM CAs the bookies' certificates must chain to (default: system roots)")
+	f.StringVar(&b.certFile, "bookie-tls-cert-file", "", "client certificate presented to the bookies")
+	f.StringVar(&b.keyFile, "bookie-tls-key-file", "", "key of --bookie-tls-cert-file")
+}
+
+// bookieClientKeys are broker.conf's bookkeeperTLS* keys.
+var bookieClientKeys = []config.Key{
+	{Name: "bookkeeperTLSTrustCertsFilePath", Flag: "bookie-tls-trust-certs-file"},
+	{Name: "bookkeeperTLSCertificateFilePath", Flag: "bookie-tls-cert-file"},
+	{Name: "bookkeeperTLSKeyFilePath", Flag: "bookie-tls-key-file"},
+}
+
+// dial returns the broker's BookieDial: TLS when on (or when a bookie TLS file is given),
+// nil (plain TCP) otherwise.
+func (b *bookieClientFlags) dial() (func(ctx context.Context, addr string) (net.Conn, error), error) {
+	if !b.on && b.trust == "" && b.certFile == "" {
+		return nil, nil
+	}
+	cfg, err := tlsconf.Client(tlsconf.ClientOptions{TrustCertsFile: b.trust, CertFile: b.certFile, KeyFile: b.keyFile})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return bkclient.DialTLS(cfg), nil
 }
