@@ -3,10 +3,10 @@ package broker
 import (
 	"context"
 	"fmt"
-	"github.com/magnetar-io/magnetar/auth"
 	"math"
 	"time"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"

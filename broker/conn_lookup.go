@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -106,6 +107,9 @@ func (c *conn) handleGetSchema(cmd *pb.CommandGetSchema) {
 	var sc *pb.Schema
 	var v []byte
 	if err == nil {
+		err = c.s.authorizeTopic(ctx, c.auth.role, name, auth.ActionLookup)
+	}
+	if err == nil {
 		sc, v, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion())
 	}
 	if err != nil {
@@ -128,6 +132,9 @@ func (c *conn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) {
 	resp := &pb.CommandGetOrCreateSchemaResponse{RequestId: &rid}
 	name, err := topicname.Parse(cmd.GetTopic())
 	var v []byte
+	if err == nil {
+		err = c.s.authorizeTopic(ctx, c.auth.role, name, auth.ActionProduce)
+	}
 	if err == nil {
 		v, err = c.s.schemas.getOrCreate(ctx, name, cmd.GetSchema())
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/magnetar-io/magnetar/auth"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/magnetar-io/magnetar/auth"
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/internal/fsm"
