@@ -145,4 +145,5 @@ var brokerKeys = []config.Key{
 	{Name: "brokerDeduplicationEnabled", Flag: "disable-deduplication", Map: config.Not},
 	{Name: "metadataStoreSessionTimeoutMillis", Flag: "session-ttl", Map: config.Millis},
 	{Name: "zooKeeperSessionTimeoutMillis", Flag: "session-ttl", Map: config.Millis},
+	{Name: "transactionCoordinatorEnabled", Flag: "transaction-coordinator-enabled"},
 }
