@@ -58,7 +58,8 @@ func (c *conn) authenticate(cmd *pb.CommandConnect) error {
 	c.auth.mu.method, c.auth.mu.expires = p.Method, p.Expires
 	c.auth.mu.supportsRefresh = cmd.GetFeatureFlags().GetSupportsAuthRefresh()
 	c.auth.mu.Unlock()
-	c.log = c.log.With("role", p.Role)
+	// c.log is not replaced here: the writer goroutine, already running, reads it.
+	c.log.Debug("client authenticated", "role", p.Role, "method", p.Method)
 	return nil
 }
 
