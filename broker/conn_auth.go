@@ -2,12 +2,14 @@ package broker
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/internal/fsm"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
@@ -15,6 +17,36 @@ import (
 // refreshAuthData is the challenge a broker sends when a connection's credentials expire
 // (Pulsar's AuthData.REFRESH_AUTH_DATA): the client answers with fresh ones.
 var refreshAuthData = []byte("PulsarAuthRefresh")
+
+// authState is where a connection's credential is in its refresh cycle (guarded by
+// connAuth.mu).
+type authState uint8
+
+const (
+	// authVerified: the credential verified (on CONNECT or the last AUTH_RESPONSE); it may
+	// expire, then the client is challenged.
+	authVerified authState = iota
+	// authChallenged: the credential expired and an AUTH_CHALLENGE was sent; an answer that
+	// verifies goes back to authVerified; no answer by the next check closes the connection.
+	authChallenged
+)
+
+var authStateNames = [...]string{authVerified: "Verified", authChallenged: "Challenged"}
+
+func (s authState) String() string { return fsm.Name(authStateNames[:], s, "authState") }
+
+var authEdges = fsm.Edges[authState]{
+	authVerified:   {authChallenged},
+	authChallenged: {authVerified},
+}
+
+// becomeLocked moves the refresh state (connAuth.mu held); an illegal edge is a bug.
+func (a *connAuth) becomeLocked(to authState) {
+	a.mu.state = authEdges.Must(errAuthState, "connection auth", a.mu.state, to)
+}
+
+// errAuthState is the category of an illegal authState edge.
+var errAuthState = errors.New("broker: illegal authentication state transition")
 
 // connAuth is a connection's authentication state. role is written once, on CONNECT, before
 // any command is served (goroutines started afterwards read it freely); the rest is
@@ -27,7 +59,7 @@ type connAuth struct {
 		sync.Mutex      // guards the fields below
 		method          string
 		expires         time.Time // zero: the credential does not expire
-		pending         bool      // an AUTH_CHALLENGE was sent and not answered
+		state           authState
 		supportsRefresh bool
 	}
 }
@@ -82,14 +114,14 @@ func (c *conn) checkAuthExpiry(now time.Time) {
 		return
 	}
 	switch {
-	case c.auth.mu.pending:
+	case c.auth.mu.state == authChallenged:
 		c.log.Info("closing connection: the client did not refresh its expired credentials")
 		c.close("auth refresh timed out")
 	case !c.auth.mu.supportsRefresh:
 		c.log.Info("closing connection: credentials expired and the client cannot refresh them")
 		c.close("credentials expired")
 	default:
-		c.auth.mu.pending = true
+		c.auth.becomeLocked(authChallenged)
 		sv, pv := serverVersion, pulsar.ProtocolVersion
 		method := c.auth.mu.method
 		c.Send(pulsar.Wrap(&pb.CommandAuthChallenge{ServerVersion: &sv, ProtocolVersion: &pv,
@@ -122,7 +154,10 @@ func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
 		return err
 	}
 	c.auth.mu.Lock()
-	c.auth.mu.expires, c.auth.mu.pending = p.Expires, false
+	c.auth.mu.expires = p.Expires
+	if c.auth.mu.state == authChallenged {
+		c.auth.becomeLocked(authVerified)
+	}
 	c.auth.mu.Unlock()
 	c.s.m.authRefreshes.Inc()
 	c.log.Debug("credentials refreshed")
