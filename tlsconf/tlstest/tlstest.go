@@ -1,6 +1,3 @@
-// Package tlstest makes certificate authorities and certificates for tests: a CA, server
-// certificates for given names, and client certificates with a CN, written as PEM files.
-// It has no goroutines; a CA is safe for concurrent use.
 package tlstest
 
 import (
