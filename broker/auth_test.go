@@ -158,3 +158,59 @@ func TestAuthRefresh(t *testing.T) {
 		t.Fatal("unanswered challenge: connection not closed")
 	}
 }
+
+// TestProxyRoles: a proxy role may forward its client's role (original_principal), which
+// is what gets authorized — with the proxy's own role too unless it is a superuser; any
+// other role forwarding one is refused at CONNECT.
+func TestProxyRoles(t *testing.T) {
+	a, err := auth.New(auth.Config{Enabled: true, Providers: []string{"token"},
+		Token: auth.TokenConfig{SecretKey: base64.StdEncoding.EncodeToString(testSecret)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := metadatatest.NewStore(t, metadatatest.Embedded(t))
+	svc := startServiceWith(t, store, topictest.NewStore(), "b1", func(c *broker.Config) {
+		c.Auth, c.Authz, c.ProxyRoles = a, auth.NewAuthorizer(true, []string{"proxy-su"}), []string{"proxy", "proxy-su"}
+	})
+	if err := svc.GrantNamespacePermission(testCtx(t), "public/default", "alice", []auth.Action{auth.ActionProduce}); err != nil {
+		t.Fatal(err)
+	}
+	connectAs := func(role, original string) (*rawClient, *pb.BaseCommand) {
+		tok, m := testToken(t, role, time.Now().Add(time.Hour)), "token"
+		cmd := &pb.CommandConnect{AuthMethodName: &m, AuthData: []byte(tok)}
+		if original != "" {
+			cmd.OriginalPrincipal = &original
+		}
+		return dialConnect(t, svc, cmd)
+	}
+	lookup := func(c *rawClient) pb.ServerError {
+		tp := "persistent://public/default/proxied"
+		r := c.roundTrip(&pb.CommandLookupTopic{Topic: &tp, RequestId: c.nextID()}).GetLookupTopicResponse()
+		if r.GetResponse() == pb.CommandLookupTopicResponse_Connect {
+			return -1
+		}
+		return r.GetError()
+	}
+	for _, tc := range []struct {
+		role, original string
+		want           pb.ServerError
+	}{
+		{"proxy-su", "alice", -1},
+		{"proxy-su", "bob", pb.ServerError_AuthorizationError},
+		{"proxy", "alice", pb.ServerError_AuthorizationError}, // the proxy itself has no grant
+		{"alice", "", -1},
+	} {
+		c, got := connectAs(tc.role, tc.original)
+		if got.GetType() != pb.BaseCommand_CONNECTED {
+			t.Fatalf("%s for %s: %v", tc.role, tc.original, got)
+		}
+		if e := lookup(c); e != tc.want {
+			t.Errorf("%s for %q: lookup %v, want %v", tc.role, tc.original, e, tc.want)
+		}
+	}
+	c, got := connectAs("mallory", "alice")
+	if got.GetType() != pb.BaseCommand_ERROR || got.GetError().GetError() != pb.ServerError_AuthenticationError ||
+		!strings.Contains(got.GetError().GetMessage(), "not a proxy role") || !c.closedByBroker() {
+		t.Fatalf("original principal from a non-proxy: %v", got)
+	}
+}

@@ -162,7 +162,31 @@ func (c *conn) authorizeName(ctx context.Context, topic string, act auth.Action)
 	if err != nil {
 		return err
 	}
-	return c.s.authorizeTopic(ctx, c.auth.role, n, act)
+	return c.authorize(ctx, n, act)
+}
+
+// authorize checks the connection's role for act on n; on a proxied connection (a proxy
+// role forwarding an original principal) the proxy's own role must be allowed too, unless
+// it is a superuser.
+func (c *conn) authorize(ctx context.Context, n topicname.Name, act auth.Action) error {
+	if err := c.s.authorizeTopic(ctx, c.auth.role, n, act); err != nil {
+		return err
+	}
+	if c.auth.proxy != "" && !c.s.cfg.Authz.IsSuperUser(c.auth.proxy) {
+		return c.s.authorizeTopic(ctx, c.auth.proxy, n, act)
+	}
+	return nil
+}
+
+// authorizeNamespace checks the connection's role (and proxy role) on a namespace.
+func (c *conn) authorizeNamespace(ctx context.Context, tenant, ns string) error {
+	if err := c.s.authorizeNamespace(ctx, c.auth.role, tenant, ns); err != nil {
+		return err
+	}
+	if c.auth.proxy != "" && !c.s.cfg.Authz.IsSuperUser(c.auth.proxy) {
+		return c.s.authorizeNamespace(ctx, c.auth.proxy, tenant, ns)
+	}
+	return nil
 }
 
 func isNotFound(err error) bool {

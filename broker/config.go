@@ -97,6 +97,11 @@ type Config struct {
 	// Authz authorizes lookups, producers, consumers and admin requests (nil: everything is
 	// allowed). It needs Auth: the role checked is the authenticated one.
 	Authz *auth.Authorizer
+	// ProxyRoles are the roles of proxies (Pulsar's proxyRoles): a connection authenticated
+	// as one may forward its client's role in CONNECT's original_principal, which is then
+	// authorized (and the proxy's role too, unless it is a superuser). Any other role
+	// sending original_principal is refused.
+	ProxyRoles []string
 	// AuthRefreshInterval is how often a connection's credentials are checked for expiry
 	// (Pulsar's authenticationRefreshCheckSeconds); expired ones are challenged. Default 60s.
 	AuthRefreshInterval time.Duration

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,7 +54,12 @@ var errAuthState = errors.New("broker: illegal authentication state transition")
 // guarded by mu, because the writer goroutine checks expiry and the reader goroutine handles
 // AUTH_RESPONSE.
 type connAuth struct {
+	// role is what authorization checks: the authenticated role, or on a proxied
+	// connection the original principal the proxy forwarded.
 	role string
+	// authRole is the authenticated role (a refresh must keep it); proxy is it too when it
+	// is one of Config.ProxyRoles forwarding an original principal, else "".
+	authRole, proxy string
 
 	mu struct {
 		sync.Mutex      // guards the fields below
@@ -85,7 +91,15 @@ func (c *conn) authenticate(cmd *pb.CommandConnect) error {
 		c.refuseAuth(err)
 		return fmt.Errorf("authentication: %w", err)
 	}
-	c.auth.role = p.Role
+	c.auth.role, c.auth.authRole = p.Role, p.Role
+	if orig := cmd.GetOriginalPrincipal(); orig != "" {
+		if !slices.Contains(c.s.cfg.ProxyRoles, p.Role) {
+			err := fmt.Errorf("%w: an original principal from role %s, which is not a proxy role", auth.ErrAuthentication, p.Role)
+			c.refuseAuth(err)
+			return err
+		}
+		c.auth.role, c.auth.proxy = orig, p.Role
+	}
 	c.auth.mu.Lock()
 	c.auth.mu.method, c.auth.mu.expires = p.Method, p.Expires
 	c.auth.mu.supportsRefresh = cmd.GetFeatureFlags().GetSupportsAuthRefresh()
@@ -146,7 +160,7 @@ func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
 		return err
 	}
 	p, err := a.AuthenticateBinary(method, resp.GetAuthData(), c.tlsState())
-	if err == nil && p.Role != c.auth.role {
+	if err == nil && p.Role != c.auth.authRole {
 		err = fmt.Errorf("%w: refreshed credentials are for another role", auth.ErrAuthentication)
 	}
 	if err != nil {

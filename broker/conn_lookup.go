@@ -70,7 +70,7 @@ func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 	mode := cmd.GetMode()
 	tenant, ns, err := topicname.ParseNamespace(cmd.GetNamespace())
 	if err == nil {
-		err = c.s.authorizeNamespace(ctx, c.auth.role, tenant, ns)
+		err = c.authorizeNamespace(ctx, tenant, ns)
 	}
 	if err != nil {
 		c.sendError(rid, err)
@@ -107,7 +107,7 @@ func (c *conn) handleGetSchema(cmd *pb.CommandGetSchema) {
 	var sc *pb.Schema
 	var v []byte
 	if err == nil {
-		err = c.s.authorizeTopic(ctx, c.auth.role, name, auth.ActionLookup)
+		err = c.authorize(ctx, name, auth.ActionLookup)
 	}
 	if err == nil {
 		sc, v, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion())
@@ -133,7 +133,7 @@ func (c *conn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) {
 	name, err := topicname.Parse(cmd.GetTopic())
 	var v []byte
 	if err == nil {
-		err = c.s.authorizeTopic(ctx, c.auth.role, name, auth.ActionProduce)
+		err = c.authorize(ctx, name, auth.ActionProduce)
 	}
 	if err == nil {
 		v, err = c.s.schemas.getOrCreate(ctx, name, cmd.GetSchema())

@@ -246,7 +246,7 @@ func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, to
 			return
 		}
 		// Authorized before the topic is loaded (or created): a refusal changes nothing.
-		if err := c.s.authorizeTopic(ctx, c.auth.role, name, act); err != nil {
+		if err := c.authorize(ctx, name, act); err != nil {
 			fail(err)
 			return
 		}

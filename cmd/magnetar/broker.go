@@ -81,7 +81,7 @@ func newBrokerCmd() *cobra.Command {
 				HTTPURL: httpURL, HTTPURLTLS: httpsURL, ID: id, Cluster: cluster,
 				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
 				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
-				BookieDial: bookieDial, Auth: authn, Authz: af.authorizer(), AuthRefreshInterval: af.refresh,
+				BookieDial: bookieDial, Auth: authn, Authz: af.authorizer(), ProxyRoles: af.proxyRoles, AuthRefreshInterval: af.refresh,
 				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
 			}
 			if ts != nil && tf.listen != "" {

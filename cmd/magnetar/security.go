@@ -26,6 +26,7 @@ type authFlags struct {
 	refresh              time.Duration
 	authz                bool
 	superUsers           []string
+	proxyRoles           []string
 }
 
 func (a *authFlags) add(f *pflag.FlagSet) {
@@ -43,6 +44,7 @@ func (a *authFlags) add(f *pflag.FlagSet) {
 	f.DurationVar(&a.refresh, "authentication-refresh-check", time.Minute, "how often connections' credentials are checked for expiry")
 	f.BoolVar(&a.authz, "authorization-enabled", false, "authorize lookups, producers, consumers and admin requests by role (needs authentication)")
 	f.StringSliceVar(&a.superUsers, "superuser-roles", nil, "roles allowed everything")
+	f.StringSliceVar(&a.proxyRoles, "proxy-roles", nil, "roles of proxies, which may forward their clients' roles (original principal)")
 }
 
 // authKeys are the Pulsar keys of authFlags.
@@ -61,6 +63,7 @@ var authKeys = []config.Key{
 	{Name: "authenticationRefreshCheckSeconds", Flag: "authentication-refresh-check", Map: config.Seconds},
 	{Name: "authorizationEnabled", Flag: "authorization-enabled"},
 	{Name: "superUserRoles", Flag: "superuser-roles"},
+	{Name: "proxyRoles", Flag: "proxy-roles"},
 }
 
 // authSecretFlags are masked by --print-config.

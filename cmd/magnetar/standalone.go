@@ -154,7 +154,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	bc := broker.Config{
 		Store: store, Listen: fl.brokerAddr, DisablePlain: fl.brokerAddr == "", HTTPURL: httpURL, HTTPURLTLS: httpsURL, Cluster: fl.cluster,
 		MaxMessageSize: fl.maxMessageSize, DisableAutoTopicCreation: fl.noAutoCreate, DisableDeduplication: fl.noDedup,
-		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Auth: authn, Authz: fl.auth.authorizer(), AuthRefreshInterval: fl.auth.refresh, Logger: slog.Default(),
+		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Auth: authn, Authz: fl.auth.authorizer(), ProxyRoles: fl.auth.proxyRoles, AuthRefreshInterval: fl.auth.refresh, Logger: slog.Default(),
 		TransactionCoordinatorEnabled: fl.txn, TransactionCoordinators: 1,
 		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
 		BookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
