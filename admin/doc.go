@@ -34,6 +34,19 @@
 // lastMessageId and reset-cursor-to-a-message-id are refused with 405, as Pulsar does
 // (terminate/partitions terminates every partition).
 //
+// # Security
+//
+// Authentication is the caller's: wrap the handler in auth.Service.Middleware, which answers
+// 401 {"reason": ...} and puts the principal in the request's context. When the service also
+// implements Authorizer (*broker.Service does, with Config.Authz), every route is authorized
+// before it runs (authz.go, requiredOp): cluster information for any authenticated role,
+// the tenant list and tenant changes for superusers, stats, partition metadata and lookups
+// for roles that may produce or consume the topic, subscription operations for roles that
+// may consume it, everything else for the tenant's admin roles; a refusal is 403 with a
+// reason naming the role. With a PermissionService the permission endpoints are mounted
+// (permissions.go: namespace and topic grants, GET/POST/DELETE .../permissions[/{role}]),
+// and with a ClusterService GET /admin/v2/clusters/{cluster}.
+//
 // # Concurrency
 //
 // The handler is safe for concurrent use; it starts no goroutines. Each request runs on

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/topic"
 )
@@ -44,6 +45,8 @@ type scope struct {
 //	incompatible schema, compaction in progress      409
 //	invalid schema definition or strategy name       422
 //	invalid argument                                 400
+//	not authenticated                                401
+//	not authorized                                   403
 //	not allowed / terminated                         405
 //	another broker serves the topic                  307 (handled by the caller)
 //	service not ready, timeouts                      503
@@ -54,6 +57,8 @@ func toREST(err error, sc scope) *restError {
 		return re
 	}
 	switch {
+	case errors.Is(err, broker.ErrClusterNotFound):
+		return restErr(http.StatusNotFound, "Cluster does not exist")
 	case errors.Is(err, broker.ErrTenantNotFound):
 		return restErr(http.StatusNotFound, "Tenant does not exist")
 	case errors.Is(err, broker.ErrTransactionNotFound):
@@ -112,6 +117,10 @@ func toREST(err error, sc scope) *restError {
 		return restErr(http.StatusUnprocessableEntity, "%s", reasonOf(err))
 	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, topic.ErrInvalid):
 		return restErr(http.StatusBadRequest, "%s", reasonOf(err))
+	case errors.Is(err, auth.ErrAuthentication):
+		return restErr(http.StatusUnauthorized, "%s", reasonOf(err))
+	case errors.Is(err, auth.ErrNotAuthorized):
+		return restErr(http.StatusForbidden, "%s", reasonOf(err))
 	case errors.Is(err, broker.ErrTopicTerminated):
 		return restErr(http.StatusMethodNotAllowed, "Topic %s is terminated", sc.topic)
 	case errors.Is(err, broker.ErrNotAllowed), errors.Is(err, topic.ErrNotAllowed):

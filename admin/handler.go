@@ -47,6 +47,10 @@ func Handler(svc Service, opts Options) http.Handler {
 			ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 			defer cancel()
 			r = r.WithContext(ctx)
+			if err := h.authorize(r, pattern, sc(r)); err != nil { // authz.go
+				writeError(w, r, err, sc(r), h.log)
+				return
+			}
 			if err := f(w, r); err != nil {
 				writeError(w, r, err, sc(r), h.log)
 			}
@@ -116,6 +120,7 @@ func Handler(svc Service, opts Options) http.Handler {
 	h.inspectRoutes(route, topicScope)
 	h.nonPersistentRoutes(route, topicScope)
 	h.compactionRoutes(route, nsScope, topicScope)
+	h.permissionRoutes(route, nsScope, topicScope) // permissions.go
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).

@@ -680,5 +680,6 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return ok(w, LookupData{BrokerURL: res.ServiceURL, HTTPURL: res.HTTPURL, NativeURL: res.ServiceURL})
+	return ok(w, LookupData{BrokerURL: res.ServiceURL, BrokerURLTLS: res.ServiceURLTLS, HTTPURL: res.HTTPURL,
+		HTTPURLTLS: res.HTTPURLTLS, NativeURL: res.ServiceURL})
 }

@@ -25,7 +25,7 @@ type TxnService interface {
 var _ TxnService = (*broker.Service)(nil)
 
 // txnRoutes registers the transaction endpoints on route.
-func (h *handler) txnRoutes(ts TxnService, route func(string, func(http.ResponseWriter, *http.Request) error, func(*http.Request) scope),
+func (h *handler) txnRoutes(ts TxnService, route routeFunc,
 	topicScope func(*http.Request) scope) {
 	const v3 = "/admin/v3/transactions"
 	const tp = "{tenant}/{ns}/{topic}"

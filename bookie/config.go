@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,9 @@ type Config struct {
 	Listen string
 	// Advertise is the address clients dial. Default: the bound listen address.
 	Advertise string
+	// TLS, if set, makes the protocol listener TLS-only (see package tlsconf): every client
+	// of the bookie must then dial TLS (BookieDial, DialTLS). DialLocal stays in process.
+	TLS *tls.Config
 	// DataDir holds the cookie, journal, entry logs and index.
 	DataDir string
 	// Store is the metadata store. Required.

@@ -3,6 +3,7 @@ package bookie
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,9 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("bookie: listen: %w", err)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	b := &Bookie{cfg: cfg, ledgers: newLedgerTable(), m: newMetrics(), ln: ln, done: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})

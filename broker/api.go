@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/auth"
 
 	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -70,10 +71,14 @@ func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
 // BrokerInfo describes a live broker (metadata.BrokerKey records; lookup answers).
 type BrokerInfo struct {
 	ID         string `json:"id"`
-	ServiceURL string `json:"serviceUrl"`        // pulsar://host:port
-	HTTPURL    string `json:"webServiceUrl"`     // http://host:port (admin), "" if none
-	Cluster    string `json:"cluster,omitempty"` // cluster name
-	StartedAt  int64  `json:"startedAt"`         // Unix ms
+	ServiceURL string `json:"serviceUrl"`    // pulsar://host:port, "" if the plain listener is off
+	HTTPURL    string `json:"webServiceUrl"` // http://host:port (admin), "" if none
+	// ServiceURLTLS and HTTPURLTLS are the TLS listeners' URLs (pulsar+ssl://, https://); ""
+	// if none.
+	ServiceURLTLS string `json:"serviceUrlTls,omitempty"`
+	HTTPURLTLS    string `json:"webServiceUrlTls,omitempty"`
+	Cluster       string `json:"cluster,omitempty"` // cluster name
+	StartedAt     int64  `json:"startedAt"`         // Unix ms
 }
 
 // TenantInfo is a tenant's record (Pulsar's TenantInfo JSON).
@@ -98,6 +103,8 @@ type NamespacePolicies struct {
 	// AllowAutoUpdateSchema says whether producers and consumers may register new schemas
 	// (nil: yes); the admin API always may.
 	AllowAutoUpdateSchema *bool `json:"is_allow_auto_update_schema,omitempty"`
+	// Auth holds the namespace's and its topics' permission grants (auth_policies).
+	Auth auth.Policies `json:"auth_policies"`
 	// Other keeps the policies Magnetar does not interpret.
 	Other map[string]any `json:"-"`
 }

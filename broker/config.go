@@ -2,10 +2,12 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -26,12 +28,22 @@ type Config struct {
 
 	// Listen is the Pulsar protocol address. Default 127.0.0.1:6650.
 	Listen string
+	// DisablePlain turns the plain listener off (Pulsar's brokerServicePort=); then
+	// ListenTLS is required.
+	DisablePlain bool
 	// Advertise is the host:port clients dial (lookups answer pulsar://<Advertise>). Default:
 	// the bound listen address.
 	Advertise string
+	// ListenTLS is the pulsar+ssl:// address (Pulsar's brokerServicePortTls, 6651); "" for
+	// none. TLS is its configuration (required with ListenTLS; see package tlsconf).
+	ListenTLS string
+	TLS       *tls.Config
+	// AdvertiseTLS is the host:port TLS clients dial. Default: Advertise's host (or the
+	// bound address's) with the bound TLS port.
+	AdvertiseTLS string
 	// HTTPURL is the admin/metrics base URL reported in lookups and the broker record
-	// (e.g. http://127.0.0.1:8080); "" if none.
-	HTTPURL string
+	// (e.g. http://127.0.0.1:8080); "" if none. HTTPURLTLS is the https:// one.
+	HTTPURL, HTTPURLTLS string
 	// ID identifies the broker in ownership records. Default: Advertise.
 	ID string
 	// Cluster is the cluster name. Default "standalone".
@@ -89,6 +101,20 @@ type Config struct {
 	// twice as long is disconnected. Default 30s.
 	KeepAliveInterval time.Duration
 
+	// Auth authenticates clients on CONNECT (nil: authentication off).
+	Auth *auth.Service
+	// Authz authorizes lookups, producers, consumers and admin requests (nil: everything is
+	// allowed). It needs Auth: the role checked is the authenticated one.
+	Authz *auth.Authorizer
+	// ProxyRoles are the roles of proxies (Pulsar's proxyRoles): a connection authenticated
+	// as one may forward its client's role in CONNECT's original_principal, which is then
+	// authorized (and the proxy's role too, unless it is a superuser). Any other role
+	// sending original_principal is refused.
+	ProxyRoles []string
+	// AuthRefreshInterval is how often a connection's credentials are checked for expiry
+	// (Pulsar's authenticationRefreshCheckSeconds); expired ones are challenged. Default 60s.
+	AuthRefreshInterval time.Duration
+
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -143,6 +169,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second
+	}
+	if c.AuthRefreshInterval <= 0 {
+		c.AuthRefreshInterval = 60 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -74,6 +74,8 @@ type conn struct {
 
 	producers *registry[*topic.Producer]
 	consumers *registry[*topic.Consumer]
+
+	auth connAuth // conn_auth.go
 }
 
 func newConn(s *Service, nc net.Conn) *conn {
@@ -179,7 +181,11 @@ func (c *conn) handle(f pulsar.Frame) error {
 		return errors.New("second CONNECT")
 	case pb.BaseCommand_PING:
 		c.Send(pulsar.Wrap(&pb.CommandPong{}))
-	case pb.BaseCommand_PONG, pb.BaseCommand_AUTH_RESPONSE:
+	case pb.BaseCommand_PONG:
+	case pb.BaseCommand_AUTH_RESPONSE:
+		if err := c.handleAuthResponse(cmd.GetAuthResponse()); err != nil {
+			c.close("authentication refresh failed")
+		}
 	case pb.BaseCommand_SEND:
 		c.handleSend(f)
 	case pb.BaseCommand_LOOKUP:
@@ -241,6 +247,10 @@ func (c *conn) handle(f pulsar.Frame) error {
 
 func (c *conn) handleConnect(cmd *pb.CommandConnect) error {
 	c.clientVersion = cmd.GetClientVersion()
+	if err := c.authenticate(cmd); err != nil {
+		c.close("authentication failed") // after the AuthenticationError answer
+		return nil
+	}
 	pv := min(cmd.GetProtocolVersion(), pulsar.ProtocolVersion)
 	sv, mms := serverVersion, int32(c.s.cfg.MaxMessageSize)
 	c.Send(pulsar.Wrap(&pb.CommandConnected{ServerVersion: &sv, ProtocolVersion: &pv, MaxMessageSize: &mms,

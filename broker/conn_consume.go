@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
@@ -20,7 +21,7 @@ func (c *conn) handleSubscribe(cmd *pb.CommandSubscribe) {
 		c.sendError(cmd.GetRequestId(), fmt.Errorf("%w: empty subscription name", ErrNotAllowed))
 		return
 	}
-	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(),
+	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(), auth.ActionConsume,
 		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Consumer], fail func(error)) {
 			c.subscribe(ctx, cmd, t, e, fail)
 		})

@@ -90,6 +90,12 @@ func (c *conn) writeLoop() {
 	defer close(c.writerEnd)
 	ping := time.NewTicker(c.s.cfg.KeepAliveInterval)
 	defer ping.Stop()
+	var refresh <-chan time.Time // credential expiry checks (conn_auth.go)
+	if c.s.cfg.Auth.Enabled() {
+		t := time.NewTicker(c.s.cfg.AuthRefreshInterval)
+		defer t.Stop()
+		refresh = t.C
+	}
 	var spare []byte
 	for {
 		stop := false
@@ -99,6 +105,9 @@ func (c *conn) writeLoop() {
 			if c.state != connHandshaking {
 				c.Send(pulsar.Wrap(&pb.CommandPing{}))
 			}
+			continue
+		case now := <-refresh:
+			c.checkAuthExpiry(now)
 			continue
 		case <-c.done:
 			stop = true

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -20,7 +21,7 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
 	c.s.m.lookups.Inc()
-	r, err := c.s.lookup(ctx, cmd.GetTopic())
+	r, err := c.lookupAuthorized(ctx, cmd.GetTopic())
 	resp := &pb.CommandLookupTopicResponse{RequestId: &rid}
 	if err != nil {
 		msg := err.Error()
@@ -29,6 +30,9 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 	} else {
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
 		resp.BrokerServiceUrl = &r.ServiceURL
+		if r.ServiceURLTLS != "" {
+			resp.BrokerServiceUrlTls = &r.ServiceURLTLS
+		}
 		resp.Authoritative = proto.Bool(true)
 		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	}
@@ -39,7 +43,7 @@ func (c *conn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMetadata
 	rid := cmd.GetRequestId()
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
-	n, err := c.s.res.partitions(ctx, cmd.GetTopic())
+	n, err := c.partitionsAuthorized(ctx, cmd.GetTopic())
 	resp := &pb.CommandPartitionedTopicMetadataResponse{RequestId: &rid}
 	if err != nil {
 		msg := err.Error()
@@ -65,6 +69,9 @@ func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 	defer cancel()
 	mode := cmd.GetMode()
 	tenant, ns, err := topicname.ParseNamespace(cmd.GetNamespace())
+	if err == nil {
+		err = c.authorizeNamespace(ctx, tenant, ns)
+	}
 	if err != nil {
 		c.sendError(rid, err)
 		return
@@ -109,6 +116,9 @@ func (c *conn) handleGetSchema(cmd *pb.CommandGetSchema) {
 	var sc *pb.Schema
 	var v []byte
 	if err == nil {
+		err = c.authorize(ctx, name, auth.ActionLookup)
+	}
+	if err == nil {
 		var rec schemaRecord
 		if rec, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion(), false); err == nil {
 			sc, v = rec.toProto(), encodeSchemaVersion(rec.Version)
@@ -134,6 +144,9 @@ func (c *conn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) {
 	resp := &pb.CommandGetOrCreateSchemaResponse{RequestId: &rid}
 	name, err := topicname.Parse(cmd.GetTopic())
 	var v []byte
+	if err == nil {
+		err = c.authorize(ctx, name, auth.ActionProduce)
+	}
 	if err == nil {
 		v, err = c.s.offerSchema(ctx, name, cmd.GetSchema(), opProduce)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -66,7 +67,7 @@ func (c *conn) handleSend(f pulsar.Frame) {
 }
 
 func (c *conn) handleProducer(cmd *pb.CommandProducer) {
-	createID(c, c.producers, "producer", cmd.GetProducerId(), cmd.GetRequestId(), cmd.GetTopic(), true,
+	createID(c, c.producers, "producer", cmd.GetProducerId(), cmd.GetRequestId(), cmd.GetTopic(), true, auth.ActionProduce,
 		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Producer], fail func(error)) {
 			c.createProducer(ctx, cmd, t, e, fail)
 		})

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/internal/fsm"
@@ -220,7 +221,7 @@ func (r *registry[T]) forgetLocked(id uint64, e *idEntry[T]) {
 // the topic's callbacks, forgets the id and answers rid with the error, unless the id was
 // forgotten before (closed by the client, or the connection ended: that was answered).
 // build's ctx ends when build returns or the connection closes.
-func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, topicName string, create bool,
+func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, topicName string, create bool, act auth.Action,
 	build func(ctx context.Context, t *topic.Topic, e *idEntry[T], fail func(error))) {
 	e, again := r.register(id)
 	if e == nil {
@@ -241,6 +242,11 @@ func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, to
 		defer cancel()
 		name, err := topicname.Parse(topicName)
 		if err != nil {
+			fail(err)
+			return
+		}
+		// Authorized before the topic is loaded (or created): a refusal changes nothing.
+		if err := c.authorize(ctx, name, act); err != nil {
 			fail(err)
 			return
 		}

@@ -30,6 +30,17 @@ type rawClient struct {
 
 func dialRaw(t *testing.T, svc *broker.Service) *rawClient {
 	t.Helper()
+	c, got := dialConnect(t, svc, &pb.CommandConnect{})
+	if got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("handshake: %v", got)
+	}
+	return c
+}
+
+// dialConnect connects, sends cmd (its client and protocol versions filled in) and returns
+// the client and the broker's answer.
+func dialConnect(t *testing.T, svc *broker.Service, cmd *pb.CommandConnect) (*rawClient, *pb.BaseCommand) {
+	t.Helper()
 	nc, err := net.Dial("tcp", svc.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -38,10 +49,8 @@ func dialRaw(t *testing.T, svc *broker.Service) *rawClient {
 	nc.SetDeadline(time.Now().Add(time.Minute)) //nolint:errcheck // bounds a test that hangs
 	c := &rawClient{t: t, nc: nc, fr: mp.NewFrameReader(nc, 0)}
 	v, pv := "raw-test", int32(20)
-	if got := c.roundTrip(&pb.CommandConnect{ClientVersion: &v, ProtocolVersion: &pv}); got.GetType() != pb.BaseCommand_CONNECTED {
-		t.Fatalf("handshake: %v", got)
-	}
-	return c
+	cmd.ClientVersion, cmd.ProtocolVersion = &v, &pv
+	return c, c.roundTrip(cmd)
 }
 
 // nextID returns a fresh request id.

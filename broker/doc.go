@@ -20,6 +20,19 @@
 //
 // Caller obligations:
 //  1. Config.Store must stay open until Close returns.
+//
+// Security (conn_auth.go, authz.go, listen.go, permissions.go): Config.ListenTLS adds a
+// pulsar+ssl:// listener (Config.TLS, see package tlsconf; DisablePlain turns the plain one
+// off) and lookups answer both URLs. With Config.Auth, CONNECT is authenticated (package
+// auth): a refusal is answered with AuthenticationError and the connection closes; every
+// Config.AuthRefreshInterval the writer goroutine checks the credential's expiry and sends
+// AUTH_CHALLENGE; the AUTH_RESPONSE must verify to the same role, and a client that cannot
+// or does not answer is disconnected. With Config.Authz, LOOKUP and PARTITIONED_METADATA
+// need produce or consume, PRODUCER produce and SUBSCRIBE consume (checked before the topic
+// is loaded, so a refusal creates nothing), GET_TOPICS_OF_NAMESPACE a namespace grant;
+// superusers and the tenant's admin roles may do everything; refusals are
+// AuthorizationError. Grants live in the namespace record's auth_policies (Pulsar's layout).
+// InitializeCluster writes what initialize-cluster-metadata writes.
 //  2. Close the Service before the metadata store and before the bookies it writes to.
 //  3. The exported API methods are safe for concurrent use; every one takes a ctx and
 //     returns ctx.Err() or ErrServiceNotReady when it cannot finish.

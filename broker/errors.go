@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topic/pendingack"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -19,6 +20,10 @@ import (
 func serverError(err error) pb.ServerError {
 	var no *NotOwnerError
 	switch {
+	case errors.Is(err, auth.ErrAuthentication):
+		return pb.ServerError_AuthenticationError
+	case errors.Is(err, auth.ErrNotAuthorized):
+		return pb.ServerError_AuthorizationError
 	case errors.Is(err, topic.ErrTerminated), errors.Is(err, mledger.ErrTerminated):
 		return pb.ServerError_TopicTerminatedError
 	case errors.Is(err, pendingack.ErrConflict):

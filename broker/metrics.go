@@ -10,6 +10,9 @@ type metrics struct {
 	lookups     prometheus.Counter
 	topicLoads  prometheus.Counter
 	throttled   prometheus.Counter
+
+	authFailures  prometheus.Counter
+	authRefreshes prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -26,7 +29,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Topics loaded."}),
 		throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_publish_throttled_total",
 			Help: "Times a connection stopped reading because of its pending-publish limit."}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_authentication_failures_total",
+			Help: "Connections refused because their credentials did not verify (on CONNECT or refresh)."}),
+		authRefreshes: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_authentication_refreshes_total",
+			Help: "Expired credentials refreshed on a live connection (AUTH_CHALLENGE answered)."}),
 	}
-	reg.MustRegister(m.connections, m.malformed, m.commands, m.lookups, m.topicLoads, m.throttled)
+	reg.MustRegister(m.connections, m.malformed, m.commands, m.lookups, m.topicLoads, m.throttled, m.authFailures, m.authRefreshes)
 	return m
 }

@@ -46,6 +46,7 @@ func (p NamespacePolicies) MarshalJSON() ([]byte, error) {
 	if p.AllowAutoUpdateSchema != nil {
 		m["is_allow_auto_update_schema"] = *p.AllowAutoUpdateSchema
 	}
+	m["auth_policies"] = p.Auth.WithEmpty()
 	return json.Marshal(m)
 }
 
@@ -75,6 +76,12 @@ func (p *NamespacePolicies) UnmarshalJSON(b []byte) error {
 		case "is_allow_auto_update_schema":
 			if bv, ok := v.(bool); ok {
 				p.AllowAutoUpdateSchema = &bv
+			}
+		case "auth_policies":
+			// Re-decode the one value into its type (a malformed one is refused).
+			b, _ := json.Marshal(v)
+			if err := json.Unmarshal(b, &p.Auth); err != nil {
+				return fmt.Errorf("auth_policies: %w", err)
 			}
 		default:
 			if p.Other == nil {

@@ -32,7 +32,8 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	store   metadata.Store
-	ln      net.Listener
+	ln      net.Listener // plain listener; nil if off
+	lnTLS   net.Listener // TLS listener; nil if off
 	info    BrokerInfo
 	reg     *prometheus.Registry
 	m       *metrics
@@ -119,34 +120,31 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.producerPrefix = cfg.Cluster + "-" + strconv.FormatInt(id, 10) + "-"
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	adv, err := s.listen() // listen.go
 	if err != nil {
-		return nil, fmt.Errorf("broker: listen %s: %w", cfg.Listen, err)
-	}
-	s.ln = ln
-	s.closers = append(s.closers, func() { ln.Close() })
-	adv := cfg.Advertise
-	if adv == "" {
-		adv = ln.Addr().String()
+		return nil, err
 	}
 	bid := cfg.ID
 	if bid == "" {
 		bid = adv
 	}
-	s.info = BrokerInfo{ID: bid, ServiceURL: "pulsar://" + adv, HTTPURL: cfg.HTTPURL, Cluster: cfg.Cluster,
-		StartedAt: time.Now().UnixMilli()}
+	s.info.ID, s.info.Cluster, s.info.StartedAt = bid, cfg.Cluster, time.Now().UnixMilli()
 	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.session = sess
 
-	s.wg.Add(3)
-	go s.acceptLoop()
+	s.wg.Add(2) // keepSession, compactionMonitor
+	for _, l := range s.listeners() {
+		s.wg.Add(1)
+		go s.acceptLoop(l)
+	}
 	go s.keepSession()
 	go s.compactionMonitor()
 	ok = true
-	s.log.Info("broker started", "listen", ln.Addr().String(), "serviceUrl", s.info.ServiceURL, "id", bid)
+	s.log.Info("broker started", "listen", s.Addr().String(), "serviceUrl", s.info.ServiceURL,
+		"serviceUrlTls", s.info.ServiceURLTLS, "id", bid)
 	return s, nil
 }
 
@@ -228,9 +226,6 @@ func (s *Service) session() metadata.Session {
 	return s.mu.session
 }
 
-// Addr returns the address the protocol listener is bound to.
-func (s *Service) Addr() net.Addr { return s.ln.Addr() }
-
 // Info returns the broker's record (id, service URL, HTTP URL).
 func (s *Service) Info() BrokerInfo { return s.info }
 
@@ -253,7 +248,9 @@ func (s *Service) Close() error {
 	}
 	s.mu.closed = true
 	s.mu.Unlock()
-	s.ln.Close()
+	for _, l := range s.listeners() {
+		l.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.unloadAll(ctx)
@@ -310,10 +307,10 @@ func (s *Service) unloadAll(ctx context.Context) {
 	wg.Wait()
 }
 
-func (s *Service) acceptLoop() {
+func (s *Service) acceptLoop(ln net.Listener) {
 	defer s.wg.Done()
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return

@@ -29,13 +29,23 @@ func TestMain(m *testing.M) {
 
 func startService(t *testing.T, store metadata.Store, mem *topictest.Store, id string) *broker.Service {
 	t.Helper()
+	return startServiceWith(t, store, mem, id, nil)
+}
+
+// startServiceWith starts a broker whose configuration tweak may change.
+func startServiceWith(t *testing.T, store metadata.Store, mem *topictest.Store, id string, tweak func(*broker.Config)) *broker.Service {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	svc, err := broker.Start(ctx, broker.Config{
+	cfg := broker.Config{
 		Store: store, Listen: "127.0.0.1:0", ID: id, HTTPURL: "http://" + id,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OpenLog: func(_ context.Context, name string) (topic.Log, error) { return mem.Open(name), nil },
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	svc, err := broker.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

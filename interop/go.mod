@@ -6,7 +6,9 @@ replace github.com/magnetar-io/magnetar => ../
 
 require (
 	github.com/apache/pulsar-client-go v0.19.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/magnetar-io/magnetar v0.0.0-00010101000000-000000000000
+	github.com/prometheus/client_model v0.6.3
 	github.com/sirupsen/logrus v1.9.4
 	google.golang.org/protobuf v1.36.12
 )
@@ -40,7 +42,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
@@ -65,7 +66,6 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.22 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.14.1 // indirect

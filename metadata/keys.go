@@ -21,6 +21,7 @@ import (
 //	/underreplication/locks/<20-digit id>    ephemeral: a replication worker holds ledger <id> (value: worker id)
 //	/autorecovery/auditor              ephemeral: the active auditor (leader election; value: JSON)
 //	/autorecovery/workers/<id>         ephemeral: replication worker <id> is up (value: JSON)
+//	/admin/clusters/<cluster>          cluster record: service URLs (initialize-cluster-metadata; JSON)
 //	/admin/tenants/<tenant>            tenant record (broker; JSON)
 //	/admin/namespaces/<tenant>/<ns>    namespace policies (broker; JSON)
 //	/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>  partitioned-topic metadata (JSON)
@@ -91,6 +92,9 @@ const (
 	PrefixOwnership         = "/ownership/"
 	PrefixBrokers           = "/brokers/available/"
 )
+
+// ClusterKey holds the record of cluster (its service URLs).
+func ClusterKey(cluster string) string { return "/admin/clusters/" + cluster }
 
 // TenantKey holds the record of tenant.
 func TenantKey(tenant string) string { return PrefixTenants + tenant }

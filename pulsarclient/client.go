@@ -2,6 +2,7 @@ package pulsarclient
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +29,20 @@ type Options struct {
 	ClientVersion string
 	// Logger receives connection-level warnings. Default slog.Default().
 	Logger *slog.Logger
+	// Auth, if set, authenticates the client: its method and data go in CONNECT, and Data
+	// is asked again when the broker challenges expired credentials (AUTH_CHALLENGE).
+	Auth *Authentication
+	// TLS configures pulsar+ssl:// connections (nil: the system roots, hostname checked).
+	// Its ServerName is set per broker unless given.
+	TLS *tls.Config
+}
+
+// Authentication is a client's credentials.
+type Authentication struct {
+	// Method is CONNECT's auth_method_name: "token", "basic" or "tls".
+	Method string
+	// Data returns the current credentials (e.g. a token re-read from its file).
+	Data func() ([]byte, error)
 }
 
 // Client is a Pulsar client: it looks topics up and keeps one connection per broker, shared
@@ -58,9 +73,15 @@ type connEntry struct {
 // New returns a client for the service URL. It does no I/O: connections are made by the
 // first call that needs them.
 func New(opts Options) (*Client, error) {
-	addr, err := hostPort(opts.URL)
+	addr, useTLS, err := parseURL(opts.URL)
 	if err != nil {
 		return nil, err
+	}
+	if useTLS && opts.TLS == nil {
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if !useTLS {
+		opts.TLS = nil
 	}
 	if opts.OperationTimeout <= 0 {
 		opts.OperationTimeout = 30 * time.Second
@@ -77,16 +98,36 @@ func New(opts Options) (*Client, error) {
 	return cl, nil
 }
 
-// hostPort extracts host:port from a pulsar:// URL.
+// hostPort extracts host:port from a pulsar:// or pulsar+ssl:// URL.
 func hostPort(s string) (string, error) {
+	addr, _, err := parseURL(s)
+	return addr, err
+}
+
+// parseURL extracts host:port from a pulsar:// (default port 6650) or pulsar+ssl:// (6651)
+// URL and reports whether it is TLS.
+func parseURL(s string) (addr string, useTLS bool, err error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "pulsar" || u.Host == "" {
-		return "", fmt.Errorf("%w: %q: want pulsar://host:port", ErrBadURL, s)
+	if err != nil || (u.Scheme != "pulsar" && u.Scheme != "pulsar+ssl") || u.Host == "" {
+		return "", false, fmt.Errorf("%w: %q: want pulsar://host:port or pulsar+ssl://host:port", ErrBadURL, s)
 	}
+	useTLS = u.Scheme == "pulsar+ssl"
 	if u.Port() == "" {
-		return net.JoinHostPort(u.Hostname(), "6650"), nil
+		port := "6650"
+		if useTLS {
+			port = "6651"
+		}
+		return net.JoinHostPort(u.Hostname(), port), useTLS, nil
 	}
-	return u.Host, nil
+	return u.Host, useTLS, nil
+}
+
+// brokerURL is the lookup answer's URL for this client: the TLS one on a TLS client.
+func (cl *Client) brokerURL(r *pb.CommandLookupTopicResponse) string {
+	if cl.opts.TLS != nil {
+		return r.GetBrokerServiceUrlTls()
+	}
+	return r.GetBrokerServiceUrl()
 }
 
 // Close closes every producer and consumer (failing their pending operations with
@@ -151,7 +192,7 @@ func (cl *Client) getConn(ctx context.Context, addr string) (*conn, error) {
 			e = &connEntry{ready: make(chan struct{})}
 			cl.mu.conns[addr] = e
 			cl.mu.Unlock()
-			e.c, e.err = dial(ctx, addr, cl.opts.ClientVersion, cl.log)
+			e.c, e.err = dial(ctx, addr, cl.opts, cl.log)
 			close(e.ready)
 			if e.err != nil {
 				cl.dropConn(addr, e)
@@ -216,9 +257,9 @@ func (cl *Client) Lookup(ctx context.Context, topic string) (string, error) {
 			if r.GetProxyThroughServiceUrl() {
 				return cl.svcAddr, nil
 			}
-			return hostPort(r.GetBrokerServiceUrl())
+			return hostPort(cl.brokerURL(r))
 		case pb.CommandLookupTopicResponse_Redirect:
-			if addr, err = hostPort(r.GetBrokerServiceUrl()); err != nil {
+			if addr, err = hostPort(cl.brokerURL(r)); err != nil {
 				return "", err
 			}
 			authoritative = r.GetAuthoritative()

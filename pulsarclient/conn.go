@@ -2,6 +2,7 @@ package pulsarclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,7 @@ type conn struct {
 	nc             net.Conn
 	log            *slog.Logger
 	maxMessageSize int
+	auth           *Authentication     // nil: none
 	fr             *pulsar.FrameReader // owned by readLoop
 
 	wake chan struct{} // cap 1: the outbound buffer has bytes
@@ -70,7 +72,7 @@ type conn struct {
 }
 
 // dial connects to addr (host:port) and performs the CONNECT/CONNECTED handshake.
-func dial(ctx context.Context, addr, clientVersion string, log *slog.Logger) (*conn, error) {
+func dial(ctx context.Context, addr string, opts Options, log *slog.Logger) (*conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -79,12 +81,24 @@ func dial(ctx context.Context, addr, clientVersion string, log *slog.Logger) (*c
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &conn{addr: addr, nc: nc, log: log.With("broker", addr), wake: make(chan struct{}, 1),
+	if opts.TLS != nil {
+		cfg := opts.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("pulsarclient: TLS handshake with %s: %w", addr, err)
+		}
+		nc = tc
+	}
+	c := &conn{addr: addr, nc: nc, auth: opts.Auth, log: log.With("broker", addr), wake: make(chan struct{}, 1),
 		done: make(chan struct{}), fr: pulsar.NewFrameReader(nc, maxFrameSize)}
 	c.mu.pending = make(map[uint64]chan *pb.BaseCommand)
 	c.mu.producers = make(map[uint64]connProducer)
 	c.mu.consumers = make(map[uint64]connConsumer)
-	if err := c.handshake(ctx, clientVersion); err != nil {
+	if err := c.handshake(ctx, opts.ClientVersion); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("pulsarclient: handshake with %s: %w", addr, err)
 	}
@@ -102,12 +116,21 @@ func (c *conn) handshake(ctx context.Context, clientVersion string) error {
 	_ = c.nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	out, err := pulsar.AppendCommand(nil, pulsar.Wrap(&pb.CommandConnect{
+	connect := &pb.CommandConnect{
 		ClientVersion:   proto.String(clientVersion),
 		ProtocolVersion: proto.Int32(pulsar.ProtocolVersion),
 		AuthMethodName:  proto.String(""),
 		FeatureFlags:    &pb.FeatureFlags{SupportsBrokerEntryMetadata: proto.Bool(true)},
-	}))
+	}
+	if c.auth != nil {
+		data, err := c.auth.Data()
+		if err != nil {
+			return fmt.Errorf("credentials: %w", err)
+		}
+		connect.AuthMethodName, connect.AuthData = proto.String(c.auth.Method), data
+		connect.FeatureFlags.SupportsAuthRefresh = proto.Bool(true)
+	}
+	out, err := pulsar.AppendCommand(nil, pulsar.Wrap(connect))
 	if err != nil {
 		return err
 	}
@@ -133,6 +156,22 @@ func (c *conn) handshake(ctx context.Context, clientVersion string) error {
 		return fmt.Errorf("%w: answer to CONNECT is %v", ErrProtocol, f.Cmd.GetType())
 	}
 	return c.nc.SetDeadline(time.Time{})
+}
+
+// answerChallenge answers the broker's AUTH_CHALLENGE with fresh credentials; without any
+// (or when they cannot be read) the broker will close the connection.
+func (c *conn) answerChallenge() {
+	if c.auth == nil {
+		return
+	}
+	data, err := c.auth.Data()
+	if err != nil {
+		c.log.Warn("pulsarclient: cannot refresh credentials", "err", err)
+		return
+	}
+	_ = c.write(pulsar.Wrap(&pb.CommandAuthResponse{ClientVersion: proto.String("magnetar-pulsarclient"),
+		ProtocolVersion: proto.Int32(pulsar.ProtocolVersion),
+		Response:        &pb.AuthData{AuthMethodName: proto.String(c.auth.Method), AuthData: data}}))
 }
 
 func serverError(code pb.ServerError, msg string) error {
@@ -414,6 +453,8 @@ func (c *conn) dispatch(f *pulsar.Frame) {
 		}
 	case pb.BaseCommand_PING:
 		_ = c.write(pulsar.Wrap(&pb.CommandPong{}))
+	case pb.BaseCommand_AUTH_CHALLENGE:
+		c.answerChallenge()
 	case pb.BaseCommand_PONG, pb.BaseCommand_ACTIVE_CONSUMER_CHANGE, pb.BaseCommand_REACHED_END_OF_TOPIC:
 		// Nothing to do: keep-alive answer; failover state and end of topic are not surfaced.
 	default:

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -99,6 +100,19 @@ func (o Options) withDefaults() Options {
 func DialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// DialTLS returns an Options.Dial for bookies that serve TLS: the server name checked is
+// the dialled host unless cfg names one.
+func DialTLS(cfg *tls.Config) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			c.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		d := tls.Dialer{Config: c}
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }
 
 // Callback receives the outcome of one request. See Conn.Send.

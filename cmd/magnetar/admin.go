@@ -24,6 +24,8 @@ func init() { register(newAdminCmd) }
 type adminClient struct {
 	base string // http://host:port
 	out  outputFlag
+	sec  clientSecurity
+	conf string // --config (client.conf)
 	http *http.Client
 }
 
@@ -179,10 +181,22 @@ func parseMessageID(s string) (map[string]int64, error) {
 }
 
 func newAdminCmd() *cobra.Command {
-	a := &adminClient{http: &http.Client{}}
+	a := &adminClient{}
 	c := group("admin", "Administer tenants, namespaces, topics and subscriptions over the admin REST API")
-	c.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return a.check() }
-	c.PersistentFlags().StringVar(&a.base, "url", "http://127.0.0.1:8080", "admin REST base URL of a broker")
+	c.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if _, err := applyConfig(cmd, a.conf, clientKeys("webServiceUrl")); err != nil {
+			return err
+		}
+		if err := a.check(); err != nil {
+			return err
+		}
+		var err error
+		a.http, err = a.sec.httpClient()
+		return err
+	}
+	c.PersistentFlags().StringVar(&a.base, "url", "http://127.0.0.1:8080", "admin REST base URL of a broker (http:// or https://)")
+	c.PersistentFlags().StringVar(&a.conf, "config", "", "client.conf-style file (webServiceUrl, authPlugin, authParams, tls...; flags override it)")
+	a.sec.add(c.PersistentFlags())
 	c.PersistentFlags().StringVarP(&a.out.format, "output", "o", "text", "output format: text or json")
 	c.AddCommand(newAdminTenantsCmd(a), newAdminNamespacesCmd(a), newAdminTopicsCmd(a), newAdminSubscriptionsCmd(a),
 		newAdminTransactionsCmd(a), newAdminSchemasCmd(a))
@@ -337,6 +351,7 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 			return a.showList(cmd, ts)
 		}),
 	)
+	c.AddCommand(permissionCmds(a, "namespace", namespacePermPath)...)
 	return c
 }
 
@@ -495,6 +510,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 		}),
 	)
 	c.AddCommand(newAdminInspectCmds(a)...)
+	c.AddCommand(permissionCmds(a, "topic", topicPermPath)...)
 	return c
 }
 

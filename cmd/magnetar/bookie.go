@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -15,7 +19,10 @@ import (
 
 	"github.com/magnetar-io/magnetar/autorecovery"
 	"github.com/magnetar-io/magnetar/bookie"
+	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/bookie/journal"
+	"github.com/magnetar-io/magnetar/config"
+	"github.com/magnetar-io/magnetar/tlsconf"
 )
 
 func init() { register(newBookieCmd) }
@@ -28,6 +35,7 @@ func newBookieCmd() *cobra.Command {
 		threshold                                                   float64
 		arOn                                                        bool
 		ar                                                          autorecoveryFlags
+		tf                                                          tlsFlags
 	)
 	c := &cobra.Command{
 		Use:   "bookie",
@@ -55,6 +63,23 @@ func newBookieCmd() *cobra.Command {
 			if err := ar.validate("autorecovery-"); err != nil {
 				return err
 			}
+			// TLS: the listener serves TLS only, and the bookie's auto-recovery dials the
+			// other bookies over TLS with the same certificate and CAs.
+			var tlsCfg *tls.Config
+			var arPool *bkclient.Pool
+			if tf.certFile != "" {
+				ts, err := tf.load()
+				if err != nil {
+					return err
+				}
+				cc, err := tlsconf.Client(tlsconf.ClientOptions{TrustCertsFile: tf.trust, CertFile: tf.certFile, KeyFile: tf.keyFile})
+				if err != nil {
+					return usageError{err}
+				}
+				tlsCfg = ts.Config()
+				arPool = bkclient.NewPool(bkclient.Options{Logger: slog.Default(), Dial: bkclient.DialTLS(cc)})
+				defer arPool.Close()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			sd := newShutdown("bookie", stop)
@@ -70,7 +95,7 @@ func newBookieCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
-			b, err := bookie.Start(ctx, bookie.Config{
+			b, err := bookie.Start(ctx, bookie.Config{TLS: tlsCfg,
 				ID: id, Listen: listen, Advertise: advertise, DataDir: dataDir, Store: store,
 				SessionTTL: ttl, DiskThreshold: threshold, DiskCheckInterval: diskCheck, GCInterval: gcInterval,
 				Journal: journal.Options{MaxGroupWait: journalZeroOff(groupWait), MinSyncInterval: journalZeroOff(syncInterval), PrepareRate: prepareRate,
@@ -94,6 +119,9 @@ func newBookieCmd() *cobra.Command {
 			if arOn {
 				cfg := ar.config()
 				cfg.Store, cfg.ID, cfg.SessionTTL = store, b.ID(), ttl
+				if arPool != nil {
+					cfg.Pool = arPool
+				}
 				if svc, err = autorecovery.Start(cfg); err != nil {
 					b.Close()
 					return err
@@ -141,9 +169,48 @@ func newBookieCmd() *cobra.Command {
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&arOn, "autorecovery", true, "run the auto-recovery auditor and a replication worker in this bookie")
 	ar.add(c, "autorecovery-")
+	tf.add(f, "")
 	c.AddCommand(newBookieListCmd())
 	c.AddCommand(newBookieDecommissionCmd())
-	return c
+	return withConfig(c, slices.Concat(bookieKeys, bookieTLSKeys))
+}
+
+// bookieKeys are the bookkeeper.conf keys the bookie has.
+var bookieKeys = []config.Key{
+	{Name: "metadataServiceUri", Flag: "metadata-url", Map: etcdURL},
+	{Name: "bookiePort", Flag: "listen", Map: portOn("", "0.0.0.0", false)},
+	{Name: "advertisedAddress", Flag: "advertise", Map: advertisedOn("bookiePort", "3181")},
+	{Name: "bookieId", Flag: "bookie-id"},
+	{Name: "ledgerDirectories", Flag: "data-dir", Map: oneDir},
+	{Name: "diskUsageThreshold", Flag: "disk-threshold"},
+	{Name: "gcWaitTime", Flag: "gc-interval", Map: config.Millis},
+	{Name: "journalMaxGroupWaitMSec", Flag: "journal-group-wait", Map: config.Millis},
+	{Name: "httpServerEnabled", Map: func(v string, _ func(string) (string, bool)) (string, error) {
+		if _, err := strconv.ParseBool(v); v != "" && err != nil {
+			return "", errors.New("want true or false")
+		}
+		return "", config.Skip
+	}},
+	{Name: "httpServerPort", Flag: "http", Map: func(v string, get func(string) (string, bool)) (string, error) {
+		if on, _ := get("httpServerEnabled"); on == "false" {
+			return "", nil
+		}
+		return portOn("", "0.0.0.0", true)(v, get)
+	}},
+	{Name: "autoRecoveryDaemonEnabled", Flag: "autorecovery"},
+	{Name: "zkTimeout", Flag: "session-ttl", Map: config.Millis},
+}
+
+// oneDir maps bookkeeper's ledgerDirectories (a list) to --data-dir: Magnetar's bookie keeps
+// everything in one directory.
+func oneDir(v string, _ func(string) (string, bool)) (string, error) {
+	if v == "" {
+		return "", config.Skip
+	}
+	if strings.Contains(v, ",") {
+		return "", errors.New("one directory only: Magnetar's bookie has one data directory")
+	}
+	return strings.TrimSpace(v), nil
 }
 
 func newBookieListCmd() *cobra.Command {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/config"
 )
 
 func init() { register(newBrokerCmd) }
@@ -27,6 +29,9 @@ func newBrokerCmd() *cobra.Command {
 		noAutoCreate, noDedup, txnOn                                bool
 		txnCoordinators                                             int
 		sessionTTL                                                  time.Duration
+		af                                                          authFlags
+		tf                                                          tlsFlags
+		bf                                                          bookieClientFlags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -43,33 +48,46 @@ func newBrokerCmd() *cobra.Command {
 			if maxMessageSize < 1024 {
 				return usageError{fmt.Errorf("--max-message-size must be at least 1024, got %d", maxMessageSize)}
 			}
+			authn, err := af.service()
+			if err != nil {
+				return err
+			}
+			ts, err := tf.server()
+			if err != nil {
+				return err
+			}
+			bookieDial, err := bf.dial()
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			sd := newShutdown("broker", stop)
 			defer sd.done()
-			// The admin/metrics port first: a port taken by another process on the host fails
+			// The admin/metrics ports first: a port taken by another process on the host fails
 			// here, before the broker registers, naming the flag.
-			var mux *http.ServeMux
-			httpURL := ""
-			if httpAddr != "" {
-				mux = http.NewServeMux()
-				ha, err := serveHTTP(ctx, "--http", httpAddr, mux)
-				if err != nil {
-					return err
-				}
-				httpURL = "http://" + ha.String()
+			mux := http.NewServeMux()
+			httpURL, httpsURL, err := serveWeb(ctx, httpAddr, tf.https, ts, mux)
+			if err != nil {
+				return err
 			}
 			store, err := openStore(ctx, metaURL)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			svc, err := broker.Start(ctx, broker.Config{
-				Store: store, Listen: listen, Advertise: advertise, HTTPURL: httpURL, ID: id, Cluster: cluster,
+			bc := broker.Config{
+				Store: store, Listen: listen, DisablePlain: listen == "", Advertise: advertise,
+				HTTPURL: httpURL, HTTPURLTLS: httpsURL, ID: id, Cluster: cluster,
 				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
 				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
+				BookieDial: bookieDial, Auth: authn, Authz: af.authorizer(), ProxyRoles: af.proxyRoles, AuthRefreshInterval: af.refresh,
 				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
-			})
+			}
+			if ts != nil && tf.listen != "" {
+				bc.ListenTLS, bc.TLS = tf.listen, ts.Config()
+			}
+			svc, err := broker.Start(ctx, bc)
 			if err != nil {
 				if errors.Is(err, syscall.EADDRINUSE) {
 					return listenError("--listen", listen, err)
@@ -77,16 +95,11 @@ func newBrokerCmd() *cobra.Command {
 				return err
 			}
 			defer svc.Close()
-			if mux != nil {
-				mux.Handle("/metrics", svc.MetricsHandler())
-				mountPprof(mux)
-				mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
-			}
-			fmt.Fprintf(os.Stdout, "broker %s serving %s", svc.Info().ID, svc.Info().ServiceURL)
-			if httpURL != "" {
-				fmt.Fprintf(os.Stdout, ", admin %s/admin/v2", httpURL)
-			}
-			fmt.Fprintln(os.Stdout)
+			mux.Handle("/metrics", svc.MetricsHandler())
+			mountPprof(mux)
+			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
+			in := svc.Info()
+			fmt.Fprintf(os.Stdout, "broker %s serving %s\n", in.ID, joinNonEmpty(in.ServiceURL, in.ServiceURLTLS, adminURL(httpURL), adminURL(httpsURL)))
 			<-ctx.Done()
 			sd.begin()
 			return nil
@@ -110,5 +123,27 @@ func newBrokerCmd() *cobra.Command {
 		"number of transaction coordinators (partitions of pulsar/system/transaction_coordinator_assign, fixed at first start)")
 	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its topics")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	return c
+	af.add(f)
+	tf.add(f, "listen-tls")
+	bf.add(f)
+	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys), authSecretFlags...)
+}
+
+// brokerKeys are the broker.conf keys the broker has.
+var brokerKeys = []config.Key{
+	{Name: "metadataStoreUrl", Flag: "metadata-url", Map: etcdURL},
+	{Name: "bindAddress"},
+	{Name: "brokerServicePort", Flag: "listen", Map: portOn("bindAddress", "0.0.0.0", true)},
+	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
+	{Name: "advertisedAddress", Flag: "advertise", Map: advertisedOn("brokerServicePort", "6650")},
+	{Name: "clusterName", Flag: "cluster"},
+	{Name: "managedLedgerDefaultEnsembleSize", Flag: "ensemble"},
+	{Name: "managedLedgerDefaultWriteQuorum", Flag: "write-quorum"},
+	{Name: "managedLedgerDefaultAckQuorum", Flag: "ack-quorum"},
+	{Name: "maxMessageSize", Flag: "max-message-size"},
+	{Name: "allowAutoTopicCreation", Flag: "disable-auto-topic-creation", Map: config.Not},
+	{Name: "brokerDeduplicationEnabled", Flag: "disable-deduplication", Map: config.Not},
+	{Name: "metadataStoreSessionTimeoutMillis", Flag: "session-ttl", Map: config.Millis},
+	{Name: "zooKeeperSessionTimeoutMillis", Flag: "session-ttl", Map: config.Millis},
+	{Name: "transactionCoordinatorEnabled", Flag: "transaction-coordinator-enabled"},
 }

@@ -23,13 +23,12 @@ func init() {
 	register(newConsumeCmd)
 }
 
-// addServiceURLFlag adds --url, the Pulsar service URL every client tool takes.
-func addServiceURLFlag(c *cobra.Command, dst *string) {
-	c.Flags().StringVar(dst, "url", "pulsar://127.0.0.1:6650", "Pulsar service URL")
-}
-
-func newPulsarClient(url string) (*pulsarclient.Client, error) {
-	cl, err := pulsarclient.New(pulsarclient.Options{URL: url, Logger: slog.Default(), ClientVersion: "magnetar-cli"})
+func newPulsarClient(sf *serviceFlags) (*pulsarclient.Client, error) {
+	o := pulsarclient.Options{URL: sf.url, Logger: slog.Default(), ClientVersion: "magnetar-cli"}
+	if err := sf.sec.pulsarOptions(&o); err != nil {
+		return nil, err
+	}
+	cl, err := pulsarclient.New(o)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--url: %w", err)}
 	}
@@ -54,11 +53,12 @@ func parseProperties(kvs []string) (map[string]string, error) {
 
 func newProduceCmd() *cobra.Command {
 	var (
-		url, key string
-		msgs     []string
-		props    []string
-		n        int
-		out      outputFlag
+		sf    serviceFlags
+		key   string
+		msgs  []string
+		props []string
+		n     int
+		out   outputFlag
 	)
 	c := &cobra.Command{
 		Use:   "produce TOPIC",
@@ -78,7 +78,7 @@ func newProduceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := newPulsarClient(url)
+			cl, err := newPulsarClient(&sf)
 			if err != nil {
 				return err
 			}
@@ -88,13 +88,13 @@ func newProduceCmd() *cobra.Command {
 			return produce(ctx, cl, args[0], msgs, key, properties, n, out.json(), cmd.OutOrStdout())
 		},
 	}
-	addServiceURLFlag(c, &url)
+	addServiceFlags(c, &sf)
 	c.Flags().StringArrayVarP(&msgs, "messages", "m", nil, "message text (repeat -m for several)")
 	c.Flags().IntVarP(&n, "num-produce", "n", 1, "how many times to send the messages")
 	c.Flags().StringVarP(&key, "key", "k", "", "partition key of every message")
 	c.Flags().StringArrayVarP(&props, "property", "p", nil, "message property key=value (repeatable)")
 	out.add(c)
-	return c
+	return clientTool(c)
 }
 
 // produce sends each message n times (asynchronously, then waits for every receipt).
@@ -134,10 +134,11 @@ func produce(ctx context.Context, cl *pulsarclient.Client, topic string, msgs []
 
 func newConsumeCmd() *cobra.Command {
 	var (
-		url, sub, subType, position string
-		n                           int
-		timeout                     time.Duration
-		out                         outputFlag
+		sf                     serviceFlags
+		sub, subType, position string
+		n                      int
+		timeout                time.Duration
+		out                    outputFlag
 	)
 	c := &cobra.Command{
 		Use:   "consume TOPIC",
@@ -166,7 +167,7 @@ func newConsumeCmd() *cobra.Command {
 			default:
 				return usageError{fmt.Errorf("-p/--position must be Earliest or Latest, not %q", position)}
 			}
-			cl, err := newPulsarClient(url)
+			cl, err := newPulsarClient(&sf)
 			if err != nil {
 				return err
 			}
@@ -177,14 +178,14 @@ func newConsumeCmd() *cobra.Command {
 				InitialPosition: pos}, n, timeout, out.json(), cmd.OutOrStdout())
 		},
 	}
-	addServiceURLFlag(c, &url)
+	addServiceFlags(c, &sf)
 	c.Flags().StringVarP(&sub, "subscription", "s", "", "subscription name")
 	c.Flags().StringVarP(&subType, "type", "t", "Exclusive", "subscription type: Exclusive, Shared, Failover or Key_Shared")
 	c.Flags().StringVarP(&position, "position", "p", "Latest", "where a new subscription starts: Earliest or Latest")
 	c.Flags().IntVarP(&n, "num-messages", "n", 1, "messages to receive (0: until interrupted)")
 	c.Flags().DurationVar(&timeout, "timeout", 0, "fail if no message arrives for this long (0: wait forever)")
 	out.add(c)
-	return c
+	return clientTool(c)
 }
 
 // consumedMessage is the JSON form of a received message.

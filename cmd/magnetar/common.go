@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,9 +127,17 @@ func listenError(flag, addr string, err error) error {
 // listener is bound: a role binds it before it registers anywhere, so a taken port fails
 // the start with the flag's name (listenError) instead of a running role dying later.
 func serveHTTP(ctx context.Context, flag, addr string, h http.Handler) (net.Addr, error) {
+	return serveHTTPS(ctx, flag, addr, h, nil)
+}
+
+// serveHTTPS serves h on addr over TLS (plain HTTP if cfg is nil), as serveHTTP.
+func serveHTTPS(ctx context.Context, flag, addr string, h http.Handler, cfg *tls.Config) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, listenError(flag, addr, err)
+	}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

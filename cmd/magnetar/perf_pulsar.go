@@ -26,14 +26,14 @@ import (
 
 // perfClientFlags are the flags every Pulsar perf tool shares.
 type perfClientFlags struct {
-	url      string
+	serviceFlags
 	duration time.Duration
 	warmup   time.Duration
 	out      outputFlag
 }
 
 func (f *perfClientFlags) add(c *cobra.Command) {
-	addServiceURLFlag(c, &f.url)
+	addServiceFlags(c, &f.serviceFlags)
 	c.Flags().DurationVarP(&f.duration, "duration", "d", 10*time.Second, "measured time after the warm-up (with --messages: a limit, 0 = none)")
 	c.Flags().DurationVar(&f.warmup, "warmup", 2*time.Second, "time before the measurement starts")
 	f.out.add(c)
@@ -367,10 +367,10 @@ func (r *perfRun) startProducers(ctx context.Context, cl []*pulsarclient.Client,
 
 // perfClients opens n clients (one connection each, as separate Pulsar client processes
 // would have).
-func perfClients(url string, n int) ([]*pulsarclient.Client, func(), error) {
+func perfClients(sf *serviceFlags, n int) ([]*pulsarclient.Client, func(), error) {
 	var cls []*pulsarclient.Client
 	for range n {
-		cl, err := newPulsarClient(url)
+		cl, err := newPulsarClient(sf)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -412,7 +412,7 @@ func newPerfProduceCmd() *cobra.Command {
 			if err := pf.validate(1); err != nil {
 				return err
 			}
-			cls, closeAll, err := perfClients(f.url, pf.producers)
+			cls, closeAll, err := perfClients(&f.serviceFlags, pf.producers)
 			if err != nil {
 				return err
 			}
@@ -437,7 +437,7 @@ func newPerfProduceCmd() *cobra.Command {
 	}
 	f.add(c)
 	pf.add(c)
-	return c
+	return clientTool(c)
 }
 
 func firstErr(errs ...error) error {
@@ -603,7 +603,7 @@ func newPerfConsumeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cls, closeAll, err := perfClients(f.url, cf.consumers)
+			cls, closeAll, err := perfClients(&f.serviceFlags, cf.consumers)
 			if err != nil {
 				return err
 			}
@@ -635,7 +635,7 @@ func newPerfConsumeCmd() *cobra.Command {
 	f.add(c)
 	cf.add(c, "Earliest")
 	c.Flags().Int64VarP(&messages, "messages", "m", 0, "stop after receiving this many messages (0: by --duration)")
-	return c
+	return clientTool(c)
 }
 
 func newPerfE2ECmd() *cobra.Command {
@@ -657,7 +657,7 @@ func newPerfE2ECmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cls, closeAll, err := perfClients(f.url, pf.producers+cf.consumers)
+			cls, closeAll, err := perfClients(&f.serviceFlags, pf.producers+cf.consumers)
 			if err != nil {
 				return err
 			}
@@ -705,5 +705,5 @@ func newPerfE2ECmd() *cobra.Command {
 	f.add(c)
 	pf.add(c)
 	cf.add(c, "Latest")
-	return c
+	return clientTool(c)
 }

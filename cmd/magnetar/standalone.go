@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -20,16 +21,20 @@ import (
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/bookie/journal"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/config"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func init() { register(newStandaloneCmd) }
 
 type standaloneFlags struct {
-	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel string
-	journalPrepareRate                                            int64
-	journalGroupWait, journalSyncInterval                         time.Duration
-	txn                                                           bool
+	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel, cluster string
+	journalPrepareRate                                                     int64
+	journalGroupWait, journalSyncInterval                                  time.Duration
+	maxMessageSize                                                         int
+	noAutoCreate, noDedup, txn                                             bool
+	auth                                                                   authFlags
+	tls                                                                    tlsFlags
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -44,6 +49,9 @@ func newStandaloneCmd() *cobra.Command {
 			}
 			if fl.journalPrepareRate < 0 {
 				return usageError{fmt.Errorf("--journal-prepare-rate must not be negative")}
+			}
+			if fl.maxMessageSize < 1024 {
+				return usageError{fmt.Errorf("--max-message-size must be at least 1024, got %d", fl.maxMessageSize)}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -64,10 +72,40 @@ func newStandaloneCmd() *cobra.Command {
 	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", journal.DefaultMaxGroupWait, groupWaitUsage)
 	f.DurationVar(&fl.journalSyncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
 	f.BoolVar(&fl.txn, "transaction-coordinator-enabled", false, txnFlagUsage)
-	return c
+	f.StringVar(&fl.cluster, "cluster", "standalone", "cluster name")
+	f.IntVar(&fl.maxMessageSize, "max-message-size", 1<<20, "largest message (metadata and payload) accepted, bytes")
+	f.BoolVar(&fl.noAutoCreate, "disable-auto-topic-creation", false, "refuse producers and consumers of unknown topics")
+	f.BoolVar(&fl.noDedup, "disable-deduplication", false, "turn message deduplication off")
+	fl.auth.add(f)
+	fl.tls.add(f, "broker-listen-tls")
+	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls")), authSecretFlags...)
+}
+
+// standaloneKeys are the standalone.conf keys standalone has. The managed-ledger quorum keys
+// must be 1: standalone runs one bookie.
+var standaloneKeys = []config.Key{
+	{Name: "bindAddress"},
+	{Name: "brokerServicePort", Flag: "broker-listen", Map: portOn("bindAddress", "0.0.0.0", true)},
+	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
+	{Name: "clusterName", Flag: "cluster"},
+	{Name: "maxMessageSize", Flag: "max-message-size"},
+	{Name: "allowAutoTopicCreation", Flag: "disable-auto-topic-creation", Map: config.Not},
+	{Name: "brokerDeduplicationEnabled", Flag: "disable-deduplication", Map: config.Not},
+	{Name: "transactionCoordinatorEnabled", Flag: "transaction-coordinator-enabled"},
+	{Name: "managedLedgerDefaultEnsembleSize", Map: only("1", "standalone runs one bookie")},
+	{Name: "managedLedgerDefaultWriteQuorum", Map: only("1", "standalone runs one bookie")},
+	{Name: "managedLedgerDefaultAckQuorum", Map: only("1", "standalone runs one bookie")},
 }
 
 func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error {
+	authn, err := fl.auth.service()
+	if err != nil {
+		return err
+	}
+	ts, err := fl.tls.server()
+	if err != nil {
+		return err
+	}
 	abs, err := filepath.Abs(fl.dataDir)
 	if err != nil {
 		return err
@@ -75,11 +113,11 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	// The HTTP listener first, so a second standalone on the host fails before it starts
-	// anything, naming the flag, and the broker knows (and reports in lookups) its URL; the
+	// The HTTP(S) listeners first, so a second standalone on the host fails before it starts
+	// anything, naming the flag, and the broker knows (and reports in lookups) their URLs; the
 	// handlers are mounted once the broker is up.
 	mux := http.NewServeMux()
-	ha, err := serveHTTP(ctx, "--http", fl.httpAddr, mux)
+	httpURL, httpsURL, err := serveWeb(ctx, fl.httpAddr, fl.tls.https, ts, mux)
 	if err != nil {
 		return err
 	}
@@ -113,10 +151,10 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer b.Close()
-	httpURL := "http://" + ha.String()
-	svc, err := broker.Start(ctx, broker.Config{
-		Store: store, Listen: fl.brokerAddr, HTTPURL: httpURL, Cluster: "standalone",
-		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: slog.Default(),
+	bc := broker.Config{
+		Store: store, Listen: fl.brokerAddr, DisablePlain: fl.brokerAddr == "", HTTPURL: httpURL, HTTPURLTLS: httpsURL, Cluster: fl.cluster,
+		MaxMessageSize: fl.maxMessageSize, DisableAutoTopicCreation: fl.noAutoCreate, DisableDeduplication: fl.noDedup,
+		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Auth: authn, Authz: fl.auth.authorizer(), ProxyRoles: fl.auth.proxyRoles, AuthRefreshInterval: fl.auth.refresh, Logger: slog.Default(),
 		TransactionCoordinatorEnabled: fl.txn, TransactionCoordinators: 1,
 		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
 		BookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
@@ -125,7 +163,11 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 			}
 			return bkclient.DialTCP(ctx, addr)
 		},
-	})
+	}
+	if ts != nil && fl.tls.listen != "" {
+		bc.ListenTLS, bc.TLS = fl.tls.listen, ts.Config()
+	}
+	svc, err := broker.Start(ctx, bc)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return listenError("--broker-listen", fl.brokerAddr, err)
@@ -133,14 +175,28 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer svc.Close()
+	in := svc.Info()
+	// First start: the cluster record, tenants and namespaces initialize-cluster-metadata writes.
+	created, err := broker.InitializeCluster(ctx, store, fl.cluster, broker.ClusterData{ServiceURL: httpURL,
+		ServiceURLTLS: httpsURL, BrokerServiceURL: in.ServiceURL, BrokerServiceURLTLS: in.ServiceURLTLS})
+	if err != nil {
+		return fmt.Errorf("initialize cluster metadata: %w", err)
+	}
+	if created {
+		slog.Info("cluster metadata initialized", "cluster", fl.cluster)
+	}
 	mux.Handle("/metrics", svc.MetricsHandler())
 	mountPprof(mux)
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
-	mux.Handle("/", admin.Handler(svc, admin.Options{Logger: slog.Default()}))
+	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
-	fmt.Printf("  pulsar:          %s\n", svc.Info().ServiceURL)
-	fmt.Printf("  admin:           %s/admin/v2\n", httpURL)
-	fmt.Printf("  metrics:         %s/metrics (bookie: %s/metrics/bookie)\n", httpURL, httpURL)
+	fmt.Printf("  pulsar:          %s\n", joinNonEmpty(in.ServiceURL, in.ServiceURLTLS))
+	web := httpURL
+	if web == "" {
+		web = httpsURL
+	}
+	fmt.Printf("  admin:           %s\n", joinNonEmpty(adminURL(httpURL), adminURL(httpsURL)))
+	fmt.Printf("  metrics:         %s/metrics (bookie: %s/metrics/bookie)\n", web, web)
 	fmt.Printf("  metadata (etcd): etcd://%s\n", hostPorts(etcd.Endpoints()))
 	fmt.Printf("  bookie:          %s\n", b.Addr())
 	var failed error

@@ -10,21 +10,28 @@ import (
 )
 
 // captureStderr runs f with os.Stderr redirected and returns what was written.
-func captureStderr(t *testing.T, f func()) string {
+func captureStderr(t *testing.T, f func()) string { return capture(t, &os.Stderr, f) }
+
+// captureStdout runs f with os.Stdout redirected and returns what was written.
+func captureStdout(t *testing.T, f func()) string { return capture(t, &os.Stdout, f) }
+
+// capture runs f with *file redirected to a pipe and returns what was written. It swaps a
+// process-wide variable: not for tests that run etcd or a broker in process (runChild).
+func capture(t *testing.T, file **os.File, f func()) string {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := os.Stderr
-	os.Stderr = w
+	old := *file
+	*file = w
 	done := make(chan string)
 	go func() {
 		b, _ := io.ReadAll(r)
 		done <- string(b)
 	}()
 	f()
-	os.Stderr = old
+	*file = old
 	w.Close()
 	return <-done
 }
