@@ -478,7 +478,7 @@ func (pc *partConsumer) onMessage(c *conn, f *pulsar.Frame) {
 	if !current {
 		return
 	}
-	msgs, skipped, err := pc.decode(f)
+	msgs, skipped, err := pc.decode(f, c.maxMessageSize)
 	if err != nil {
 		pc.cl.log.Warn("pulsarclient: undecodable message, skipped", "topic", pc.topic, "err", err)
 		skipped++
@@ -561,10 +561,11 @@ func (pc *partConsumer) resubscribe(ctx context.Context, epoch int) error {
 }
 
 // decode turns a MESSAGE frame into messages; skipped counts the batch messages dropped
-// (already acknowledged, or before a reader's start).
-func (pc *partConsumer) decode(f *pulsar.Frame) (msgs []*Message, skipped int, err error) {
+// (already acknowledged, or before a reader's start). A compressed payload may not claim
+// more than limit bytes uncompressed (the broker's max_message_size, as Pulsar's clients).
+func (pc *partConsumer) decode(f *pulsar.Frame, limit int) (msgs []*Message, skipped int, err error) {
 	cmd, meta := f.Cmd.Message, f.Metadata
-	payload, err := decompress(meta, f.Payload)
+	payload, err := decompress(meta, f.Payload, limit)
 	if err != nil {
 		return nil, 0, err
 	}

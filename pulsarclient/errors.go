@@ -25,7 +25,7 @@ var (
 	// ErrBadURL is returned by New for a service URL that is not pulsar://host:port.
 	ErrBadURL = errors.New("pulsarclient: bad service url")
 	// ErrUnsupportedCompression is wrapped when a consumer receives an entry compressed with
-	// a codec this client does not implement (LZ4).
+	// a codec this client does not know (with compression.ErrUnsupported).
 	ErrUnsupportedCompression = errors.New("pulsarclient: unsupported compression")
 )
 
