@@ -65,7 +65,7 @@ func (s *Service) newCompactor(name topicname.Name, log topic.Log) *compaction.M
 		return t.ResetCursor(ctx, compactionSub, topic.MessageID{LedgerID: h.LedgerID, EntryID: h.EntryID + 1, BatchIndex: -1})
 	}
 	m := compaction.NewManager(compaction.Config{Log: log, Name: compactedLogName(name), Open: s.openCompactedLog,
-		Logger: s.log, BeforeCommit: s.cfg.CompactionBeforeCommit, Committed: committed})
+		MaxMessageSize: s.cfg.MaxMessageSize, Logger: s.log, BeforeCommit: s.cfg.CompactionBeforeCommit, Committed: committed})
 	s.compactors.Store(name.String(), m)
 	return m
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/compression"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
@@ -14,8 +15,10 @@ import (
 var ErrMessageNotFound = topic.ErrMessageNotFound
 
 // StoredMessage is one stored entry as the inspection calls return it: its id (BatchIndex
-// -1), its metadata, and its payload as stored (for a batch entry, the batch of
-// SingleMessageMetadata-framed messages; compressed if Metadata.compression says so).
+// -1), its metadata as stored, and its payload uncompressed (for a batch entry, the batch
+// of SingleMessageMetadata-framed messages), as Pulsar's admin answers it. An encrypted
+// payload stays as stored (compressed if Metadata.compression says so): only its
+// consumers can decrypt it.
 type StoredMessage struct {
 	ID       MessageID
 	Metadata *pb.MessageMetadata
@@ -29,6 +32,11 @@ func (s *Service) storedMessage(t *topic.Topic, e topic.Entry) (StoredMessage, e
 	}
 	id := MessageID{LedgerID: e.Position.LedgerID, EntryID: e.Position.EntryID, BatchIndex: -1,
 		Partition: int32(t.Name().Partition)}
+	if meta.EncryptionAlgo == nil && len(meta.EncryptionKeys) == 0 {
+		if payload, err = compression.Decompress(meta, payload, s.cfg.MaxMessageSize); err != nil {
+			return StoredMessage{}, fmt.Errorf("entry %v of %s: %w", e.Position, t.Name(), err)
+		}
+	}
 	return StoredMessage{ID: id, Metadata: meta, Payload: payload}, nil
 }
 

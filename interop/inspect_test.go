@@ -4,12 +4,32 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
+
+// compressedCodecs are the codecs the compressed-batch tests produce with.
+var compressedCodecs = []struct {
+	name string
+	ct   pulsar.CompressionType
+}{{"LZ4", pulsar.LZ4}, {"ZSTD", pulsar.ZSTD}}
+
+// createWithSub creates the non-partitioned topic tn and its subscription sub at the
+// earliest message, with pulsaradmin.
+func createWithSub(t *testing.T, adm pulsaradmin.Client, tn utils.TopicName, sub string) {
+	t.Helper()
+	if err := adm.Topics().Create(tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Subscriptions().Create(tn, sub, utils.Earliest); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestMessageInspection: pulsaradmin's peek, get-by-id and message-id-by-time, and the
 // examinemessage path, return what pulsar-client-go produced (payloads, properties, keys,
@@ -21,12 +41,7 @@ func TestMessageInspection(t *testing.T) {
 	topic := topicName(t)
 	tn := mustTopic(t, topic)
 	ctx := ctxT(t, time.Minute)
-	if err := adm.Topics().Create(tn, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.Subscriptions().Create(tn, "s", utils.Earliest); err != nil {
-		t.Fatal(err)
-	}
+	createWithSub(t, adm, tn, "s")
 	single := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	var ids []pulsar.MessageID
 	for i := range 3 {
@@ -139,5 +154,73 @@ func TestMessageInspection(t *testing.T) {
 	}
 	if _, err := adm.Topics().GetMessageID(tn, time.Now().Add(time.Hour).UnixMilli()); statusOf(err) != http.StatusNotFound {
 		t.Fatalf("message id in the future: %v, want 404", err)
+	}
+}
+
+// TestMessageInspectionCompressed: a batch (and a single message) that pulsar-client-go
+// compressed with LZ4 or ZSTD is answered uncompressed, so pulsaradmin's peek and
+// get-by-id split the batch into every one of its messages.
+func TestMessageInspectionCompressed(t *testing.T) {
+	c := newAdminCluster(t)
+	cl := c.client()
+	adm := c.admin()
+	for _, codec := range compressedCodecs {
+		t.Run(codec.name, func(t *testing.T) {
+			topic := topicName(t)
+			tn := mustTopic(t, topic)
+			ctx := ctxT(t, time.Minute)
+			createWithSub(t, adm, tn, "s")
+			const n = 20
+			payload := func(i int) string { return fmt.Sprintf("%s message %d %s", codec.name, i, strings.Repeat("x", 50*i)) }
+			batched := producer(t, cl, pulsar.ProducerOptions{Topic: topic, CompressionType: codec.ct,
+				BatchingMaxMessages: n, BatchingMaxPublishDelay: time.Minute})
+			done := make(chan error, n)
+			var batchID pulsar.MessageID
+			for i := range n {
+				batched.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte(payload(i)), Key: fmt.Sprintf("k%d", i),
+					Properties: map[string]string{"i": fmt.Sprint(i)}},
+					func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+						if err == nil && id.BatchIdx() == 0 {
+							batchID = id
+						}
+						done <- err
+					})
+			}
+			if err := batched.FlushWithCtx(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range n {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			single := producer(t, cl, pulsar.ProducerOptions{Topic: topic, CompressionType: codec.ct, DisableBatching: true})
+			big := strings.Repeat("compressible ", 500)
+			singleID, err := single.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(big)})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			msgs, err := adm.Subscriptions().PeekMessages(tn, "s", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) != n {
+				t.Fatalf("peek 1: %d messages, want the %d of the compressed batch", len(msgs), n)
+			}
+			for i, m := range msgs {
+				if string(m.Payload) != payload(i) || m.MessageID.EntryID != batchID.EntryID() || m.MessageID.BatchIndex != i {
+					t.Fatalf("peeked batch message %d: %q at %+v", i, m.Payload, m.MessageID)
+				}
+			}
+			batch, err := adm.Subscriptions().GetMessagesByID(tn, batchID.LedgerID(), batchID.EntryID())
+			if err != nil || len(batch) != n || string(batch[n-1].Payload) != payload(n-1) {
+				t.Fatalf("get the batch by id: %d messages, %v", len(batch), err)
+			}
+			ms, err := adm.Subscriptions().GetMessagesByID(tn, singleID.LedgerID(), singleID.EntryID())
+			if err != nil || len(ms) != 1 || string(ms[0].Payload) != big {
+				t.Fatalf("get the compressed single message by id: %d messages, %v", len(ms), err)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
+	"github.com/magnetar-io/magnetar/proto/pulsar/compression"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
@@ -102,9 +103,11 @@ type kept struct {
 func isDelete(payload []byte, null bool) bool { return len(payload) == 0 || null }
 
 // absorb folds the messages of one stored entry into latest. Messages without a key are
-// not kept (as Pulsar's compactor by default); an entry that cannot be split (compressed or
-// encrypted batches) is kept whole under a key of its own.
-func absorb(latest map[string]kept, e topic.Entry) error {
+// not kept (as Pulsar's compactor by default). A compressed batch is decompressed (claiming
+// at most limit bytes) to find its messages' keys; an entry that cannot be split (an
+// encrypted batch, or a compressed one that does not decompress) is kept whole under a key
+// of its own, as Pulsar's compactor keeps a batch it cannot decode.
+func absorb(latest map[string]kept, e topic.Entry, limit int) error {
 	meta, payload, err := pulsar.ParseHeadersAndPayload(e.Data)
 	if err != nil {
 		return fmt.Errorf("entry %v: %w", e.Position, err)
@@ -120,7 +123,13 @@ func absorb(latest map[string]kept, e topic.Entry) error {
 		latest[meta.GetPartitionKey()] = kept{pos: e.Position, index: -1, meta: meta, data: e.Data}
 		return nil
 	}
-	if meta.GetCompression() != pb.CompressionType_NONE || meta.EncryptionAlgo != nil || len(meta.EncryptionKeys) > 0 {
+	whole := meta.EncryptionAlgo != nil || len(meta.EncryptionKeys) > 0
+	if !whole && meta.GetCompression() != pb.CompressionType_NONE {
+		if payload, err = compression.Decompress(meta, payload, limit); err != nil {
+			whole = true
+		}
+	}
+	if whole {
 		latest[fmt.Sprintf("\x00entry %v", e.Position)] = kept{pos: e.Position, index: -1, meta: meta, data: e.Data}
 		return nil
 	}
@@ -151,7 +160,7 @@ type compactedEntry struct {
 }
 
 // build turns the kept messages into compacted entries in position order, batching again
-// the messages kept of each batch entry (in their batch order).
+// the messages kept of each batch entry (in their batch order), uncompressed.
 func build(latest map[string]kept) ([]compactedEntry, error) {
 	byPos := map[Position][]kept{}
 	for _, k := range latest {
@@ -174,7 +183,7 @@ func build(latest map[string]kept) ([]compactedEntry, error) {
 		meta := proto.Clone(ks[0].meta).(*pb.MessageMetadata)
 		n := int32(len(ks))
 		meta.NumMessagesInBatch = &n
-		meta.UncompressedSize = nil
+		meta.Compression, meta.UncompressedSize = nil, nil // the kept messages are stored uncompressed
 		data, err := pulsar.AppendHeadersAndPayload(nil, meta, payload)
 		if err != nil {
 			return nil, err

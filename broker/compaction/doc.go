@@ -9,9 +9,11 @@
 // horizon up to the topic's last entry, and keeps the latest message per key: an unbatched
 // entry keyed by its partition key, each message of a batch by its own; an empty payload
 // (or null_value) deletes the key; messages without a key are not kept (Pulsar's default);
-// compressed or encrypted batches, which cannot be split, are kept whole. It writes the
-// kept messages as the next generation, one entry per original entry in position order
-// (the messages kept of a batch batched again, in their order), each framed as
+// a compressed batch is decompressed (bounded by Config.MaxMessageSize) and split like a
+// plain one; encrypted batches, and compressed ones that do not decompress, are kept whole.
+// It writes the kept messages as the next generation, one entry per original entry in
+// position order (the messages kept of a batch batched again, in their order,
+// uncompressed), each framed as
 //
 //	[8B ledger id][8B entry id][headersAndPayload]
 //

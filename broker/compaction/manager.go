@@ -11,6 +11,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/proto/pulsar"
 )
 
 var (
@@ -55,6 +56,9 @@ type Config struct {
 	Name string
 	// Open opens a generation's log. Required.
 	Open OpenFunc
+	// MaxMessageSize bounds the uncompressed size a compressed batch may claim (the
+	// broker's max_message_size). Default pulsar.MaxMessageSizeDefault.
+	MaxMessageSize int
 	// Logger receives compaction outcomes. Default slog.Default().
 	Logger *slog.Logger
 	// BeforeCommit, if set, is called after a generation is written and before the State
@@ -86,6 +90,9 @@ type Manager struct {
 func NewManager(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxMessageSize <= 0 {
+		cfg.MaxMessageSize = pulsar.MaxMessageSizeDefault
 	}
 	m := &Manager{cfg: cfg}
 	m.ctx, m.end = context.WithCancel(context.Background())
@@ -173,12 +180,14 @@ func (m *Manager) compact(ctx context.Context) (State, *View, error) {
 			return State{}, nil, fmt.Errorf("read generation %d: %w", prev.Generation, err)
 		}
 		for _, e := range entries {
-			if err := absorb(latest, e); err != nil {
+			if err := absorb(latest, e, m.cfg.MaxMessageSize); err != nil {
 				return State{}, nil, err
 			}
 		}
 	}
-	n, err := readAll(ctx, m.cfg.Log, after(prev.Horizon()), target, func(e topic.Entry) error { return absorb(latest, e) })
+	n, err := readAll(ctx, m.cfg.Log, after(prev.Horizon()), target, func(e topic.Entry) error {
+		return absorb(latest, e, m.cfg.MaxMessageSize)
+	})
 	if err != nil {
 		return State{}, nil, fmt.Errorf("read the topic: %w", err)
 	}

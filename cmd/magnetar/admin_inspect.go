@@ -38,7 +38,7 @@ func printablePayload(b []byte) (string, string) {
 	return hex.Dump(b), "hex"
 }
 
-// splitMessages turns a message inspection answer (X-Pulsar-* headers, the stored payload)
+// splitMessages turns a message inspection answer (X-Pulsar-* headers, the payload uncompressed)
 // into its messages: one, or the messages of a batch.
 func splitMessages(hd http.Header, body []byte) ([]inspectedMessage, error) {
 	id := hd.Get("X-Pulsar-Message-ID")
@@ -66,8 +66,10 @@ func splitMessages(hd http.Header, body []byte) ([]inspectedMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("X-Pulsar-Num-Batch-Message %q", nb)
 	}
-	if c := hd.Get("X-Pulsar-Compression"); c != "" {
-		return nil, fmt.Errorf("batch %s is compressed (%s): cannot split it", id, c)
+	// The broker answers a compressed batch uncompressed (X-Pulsar-Compression is only
+	// informative); an encrypted one it cannot open.
+	if a := hd.Get("X-Pulsar-Encryption-Algo"); a != "" {
+		return nil, fmt.Errorf("batch %s is encrypted (%s): cannot split it", id, a)
 	}
 	msgs, err := pulsar.ParseBatch(body, n)
 	if err != nil {
