@@ -184,7 +184,8 @@ func TestTxnBenchmark(t *testing.T) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	pct := func(q float64) time.Duration { return lat[min(int(q*float64(len(lat))), len(lat)-1)] }
 
-	// 3. The reference: metadata writes per second on the same etcd (10 writers).
+	// 3. The reference: metadata writes per second on the same etcd (10 writers, and
+	// MAGNETAR_BENCH_ETCD_WRITERS more to see the store's ceiling).
 	eps, err := metadata.ParseURL("etcd://" + etcd)
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +213,25 @@ func TestTxnBenchmark(t *testing.T) {
 	}
 	wg.Wait()
 	etcdRate := float64(puts.Load()) / 10
+	if n, err := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_ETCD_WRITERS")); err == nil && n > 0 {
+		puts.Store(0)
+		end := time.Now().Add(10 * time.Second)
+		for w := 0; w < n; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					if _, err := st.Put(context.Background(), fmt.Sprintf("/bench/many-%d", w), payload, metadata.AnyVersion); err != nil {
+						t.Error(err)
+						return
+					}
+					puts.Add(1)
+				}
+			}(w)
+		}
+		wg.Wait()
+		t.Logf("etcd puts, %d writers:        %9.0f put/s", n, float64(puts.Load())/10)
+	}
 
 	t.Logf("plain produce:                 %9.0f msg/s", plain)
 	t.Logf("transactional (100 per txn):   %9.0f msg/s   ratio %.2f (target >= 0.5)", txn100, txn100/plain)
