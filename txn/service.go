@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,7 +73,7 @@ func loadCoordinator(ctx context.Context, st metadata.Store, tc uint64) (SeqReco
 	kv, err := st.Get(ctx, metadata.TxnSeqKey(tc))
 	switch {
 	case err == nil:
-		if err := jsonUnmarshal(kv.Value, &seq); err != nil {
+		if err := json.Unmarshal(kv.Value, &seq); err != nil {
 			return seq, 0, nil, err
 		}
 		seqVer = kv.Version

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -336,7 +337,7 @@ func (w *simWorld) start() {
 	var seq SeqRecord
 	var seqVer metadata.Version
 	if kv, ok := w.kv[metadata.TxnSeqKey(simTC)]; ok {
-		if err := jsonUnmarshal(kv.val, &seq); err != nil {
+		if err := json.Unmarshal(kv.val, &seq); err != nil {
 			w.failf("sequence record: %v", err)
 		}
 		seqVer = kv.ver

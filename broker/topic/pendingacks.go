@@ -333,33 +333,18 @@ func readPALog(log Log, from Position) ([]pendingack.LogEntry, bool, error) {
 	return out, atEnd, nil
 }
 
-// registerPA makes the pending-ack record of id durable, then checks the header: open and
-// with this subscription added (else the record is deleted again).
+// registerPA registers transaction id on subscription sub (see registerRecord).
 func registerPA(tt *txnTopic, key, sub string, id txn.ID) (ok, rejected bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rkey := metadata.TxnPendingAckKey(key, sub, id.Key())
-	if _, err := tt.cfg.Store.Put(ctx, rkey, []byte(`{}`), metadata.AnyVersion); err != nil {
-		return false, false, fmt.Errorf("record transaction %v on subscription %s: %w", id, sub, err)
-	}
-	h, found, err := tt.cfg.Tracker.Header(ctx, id)
-	if err != nil {
-		return false, false, fmt.Errorf("read transaction %v: %w", id, err)
-	}
-	switch {
-	case !found:
-		err = fmt.Errorf("%w: %v", txn.ErrNotFound, id)
-	case h.Status != txn.Open:
-		err = fmt.Errorf("%w: %v is %v", txn.ErrNotFound, id, h.Status)
-	case !h.HasSubscription(key, sub, canonOrSelf(tt.cfg.Canon)):
-		err = fmt.Errorf("%w: transaction %v did not add subscription %s", ErrNotAllowed, id, sub)
-	default:
-		return true, false, nil
-	}
-	if derr := tt.cfg.Store.Delete(ctx, rkey, metadata.AnyVersion); derr != nil {
-		return false, false, err
-	}
-	return false, true, err
+	return tt.registerRecord(id, metadata.TxnPendingAckKey(key, sub, id.Key()), "on subscription "+sub,
+		func(h txn.Header) error {
+			switch {
+			case h.Status != txn.Open:
+				return fmt.Errorf("%w: %v is %v", txn.ErrNotFound, id, h.Status)
+			case !h.HasSubscription(key, sub, canonOrSelf(tt.cfg.Canon)):
+				return fmt.Errorf("%w: transaction %v did not add subscription %s", ErrNotAllowed, id, sub)
+			}
+			return nil
+		})
 }
 
 // applyPA applies a transaction's outcome to the subscription: a commit acknowledges

@@ -350,36 +350,26 @@ func (t *Topic) performTxn() {
 	}
 }
 
-// register makes a transaction's open record durable, then checks with its header that it
-// is open and added this topic; otherwise it deletes the record again. (Writing the record
-// first and reading the header after makes the header's garbage collection safe: it waits
-// for the records of its participants.)
+// register performs a registration of the buffer core (see registerRecord).
 func (t *Topic) register(reg txnbuf.Register) {
 	tt := t.txn
-	key := metadata.TxnOpenKey(tt.key, reg.ID.Key())
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		out, err := txnbuf.Registered, error(nil)
-		if _, perr := tt.cfg.Store.Put(ctx, key, []byte(`{}`), metadata.AnyVersion); perr != nil {
-			out, err = txnbuf.Failed, fmt.Errorf("record transaction %v on %s: %w", reg.ID, tt.key, perr)
-		} else if h, ok, herr := tt.cfg.Tracker.Header(ctx, reg.ID); herr != nil {
-			out, err = txnbuf.Failed, fmt.Errorf("read transaction %v: %w", reg.ID, herr)
-		} else {
-			switch {
-			case !ok:
-				err = fmt.Errorf("%w: %v", txn.ErrNotFound, reg.ID)
-			case h.Status != txn.Open:
-				err = fmt.Errorf("%w: %v is %v", txnbuf.ErrEnded, reg.ID, h.Status)
-			case !h.HasPartition(tt.key, canonOrSelf(tt.cfg.Canon)):
-				err = fmt.Errorf("%w: transaction %v did not add %s", errTxnNotAdded, reg.ID, t.name)
-			}
-			if err != nil {
-				out = txnbuf.Rejected
-				if derr := tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion); derr != nil {
-					out = txnbuf.Failed // the record stays: the buffer awaits the transaction's end
+		ok, rejected, err := tt.registerRecord(reg.ID, metadata.TxnOpenKey(tt.key, reg.ID.Key()), "on "+tt.key,
+			func(h txn.Header) error {
+				switch {
+				case h.Status != txn.Open:
+					return fmt.Errorf("%w: %v is %v", txnbuf.ErrEnded, reg.ID, h.Status)
+				case !h.HasPartition(tt.key, canonOrSelf(tt.cfg.Canon)):
+					return fmt.Errorf("%w: transaction %v did not add %s", errTxnNotAdded, reg.ID, t.name)
 				}
-			}
+				return nil
+			})
+		out := txnbuf.Failed // the record may stay: the buffer awaits the transaction's end
+		switch {
+		case ok:
+			out = txnbuf.Registered
+		case rejected:
+			out = txnbuf.Rejected
 		}
 		t.post(func() {
 			if ferr := tt.core.Registered(reg.Tag, out, err); ferr != nil {
@@ -390,6 +380,33 @@ func (t *Topic) register(reg txnbuf.Register) {
 			}
 		})
 	}()
+}
+
+// registerRecord makes a participant's record (key) of transaction id durable, then reads
+// the header: check says whether the transaction may take part (open, and this participant
+// added). A refused registration deletes its record again (rejected); if the store fails,
+// the record may exist (neither ok nor rejected). Writing the record first and reading the
+// header after makes the header's garbage collection safe: it waits for the records of its
+// participants.
+func (tt *txnTopic) registerRecord(id txn.ID, key, where string, check func(txn.Header) error) (ok, rejected bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := tt.cfg.Store.Put(ctx, key, []byte(`{}`), metadata.AnyVersion); err != nil {
+		return false, false, fmt.Errorf("record transaction %v %s: %w", id, where, err)
+	}
+	h, found, err := tt.cfg.Tracker.Header(ctx, id)
+	if err != nil {
+		return false, false, fmt.Errorf("read transaction %v: %w", id, err)
+	}
+	if !found {
+		err = fmt.Errorf("%w: %v", txn.ErrNotFound, id)
+	} else if err = check(h); err == nil {
+		return true, false, nil
+	}
+	if derr := tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion); derr != nil {
+		return false, false, err
+	}
+	return false, true, err
 }
 
 func canonOrSelf(canon func(string) (string, error)) func(string) string {
