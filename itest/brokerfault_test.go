@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,26 +26,7 @@ func TestBrokerMovesWritesOffAFailedBookie(t *testing.T) {
 }
 
 func brokerBookieFault(t *testing.T, full bool) {
-	if full && os.Geteuid() != 0 {
-		t.Skip("mounting a small file system needs root")
-	}
-	_, metaURL := StartEtcd(t)
-	store := openStore(t, metaURL)
-	procs, dirs := map[string]*Proc{}, map[string]string{}
-	var addrs []string
-	for i := range 4 {
-		addr := FreeAddr(t)
-		addrs = append(addrs, addr)
-		root := t.TempDir()
-		if full {
-			root = disktest.MountTmpfs(t, 48<<20)
-		}
-		dirs[addr] = root
-		procs[addr] = Start(t, "bookie-"+addr, "bookie", "--metadata-url", metaURL,
-			"--data-dir", filepath.Join(root, fmt.Sprint("b", i)), "--listen", addr, "--http", "",
-			"--session-ttl", "2s", "--disk-check-interval", "200ms", "--journal-file-size", fmt.Sprint(4<<20))
-	}
-	waitBookies(t, store, 30*time.Second, addrs...)
+	metaURL, store, procs, dirs, _ := startFaultBookies(t, full)
 	brAddr := FreeAddr(t)
 	Start(t, "broker", "broker", "--metadata-url", metaURL, "--listen", brAddr, "--http", FreeAddr(t),
 		"--ensemble", "3", "--write-quorum", "2", "--ack-quorum", "2")

@@ -104,8 +104,11 @@ func TestBookieDiskFaultsUnderLoad(t *testing.T) {
 	}
 }
 
-func diskFaultUnderLoad(t *testing.T, fault string) {
-	full := fault == "disk-full"
+// startFaultBookies starts etcd and 4 bookies that check their disks every 200 ms, on small
+// tmpfs mounts if full (root only: skipped otherwise); it returns the metadata URL, a store,
+// the bookies and their data roots by address, and the addresses.
+func startFaultBookies(t *testing.T, full bool) (string, metadata.Store, map[string]*Proc, map[string]string, []string) {
+	t.Helper()
 	if full && os.Geteuid() != 0 {
 		t.Skip("mounting a small file system needs root")
 	}
@@ -126,6 +129,12 @@ func diskFaultUnderLoad(t *testing.T, fault string) {
 			"--session-ttl", "2s", "--disk-check-interval", "200ms", "--journal-file-size", fmt.Sprint(4<<20))
 	}
 	waitBookies(t, store, 30*time.Second, addrs...)
+	return metaURL, store, procs, dirs, addrs
+}
+
+func diskFaultUnderLoad(t *testing.T, fault string) {
+	full := fault == "disk-full"
+	metaURL, store, procs, dirs, _ := startFaultBookies(t, full)
 
 	w := startWriter(t, metaURL)
 	w.waitFor(t, 60*time.Second, "500 acks", func() bool { return len(w.acks) >= 500 })
