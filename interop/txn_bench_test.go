@@ -64,6 +64,9 @@ func TestTxnBenchmark(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_TXN_CLIENTS")); err == nil && n > 0 {
 		producers = n
 	}
+	// Where a transaction's time goes, summed over all of them: NEW_TXN, the sends (with
+	// ADD_PARTITION_TO_TXN) until their receipts, END_TXN.
+	var phaseNew, phaseSend, phaseCommit, txns atomic.Int64
 	produce := func(topic string, perTxn int) float64 {
 		ctx := ctxT(t, 10*time.Minute)
 		var failed atomic.Int64
@@ -87,13 +90,16 @@ func TestTxnBenchmark(t *testing.T) {
 				for sent := 0; sent < total/producers; {
 					var tx pulsar.Transaction
 					n := total/producers - sent
+					t0 := time.Now()
 					if perTxn > 0 {
 						if tx, err = cl.NewTransaction(time.Minute); err != nil {
 							t.Error(err)
 							return
 						}
 						n = min(n, perTxn)
+						phaseNew.Add(int64(time.Since(t0)))
 					}
+					t1 := time.Now()
 					for i := 0; i < n; i++ {
 						sends.Add(1)
 						p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, Transaction: tx},
@@ -106,11 +112,15 @@ func TestTxnBenchmark(t *testing.T) {
 					}
 					sent += n
 					if tx != nil {
-						// Commit waits for the transaction's sends.
+						sends.Wait()
+						t2 := time.Now()
+						phaseSend.Add(int64(t2.Sub(t1)))
 						if err := tx.Commit(ctx); err != nil {
 							t.Error(err)
 							return
 						}
+						phaseCommit.Add(int64(time.Since(t2)))
+						txns.Add(1)
 					}
 				}
 				sends.Wait()
@@ -235,6 +245,10 @@ func TestTxnBenchmark(t *testing.T) {
 
 	t.Logf("plain produce:                 %9.0f msg/s", plain)
 	t.Logf("transactional (100 per txn):   %9.0f msg/s   ratio %.2f (target >= 0.5)", txn100, txn100/plain)
+	if n := txns.Load(); n > 0 {
+		avg := func(v *atomic.Int64) time.Duration { return time.Duration(v.Load() / n) }
+		t.Logf("  per transaction: new %v, sends until receipts %v, commit %v", avg(&phaseNew), avg(&phaseSend), avg(&phaseCommit))
+	}
 	t.Logf("commits, 10 clients x 1 msg:   %9.0f txn/s   (%.3f txn per etcd put/s)", commits, commits/etcdRate)
 	t.Logf("commit latency at %4.0f txn/s:  p50 %v  p99 %v  max %v", commits/2, pct(0.5), pct(0.99), lat[len(lat)-1])
 	t.Logf("etcd puts, 10 writers:         %9.0f put/s", etcdRate)

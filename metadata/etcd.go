@@ -260,6 +260,50 @@ func (s *EtcdStore) put(ctx context.Context, key string, value []byte, expected 
 	return Version(resp.Header.Revision), nil
 }
 
+// Commit applies ops in one etcd transaction. See Store.Commit.
+func (s *EtcdStore) Commit(ctx context.Context, ops []Op) ([]Version, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	if err := s.checkOpen("commit", ops[0].Key); err != nil {
+		return nil, err
+	}
+	var cmps []clientv3.Cmp
+	thens := make([]clientv3.Op, 0, len(ops))
+	for _, o := range ops {
+		switch {
+		case o.Expected == AnyVersion:
+		case o.Expected == NotExists && o.Delete:
+			return nil, fmt.Errorf("metadata: commit: delete %q expecting no key: %w", o.Key, ErrBadVersion)
+		case o.Expected == NotExists:
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(o.Key), "=", 0))
+		case o.Expected > 0:
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(o.Key), "=", int64(o.Expected)))
+		default:
+			return nil, fmt.Errorf("metadata: commit %q: invalid expected version %d", o.Key, o.Expected)
+		}
+		if o.Delete {
+			thens = append(thens, clientv3.OpDelete(o.Key))
+		} else {
+			thens = append(thens, clientv3.OpPut(o.Key, string(o.Value)))
+		}
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(thens...).Commit()
+	if err != nil {
+		return nil, s.wrap("commit", ops[0].Key, err)
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("metadata: commit of %d writes (first %q): a version did not match: %w", len(ops), ops[0].Key, ErrBadVersion)
+	}
+	vs := make([]Version, len(ops))
+	for i, o := range ops {
+		if !o.Delete {
+			vs[i] = Version(resp.Header.Revision)
+		}
+	}
+	return vs, nil
+}
+
 // currentVersion extracts the key's version from the Else branch of a failed guarded txn.
 func currentVersion(resp *clientv3.TxnResponse) Version {
 	if len(resp.Responses) == 0 {

@@ -81,11 +81,25 @@ type Store interface {
 	// NewSession starts a session: a lease kept alive in the background. Ephemeral keys put
 	// through it vanish when the process dies (after at most ttl) or the session closes.
 	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
+	// Commit applies ops atomically: all of them, or none if any op's expected version does
+	// not hold (ErrBadVersion). It returns the new version of each put (0 for deletes). A key
+	// appears at most once in ops.
+	Commit(ctx context.Context, ops []Op) ([]Version, error)
 	// NextID returns the next value of the named monotonic counter (first value 1). Values are
 	// unique and increasing across all clients.
 	NextID(ctx context.Context, counter string) (int64, error)
 	// Close releases the store's connections. Idempotent.
 	Close() error
+}
+
+// Op is one write of Store.Commit: a put of Value (Delete false) or a delete, guarded by
+// Expected as Store.Put and Store.Delete are (a delete of a missing key with AnyVersion
+// succeeds).
+type Op struct {
+	Key      string
+	Value    []byte
+	Expected Version
+	Delete   bool
 }
 
 // Watch is a running watch. Events arrive in revision order with no gaps; Rev of the last

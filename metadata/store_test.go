@@ -66,6 +66,7 @@ func testStore(t *testing.T, newStore func(t *testing.T) metadata.Store) {
 	t.Run("SessionClose", func(t *testing.T) { testSessionClose(t, newStore(t)) })
 	t.Run("SessionOwnerDies", func(t *testing.T) { testSessionOwnerDies(t, newStore(t), newStore(t)) })
 	t.Run("NextID", func(t *testing.T) { testNextID(t, newStore(t), newStore(t)) })
+	t.Run("Commit", func(t *testing.T) { testCommit(t, newStore(t)) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, newStore(t)) })
 }
 
@@ -850,5 +851,56 @@ func TestSessionCloseWithEtcdGone(t *testing.T) {
 	}
 	if err == nil {
 		t.Fatal("Close reported a revocation that etcd never saw")
+	}
+}
+
+func testCommit(t *testing.T, s metadata.Store) {
+	ctx := ctxT(t)
+	va := mustPut(t, s, "/c/a", "a1", metadata.NotExists)
+	mustPut(t, s, "/c/gone", "x", metadata.NotExists)
+
+	// All or nothing: one stale expectation refuses every op.
+	_, err := s.Commit(ctx, []metadata.Op{
+		{Key: "/c/a", Value: []byte("a2"), Expected: va},
+		{Key: "/c/b", Value: []byte("b1"), Expected: metadata.NotExists},
+		{Key: "/c/gone", Delete: true, Expected: metadata.AnyVersion},
+		{Key: "/c/a2", Value: []byte("x"), Expected: va + 1000},
+	})
+	if !errors.Is(err, metadata.ErrBadVersion) {
+		t.Fatalf("commit with a stale version: %v, want ErrBadVersion", err)
+	}
+	if kv, err := s.Get(ctx, "/c/a"); err != nil || string(kv.Value) != "a1" {
+		t.Fatalf("/c/a after a refused commit: %q %v", kv.Value, err)
+	}
+	if _, err := s.Get(ctx, "/c/b"); !errors.Is(err, metadata.ErrNotFound) {
+		t.Fatalf("/c/b after a refused commit: %v", err)
+	}
+	if _, err := s.Get(ctx, "/c/gone"); err != nil {
+		t.Fatalf("/c/gone after a refused commit: %v", err)
+	}
+
+	vs, err := s.Commit(ctx, []metadata.Op{
+		{Key: "/c/a", Value: []byte("a2"), Expected: va},
+		{Key: "/c/b", Value: []byte("b1"), Expected: metadata.NotExists},
+		{Key: "/c/gone", Delete: true, Expected: metadata.AnyVersion},
+		{Key: "/c/missing", Delete: true, Expected: metadata.AnyVersion},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 4 || vs[0] <= va || vs[1] != vs[0] || vs[2] != 0 {
+		t.Fatalf("versions %v (old %d)", vs, va)
+	}
+	if kv, err := s.Get(ctx, "/c/a"); err != nil || string(kv.Value) != "a2" || kv.Version != vs[0] {
+		t.Fatalf("/c/a: %q v%d %v, want a2 v%d", kv.Value, kv.Version, err, vs[0])
+	}
+	if kv, err := s.Get(ctx, "/c/b"); err != nil || string(kv.Value) != "b1" {
+		t.Fatalf("/c/b: %q %v", kv.Value, err)
+	}
+	if _, err := s.Get(ctx, "/c/gone"); !errors.Is(err, metadata.ErrNotFound) {
+		t.Fatalf("/c/gone after its delete: %v", err)
+	}
+	if vs, err := s.Commit(ctx, nil); err != nil || vs != nil {
+		t.Fatalf("empty commit: %v %v", vs, err)
 	}
 }
