@@ -67,6 +67,7 @@ func (s *Service) startTxn(ctx context.Context) error {
 	ts := &txnService{s: s, tracker: txn.NewTracker(s.store, s.log), m: txn.NewMetrics(s.reg)}
 	ts.mu.tcs = map[uint64]*tcEntry{}
 	ts.tracker.SetLocal(ts.settled)
+	ts.tracker.OnEnded(ts.ended)
 	s.txn = ts
 	s.closers = append(s.closers, ts.close)
 	return nil
@@ -180,6 +181,41 @@ func (ts *txnService) load(tc uint64, e *tcEntry) {
 }
 
 var errNoCoordinator = errors.New("transaction coordinator not found")
+
+// ended tells this broker's loaded participants of a transaction that it ended, so those
+// that never registered it drop the record its coordinator created for them.
+func (ts *txnService) ended(id txn.ID, h txn.Header) {
+	for _, p := range h.Partitions {
+		if t := ts.s.loadedTopic(p); t != nil {
+			t.TxnEnded(id, "")
+		}
+	}
+	for _, sub := range h.Subscriptions {
+		if t := ts.s.loadedTopic(sub.Topic); t != nil {
+			t.TxnEnded(id, sub.Subscription)
+		}
+	}
+}
+
+// loadedTopic returns the topic named name if this broker has it loaded, nil otherwise.
+func (s *Service) loadedTopic(name string) *topic.Topic {
+	n, err := topicname.Parse(name)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	e := s.mu.topics[n.String()]
+	s.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.ready:
+		return e.t
+	default:
+		return nil
+	}
+}
 
 // topicTxn is the transaction configuration of the broker's topics (nil: off).
 func (s *Service) topicTxn() *topic.TxnConfig {

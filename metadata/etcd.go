@@ -273,6 +273,8 @@ func (s *EtcdStore) Commit(ctx context.Context, ops []Op) ([]Version, error) {
 	for _, o := range ops {
 		switch {
 		case o.Expected == AnyVersion:
+		case o.Expected == AnyVersion && o.Check:
+			return nil, fmt.Errorf("metadata: commit: check of %q without a version", o.Key)
 		case o.Expected == NotExists && o.Delete:
 			return nil, fmt.Errorf("metadata: commit: delete %q expecting no key: %w", o.Key, ErrBadVersion)
 		case o.Expected == NotExists:
@@ -282,9 +284,11 @@ func (s *EtcdStore) Commit(ctx context.Context, ops []Op) ([]Version, error) {
 		default:
 			return nil, fmt.Errorf("metadata: commit %q: invalid expected version %d", o.Key, o.Expected)
 		}
-		if o.Delete {
+		switch {
+		case o.Check:
+		case o.Delete:
 			thens = append(thens, clientv3.OpDelete(o.Key))
-		} else {
+		default:
 			thens = append(thens, clientv3.OpPut(o.Key, string(o.Value)))
 		}
 	}
@@ -297,7 +301,7 @@ func (s *EtcdStore) Commit(ctx context.Context, ops []Op) ([]Version, error) {
 	}
 	vs := make([]Version, len(ops))
 	for i, o := range ops {
-		if !o.Delete {
+		if !o.Delete && !o.Check {
 			vs[i] = Version(resp.Header.Revision)
 		}
 	}

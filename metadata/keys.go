@@ -196,6 +196,10 @@ const (
 	PrefixTxnPendingAcks = "/txn/pending-acks/"
 )
 
+// TxnEpochKey is bumped by every load of coordinator tc: its version fences the header
+// creations of earlier incarnations.
+func TxnEpochKey(tc uint64) string { return fmt.Sprintf("/txn/coordinators/%d/epoch", tc) }
+
 // TxnSeqKey holds the next free sequence block of coordinator tc.
 func TxnSeqKey(tc uint64) string { return fmt.Sprintf("/txn/coordinators/%d/seq", tc) }
 

@@ -94,12 +94,14 @@ type Store interface {
 
 // Op is one write of Store.Commit: a put of Value (Delete false) or a delete, guarded by
 // Expected as Store.Put and Store.Delete are (a delete of a missing key with AnyVersion
-// succeeds).
+// succeeds). With Check, the op writes nothing: it only requires Expected to hold (a
+// fence: the commit fails if the key changed).
 type Op struct {
 	Key      string
 	Value    []byte
 	Expected Version
 	Delete   bool
+	Check    bool
 }
 
 // Watch is a running watch. Events arrive in revision order with no gaps; Rev of the last

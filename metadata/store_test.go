@@ -858,6 +858,7 @@ func testCommit(t *testing.T, s metadata.Store) {
 	ctx := ctxT(t)
 	va := mustPut(t, s, "/c/a", "a1", metadata.NotExists)
 	mustPut(t, s, "/c/gone", "x", metadata.NotExists)
+	vf := mustPut(t, s, "/c/fence", "f", metadata.NotExists)
 
 	// All or nothing: one stale expectation refuses every op.
 	_, err := s.Commit(ctx, []metadata.Op{
@@ -879,7 +880,15 @@ func testCommit(t *testing.T, s metadata.Store) {
 		t.Fatalf("/c/gone after a refused commit: %v", err)
 	}
 
+	// A check that does not hold refuses the commit too.
+	if _, err := s.Commit(ctx, []metadata.Op{
+		{Key: "/c/b", Value: []byte("b1"), Expected: metadata.NotExists},
+		{Key: "/c/fence", Expected: vf + 1000, Check: true},
+	}); !errors.Is(err, metadata.ErrBadVersion) {
+		t.Fatalf("commit with a failing check: %v, want ErrBadVersion", err)
+	}
 	vs, err := s.Commit(ctx, []metadata.Op{
+		{Key: "/c/fence", Expected: vf, Check: true},
 		{Key: "/c/a", Value: []byte("a2"), Expected: va},
 		{Key: "/c/b", Value: []byte("b1"), Expected: metadata.NotExists},
 		{Key: "/c/gone", Delete: true, Expected: metadata.AnyVersion},
@@ -888,6 +897,7 @@ func testCommit(t *testing.T, s metadata.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	vs = vs[1:]
 	if len(vs) != 4 || vs[0] <= va || vs[1] != vs[0] || vs[2] != 0 {
 		t.Fatalf("versions %v (old %d)", vs, va)
 	}

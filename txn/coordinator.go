@@ -68,6 +68,13 @@ func (s CoreState) String() string {
 // answer is never based on a state the store does not have. Operations on one transaction
 // are serialized (one write in flight); different transactions proceed in parallel.
 //
+// A new transaction's header is created by its first ADD_PARTITION or ADD_SUBSCRIPTION, not
+// by NEW_TXN: until then the transaction has nothing to commit or abort, so it lives only
+// in memory (a restart forgets it, and its id, never reused, is unknown to the next
+// incarnation). Each write that adds participants also creates their records (Write.Added),
+// in the same atomic commit: a participant that reads an OPEN header listing it knows its
+// record exists (T3) without writing one.
+//
 // Not safe for concurrent use: one goroutine owns it.
 type Core struct {
 	cfg   CoreConfig
@@ -83,8 +90,9 @@ type Core struct {
 
 	seqNext, seqEnd uint64
 	seqVer          metadata.Version
-	seqTag          uint64 // reservation or reload in flight (0: none)
-	seqStale        bool   // reload the sequence record before the next reservation
+	fence           metadata.Version // the epoch record's version this incarnation wrote
+	seqTag          uint64           // reservation or reload in flight (0: none)
+	seqStale        bool             // reload the sequence record before the next reservation
 	waitingNew      []*op
 
 	ready Ready
@@ -101,20 +109,26 @@ type CoreMutation struct {
 	TrustFailedEnd  bool // answer a failed end write as done without reloading
 	ReuseSeqOnLoad  bool // restart sequence numbers at the loaded record without reserving
 	AbortEndedByTTL bool // let the timeout sweep overwrite a committed header
+	// AddWithoutRecords: add participants to the header without creating their records.
+	AddWithoutRecords bool
+	// CreateWithoutFence: create headers whatever incarnation loaded since.
+	CreateWithoutFence bool
 }
 
 type entry struct {
-	seq     uint64
-	hdr     Header
-	ver     metadata.Version // 0: not created yet
-	tag     uint64           // write or get in flight (0: none)
-	want    *Header          // the header being written
-	cur     *op              // the operation the write or get is for
-	stale   bool             // reload before the next write
-	queue   []*op
-	gcAt    int64 // ended: next participant check (0: not scheduled)
-	gcTag   uint64
-	gcDelay int64
+	seq uint64
+	hdr Header
+	ver metadata.Version // 0: not created yet
+	// unstored: answered to NEW_TXN, no participant yet, nothing written (ver 0).
+	unstored bool
+	tag      uint64  // write or get in flight (0: none)
+	want     *Header // the header being written
+	cur      *op     // the operation the write or get is for
+	stale    bool    // reload before the next write
+	queue    []*op
+	gcAt     int64 // ended: next participant check (0: not scheduled)
+	gcTag    uint64
+	gcDelay  int64
 }
 
 type opKind uint8
@@ -152,13 +166,20 @@ type Ready struct {
 	TimerAt int64
 }
 
-// Write is one conditional put or delete.
+// Write is one conditional put or delete. A header write that adds participants lists them
+// in Added: the owner creates their records (ParticipantKeys of ID and Added) in the same
+// atomic commit as the header.
 type Write struct {
 	Tag      uint64
 	Key      string
 	Value    []byte
 	Expected metadata.Version
 	Delete   bool
+	ID       ID
+	Added    Header
+	// Fence, if not 0, is the version the epoch record (metadata.TxnEpochKey) must still
+	// have: a header creation of an incarnation that a newer one replaced fails.
+	Fence metadata.Version
 }
 
 // Get is one read.
@@ -204,17 +225,18 @@ func (c *Core) Open() int { return c.open }
 // Lookup returns a transaction's header as the core knows it.
 func (c *Core) Lookup(seq uint64) (Header, bool) {
 	e := c.txns[seq]
-	if e == nil || e.ver == 0 {
+	if e == nil || (e.ver == 0 && !e.unstored) {
 		return Header{}, false
 	}
 	return e.hdr, true
 }
 
 // Settled returns transaction seq's header if the core's copy is the stored one: loaded or
-// written by this core, with no write or reload in flight.
+// written by this core, with no write or reload in flight; or the header of a transaction
+// not stored yet (open, without participants).
 func (c *Core) Settled(seq uint64) (Header, bool) {
 	e := c.txns[seq]
-	if c.state != CoreReady || e == nil || e.ver == 0 || e.tag != 0 || e.stale {
+	if c.state != CoreReady || e == nil || (e.ver == 0 && !e.unstored) || e.tag != 0 || e.stale {
 		return Header{}, false
 	}
 	return e.hdr, true
@@ -224,7 +246,7 @@ func (c *Core) Settled(seq uint64) (Header, bool) {
 func (c *Core) Transactions() []uint64 {
 	out := make([]uint64, 0, len(c.txns))
 	for s, e := range c.txns {
-		if e.ver != 0 {
+		if e.ver != 0 || e.unstored {
 			out = append(out, s)
 		}
 	}
@@ -244,14 +266,15 @@ type Loaded struct {
 	Version metadata.Version
 }
 
-// Load feeds what the owner read at start: the sequence record (version 0: none) and the
+// Load feeds what the owner read at start: the sequence record (version 0: none), the
+// version of the epoch record the owner bumped before reading (fence), and the
 // coordinator's headers. Transactions open in them keep their deadlines; ended ones are
 // scheduled for garbage collection.
-func (c *Core) Load(seq SeqRecord, seqVer metadata.Version, hs []Loaded, now int64) {
+func (c *Core) Load(seq SeqRecord, seqVer, fence metadata.Version, hs []Loaded, now int64) {
 	if c.state != CoreLoading {
 		return
 	}
-	c.now = now
+	c.now, c.fence = now, fence
 	c.seqNext, c.seqEnd, c.seqVer = max(seq.Next, 1), max(seq.Next, 1), seqVer
 	if c.mut.ReuseSeqOnLoad {
 		c.seqEnd = c.seqNext + c.cfg.SeqBlock
@@ -350,7 +373,7 @@ func (c *Core) enqueue(seq uint64, o *op) {
 		return
 	}
 	e := c.txns[seq]
-	if e == nil || (e.ver == 0 && o.kind != opCreate) {
+	if e == nil { // unknown, or ended and forgotten
 		c.reply(o, c.id(seq), fmt.Errorf("%w: %v", ErrNotFound, c.id(seq)))
 		return
 	}
@@ -368,6 +391,8 @@ func (c *Core) Tick(now int64) {
 	for _, seq := range c.sortedSeqs() {
 		e := c.txns[seq]
 		switch {
+		case e.unstored && e.tag == 0 && e.hdr.TimeoutAtMs <= now:
+			c.forget(e, true)
 		case e.ver == 0 && !e.stale: // being created
 		case e.hdr.Status == Open && e.hdr.TimeoutAtMs <= now && !e.hasTimeout():
 			e.queue = append(e.queue, &op{kind: opTimeout, done: c.timedOut})
@@ -383,6 +408,20 @@ func (c *Core) Tick(now int64) {
 			c.byTag[e.gcTag] = seq
 			c.ready.Checks = append(c.ready.Checks, Check{Tag: e.gcTag, ID: c.id(seq), Header: e.hdr})
 		}
+	}
+}
+
+// forget drops an unstored transaction (ended or timed out: nothing was written for it);
+// operations queued behind find it gone.
+func (c *Core) forget(e *entry, timedOut bool) {
+	c.open--
+	delete(c.txns, e.seq)
+	for _, o := range e.queue {
+		c.reply(o, c.id(e.seq), fmt.Errorf("%w: %v has ended", ErrNotFound, c.id(e.seq)))
+	}
+	e.queue = nil
+	if timedOut {
+		c.timedOut(c.id(e.seq), nil)
 	}
 }
 
@@ -420,7 +459,7 @@ func (c *Core) nextTimer() int64 {
 		// Only what Tick would act on: a deadline whose abort is under way, or a check
 		// waiting for a write in flight, would fire the timer in a loop.
 		switch {
-		case (e.ver != 0 || e.stale) && e.hdr.Status == Open && !e.hasTimeout():
+		case e.unstored && e.tag == 0, (e.ver != 0 || e.stale) && e.hdr.Status == Open && !e.hasTimeout():
 			t = e.hdr.TimeoutAtMs
 		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0 && e.tag == 0:
 			t = e.gcAt
@@ -442,10 +481,9 @@ func (c *Core) pumpNew() {
 		c.waitingNew = c.waitingNew[1:]
 		seq := c.seqNext
 		c.seqNext++
-		e := &entry{seq: seq}
-		c.txns[seq] = e
-		e.queue = append(e.queue, o)
-		c.pump(e)
+		c.txns[seq] = &entry{seq: seq, unstored: true,
+			hdr: Header{Status: Open, OpenedMs: c.now, TimeoutAtMs: c.now + o.timeout, Owner: c.cfg.Owner}}
+		c.reply(o, c.id(seq), nil)
 	}
 	if len(c.waitingNew) == 0 || c.seqTag != 0 {
 		return
@@ -524,41 +562,50 @@ func (c *Core) judge(e *entry, o *op) {
 	id := c.id(e.seq)
 	h := e.hdr
 	switch o.kind {
-	case opCreate:
-		if e.ver != 0 {
-			c.reply(o, id, nil)
-			return
-		}
-		h = Header{Status: Open, OpenedMs: c.now, TimeoutAtMs: c.now + o.timeout, Owner: c.cfg.Owner}
-		c.write(e, o, &h, metadata.NotExists)
-		return
 	case opAddPartitions, opAddSubscriptions:
 		if h.Status != Open {
 			c.reply(o, id, fmt.Errorf("%w: %v is %v, not OPEN", ErrInvalidStatus, id, h.Status))
 			return
 		}
-		changed := false
+		var added Header
 		for _, t := range o.topics {
-			if !contains(h.Partitions, t) {
-				h.Partitions = append(append([]string(nil), h.Partitions...), t)
-				changed = true
+			if !contains(h.Partitions, t) && !contains(added.Partitions, t) {
+				added.Partitions = append(added.Partitions, t)
 			}
 		}
 		for _, s := range o.subs {
-			if !containsSub(h.Subscriptions, s) {
-				h.Subscriptions = append(append([]SubRef(nil), h.Subscriptions...), s)
-				changed = true
+			if !containsSub(h.Subscriptions, s) && !containsSub(added.Subscriptions, s) {
+				added.Subscriptions = append(added.Subscriptions, s)
 			}
 		}
-		if !changed {
+		if len(added.Partitions) == 0 && len(added.Subscriptions) == 0 {
 			c.reply(o, id, nil)
 			return
 		}
-		c.write(e, o, &h, e.ver)
+		h.Partitions = append(append([]string(nil), h.Partitions...), added.Partitions...)
+		h.Subscriptions = append(append([]SubRef(nil), h.Subscriptions...), added.Subscriptions...)
+		exp := e.ver
+		if e.unstored {
+			exp = metadata.NotExists
+		}
+		c.write(e, o, &h, exp)
+		w := &c.ready.Writes[len(c.ready.Writes)-1]
+		if !c.mut.AddWithoutRecords {
+			w.Added = added
+		}
+		if e.unstored && !c.mut.CreateWithoutFence {
+			w.Fence = c.fence
+		}
 	case opEnd, opTimeout:
 		want := Aborted
 		if o.kind == opEnd && o.commit {
 			want = Committed
+		}
+		if e.unstored {
+			// Nothing to commit or abort: no participant, no header.
+			c.reply(o, id, nil)
+			c.forget(e, o.kind == opTimeout)
+			return
 		}
 		if h.Status.Ended() && !(c.mut.AbortEndedByTTL && o.kind == opTimeout) {
 			if o.attempts > 0 && h.Status == want {
@@ -580,7 +627,8 @@ func (c *Core) judge(e *entry, o *op) {
 func (c *Core) write(e *entry, o *op, h *Header, exp metadata.Version) {
 	e.tag, e.want, e.cur = c.tag(), h, o
 	c.byTag[e.tag] = e.seq
-	c.ready.Writes = append(c.ready.Writes, Write{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, e.seq), Value: h.Encode(), Expected: exp})
+	c.ready.Writes = append(c.ready.Writes, Write{Tag: e.tag, Key: metadata.TxnHeaderKey(c.cfg.TC, e.seq), Value: h.Encode(),
+		Expected: exp, ID: c.id(e.seq)})
 }
 
 func contains(ss []string, s string) bool {
@@ -633,13 +681,20 @@ func (c *Core) WriteDone(tag uint64, ver metadata.Version, err error) {
 	}
 	e.tag = 0
 	o := e.cur
+	if e.unstored && errors.Is(err, metadata.ErrBadVersion) {
+		// The creation was refused, not applied: a newer incarnation has loaded.
+		e.cur, e.want = nil, nil
+		c.reply(o, c.id(seq), fmt.Errorf("%w: %v: coordinator %d was loaded elsewhere", ErrNotReady, c.id(seq), c.cfg.TC))
+		c.forget(e, false)
+		return
+	}
 	if err != nil && !(c.mut.TrustFailedEnd && o.kind == opEnd) {
 		o.attempts++
 		if e.ver == 0 {
 			// The create may have landed: a sequence number is never reused, so give up on it
 			// for the client, but keep it (counted open) until its deadline, when a reload
 			// tells whether the header exists; if it does, the timeout sweep aborts it.
-			e.hdr, e.stale, e.cur, e.want = *e.want, true, nil, nil
+			e.hdr, e.stale, e.cur, e.want, e.unstored = *e.want, true, nil, nil, false
 			c.reply(o, ID{}, fmt.Errorf("%w: create %v: %v", ErrUnavailable, c.id(seq), err))
 			return
 		}
@@ -654,7 +709,7 @@ func (c *Core) WriteDone(tag uint64, ver metadata.Version, err error) {
 		return
 	}
 	wasOpen := e.ver == 0 || e.hdr.Status == Open
-	e.hdr, e.ver, e.cur, e.want = *e.want, ver, nil, nil
+	e.hdr, e.ver, e.cur, e.want, e.unstored = *e.want, ver, nil, nil, false
 	c.afterChange(e, wasOpen)
 	c.reply(o, c.id(seq), nil)
 	c.pump(e)

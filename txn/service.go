@@ -50,7 +50,7 @@ func StartCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator,
 	}
 	c := &Coordinator{cfg: cfg, core: NewCore(cfg.CoreConfig), log: cfg.Logger.With("tc", cfg.TC),
 		in: inbox.New[func()](), stop: make(chan struct{}), stopped: make(chan struct{}), started: map[uint64]time.Time{}}
-	seq, seqVer, hs, err := loadCoordinator(ctx, cfg.Store, cfg.TC)
+	seq, seqVer, fence, hs, err := loadCoordinator(ctx, cfg.Store, cfg.TC)
 	if err != nil {
 		return nil, fmt.Errorf("transaction coordinator %d: load: %w", cfg.TC, err)
 	}
@@ -59,7 +59,7 @@ func StartCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator,
 			m.timedOut.Inc()
 		}
 	}
-	c.core.Load(seq, seqVer, hs, time.Now().UnixMilli())
+	c.core.Load(seq, seqVer, fence, hs, time.Now().UnixMilli())
 	open := c.core.Open()
 	c.log.Info("transaction coordinator loaded", "open", open, "headers", len(hs), "nextSeq", seq.Next)
 	go c.run()
@@ -67,24 +67,36 @@ func StartCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator,
 	return c, nil
 }
 
-func loadCoordinator(ctx context.Context, st metadata.Store, tc uint64) (SeqRecord, metadata.Version, []Loaded, error) {
-	var seq SeqRecord
-	var seqVer metadata.Version
-	kv, err := st.Get(ctx, metadata.TxnSeqKey(tc))
+// loadCoordinator bumps the epoch record (fencing the header creations of earlier
+// incarnations), then reads the sequence record and every header.
+func loadCoordinator(ctx context.Context, st metadata.Store, tc uint64) (seq SeqRecord, seqVer, fence metadata.Version, hs []Loaded, err error) {
+	ek := metadata.TxnEpochKey(tc)
+	ev := metadata.NotExists
+	kv, err := st.Get(ctx, ek)
+	switch {
+	case err == nil:
+		ev = kv.Version
+	case !errors.Is(err, metadata.ErrNotFound):
+		return seq, 0, 0, nil, err
+	}
+	if fence, err = st.Put(ctx, ek, []byte(`{}`), ev); err != nil {
+		return seq, 0, 0, nil, fmt.Errorf("fence earlier incarnations: %w", err)
+	}
+	kv, err = st.Get(ctx, metadata.TxnSeqKey(tc))
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(kv.Value, &seq); err != nil {
-			return seq, 0, nil, err
+			return seq, 0, 0, nil, err
 		}
 		seqVer = kv.Version
 	case !errors.Is(err, metadata.ErrNotFound):
-		return seq, 0, nil, err
+		return seq, 0, 0, nil, err
 	}
 	kvs, _, err := st.List(ctx, metadata.TxnHeaderPrefix(tc))
 	if err != nil {
-		return seq, 0, nil, err
+		return seq, 0, 0, nil, err
 	}
-	hs := make([]Loaded, 0, len(kvs))
+	hs = make([]Loaded, 0, len(kvs))
 	for _, kv := range kvs {
 		var s uint64
 		if _, err := fmt.Sscanf(kv.Key[len(metadata.TxnHeaderPrefix(tc)):], "%d", &s); err != nil {
@@ -92,11 +104,11 @@ func loadCoordinator(ctx context.Context, st metadata.Store, tc uint64) (SeqReco
 		}
 		h, err := DecodeHeader(kv.Value)
 		if err != nil {
-			return seq, 0, nil, fmt.Errorf("header %s: %w", kv.Key, err)
+			return seq, 0, 0, nil, fmt.Errorf("header %s: %w", kv.Key, err)
 		}
 		hs = append(hs, Loaded{Seq: s, Header: h, Version: kv.Version})
 	}
-	return seq, seqVer, hs, nil
+	return seq, seqVer, fence, hs, nil
 }
 
 func (c *Coordinator) post(fn func()) bool { return c.in.Push(fn) }
@@ -163,9 +175,24 @@ func (c *Coordinator) doWrite(w Write) {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		var ver metadata.Version
 		var err error
-		if w.Delete {
+		switch keys := ParticipantKeys(w.ID, w.Added, c.cfg.Canon); {
+		case w.Delete:
 			err = st.Delete(ctx, w.Key, w.Expected)
-		} else {
+		case len(keys) > 0 || w.Fence != 0:
+			// The header and the records of the participants it adds, at once, fenced.
+			ops := make([]metadata.Op, 0, 2+len(keys))
+			ops = append(ops, metadata.Op{Key: w.Key, Value: w.Value, Expected: w.Expected})
+			if w.Fence != 0 {
+				ops = append(ops, metadata.Op{Key: metadata.TxnEpochKey(w.ID.Most), Expected: w.Fence, Check: true})
+			}
+			for _, k := range keys {
+				ops = append(ops, metadata.Op{Key: k, Value: []byte(`{}`), Expected: metadata.AnyVersion})
+			}
+			var vs []metadata.Version
+			if vs, err = st.Commit(ctx, ops); err == nil {
+				ver = vs[0]
+			}
+		default:
 			ver, err = st.Put(ctx, w.Key, w.Value, w.Expected)
 		}
 		cancel()

@@ -122,7 +122,7 @@ type simReq struct {
 
 type simStats struct {
 	Created, Committed, Aborted, TimedOut, SecondEnds, Crashes, LateWrites, Ambiguous, Rejected,
-	TooMany, GCDeleted, GCPending, Records, Orphans int
+	TooMany, GCDeleted, GCPending, Records, Orphans, EmptyEnds, Fenced int
 }
 
 type simWorld struct {
@@ -202,6 +202,10 @@ func (w *simWorld) header(seq uint64) (Header, bool) {
 
 // apply performs a compare-and-swap put or delete on the store and checks the change.
 func (w *simWorld) apply(inc *simInc, wr Write) (metadata.Version, error) {
+	if ep := w.kv[metadata.TxnEpochKey(simTC)]; wr.Fence != 0 && ep.ver != wr.Fence {
+		w.stats.Fenced++
+		return 0, fmt.Errorf("sim: epoch is %d, not %d: %w", ep.ver, wr.Fence, metadata.ErrBadVersion)
+	}
 	cur, exists := w.kv[wr.Key]
 	switch {
 	case wr.Expected == metadata.AnyVersion:
@@ -226,6 +230,11 @@ func (w *simWorld) apply(inc *simInc, wr Write) (metadata.Version, error) {
 	}
 	w.rev++
 	w.kv[wr.Key] = simKV{val: wr.Value, ver: metadata.Version(w.rev), hdr: h}
+	// The records of the participants the write adds, in the same commit.
+	for _, k := range ParticipantKeys(wr.ID, wr.Added, simCanon) {
+		w.kv[k] = simKV{val: []byte("r"), ver: metadata.Version(w.rev)}
+		w.stats.Records++
+	}
 	return metadata.Version(w.rev), nil
 }
 
@@ -297,8 +306,8 @@ func (w *simWorld) headerChange(inc *simInc, seq uint64, cur simKV, exists bool,
 	return h
 }
 
-// register is a participant's first transactional write: its record is put while the header
-// is open and lists it.
+// register is a participant's first transactional write: when the header is open and lists
+// it, its record must exist (the coordinator created it with the header: T3).
 func (w *simWorld) register(seq uint64, topic, sub string) {
 	h, ok := w.header(seq)
 	if !ok || h.Status != Open {
@@ -317,9 +326,7 @@ func (w *simWorld) register(seq uint64, topic, sub string) {
 		return
 	}
 	if _, ok := w.kv[key]; !ok {
-		w.rev++
-		w.kv[key] = simKV{val: []byte("r"), ver: metadata.Version(w.rev)}
-		w.stats.Records++
+		w.failf("participant %s of %v registers: the header lists it, but its record is missing", key, id)
 	}
 }
 
@@ -354,7 +361,11 @@ func (w *simWorld) start() {
 		}
 	}
 	w.s.Tracef("incarnation %d loads: next %d, %d headers", inc.id, seq.Next, len(hs))
-	w.input(inc, "load", func(c *Core) { c.Load(seq, seqVer, hs, w.nowMs()) })
+	// The epoch record, bumped first (fencing the crashed incarnation's creates).
+	w.rev++
+	fence := metadata.Version(w.rev)
+	w.kv[metadata.TxnEpochKey(simTC)] = simKV{val: []byte("{}"), ver: fence}
+	w.input(inc, "load", func(c *Core) { c.Load(seq, seqVer, fence, hs, w.nowMs()) })
 }
 
 func (w *simWorld) crash() {
@@ -560,8 +571,8 @@ func (w *simWorld) answered(r *simReq, id ID, err error) {
 		}
 		w.given[id.Least] = true
 		w.stats.Created++
-		if h, ok := w.header(id.Least); !ok || h.Status != Open {
-			w.failf("NewTxn answered %v, but its stored header is %v (found %v)", id, h.Status, ok)
+		if w.created[id.Least] {
+			w.failf("NewTxn answered %v, whose header was created before", id)
 		}
 	case opAddPartitions, opAddSubscriptions:
 		switch {
@@ -594,7 +605,10 @@ func (w *simWorld) answered(r *simReq, id ID, err error) {
 			if r.afterEnd {
 				w.failf("a second End of %d answered ok", r.seq)
 			}
-			if !found || h.Status != want {
+			switch {
+			case !found && !w.created[r.seq]:
+				w.stats.EmptyEnds++ // no participant: nothing was stored, nothing to end
+			case !found || h.Status != want:
 				w.failf("End %d commit=%v answered ok, but its header is %v (found %v)", r.seq, r.commit, h.Status, found)
 			}
 			if s, ok := w.outcome[r.seq]; ok && s != want {
@@ -756,7 +770,7 @@ func (w *simWorld) checkEnd() {
 		if seq, ok := simHeaderSeq(k); ok {
 			h, _ := w.header(seq)
 			w.failf("header %d left %v (deadline %d, now %d)", seq, h.Status, h.TimeoutAtMs, w.nowMs())
-		} else if k != metadata.TxnSeqKey(simTC) {
+		} else if k != metadata.TxnSeqKey(simTC) && k != metadata.TxnEpochKey(simTC) {
 			w.failf("participant record %s left", k)
 		}
 	}
@@ -823,7 +837,8 @@ func TestSim(t *testing.T) {
 	sim.RequireCoverage(t, ran, 300, map[string]int{"creates": st.Created, "commits": st.Committed, "aborts": st.Aborted,
 		"timeouts": st.TimedOut, "second ends": st.SecondEnds, "crashes": st.Crashes, "late writes": st.LateWrites,
 		"ambiguous writes": st.Ambiguous, "rejected registrations": st.Rejected, "too many": st.TooMany,
-		"GC deletes": st.GCDeleted, "GC checks pending": st.GCPending, "records": st.Records})
+		"GC deletes": st.GCDeleted, "GC checks pending": st.GCPending, "records": st.Records, "empty ends": st.EmptyEnds,
+		"fenced creates": st.Fenced})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
@@ -845,6 +860,8 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "a failed end answered as done", Mut: CoreMutation{TrustFailedEnd: true}},
 		{Name: "sequence numbers reused after a reload", Mut: CoreMutation{ReuseSeqOnLoad: true}},
 		{Name: "the timeout sweep overwriting an ended header", Mut: CoreMutation{AbortEndedByTTL: true}},
+		{Name: "participants added without their records", Mut: CoreMutation{AddWithoutRecords: true}},
+		{Name: "headers created without the epoch fence", Mut: CoreMutation{CreateWithoutFence: true}},
 	}, func(seed int64, mut CoreMutation) error {
 		_, err := runSimSeed(seed, mut, false)
 		return err

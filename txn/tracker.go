@@ -27,6 +27,8 @@ type Tracker struct {
 
 	// local, if set, answers Header from a coordinator of this process (see SetLocal).
 	local atomic.Pointer[func(context.Context, ID) (Header, bool)]
+	// onEnded, if set, hears every header the watch sees end (see OnEnded).
+	onEnded atomic.Pointer[func(ID, Header)]
 
 	mu struct {
 		sync.Mutex // leaf lock
@@ -64,6 +66,11 @@ func (t *Tracker) Close() {
 // its header is the stored one (the coordinator owns it and has no write in flight), so
 // Header saves a store read.
 func (t *Tracker) SetLocal(fn func(context.Context, ID) (Header, bool)) { t.local.Store(&fn) }
+
+// OnEnded installs fn, called from the watch (it must not block) for every header seen
+// ending, before the registrations of its transaction fire: participants that never
+// registered it drop the records the coordinator created for them.
+func (t *Tracker) OnEnded(fn func(ID, Header)) { t.onEnded.Store(&fn) }
 
 // Header reads the header of id (linearizable: from the store, or from the coordinator of
 // this process that owns it): ok false if it is gone.
@@ -188,6 +195,9 @@ func (t *Tracker) run() {
 					continue
 				}
 				if h, err := DecodeHeader(ev.KV.Value); err == nil && h.Status.Ended() {
+					if fn := t.onEnded.Load(); fn != nil {
+						(*fn)(id, h)
+					}
 					t.fire(id, h.Status)
 				}
 			}

@@ -350,6 +350,43 @@ func (t *Topic) performTxn() {
 	}
 }
 
+// TxnEnded tells the topic that transaction id, which listed it (sub "": as a produced
+// partition; else as an acknowledged subscription), has ended: if it never registered id,
+// it deletes the record the coordinator created for it, so the header can be collected.
+func (t *Topic) TxnEnded(id txn.ID, sub string) {
+	t.post(func() {
+		tt := t.txn
+		if tt == nil {
+			return
+		}
+		if sub == "" {
+			if tt.core.State() == txnbuf.StateReady && !tt.core.Knows(id) {
+				tt.dropRecord(metadata.TxnOpenKey(tt.key, id.Key()))
+			}
+			return
+		}
+		s := t.subs[sub]
+		if s == nil {
+			return
+		}
+		s.post(func() {
+			if s.pa != nil && s.pa.core.Unknown(id) {
+				tt.dropRecord(metadata.TxnPendingAckKey(tt.key, sub, id.Key()))
+			}
+		})
+	})
+}
+
+// dropRecord deletes a participant record, in the background (a failure leaves it to the
+// participant's next load).
+func (tt *txnTopic) dropRecord(key string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion)
+	}()
+}
+
 // register performs a registration of the buffer core (see registerRecord).
 func (t *Topic) register(reg txnbuf.Register) {
 	tt := t.txn
@@ -382,29 +419,30 @@ func (t *Topic) register(reg txnbuf.Register) {
 	}()
 }
 
-// registerRecord makes a participant's record (key) of transaction id durable, then reads
-// the header: check says whether the transaction may take part (open, and this participant
-// added). A refused registration deletes its record again (rejected); if the store fails,
-// the record may exist (neither ok nor rejected). Writing the record first and reading the
-// header after makes the header's garbage collection safe: it waits for the records of its
-// participants.
+// registerRecord registers a participant (its record key) on transaction id: it reads the
+// header, and check says whether the transaction may take part (open, and this participant
+// added). The coordinator created the participant's record in the same commit that added
+// it to the header, so a header that passes the check proves the record exists (T3), and
+// the header's garbage collection waits for it. A refused registration is rejected (the
+// record of an ended transaction is deleted: nothing was written here); if the store
+// fails, neither ok nor rejected.
 func (tt *txnTopic) registerRecord(id txn.ID, key, where string, check func(txn.Header) error) (ok, rejected bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := tt.cfg.Store.Put(ctx, key, []byte(`{}`), metadata.AnyVersion); err != nil {
-		return false, false, fmt.Errorf("record transaction %v %s: %w", id, where, err)
-	}
 	h, found, err := tt.cfg.Tracker.Header(ctx, id)
 	if err != nil {
-		return false, false, fmt.Errorf("read transaction %v: %w", id, err)
+		return false, false, fmt.Errorf("read transaction %v %s: %w", id, where, err)
 	}
 	if !found {
-		err = fmt.Errorf("%w: %v", txn.ErrNotFound, id)
-	} else if err = check(h); err == nil {
+		return false, true, fmt.Errorf("%w: %v", txn.ErrNotFound, id)
+	}
+	if err = check(h); err == nil {
 		return true, false, nil
 	}
-	if derr := tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion); derr != nil {
-		return false, false, err
+	if h.Status.Ended() {
+		if derr := tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion); derr != nil {
+			return false, false, err
+		}
 	}
 	return false, true, err
 }

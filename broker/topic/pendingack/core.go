@@ -377,8 +377,8 @@ func (c *Core) LogOpened(now int64, tag uint64, start Position, permanent bool, 
 
 // Recorded reports, before LogOpened, the transactions that had a pending-ack record when
 // the log was opened. Those the replay finds no pending acks of have their record deleted
-// (a crash between a registration and its first durable ack leaves one; the coordinator
-// collects a header only once its participants' records are gone).
+// once they have ended (the coordinator creates the record when a transaction adds the
+// subscription, and collects a header only once its participants' records are gone).
 func (c *Core) Recorded(ids []txn.ID) {
 	if c.state == StateReplaying {
 		c.recorded = ids
@@ -496,11 +496,21 @@ func (c *Core) finishReplay() {
 			c.lockSome(t, ra.acks)
 		}
 	}
-	for _, id := range append(c.replayEnded, c.recorded...) {
+	for _, id := range c.replayEnded {
 		if c.replayed[id] == nil && c.txns[id] == nil {
 			t := &txEntry{id: id, state: txApplying, step: stepDelete}
 			c.txns[id] = t
 			c.pumpApply(t)
+		}
+	}
+	for _, id := range c.recorded {
+		// A record without acks: the coordinator created it when the transaction added the
+		// subscription, and the transaction may still be open. Its next ack registers again;
+		// its end deletes the record.
+		if c.replayed[id] == nil && c.txns[id] == nil {
+			t := &txEntry{id: id, state: txRegistering}
+			c.txns[id] = t
+			c.await(t)
 		}
 	}
 	c.replayed, c.replayLog, c.replayEnded, c.recorded, c.replayAcks = nil, nil, nil, nil, nil
@@ -627,6 +637,12 @@ func (c *Core) Locked(p Position) bool {
 // Pending returns the number of transactions with pending acks and of locked positions.
 func (c *Core) Pending() (txns, positions int) { return len(c.txns), len(c.locks) }
 
+// Unknown tells that id is surely not registered on the subscription: it is loaded (or has
+// no log) and holds nothing of id.
+func (c *Core) Unknown(id txn.ID) bool {
+	return (c.state == StateNone || c.state == StateReady) && c.txns[id] == nil
+}
+
 // Transactional acknowledgements.
 
 // Ack takes a transactional acknowledgement of acks by id; done answers it once it is
@@ -710,8 +726,8 @@ func (c *Core) dropAcks(t *txEntry, acks []Ack) {
 	c.lockAll(t) // what is durable stays locked
 }
 
-// Registered reports a registration (see txnbuf: the record is written first, then the
-// header is read; a rejected one was deleted again).
+// Registered reports a registration (the header read: the coordinator created the record
+// with the header's listing of the subscription; a rejected one leaves none behind).
 func (c *Core) Registered(tag uint64, ok, rejected bool, err error) {
 	var t *txEntry
 	for _, x := range c.txns {

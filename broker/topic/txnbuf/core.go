@@ -252,6 +252,9 @@ func (c *Core) TakeReady() Ready {
 // Open returns the number of transactions not applied yet.
 func (c *Core) Open() int { return len(c.txns) }
 
+// Knows tells whether id is registered here (or registering) and not yet applied.
+func (c *Core) Knows(id txn.ID) bool { return c.txns[id] != nil }
+
 // Aborted returns a copy of the aborted set.
 func (c *Core) Aborted() map[txn.ID]Position {
 	out := make(map[txn.ID]Position, len(c.aborted))
