@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -13,17 +15,22 @@ import (
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
+	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	mp "github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
 func startTxnService(t *testing.T, mem *topictest.Store, maxActive int) *broker.Service {
+	return startTxnServiceOn(t, metadatatest.NewStore(t, metadatatest.Embedded(t)), mem, maxActive)
+}
+
+func startTxnServiceOn(t *testing.T, st metadata.Store, mem *topictest.Store, maxActive int) *broker.Service {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	svc, err := broker.Start(ctx, broker.Config{
-		Store: metadatatest.NewStore(t, metadatatest.Embedded(t)), Listen: "127.0.0.1:0", ID: "b1",
+		Store: st, Listen: "127.0.0.1:0", ID: "b1",
 		Logger:                        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OpenLog:                       func(_ context.Context, name string) (topic.Log, error) { return mem.Open(name), nil },
 		TransactionCoordinatorEnabled: true, MaxActiveTransactionsPerCoordinator: maxActive,
@@ -133,6 +140,54 @@ func TestTxnBadInput(t *testing.T) {
 	}
 	if _, r := newTxn(); r.GetError() != pb.ServerError_NotAllowedError || !strings.Contains(r.GetMessage(), "maximum of 2") {
 		t.Fatalf("third open transaction: %v", r)
+	}
+}
+
+// TestTxnUnusedParticipant: a transaction adds a partition (the coordinator creates the
+// partition's record with the header) and commits without sending to it; the loaded topic,
+// told of the end, drops the record, so the header is collected.
+func TestTxnUnusedParticipant(t *testing.T) {
+	st := metadatatest.NewStore(t, metadatatest.Embedded(t))
+	svc := startTxnServiceOn(t, st, topictest.NewStore(), 0)
+	c := dialRaw(t, svc)
+	pid := uint64(1)
+	if got := c.roundTrip(&pb.CommandProducer{Topic: proto.String("persistent://public/default/txn-unused"), ProducerId: &pid,
+		RequestId: c.nextID()}); got.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("producer: %v", got)
+	}
+	if got := c.roundTrip(&pb.CommandTcClientConnectRequest{RequestId: c.nextID(), TcId: proto.Uint64(0)}); got.GetTcClientConnectResponse().Error != nil {
+		t.Fatalf("TC connect: %v", got)
+	}
+	r := c.roundTrip(&pb.CommandNewTxn{RequestId: c.nextID(), TcId: proto.Uint64(0), TxnTtlSeconds: proto.Uint64(60_000)}).GetNewTxnResponse()
+	most, least := r.GetTxnidMostBits(), r.GetTxnidLeastBits()
+	if got := c.roundTrip(&pb.CommandAddPartitionToTxn{RequestId: c.nextID(), TxnidMostBits: &most, TxnidLeastBits: &least,
+		Partitions: []string{"persistent://public/default/txn-unused"}}).GetAddPartitionToTxnResponse(); got.Error != nil {
+		t.Fatalf("add partition: %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	header := metadata.TxnHeaderKey(most, least)
+	record := metadata.TxnOpenKey("public/default/persistent/txn-unused", fmt.Sprintf("%d-%d", most, least))
+	for _, k := range []string{header, record} {
+		if _, err := st.Get(ctx, k); err != nil {
+			t.Fatalf("%s after the add: %v", k, err)
+		}
+	}
+	if got := c.roundTrip(&pb.CommandEndTxn{RequestId: c.nextID(), TxnidMostBits: &most, TxnidLeastBits: &least,
+		TxnAction: pb.TxnAction_COMMIT.Enum()}).GetEndTxnResponse(); got.Error != nil {
+		t.Fatalf("commit: %v", got)
+	}
+	for _, k := range []string{record, header} {
+		for {
+			_, err := st.Get(ctx, k)
+			if errors.Is(err, metadata.ErrNotFound) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s still there after the commit: %v", k, err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
+		}
 	}
 }
 
