@@ -113,6 +113,8 @@ type CoreMutation struct {
 	AddWithoutRecords bool
 	// CreateWithoutFence: create headers whatever incarnation loaded since.
 	CreateWithoutFence bool
+	// CollectWithoutCheck: delete ended headers without checking their participants.
+	CollectWithoutCheck bool
 }
 
 type entry struct {
@@ -157,8 +159,8 @@ type Ready struct {
 	Writes []Write
 	// Gets reload keys; GetDone reports each.
 	Gets []Get
-	// Checks ask whether any participant of an ended transaction still holds its record;
-	// Checked reports each.
+	// Checks collect ended transactions: each deletes the header at its version if no
+	// participant holds its record, atomically; Checked reports each.
 	Checks []Check
 	// Replies answer requests, in order.
 	Replies []Reply
@@ -188,11 +190,14 @@ type Get struct {
 	Key string
 }
 
-// Check asks about the participants of an ended transaction.
+// Check collects an ended transaction: its header (key, at Version) is deleted in the same
+// commit that checks the records of Header's participants are all gone.
 type Check struct {
-	Tag    uint64
-	ID     ID
-	Header Header
+	Tag     uint64
+	ID      ID
+	Header  Header
+	Key     string
+	Version metadata.Version
 }
 
 // Reply answers one request.
@@ -406,7 +411,11 @@ func (c *Core) Tick(now int64) {
 			}
 			e.gcTag = c.tag()
 			c.byTag[e.gcTag] = seq
-			c.ready.Checks = append(c.ready.Checks, Check{Tag: e.gcTag, ID: c.id(seq), Header: e.hdr})
+			ch := Check{Tag: e.gcTag, ID: c.id(seq), Header: e.hdr, Key: metadata.TxnHeaderKey(c.cfg.TC, seq), Version: e.ver}
+			if c.mut.CollectWithoutCheck {
+				ch.Header = Header{}
+			}
+			c.ready.Checks = append(c.ready.Checks, ch)
 		}
 	}
 }
@@ -666,16 +675,6 @@ func (c *Core) WriteDone(tag uint64, ver metadata.Version, err error) {
 	if e == nil {
 		return
 	}
-	if tag == e.gcTag { // the header's deletion
-		e.gcTag = 0
-		if err == nil {
-			delete(c.txns, seq)
-			return
-		}
-		e.stale = true
-		c.backoffGC(e)
-		return
-	}
 	if tag != e.tag {
 		return
 	}
@@ -776,8 +775,9 @@ func (c *Core) afterChange(e *entry, wasOpen bool) {
 	}
 }
 
-// Checked reports a participant check: pending tells that some participant still holds
-// its record.
+// Checked reports a collection (Ready.Checks): done (nil err, not pending) means the header
+// is deleted; pending that some participant still holds its record (nothing deleted); an
+// error that the deletion may or may not have happened.
 func (c *Core) Checked(tag uint64, pending bool, err error) {
 	seq, ok := c.byTag[tag]
 	if !ok || c.state != CoreReady {
@@ -789,13 +789,18 @@ func (c *Core) Checked(tag uint64, pending bool, err error) {
 		return
 	}
 	e.gcTag = 0
-	if err != nil || pending || e.tag != 0 || len(e.queue) > 0 {
+	switch {
+	case err == nil && !pending:
+		delete(c.txns, seq)
+		for _, o := range e.queue {
+			c.reply(o, c.id(seq), fmt.Errorf("%w: %v has ended (%v)", ErrNotFound, c.id(seq), e.hdr.Status))
+		}
+	case err != nil:
+		e.stale = true // reload before judging anything on it
 		c.backoffGC(e)
-		return
+	default:
+		c.backoffGC(e)
 	}
-	e.gcTag = c.tag()
-	c.byTag[e.gcTag] = seq
-	c.ready.Writes = append(c.ready.Writes, Write{Tag: e.gcTag, Key: metadata.TxnHeaderKey(c.cfg.TC, seq), Expected: e.ver, Delete: true})
 }
 
 func (c *Core) backoffGC(e *entry) {

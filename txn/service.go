@@ -216,25 +216,23 @@ func (c *Coordinator) doGet(g Get) {
 	}()
 }
 
-// doCheck looks up the records of every participant of an ended transaction.
+// doCheck collects an ended transaction: one commit deletes its header if none of its
+// participants' records exists.
 func (c *Coordinator) doCheck(ch Check) {
 	keys := ParticipantKeys(ch.ID, ch.Header, c.cfg.Canon)
+	ops := make([]metadata.Op, 0, 1+len(keys))
+	ops = append(ops, metadata.Op{Key: ch.Key, Expected: ch.Version, Delete: true})
+	for _, k := range keys {
+		ops = append(ops, metadata.Op{Key: k, Expected: metadata.NotExists, Check: true})
+	}
 	st, d := c.cfg.Store, c.cfg.OpTimeout
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		pending := false
-		var err error
-		for _, k := range keys {
-			_, gerr := st.Get(ctx, k)
-			if gerr == nil {
-				pending = true
-				break
-			}
-			if !errors.Is(gerr, metadata.ErrNotFound) {
-				err = gerr
-				break
-			}
+		_, err := st.Commit(ctx, ops)
+		pending := errors.Is(err, metadata.ErrBadVersion)
+		if pending {
+			err = nil
 		}
 		c.post(func() { c.core.Checked(ch.Tag, pending, err) })
 	}()

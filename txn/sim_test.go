@@ -471,22 +471,32 @@ func (w *simWorld) get(inc *simInc, g Get) {
 	})
 }
 
-// checkParticipants is the owner's participant check (doCheck): any record left?
+// checkParticipants is the owner's collection (doCheck): the header is deleted at its
+// version in one commit that requires every participant record gone.
 func (w *simWorld) checkParticipants(inc *simInc, ch Check) {
 	keys := ParticipantKeys(ch.ID, ch.Header, simCanon)
-	w.on(inc, w.delay(), "check participants of "+ch.ID.String(), func() {
+	w.on(inc, w.delay(), "collect "+ch.ID.String(), func() {
 		pending := false
 		var err error
 		if w.chance(w.p.checkFail) {
 			err = errSimDown
 		}
 		for _, k := range keys {
-			if _, ok := w.kv[k]; ok {
+			if _, ok := w.kv[k]; ok && err == nil {
 				pending = true
 			}
 		}
 		if pending {
 			w.stats.GCPending++
+		} else if err == nil {
+			if _, aerr := w.apply(inc, Write{Key: ch.Key, Expected: ch.Version, Delete: true}); errors.Is(aerr, metadata.ErrBadVersion) {
+				pending = true
+			} else if aerr != nil {
+				err = aerr
+			} else if w.chance(w.p.writeAmbig) {
+				err = errSimAmbig
+				w.stats.Ambiguous++
+			}
 		}
 		w.on(inc, w.delay(), "checked", func() {
 			w.input(inc, fmt.Sprintf("Checked %d pending=%v %v", ch.Tag, pending, err), func(c *Core) { c.Checked(ch.Tag, pending, err) })
@@ -862,6 +872,7 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "the timeout sweep overwriting an ended header", Mut: CoreMutation{AbortEndedByTTL: true}},
 		{Name: "participants added without their records", Mut: CoreMutation{AddWithoutRecords: true}},
 		{Name: "headers created without the epoch fence", Mut: CoreMutation{CreateWithoutFence: true}},
+		{Name: "headers collected without checking their participants", Mut: CoreMutation{CollectWithoutCheck: true}},
 	}, func(seed int64, mut CoreMutation) error {
 		_, err := runSimSeed(seed, mut, false)
 		return err

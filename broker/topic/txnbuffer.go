@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic/txnbuf"
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -330,7 +331,13 @@ func (t *Topic) performTxn() {
 	}
 	for _, id := range r.Awaits {
 		id := id
-		tt.cfg.Tracker.Await(id, func(s txn.Status) { t.post(func() { tt.core.Ended(id, s) }) })
+		tt.cfg.Tracker.Await(id, func(s txn.Status) {
+			if s != 0 {
+				t.post(func() { tt.core.Ended(id, s) })
+				return
+			}
+			go tt.resolveGone(t, id)
+		})
 	}
 	for _, w := range r.Writes {
 		t.writeTxnRecord(w)
@@ -385,6 +392,30 @@ func (tt *txnTopic) dropRecord(key string) {
 		defer cancel()
 		_ = tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion)
 	}()
+}
+
+// resolveGone tells the core how id ended when its header is gone: aborted if this topic's
+// aborted record of id exists (see Core.Ended). A failed read is retried with backoff.
+func (tt *txnTopic) resolveGone(t *Topic, id txn.ID) {
+	r := backoff.Retry{Policy: backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second}}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := tt.cfg.Store.Get(ctx, metadata.TxnAbortedKey(tt.key, id.Key()))
+		cancel()
+		switch {
+		case err == nil:
+			t.post(func() { tt.core.Ended(id, txn.Aborted) })
+			return
+		case errors.Is(err, metadata.ErrNotFound):
+			t.post(func() { tt.core.Ended(id, 0) })
+			return
+		}
+		select {
+		case <-time.After(r.Next()):
+		case <-t.Done():
+			return
+		}
+	}
 }
 
 // register performs a registration of the buffer core (see registerRecord).
@@ -470,12 +501,24 @@ func (t *Topic) writeTxnRecord(w txnbuf.Write) {
 		var ver metadata.Version
 		var err error
 		switch w.Kind {
-		case txnbuf.WriteAborted:
-			v, _ := json.Marshal(w.Pos)
-			_, err = st.Put(ctx, metadata.TxnAbortedKey(tt.key, w.ID.Key()), v, metadata.AnyVersion)
-		case txnbuf.WriteWatermark:
-			v, _ := json.Marshal(w.Pos)
-			ver, err = st.Put(ctx, metadata.TxnWatermarkKey(tt.key), v, w.Expected)
+		case txnbuf.WriteApply:
+			// One commit: aborted records, the watermark, the applied open records' deletes.
+			ops := make([]metadata.Op, 0, len(w.Aborted)+1+len(w.Applied))
+			for id, p := range w.Aborted {
+				v, _ := json.Marshal(p)
+				ops = append(ops, metadata.Op{Key: metadata.TxnAbortedKey(tt.key, id.Key()), Value: v, Expected: metadata.AnyVersion})
+			}
+			if w.Watermark != nil {
+				v, _ := json.Marshal(*w.Watermark)
+				ops = append(ops, metadata.Op{Key: metadata.TxnWatermarkKey(tt.key), Value: v, Expected: w.Expected})
+			}
+			for _, id := range w.Applied {
+				ops = append(ops, metadata.Op{Key: metadata.TxnOpenKey(tt.key, id.Key()), Expected: metadata.AnyVersion, Delete: true})
+			}
+			var vs []metadata.Version
+			if vs, err = st.Commit(ctx, ops); err == nil && w.Watermark != nil {
+				ver = vs[len(w.Aborted)]
+			}
 			if errors.Is(err, metadata.ErrBadVersion) {
 				if kv, gerr := st.Get(ctx, metadata.TxnWatermarkKey(tt.key)); gerr == nil {
 					var p Position
@@ -486,8 +529,6 @@ func (t *Topic) writeTxnRecord(w txnbuf.Write) {
 					t.post(func() { tt.core.WatermarkReloaded(Position{}, metadata.NotExists) })
 				}
 			}
-		case txnbuf.WriteDeleteOpen:
-			err = st.Delete(ctx, metadata.TxnOpenKey(tt.key, w.ID.Key()), metadata.AnyVersion)
 		case txnbuf.WriteDeleteAborted:
 			err = st.Delete(ctx, metadata.TxnAbortedKey(tt.key, w.ID.Key()), metadata.AnyVersion)
 		}

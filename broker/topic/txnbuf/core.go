@@ -71,9 +71,11 @@ type entry struct {
 //     Admit answers Append only for a transaction whose registration completed;
 //   - readers never read at or after the first entry of a transaction not yet applied, nor,
 //     while a transaction found open at load is unresolved, past the durable watermark (T2);
-//   - outcomes are applied one at a time, after the transaction's appends in flight; an abort
-//     is durable in the aborted set before the watermark passes it, and the watermark only
-//     moves forward by compare-and-swap (T4);
+//   - outcomes are applied in the order they arrived, each after the transaction's appends
+//     in flight, in batches: one atomic write at a time makes a batch durable (its aborted
+//     records, the watermark's compare-and-swap, the deletion of its open records), so an
+//     abort is durable in the aborted set no later than the watermark passes it, and the
+//     watermark only moves forward (T4);
 //   - "not in the aborted set" means visible: an unknown transaction is never taken for
 //     aborted (T1).
 //
@@ -90,15 +92,15 @@ type Core struct {
 	last Position
 	// wm is the durable watermark (exclusive: every transaction with an entry before it is
 	// resolved), wmVer its version; wmTag a write in flight; wmWant the value it writes.
-	wm      Position
-	wmVer   metadata.Version
-	wmSkips int // applies since the last watermark write
-	wmWant  Position
+	wm     Position
+	wmVer  metadata.Version
+	wmWant *Position // the watermark the apply write in flight moves to (nil: unchanged)
 
-	// applyQ are ended transactions in the order their outcomes arrived; the head is applied
-	// next. step is the head's apply step (0: not started); stepTag the write in flight.
+	// applyQ are ended transactions in the order their outcomes arrived. batch is its head
+	// being applied (in memory already; stepTag its write in flight, 0 if none: a retry is
+	// due at retryAt).
 	applyQ  []txn.ID
-	step    applyStep
+	batch   []txn.ID
 	stepTag uint64
 	retryAt int64
 	retries int
@@ -109,15 +111,6 @@ type Core struct {
 	published *Before // the bound last handed to the owner
 	ready     Ready
 }
-
-type applyStep uint8
-
-const (
-	stepNone applyStep = iota
-	stepAbortedRecord
-	stepWatermark
-	stepDeleteOpen
-)
 
 // Mutation deliberately breaks the core (upstream's behaviours), to prove the simulation's
 // checker catches it. Only tests set it.
@@ -137,8 +130,8 @@ type Mutation struct {
 	ApplyWithInflight bool
 }
 
-// maxWatermarkSkips bounds how many applies in a row may leave the watermark behind.
-const maxWatermarkSkips = 64
+// maxApplyBatch bounds the transactions one apply write makes durable.
+const maxApplyBatch = 128
 
 // Before bounds reads: an entry is readable only if its position is before Pos.
 type Before struct{ Pos Position }
@@ -175,19 +168,22 @@ type WriteKind uint8
 
 // Record writes.
 const (
-	WriteAborted       WriteKind = iota + 1 // put the aborted record of ID with Pos
-	WriteWatermark                          // put the watermark Pos, CAS on Expected
-	WriteDeleteOpen                         // delete ID's open record
-	WriteDeleteAborted                      // delete ID's aborted record (pruned)
+	// WriteApply makes a batch of outcomes durable, atomically: put the Aborted records,
+	// move the watermark to Watermark (if not nil) by compare-and-swap on Expected, delete
+	// the open records of Applied.
+	WriteApply         WriteKind = iota + 1
+	WriteDeleteAborted           // delete ID's aborted record (pruned)
 )
 
 // Write is one record write.
 type Write struct {
-	Tag      uint64
-	Kind     WriteKind
-	ID       txn.ID
-	Pos      Position
-	Expected metadata.Version
+	Tag       uint64
+	Kind      WriteKind
+	ID        txn.ID
+	Aborted   map[txn.ID]Position
+	Watermark *Position
+	Expected  metadata.Version
+	Applied   []txn.ID
 }
 
 // Loaded is the buffer's durable state read at load.
@@ -467,9 +463,11 @@ func (c *Core) Added(id *txn.ID, pos Position, ok bool) {
 	c.pump()
 }
 
-// Ended reports id's outcome from its header (0: the header is gone, which only happens
-// after every participant applied it, so it counts as committed — unknown is never
-// aborted).
+// Ended reports id's outcome from its header. The header is gone only after every
+// participant applied it, so the owner resolves a gone header by this topic's aborted
+// record (an apply of a crashed incarnation may have landed after this one loaded): if it
+// exists, the outcome is Aborted; otherwise the owner passes 0, which counts as committed —
+// unknown is never aborted.
 func (c *Core) Ended(id txn.ID, s txn.Status) {
 	e := c.txns[id]
 	if e == nil || e.state == ended || e.outcome != 0 || c.state != StateReady {
@@ -500,15 +498,26 @@ func (c *Core) Tick(now int64) {
 	}
 }
 
-// pump applies the head of applyQ, one step at a time.
+// pump applies the head of applyQ: the ended transactions whose appends are done, in
+// memory at once, then one write that makes them durable together.
 func (c *Core) pump() {
-	for c.state == StateReady && len(c.applyQ) > 0 && c.stepTag == 0 && c.retryAt == 0 {
-		id := c.applyQ[0]
-		e := c.txns[id]
-		if c.step == stepNone {
-			if e != nil && (e.inflight > 0 || e.regTag != 0) && !c.mut.ApplyWithInflight {
-				return
+	if c.state != StateReady || c.stepTag != 0 || c.retryAt != 0 {
+		return
+	}
+	if len(c.batch) == 0 {
+		n := 0
+		for n < len(c.applyQ) && n < maxApplyBatch {
+			if e := c.txns[c.applyQ[n]]; e != nil && (e.inflight > 0 || e.regTag != 0) && !c.mut.ApplyWithInflight {
+				break
 			}
+			n++
+		}
+		if n == 0 {
+			return
+		}
+		c.batch = append([]txn.ID(nil), c.applyQ[:n]...)
+		for _, id := range c.batch {
+			e := c.txns[id]
 			// In memory first: readers may pass it now; an abort is filtered from here on.
 			if e != nil && e.outcome == txn.Aborted {
 				last := c.last
@@ -519,39 +528,30 @@ func (c *Core) pump() {
 				c.ready.AbortedChanged = true
 			}
 			delete(c.txns, id)
-			c.publishBound()
-			c.step = stepAbortedRecord
-			if e == nil || e.outcome != txn.Aborted || c.mut.SkipAbortRecord {
-				c.step = stepWatermark
-			}
 		}
-		switch c.step {
-		case stepAbortedRecord:
-			c.stepTag = c.tag()
-			c.ready.Writes = append(c.ready.Writes, Write{Tag: c.stepTag, Kind: WriteAborted, ID: id, Pos: c.aborted[id]})
-		case stepWatermark:
-			want := after(c.last)
-			if b := c.MaxRead(); b != nil {
-				want = b.Pos
-			}
-			// Under a burst of outcomes the watermark is written once for several applies (it
-			// only bounds how far reads are pinned after a restart, so a lower one is safe).
-			coalesce := len(c.applyQ) > 1 && c.wmSkips < maxWatermarkSkips
-			if !c.wm.Less(want) || coalesce {
-				if coalesce {
-					c.wmSkips++
+		c.publishBound()
+	}
+	w := Write{Tag: c.tag(), Kind: WriteApply, Applied: c.batch, Expected: c.wmVer}
+	if !c.mut.SkipAbortRecord {
+		for _, id := range c.batch {
+			if p, ok := c.aborted[id]; ok {
+				if w.Aborted == nil {
+					w.Aborted = map[txn.ID]Position{}
 				}
-				c.step = stepDeleteOpen
-				continue
+				w.Aborted[id] = p
 			}
-			c.wmSkips = 0
-			c.stepTag, c.wmWant = c.tag(), want
-			c.ready.Writes = append(c.ready.Writes, Write{Tag: c.stepTag, Kind: WriteWatermark, Pos: want, Expected: c.wmVer})
-		case stepDeleteOpen:
-			c.stepTag = c.tag()
-			c.ready.Writes = append(c.ready.Writes, Write{Tag: c.stepTag, Kind: WriteDeleteOpen, ID: id})
 		}
 	}
+	want := after(c.last)
+	if b := c.MaxRead(); b != nil {
+		want = b.Pos
+	}
+	c.wmWant = nil
+	if c.wm.Less(want) {
+		c.wmWant, w.Watermark = &want, &want
+	}
+	c.stepTag = w.Tag
+	c.ready.Writes = append(c.ready.Writes, w)
 }
 
 // Written reports a record write (ver: the watermark's new version; notFound: a CAS found
@@ -575,16 +575,11 @@ func (c *Core) Written(tag uint64, ver metadata.Version, err error) {
 		return
 	}
 	c.retries = 0
-	switch c.step {
-	case stepAbortedRecord:
-		c.step = stepWatermark
-	case stepWatermark:
-		c.wm, c.wmVer = c.wmWant, ver
-		c.step = stepDeleteOpen
-	case stepDeleteOpen:
-		c.applyQ = c.applyQ[1:]
-		c.step = stepNone
+	if c.wmWant != nil {
+		c.wm, c.wmVer, c.wmWant = *c.wmWant, ver, nil
 	}
+	c.applyQ = c.applyQ[len(c.batch):]
+	c.batch = nil
 	c.publishBound()
 	c.pump()
 }
@@ -617,7 +612,7 @@ func (c *Core) Trimmed(first Position) {
 				inFlight = true
 			}
 		}
-		if inFlight || (len(c.applyQ) > 0 && c.applyQ[0] == id) {
+		if inFlight || slices.Contains(c.batch, id) {
 			continue
 		}
 		t := c.tag()

@@ -1,6 +1,7 @@
 package txnbuf
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -490,18 +491,31 @@ func (w *simWorld) write(inc *simInc, wr Write) {
 	var reloaded *Position
 	var reloadedVer, ver metadata.Version
 	switch wr.Kind {
-	case WriteAborted:
-		name = fmt.Sprintf("put aborted record %v@%v", wr.ID, wr.Pos)
-		apply = func() { w.putAborted(wr.ID, wr.Pos) }
-	case WriteWatermark:
-		name = fmt.Sprintf("CAS watermark %v@%d", wr.Pos, wr.Expected)
-		apply = func() {
-			w.casWatermark(wr.Pos, wr.Expected, &reloaded, &reloadedVer)
-			ver = w.wmVer
+	case WriteApply:
+		// One atomic commit: the watermark's compare-and-swap fails it whole.
+		name = fmt.Sprintf("apply %v: aborted %v", wr.Applied, wr.Aborted)
+		if wr.Watermark != nil {
+			name += fmt.Sprintf(", CAS watermark %v@%d", *wr.Watermark, wr.Expected)
 		}
-	case WriteDeleteOpen:
-		name = "delete open record " + wr.ID.String()
-		apply = func() { delete(w.open, wr.ID) }
+		apply = func() {
+			if wr.Watermark != nil && wr.Expected != w.wmVer {
+				cur := w.wm
+				reloaded, reloadedVer = &cur, w.wmVer
+				return
+			}
+			ids := slices.Collect(maps.Keys(wr.Aborted))
+			slices.SortFunc(ids, func(a, b txn.ID) int { return cmp.Compare(a.Least, b.Least) })
+			for _, id := range ids {
+				w.putAborted(id, wr.Aborted[id])
+			}
+			if wr.Watermark != nil {
+				w.casWatermark(*wr.Watermark, wr.Expected, &reloaded, &reloadedVer)
+				ver = w.wmVer
+			}
+			for _, id := range wr.Applied {
+				delete(w.open, id)
+			}
+		}
 	case WriteDeleteAborted:
 		name = "prune aborted record " + wr.ID.String()
 		apply = func() { w.pruneAborted(wr.ID) }
@@ -637,9 +651,13 @@ func (w *simWorld) notify(inc *simInc, id txn.ID) {
 		return // endTxn notifies
 	}
 	w.on(inc, w.delay()+w.s.Between(0, w.p.lateEnd), "", func() {
+		// The owner's Await: the header's status; a gone header is resolved by the aborted
+		// record (an apply of a crashed incarnation may have landed after this one loaded).
 		var s txn.Status
 		if h := w.headers[id]; h != nil {
 			s = h.status
+		} else if _, ok := w.aborted[id]; ok {
+			s = txn.Aborted
 		} else {
 			w.stats.EndedUnknown++
 		}
