@@ -59,14 +59,17 @@ func (c *clientConn) direct(target string) {
 		pump(c.nc, bnc, c.s.m.bytes.WithLabelValues(toClient))
 		done <- struct{}{}
 	}()
+	pending := 2
 	select {
 	case <-done:
+		pending--
 	case <-c.ctx.Done():
 	}
 	c.nc.Close()
 	bnc.Close()
-	<-done
-	<-done
+	for range pending {
+		<-done
+	}
 	log.Debug("proxied connection ended")
 }
 
