@@ -100,10 +100,10 @@ func (c *clientConn) readFailed(phase string, err error) {
 	var se *pulsar.FrameSizeError
 	var ne net.Error
 	switch {
-	case errors.Is(err, errBadFrame), errors.Is(err, pulsar.ErrMalformed), errors.Is(err, pulsar.ErrChecksum):
-		c.bad("malformed", err.Error())
 	case errors.As(err, &se):
 		c.bad("too_large", err.Error())
+	case errors.Is(err, errBadFrame), errors.Is(err, pulsar.ErrMalformed), errors.Is(err, pulsar.ErrChecksum):
+		c.bad("malformed", err.Error())
 	case errors.As(err, &ne) && ne.Timeout():
 		c.log.Info("closing client connection: nothing received in time", "phase", phase)
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):

@@ -73,8 +73,8 @@ func writeRaw(nc net.Conn, b []byte) error {
 
 // readOneFrame reads exactly one frame from r, nothing beyond it (the bytes after a
 // handshake belong to whoever the connection is spliced to). It returns the decoded frame
-// and its raw bytes. A frame over max bytes, or one that does not decode, is an error
-// wrapping errBadFrame.
+// and its raw bytes. A frame over max bytes is a *pulsar.FrameSizeError, one that does not
+// decode an error wrapping errBadFrame.
 func readOneFrame(r io.Reader, max int) (pulsar.Frame, []byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -82,7 +82,7 @@ func readOneFrame(r io.Reader, max int) (pulsar.Frame, []byte, error) {
 	}
 	total := binary.BigEndian.Uint32(hdr[:])
 	if uint64(total) > uint64(max) {
-		return pulsar.Frame{}, nil, fmt.Errorf("%w: frame of %d bytes, the limit is %d", errBadFrame, total, max)
+		return pulsar.Frame{}, nil, &pulsar.FrameSizeError{Size: uint64(total), Max: max}
 	}
 	b := make([]byte, 4+int(total))
 	copy(b, hdr[:])
