@@ -22,6 +22,8 @@ import (
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	mproxy "github.com/magnetar-io/magnetar/proxy"
+	"github.com/magnetar-io/magnetar/tlsconf"
+	"github.com/magnetar-io/magnetar/tlsconf/tlstest"
 )
 
 // The tests below run `magnetar proxy`'s package in front of three brokers sharing one
@@ -376,5 +378,55 @@ func TestProxyBrokerStops(t *testing.T) {
 	r, err := live.Lookup(ctxT(t, 10*time.Second), topic)
 	if err != nil || r.ID == first {
 		t.Fatalf("topic still on %s (%v)", r.ID, err)
+	}
+}
+
+// TestProxyTLS: a client on the proxy's pulsar+ssl:// listener produces and consumes on
+// topics of several brokers (the proxy talks plain TCP to them).
+func TestProxyTLS(t *testing.T) {
+	c := newProxyCluster(t, 2)
+	ca, err := tlstest.NewCA("test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := ca.IssueFiles(dir, "proxy", "proxy", []string{"127.0.0.1", "localhost"}, tlstest.PKCS8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tlsconf.NewServer(tlsconf.ServerOptions{CertFile: files.Cert, KeyFile: files.Key}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := mproxy.Start(context.Background(), mproxy.Config{Store: c.store, ListenTLS: "127.0.0.1:0", TLS: ts.Config(),
+		Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar+ssl://" + svc.AddrTLS().String(), TLSTrustCertsFilePath: caFile,
+		OperationTimeout: 30 * time.Second, ConnectionTimeout: 5 * time.Second, Logger: clientLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for i := range 4 {
+		topic := topicName(t)
+		prod, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err != nil {
+			t.Fatalf("producer over TLS: %v", err)
+		}
+		cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatalf("consumer over TLS: %v", err)
+		}
+		roundTrip(t, prod, cons, fmt.Sprintf("tls%d", i), 10)
+		prod.Close()
+		cons.Close()
 	}
 }

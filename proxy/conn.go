@@ -246,10 +246,13 @@ func (c *clientConn) lookup(ctx context.Context, l *pb.CommandLookupTopic) (*pb.
 				return nil, notReady("lookup answered %q", lr.GetBrokerServiceUrl())
 			}
 			c.s.brokers.learn(addr)
+			// A client on the proxy's TLS listener takes the TLS URL's host as
+			// proxy_to_broker_url: it names the plain listener too, which the proxy dials
+			// (TLS is between the client and the proxy).
 			return pulsar.Wrap(&pb.CommandLookupTopicResponse{
 				Response:         pb.CommandLookupTopicResponse_Connect.Enum(),
-				BrokerServiceUrl: lr.BrokerServiceUrl, Authoritative: proto.Bool(true),
-				ProxyThroughServiceUrl: proto.Bool(true),
+				BrokerServiceUrl: lr.BrokerServiceUrl, BrokerServiceUrlTls: proto.String("pulsar+ssl://" + addr),
+				Authoritative: proto.Bool(true), ProxyThroughServiceUrl: proto.Bool(true),
 			}), nil
 		default:
 			return r, nil // Failed: relayed

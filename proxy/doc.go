@@ -10,8 +10,9 @@
 // PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, GET_SCHEMA and GET_OR_CREATE_SCHEMA by
 // asking a broker (round robin over the brokers, the next one if a broker is unreachable)
 // and relaying the answer. A LOOKUP's redirects are followed by the proxy; the answer is
-// Connect with the owning broker's URL and proxy_through_service_url=true, so the client
-// connects to the proxy again with CONNECT.proxy_to_broker_url = that broker. Such a
+// Connect with the owning broker's URL (as both its plain and TLS URL: the proxy dials the
+// broker's plain listener whichever the client picks) and proxy_through_service_url=true, so
+// the client connects to the proxy again with CONNECT.proxy_to_broker_url = that broker. Such a
 // connection is spliced: the proxy connects to the broker with the client's CONNECT (see
 // Service.brokerConnect for the credentials), relays the broker's CONNECTED and then copies
 // bytes both ways (splice(2) between TCP sockets) without reading frames. The proxy connects

@@ -45,7 +45,7 @@ func TestLookupFollowsRedirects(t *testing.T) {
 	c.send(pulsar.Wrap(&pb.CommandLookupTopic{RequestId: proto.Uint64(77), Topic: proto.String("persistent://a/b/c")}))
 	r := c.recv().GetLookupTopicResponse()
 	if r.GetRequestId() != 77 || r.GetResponse() != pb.CommandLookupTopicResponse_Connect ||
-		r.GetBrokerServiceUrl() != owner.url() || !r.GetProxyThroughServiceUrl() {
+		r.GetBrokerServiceUrl() != owner.url() || r.GetBrokerServiceUrlTls() != "pulsar+ssl://"+owner.addr() || !r.GetProxyThroughServiceUrl() {
 		t.Fatalf("lookup answered %v", r)
 	}
 	mu.Lock()
