@@ -17,6 +17,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/magnetar-io/magnetar/admin"
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -428,5 +429,40 @@ func TestProxyTLS(t *testing.T) {
 		roundTrip(t, prod, cons, fmt.Sprintf("tls%d", i), 10)
 		prod.Close()
 		cons.Close()
+	}
+}
+
+// TestProxyAuthorization: the proxy authenticates the client, connects to the broker as
+// itself (a proxy role, even a superuser) and names the client as original principal: the
+// broker authorizes the client's role, not the proxy's.
+func TestProxyAuthorization(t *testing.T) {
+	c := secCluster(t, auth.Config{Providers: []string{"token"}}, func(bc *broker.Config) {
+		bc.Authz = auth.NewAuthorizer(true, []string{"admin", "proxy"})
+		bc.ProxyRoles = []string{"proxy"}
+	})
+	web := httptest.NewServer(c.cfg.Auth.Middleware(admin.Handler(c.broker, admin.Options{Logger: testLogger(t)})))
+	t.Cleanup(web.Close)
+	proxyTok := secToken(t, "proxy", time.Hour)
+	svc, err := mproxy.Start(context.Background(), mproxy.Config{Store: c.store, Listen: "127.0.0.1:0", Auth: c.cfg.Auth,
+		BrokerAuthMethod: "token", BrokerAuthData: func() ([]byte, error) { return []byte(proxyTok), nil }, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	url := "pulsar://" + svc.Addr().String()
+	alice := clientWith(t, pulsar.ClientOptions{URL: url, Authentication: pulsar.NewAuthenticationToken(secToken(t, "alice", time.Hour))})
+	if err := roundTripOne(t, alice); err == nil || !strings.Contains(err.Error(), "AuthorizationError") {
+		t.Fatalf("alice without a grant, through the proxy: %v", err)
+	}
+	grant := []string{"produce", "consume"}
+	if st, body := adminCall(t, web.URL, "POST", "/admin/v2/namespaces/public/default/permissions/alice", secToken(t, "admin", time.Hour), grant); st != 204 {
+		t.Fatalf("grant: %d %s", st, body)
+	}
+	if err := roundTripOne(t, alice); err != nil {
+		t.Fatalf("alice with a grant, through the proxy: %v", err)
+	}
+	mallory := clientWith(t, pulsar.ClientOptions{URL: url, Authentication: pulsar.NewAuthenticationToken("not-a-token")})
+	if err := roundTripOne(t, mallory); err == nil {
+		t.Fatal("a bad token got through the proxy")
 	}
 }
