@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,9 +40,27 @@ type proxyCluster struct {
 	webs    []*httptest.Server
 	// redirects counts the 307s the brokers' admin APIs answered.
 	redirects atomic.Int64
+	relays    []*proxy // see newProxyClusterWith
 }
 
-func newProxyCluster(t *testing.T, n int) *proxyCluster {
+// freeAddr returns a local address nothing listens on (for a broker to listen on).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().String()
+	ln.Close()
+	return a
+}
+
+func newProxyCluster(t *testing.T, n int) *proxyCluster { return newProxyClusterWith(t, n, false) }
+
+// newProxyClusterWith starts the cluster; with relayed, each broker advertises a TCP relay
+// in front of its listener (relays[i]), which a test can cut to make the broker unreachable
+// while it keeps its metadata session, as a crashed broker does until its session expires.
+func newProxyClusterWith(t *testing.T, n int, relayed bool) *proxyCluster {
 	t.Helper()
 	c := &proxyCluster{t: t, store: metadatatest.NewStore(t, sharedEtcd(t))}
 	log := testLogger(t)
@@ -63,8 +82,16 @@ func newProxyCluster(t *testing.T, n int) *proxyCluster {
 		}))
 		t.Cleanup(srv.Close)
 		c.webs = append(c.webs, srv)
-		b, err := broker.Start(ctx, broker.Config{Store: c.store, Listen: "127.0.0.1:0", HTTPURL: srv.URL,
-			Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: log, KeepAliveInterval: 30 * time.Second})
+		bc := broker.Config{Store: c.store, Listen: "127.0.0.1:0", HTTPURL: srv.URL,
+			Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: log, KeepAliveInterval: 30 * time.Second}
+		if relayed {
+			bc.Listen = freeAddr(t)
+			r := newProxy(t)
+			r.setBackend(bc.Listen)
+			bc.Advertise = r.addr()
+			c.relays = append(c.relays, r)
+		}
+		b, err := broker.Start(ctx, bc)
 		if err != nil {
 			t.Fatalf("broker %d: %v", i, err)
 		}
@@ -469,4 +496,72 @@ func TestProxyAuthorization(t *testing.T) {
 	if err := roundTripOne(t, mallory); err == nil {
 		t.Fatal("a bad token got through the proxy")
 	}
+}
+
+// TestProxyBrokerUnreachable: the broker serving a topic becomes unreachable but keeps its
+// ownership for a while (as a crashed broker keeps it until its session expires): the
+// clients' reconnections through the proxy get ServiceNotReady, not a hang, and keep
+// retrying; once the ownership is released another broker serves the topic and every
+// message sent is received.
+func TestProxyBrokerUnreachable(t *testing.T) {
+	c := newProxyClusterWith(t, 3, true)
+	p := c.startProxy()
+	cl := proxyClient(t, p.url())
+	topic := topicName(t)
+	prod, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	roundTrip(t, prod, cons, "before", 20)
+	first := c.owner(topic)
+	var dead *broker.Service
+	for i, b := range c.brokers {
+		if b.Info().ID == first {
+			dead = b
+			c.relays[i].ln.Close()
+			c.relays[i].cut()
+		}
+	}
+	failures := func() float64 {
+		m := p.metrics(t)
+		i := strings.Index(m, "\nmagnetar_proxy_broker_connect_failures_total ")
+		if i < 0 {
+			return 0
+		}
+		var v float64
+		fmt.Sscan(m[i+len("\nmagnetar_proxy_broker_connect_failures_total "):], &v) //nolint:errcheck
+		return v
+	}
+	// The clients reconnect through the proxy and are refused while the owner is away.
+	deadline := time.Now().Add(30 * time.Second)
+	for failures() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the clients did not try the unreachable broker through the proxy")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		_, err := prod.Send(ctxT(t, time.Minute), &pulsar.ProducerMessage{Payload: []byte("during")})
+		sent <- err
+	}()
+	dead.Close() // its ownership goes, as a dead broker's goes when its session expires
+	start := time.Now()
+	if err := <-sent; err != nil {
+		t.Fatalf("send across the outage: %v", err)
+	}
+	t.Logf("resumed %v after the ownership was released; %v refused connections to the dead broker",
+		time.Since(start).Round(time.Millisecond), failures())
+	m, err := cons.Receive(ctxT(t, 30*time.Second))
+	if err != nil || string(m.Payload()) != "during" {
+		t.Fatalf("received %v, %v", m, err)
+	}
+	cons.Ack(m) //nolint:errcheck
+	roundTrip(t, prod, cons, "after", 20)
 }
