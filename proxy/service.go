@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -283,4 +282,4 @@ func (s *Service) trackUpstream(nc net.Conn) bool {
 }
 
 // errClosed: the proxy is closing.
-var errClosed = fmt.Errorf("proxy: closing")
+var errClosed = errors.New("proxy: closing")
