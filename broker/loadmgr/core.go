@@ -36,7 +36,7 @@ type Thresholds struct {
 	// loadBalancerNamespaceBundleMaxSessions, loadBalancerNamespaceBundleMaxMsgRate,
 	// loadBalancerNamespaceBundleMaxBandwidthMbytes — here in bytes/s), unless its namespace
 	// has MaxBundles bundles (loadBalancerNamespaceMaximumBundles). Zero: no limit.
-	MaxBundleTopics, MaxBundleSessions int
+	MaxBundleTopics, MaxBundleSessions   int
 	MaxBundleMsgRate, MaxBundleBandwidth float64
 	MaxBundles                           int
 
@@ -547,4 +547,17 @@ func meanAndMax(rates []float64) (mean, maxRate float64) {
 		maxRate = max(maxRate, r)
 	}
 	return mean / float64(len(rates)), maxRate
+}
+
+// reportIDs returns the brokers with a report.
+func (s *State) reportIDs() []string { return sortedKeys(s.reports) }
+
+// rates returns each live broker's projected message rate.
+func (s *State) rates(now time.Time) []float64 {
+	vs := s.views(now)
+	rs := make([]float64, len(vs))
+	for i, v := range vs {
+		rs[i] = v.MsgRate
+	}
+	return rs
 }
