@@ -170,18 +170,18 @@ type Manager struct {
 	role    atomic.Int32 // mirror of roleOwned for Role()
 
 	// Owned by run.
-	st          *State
-	roleOwned   Role
-	sess        metadata.Session // nil while a new one is being made
-	brokers     map[string]Broker
-	lbWatch     *metadata.Watch // metadata.PrefixLoadBalance
-	brWatch     *metadata.Watch // metadata.PrefixBrokers
-	lastReport  *Report         // last written
-	lastWrite   time.Time
-	reporting   bool // a report write is in flight
-	electing    bool // an election attempt is in flight
-	executing   bool // a plan is being executed
-	resyncing   bool
+	st         *State
+	roleOwned  Role
+	sess       metadata.Session // nil while a new one is being made
+	brokers    map[string]Broker
+	lbWatch    *metadata.Watch // metadata.PrefixLoadBalance
+	brWatch    *metadata.Watch // metadata.PrefixBrokers
+	lastReport *Report         // last written
+	lastWrite  time.Time
+	reporting  bool // a report write is in flight
+	electing   bool // an election attempt is in flight
+	executing  bool // a plan is being executed
+	resyncing  bool
 }
 
 // Start opens the manager's session, reads the brokers and the reports, and starts its
