@@ -84,8 +84,8 @@ type Config struct {
 	// Logger receives logs (nil: discard).
 	Logger *slog.Logger
 
-	// changed, if set, gets a token (never blocking) after every role change, report tick
-	// and executed plan (tests wait on it).
+	// changed, if set, gets a token (never blocking) after every role change, report tick,
+	// report observed and executed plan (tests wait on it).
 	changed chan struct{}
 }
 
@@ -238,6 +238,32 @@ func (m *Manager) SelectBroker(ctx context.Context, bundle string) (string, erro
 	}
 	m.cfg.Metrics.assignments.WithLabelValues("assigned").Inc()
 	return id, nil
+}
+
+// Reports returns the last load report of every broker as this manager sees them (for the
+// admin API's load reports), by broker id. The reports must not be modified.
+func (m *Manager) Reports(ctx context.Context) (map[string]*Report, error) {
+	out := map[string]*Report{}
+	err := m.do(ctx, func() {
+		for _, id := range m.st.reportIDs() {
+			out[id] = m.st.Report(id)
+		}
+	})
+	return out, err
+}
+
+// do runs f on the manager's goroutine and waits for it.
+func (m *Manager) do(ctx context.Context, f func()) error {
+	ran := make(chan struct{})
+	select {
+	case m.fnc <- func() { f(); close(ran) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.done:
+		return ErrStopped
+	}
+	<-ran // run executes what it takes at once
+	return nil
 }
 
 // Close stops the manager and revokes its session (its report and, on the leader, the
@@ -447,6 +473,7 @@ func (m *Manager) applyLoadBalance(ev metadata.Event) {
 	}
 	r.BrokerID = id
 	m.st.Observe(id, r)
+	m.signal()
 }
 
 // sessionLost gives up the leadership and makes a new session; the reporter then writes at

@@ -229,7 +229,10 @@ func TestSelectBroker(t *testing.T) {
 	m := startManager(t, Config{Store: store, Self: Broker{ID: "b1"}, ReportInterval: 20 * time.Millisecond,
 		SheddingInterval: time.Hour, BundleStats: func() map[string]BundleLoad { return busy },
 		Resources: fixedResources, changed: changed})
-	waitUntil(t, changed, "b1's report", func() bool { return readReport(t, store, "b1") != nil })
+	waitUntil(t, changed, "b1's report seen by its manager", func() bool {
+		rs, err := m.Reports(context.Background())
+		return err == nil && rs["b1"] != nil
+	})
 	got := map[string]int{}
 	for i := range 4 {
 		id, err := m.SelectBroker(context.Background(), fmt.Sprintf("t/n/0x%08x_0x%08x", 0x80000000+i*0x100, 0x80000000+(i+1)*0x100))
