@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -41,8 +42,9 @@ type Thresholds struct {
 	MaxBundles                           int
 
 	// AssignmentTTL is how long a bundle assigned by SelectBroker or moved by an unload counts
-	// on its destination before the destination's report lists it (Pulsar's preallocated
-	// bundles), and how long a split bundle is left out before its owner's report drops it.
+	// on its destination whatever the reports say (Pulsar's preallocated bundles; cover the
+	// brokers' stats window), and how long a split bundle is left out before its owner's
+	// report drops it.
 	// Default in DefaultThresholds: 1 min.
 	AssignmentTTL time.Duration
 }
@@ -157,8 +159,7 @@ func lessLoaded(a, b Candidate) bool {
 	return a.ID < b.ID
 }
 
-// pendingMove is a bundle the leader moved (or SelectBroker assigned) that the destination's
-// report does not list yet.
+// pendingMove is a bundle the leader moved or SelectBroker assigned recently.
 type pendingMove struct {
 	to   string
 	at   time.Time
@@ -175,9 +176,11 @@ type State struct {
 
 	live    map[string]bool    // brokers registered under metadata.PrefixBrokers
 	reports map[string]*Report // last report of each broker, by id
-	// moves are the bundles moved by the leader or assigned by SelectBroker, until the
-	// destination's report lists them. Invariant: a move is dropped when its destination is
-	// no longer live or it is older than GracePeriod (moves) / AssignmentTTL (assignments).
+	// moves are the bundles moved by the leader or assigned by SelectBroker in the last
+	// AssignmentTTL. A moved bundle counts on its destination with the larger of the load it
+	// had when moved and the load the destination reports for it, so the destination's rates,
+	// which ramp up over its stats window, do not make it look idle. Invariant: a move is
+	// dropped when its destination is no longer live or it is older than AssignmentTTL.
 	moves map[string]pendingMove
 	// splitting are the bundles being split, left out of every view until their owner's
 	// report no longer lists them (or AssignmentTTL passed).
@@ -185,6 +188,25 @@ type State struct {
 	// movedAt is when each bundle was last moved by shedding or split; a bundle is not moved
 	// again within GracePeriod (Pulsar's recentlyUnloadedBundles).
 	movedAt map[string]time.Time
+	// moveQ is the moves in the order they were made, to expire them without a scan (an entry
+	// whose time differs from the move's is stale).
+	moveQ []queuedMove
+
+	// cache is the last views, valid while cached; where indexes its bundles. Everything
+	// that changes the views but SelectBroker (which updates them) clears cached.
+	cache  []*brokerView
+	where  map[string]*brokerView
+	cached bool
+}
+
+type queuedMove struct {
+	bundle string
+	at     time.Time
+}
+
+func (s *State) setMove(b string, m pendingMove) {
+	s.moves[b] = m
+	s.moveQ = append(s.moveQ, queuedMove{b, m.at})
 }
 
 // NewState returns an empty core with the thresholds; placement nil means
@@ -199,6 +221,7 @@ func NewState(th Thresholds, placement Placement) *State {
 
 // SetLive records whether broker id is registered (alive).
 func (s *State) SetLive(id string, live bool) {
+	s.cached = false
 	if live {
 		s.live[id] = true
 		return
@@ -211,19 +234,15 @@ func (s *State) SetLive(id string, live bool) {
 	}
 }
 
-// Observe records broker id's report (nil: its report is gone). Moves the destination's
-// report now lists are done.
+// Observe records broker id's report (nil: its report is gone). A split is done when the
+// owner's report no longer lists the bundle.
 func (s *State) Observe(id string, r *Report) {
+	s.cached = false
 	if r == nil {
 		delete(s.reports, id)
 		return
 	}
 	s.reports[id] = r
-	for b := range r.Bundles {
-		if m, ok := s.moves[b]; ok && m.to == id {
-			delete(s.moves, b)
-		}
-	}
 	for b, m := range s.splitting {
 		if _, ok := r.Bundles[b]; !ok && m.to == id {
 			delete(s.splitting, b)
@@ -251,15 +270,26 @@ type brokerView struct {
 	report  *Report
 }
 
-// expire drops the moves and marks older than their time to live.
+// expire drops the moves and splits older than AssignmentTTL.
 func (s *State) expire(now time.Time) {
-	for _, pending := range []map[string]pendingMove{s.moves, s.splitting} {
-		for b, m := range pending {
-			if now.Sub(m.at) > s.th.AssignmentTTL {
-				delete(pending, b)
-			}
+	for len(s.moveQ) > 0 && now.Sub(s.moveQ[0].at) > s.th.AssignmentTTL {
+		q := s.moveQ[0]
+		s.moveQ = s.moveQ[1:]
+		if m, ok := s.moves[q.bundle]; ok && m.at.Equal(q.at) {
+			delete(s.moves, q.bundle)
+			s.cached = false
 		}
 	}
+	for b, m := range s.splitting {
+		if now.Sub(m.at) > s.th.AssignmentTTL {
+			delete(s.splitting, b)
+			s.cached = false
+		}
+	}
+}
+
+// expireGrace forgets the bundles whose grace period is over.
+func (s *State) expireGrace(now time.Time) {
 	for b, t := range s.movedAt {
 		if now.Sub(t) >= s.th.GracePeriod {
 			delete(s.movedAt, b)
@@ -269,9 +299,13 @@ func (s *State) expire(now time.Time) {
 
 // views returns the live brokers' projected loads, sorted by ID: each bundle counts on its
 // pending move's destination, otherwise on the live broker whose report lists it (the
-// newest report if several do, as after a move).
+// newest report if several do, as after a move). The views are the cache: callers that
+// change them clear s.cached.
 func (s *State) views(now time.Time) []*brokerView {
 	s.expire(now)
+	if s.cached {
+		return s.cache
+	}
 	ids := s.Live()
 	vs := make([]*brokerView, len(ids))
 	byID := make(map[string]*brokerView, len(ids))
@@ -302,13 +336,26 @@ func (s *State) views(now time.Time) []*brokerView {
 		}
 	}
 	for b, m := range s.moves {
-		if v := byID[m.to]; v != nil {
-			v.bundles[b] = m.load
+		v := byID[m.to]
+		if v == nil {
+			continue
 		}
+		l := m.load
+		if r := v.report; r != nil {
+			if rl, ok := r.Bundles[b]; ok && rl.MsgRate() >= l.MsgRate() {
+				l = rl
+			}
+		}
+		v.bundles[b] = l
 	}
+	s.where = map[string]*brokerView{}
 	for _, v := range vs {
 		v.recount()
+		for b := range v.bundles {
+			s.where[b] = v
+		}
 	}
+	s.cache, s.cached = vs, true
 	return vs
 }
 
@@ -327,22 +374,32 @@ func maxUsage(r *Report, th Thresholds) float64 {
 		th.BandwidthInWeight*r.BandwidthIn.Fraction(), th.BandwidthOutWeight*r.BandwidthOut.Fraction())
 }
 
-// SelectBroker picks the live broker for an unowned bundle and counts the bundle on it until
-// its report lists it, so a burst of lookups spreads. It returns "" when no broker is live.
+// SelectBroker picks the live broker for an unowned bundle and counts the bundle on it for
+// AssignmentTTL, so a burst of lookups spreads. A bundle moved or assigned in the last
+// AssignmentTTL goes to the same broker again (the destination of an unload; a retried
+// lookup). It returns "" when no broker is live.
 func (s *State) SelectBroker(bundle string, now time.Time) string {
 	vs := s.views(now)
 	if len(vs) == 0 {
 		return ""
 	}
+	if m, ok := s.moves[bundle]; ok {
+		return m.to // views dropped the moves to brokers no longer live
+	}
 	i := s.placement.Choose(bundle, candidates(vs))
 	if i < 0 {
 		return ""
 	}
-	id := vs[i].ID
-	if _, ok := s.moves[bundle]; !ok {
-		s.moves[bundle] = pendingMove{to: id, at: now}
+	v := vs[i]
+	s.setMove(bundle, pendingMove{to: v.ID, at: now})
+	if _, counted := s.where[bundle]; counted {
+		s.cached = false // it moves from another view: rebuild
+	} else {
+		v.bundles[bundle] = BundleLoad{}
+		v.Bundles++
+		s.where[bundle] = v
 	}
-	return id
+	return v.ID
 }
 
 func candidates(vs []*brokerView) []Candidate {
@@ -377,7 +434,9 @@ func usages(vs []*brokerView) []float64 {
 // after the earlier moves. It records every decision as done; call Failed for those that
 // could not be executed.
 func (s *State) Plan(now time.Time) []Action {
+	s.expireGrace(now)
 	vs := s.views(now)
+	defer func() { s.cached = false }() // the plan projected its moves on the views
 	var acts []Action
 	if s.th.AutoSplitEnabled {
 		acts = s.planSplits(vs, now)
@@ -456,29 +515,38 @@ func (s *State) planShedding(vs []*brokerView, now time.Time) []Action {
 		if need < s.th.MinUnloadMsgRate {
 			continue
 		}
-		bs := sortedKeys(src.bundles)
-		slices.SortStableFunc(bs, func(a, b string) int {
-			return cmp.Compare(src.bundles[b].MsgRate(), src.bundles[a].MsgRate())
+		type bundleRate struct {
+			name string
+			load BundleLoad
+			rate float64
+		}
+		bs := make([]bundleRate, 0, len(src.bundles))
+		for b, l := range src.bundles {
+			if r := l.MsgRate(); r > 0 && !s.inGrace(b, now) {
+				bs = append(bs, bundleRate{b, l, r})
+			}
+		}
+		slices.SortFunc(bs, func(a, b bundleRate) int {
+			if c := cmp.Compare(b.rate, a.rate); c != 0 {
+				return c
+			}
+			return strings.Compare(a.name, b.name)
 		})
+		others := make([]*brokerView, 0, len(vs)-1)
+		for _, v := range vs {
+			if v != src {
+				others = append(others, v)
+			}
+		}
 		var marked float64
-		for _, b := range bs {
-			if marked >= need || len(src.bundles) < 2 {
+		for _, br := range bs {
+			if marked >= need || src.Bundles < 2 {
 				break
 			}
-			l := src.bundles[b]
-			r := l.MsgRate()
-			if s.inGrace(b, now) || r == 0 {
-				continue
-			}
+			b, l, r := br.name, br.load, br.rate
 			// Past the target, stop short rather than overshoot further than we fall short.
 			if marked > 0 && marked+r-need > need-marked {
 				continue
-			}
-			others := make([]*brokerView, 0, len(vs)-1)
-			for _, v := range vs {
-				if v != src {
-					others = append(others, v)
-				}
 			}
 			j := s.placement.Choose(b, candidates(others))
 			if j < 0 {
@@ -490,10 +558,10 @@ func (s *State) planShedding(vs []*brokerView, now time.Time) []Action {
 			}
 			delete(src.bundles, b)
 			dst.bundles[b] = l
-			src.recount()
-			dst.recount()
+			src.MsgRate, src.Throughput, src.Bundles = src.MsgRate-r, src.Throughput-l.Throughput(), src.Bundles-1
+			dst.MsgRate, dst.Throughput, dst.Bundles = dst.MsgRate+r, dst.Throughput+l.Throughput(), dst.Bundles+1
 			marked += r
-			s.moves[b] = pendingMove{to: dst.ID, at: now, load: l}
+			s.setMove(b, pendingMove{to: dst.ID, at: now, load: l})
 			s.movedAt[b] = now
 			acts = append(acts, Action{Kind: ActionUnload, Bundle: b, From: src.ID, To: dst.ID, MsgRate: r})
 		}
@@ -504,6 +572,7 @@ func (s *State) planShedding(vs []*brokerView, now time.Time) []Action {
 // Failed undoes the record of an action that could not be executed, so a later plan may
 // decide it again.
 func (s *State) Failed(a Action) {
+	s.cached = false
 	delete(s.movedAt, a.Bundle)
 	switch a.Kind {
 	case ActionUnload:

@@ -50,6 +50,10 @@ func TestSelectBrokerSpreadsAndExpires(t *testing.T) {
 	if want := []string{"a", "b", "c", "a", "b", "c"}; !equal(got, want) {
 		t.Fatalf("burst of assignments %v, want %v", got, want)
 	}
+	// A retried lookup gets the same broker.
+	if got := s.SelectBroker(bundleN(1), t0); got != "b" {
+		t.Fatalf("retried assignment: %q, want b", got)
+	}
 	// After AssignmentTTL with no report listing them, the assignments no longer count.
 	if got := s.SelectBroker(bundleN(7), t0.Add(th.AssignmentTTL+time.Second)); got != "a" {
 		t.Fatalf("after the TTL: %q, want a", got)
@@ -122,6 +126,10 @@ func TestShedding(t *testing.T) {
 		// The source's stale report still lists them: they count on their destinations.
 		if o := s.Owner(acts[0].Bundle, t0); o != acts[0].To {
 			t.Fatalf("owner of a moved bundle %q, want %q", o, acts[0].To)
+		}
+		// A lookup of the unloaded bundle is sent to the destination.
+		if got := s.SelectBroker(acts[1].Bundle, t0); got != acts[1].To {
+			t.Fatalf("lookup of an unloaded bundle: %q, want its destination %q", got, acts[1].To)
 		}
 		if again := s.Plan(t0.Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("second plan on stale reports: %+v", again)

@@ -202,7 +202,7 @@ func balanceRun(t testing.TB, seed int64, th Thresholds, p Placement) (violation
 func flapViolation(t testing.TB, seed int64, th Thresholds, grace time.Duration) string {
 	w := newSimWorld(t, seed, 3, 4, 4)
 	st := simState(th, nil, w)
-	for range 180 {
+	for range flapPeriods {
 		w.step(st, 0.3, 0.1)
 	}
 	for _, name := range sortedKeys(w.moves) {
@@ -216,7 +216,13 @@ func flapViolation(t testing.TB, seed int64, th Thresholds, grace time.Duration)
 	return ""
 }
 
-const simSeeds = 50
+// simSeeds is the seeds of each property; flapSeeds and flapPeriods size the churn
+// scenario (two hours of shedding periods, four grace periods).
+const (
+	simSeeds    = 50
+	flapSeeds   = 20
+	flapPeriods = 120
+)
 
 func TestSimBalanceFromOneBroker(t *testing.T) {
 	var worst float64
@@ -233,7 +239,7 @@ func TestSimBalanceFromOneBroker(t *testing.T) {
 
 func TestSimNoFlapping(t *testing.T) {
 	th := DefaultThresholds()
-	for seed := int64(1); seed <= simSeeds; seed++ {
+	for seed := int64(1); seed <= flapSeeds; seed++ {
 		if v := flapViolation(t, seed, th, th.GracePeriod); v != "" {
 			t.Fatal(v)
 		}
@@ -305,5 +311,36 @@ func TestSimSplitsHotBundles(t *testing.T) {
 	}
 	if mean, mx := meanAndMax(w.rates()); mx > 1.5*mean {
 		t.Fatalf("rates %.0f after the splits: max %.2f× mean", w.rates(), mx/mean)
+	}
+}
+
+// BenchmarkPlan measures one leader decision over a cluster of brokers and bundles.
+func BenchmarkPlan(b *testing.B) {
+	for _, size := range []struct{ brokers, bundles int }{{3, 16}, {10, 256}, {50, 4096}} {
+		b.Run(fmt.Sprintf("brokers=%d/bundles=%d", size.brokers, size.bundles), func(b *testing.B) {
+			w := newSimWorld(b, 1, size.brokers, size.bundles/16, 16)
+			st := simState(DefaultThresholds(), nil, w)
+			w.report(st, 10, 15*time.Minute)
+			for b.Loop() {
+				st.Plan(w.now)
+				w.now = w.now.Add(simPeriod) // past nothing: the grace period keeps the plans small
+			}
+		})
+	}
+}
+
+// BenchmarkSelectBroker measures one assignment of an unowned bundle.
+func BenchmarkSelectBroker(b *testing.B) {
+	for _, size := range []struct{ brokers, bundles int }{{3, 16}, {50, 4096}} {
+		b.Run(fmt.Sprintf("brokers=%d/bundles=%d", size.brokers, size.bundles), func(b *testing.B) {
+			w := newSimWorld(b, 1, size.brokers, size.bundles/16, 16)
+			st := simState(DefaultThresholds(), nil, w)
+			w.report(st, 10, 15*time.Minute)
+			i := 0
+			for b.Loop() {
+				st.SelectBroker(fmt.Sprintf("other/ns/0x%08x_0x%08x", i, i+1), w.now)
+				i++
+			}
+		})
 	}
 }
