@@ -459,6 +459,9 @@ func (s *State) planSplits(vs []*brokerView, now time.Time) []Action {
 			perNS[BundleNamespace(b)]++
 		}
 	}
+	for b := range s.splitting {
+		perNS[BundleNamespace(b)] += 2 // its halves, not yet reported
+	}
 	var acts []Action
 	for _, v := range vs {
 		for _, b := range sortedKeys(v.bundles) {

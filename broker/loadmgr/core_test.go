@@ -158,42 +158,35 @@ func TestShedding(t *testing.T) {
 }
 
 func TestSplitLimits(t *testing.T) {
-	th := DefaultThresholds()
-	th.MaxBundles = 3
-	s := NewState(th, nil)
-	s.SetLive("a", true)
-	hot := BundleLoad{MsgRateIn: 40000}
-	s.Observe("a", report("a", t0, map[string]BundleLoad{
-		bundleN(0): hot, bundleN(1): {Topics: 1001}, bundleN(2): {Producers: 600, Consumers: 600}}))
-	if acts := s.Plan(t0); len(acts) != 0 {
-		t.Fatalf("namespace at its maximum bundles was split: %+v", acts)
-	}
-	th.MaxBundles = 5
-	s = NewState(th, nil)
-	s.SetLive("a", true)
-	s.Observe("a", report("a", t0, map[string]BundleLoad{
-		bundleN(0): hot, bundleN(1): {Topics: 1001}, bundleN(2): {Producers: 600, Consumers: 600},
-		bundleN(3): {MsgThroughputIn: 200 << 20}, bundleN(4): load(10)}))
-	if acts := s.Plan(t0); len(acts) != 0 {
-		t.Fatalf("full namespace split: %+v", acts)
-	}
-	th.MaxBundles = 0
-	s = NewState(th, nil)
-	s.SetLive("a", true)
-	s.Observe("a", report("a", t0, map[string]BundleLoad{
-		bundleN(0): hot, bundleN(1): {Topics: 1001}, bundleN(2): {Producers: 600, Consumers: 600},
-		bundleN(3): {MsgThroughputIn: 200 << 20}, bundleN(4): load(10)}))
-	acts := s.Plan(t0)
-	if len(acts) != 4 {
-		t.Fatalf("splits %+v: want the four bundles over a threshold", acts)
-	}
-	for _, a := range acts {
-		if a.Kind != ActionSplit || a.Bundle == bundleN(4) {
-			t.Fatalf("unexpected action %+v", a)
+	hot := map[string]BundleLoad{
+		bundleN(0): {MsgRateIn: 40000}, bundleN(1): {Topics: 1001}, bundleN(2): {Producers: 600, Consumers: 600},
+		bundleN(3): {MsgThroughputIn: 200 << 20}, bundleN(4): load(10)}
+	for _, tc := range []struct {
+		name       string
+		maxBundles int
+		want       int // splits
+	}{
+		{"namespace full", 5, 0},
+		{"room for one", 6, 1},
+		{"no limit: every bundle over a threshold", 0, 4},
+	} {
+		th := DefaultThresholds()
+		th.MaxBundles = tc.maxBundles
+		s := NewState(th, nil)
+		s.SetLive("a", true)
+		s.Observe("a", report("a", t0, hot))
+		acts := s.Plan(t0)
+		if len(acts) != tc.want {
+			t.Fatalf("%s: splits %+v, want %d", tc.name, acts, tc.want)
 		}
-	}
-	if again := s.Plan(t0.Add(time.Second)); len(again) != 0 {
-		t.Fatalf("split again before the owner reported: %+v", again)
+		for _, a := range acts {
+			if a.Kind != ActionSplit || a.Bundle == bundleN(4) || a.From != "a" {
+				t.Fatalf("%s: unexpected action %+v", tc.name, a)
+			}
+		}
+		if again := s.Plan(t0.Add(time.Second)); len(again) != 0 {
+			t.Fatalf("%s: split again before the owner reported: %+v", tc.name, again)
+		}
 	}
 }
 

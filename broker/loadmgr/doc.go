@@ -25,8 +25,10 @@
 //  1. Register the broker under metadata.BrokerKey(Self.ID) (broker.BrokerInfo JSON) before
 //     Start: only registered brokers are candidates, and the leader sends its admin requests
 //     to their webServiceUrl.
-//  2. BundleStats runs on the Manager's goroutine every ReportInterval: it must be safe to
-//     call from there and must not block. Bundle names are "<tenant>/<ns>/0x<lo>_0x<hi>".
+//  2. BundleStats runs every ReportInterval on a helper goroutine (never two at once): it
+//     must be safe to call concurrently with the broker's own work, and should list every
+//     owned bundle, with a zero load if none of its topics is loaded. Bundle names are
+//     "<tenant>/<ns>/0x<lo>_0x<hi>".
 //  3. Serve PUT /admin/v2/namespaces/{t}/{ns}/{range}/unload?destinationBroker={id} (move
 //     the bundle to broker id) and .../{range}/split?unload=false&splitAlgorithmName=range_equally_divide
 //     on the web service URL, authorized for whatever Executor.Prepare adds.
@@ -78,8 +80,9 @@
 //   - Manager.run (one per Manager): owns the State, the role, the session and the
 //     reporter's last report. It selects over the two watches (PrefixBrokers,
 //     PrefixLoadBalance), the session's Done, the report and shedding tickers, SelectBroker
-//     and Reports requests, and the closures its helpers post.
-//   - helpers (short-lived, via goIO): one per report write, election attempt, new session,
+//     and Reports requests, and the closures its helpers post. It does no I/O itself.
+//   - helpers (short-lived, via goIO): one per report (it calls BundleStats and Resources,
+//     compares with the last written report and writes), election attempt, new session,
 //     resync after a watch ended, and plan execution (its actions one after the other through
 //     the Executor). They touch no state: they post a closure that run executes.
 //

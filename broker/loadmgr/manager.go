@@ -70,10 +70,12 @@ type Config struct {
 	// NICSpeedGbps is the network's speed (loadBalancerOverrideBrokerNicSpeedGbps); 0 leaves
 	// bandwidth out of the brokers' usage.
 	NICSpeedGbps float64
-	// BundleStats returns the load of every bundle this broker owns. It is called on the
-	// Manager's goroutine every ReportInterval and must not block. Nil: no bundles.
+	// BundleStats returns the load of every bundle this broker owns (with a zero load for an
+	// owned bundle with no topic loaded). It is called every ReportInterval from a helper
+	// goroutine, never twice at once. Nil: no bundles.
 	BundleStats func() map[string]BundleLoad
-	// Resources returns the process's CPU and memory usage. Nil: a ProcUsage.
+	// Resources returns the process's CPU and memory usage; called like BundleStats. Nil: a
+	// ProcUsage.
 	Resources func(now time.Time) Resources
 	// Executor carries out the leader's actions. Nil: &Executor{}.
 	Executor *Executor
@@ -544,29 +546,30 @@ func (m *Manager) makeReport(now time.Time) *Report {
 	return r
 }
 
-// report writes this broker's report if it changed enough or is due.
+// report writes this broker's report if it changed enough or is due. A helper gathers the
+// load (BundleStats and Resources run there, one report at a time) and writes it.
 func (m *Manager) report() {
 	if m.cfg.Disabled || m.reporting || m.sess == nil {
 		return
 	}
-	now := time.Now()
-	r := m.makeReport(now)
-	if !reportChanged(m.lastReport, r, m.cfg.ReportThresholdPercent) && now.Sub(m.lastWrite) < m.cfg.ReportMaxInterval {
-		m.cfg.Metrics.reports.WithLabelValues("unchanged").Inc()
-		m.signal()
-		return
-	}
-	value, err := json.Marshal(r)
-	if err != nil {
-		m.log.Error("load report", "err", err)
-		return
-	}
-	sess := m.sess
+	sess, prev, prevAt := m.sess, m.lastReport, m.lastWrite
 	m.reporting = true
 	m.goIO(func(ctx context.Context) func() {
-		ctx, cancel := context.WithTimeout(ctx, m.cfg.SessionTTL)
-		defer cancel()
-		_, err := sess.Put(ctx, metadata.LoadReportKey(m.cfg.Self.ID), value, metadata.AnyVersion)
+		now := time.Now()
+		r := m.makeReport(now)
+		if !reportChanged(prev, r, m.cfg.ReportThresholdPercent) && now.Sub(prevAt) < m.cfg.ReportMaxInterval {
+			return func() {
+				m.reporting = false
+				m.cfg.Metrics.reports.WithLabelValues("unchanged").Inc()
+				m.signal()
+			}
+		}
+		value, err := json.Marshal(r)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(ctx, m.cfg.SessionTTL)
+			_, err = sess.Put(ctx, metadata.LoadReportKey(m.cfg.Self.ID), value, metadata.AnyVersion)
+			cancel()
+		}
 		return func() {
 			m.reporting = false
 			if err != nil || m.sess != sess {
