@@ -210,6 +210,7 @@ func TestReportChanged(t *testing.T) {
 		{"cpu +5 points", with(func(r *Report) { r.CPU.Usage += 20 }), false},
 		{"cpu +15 points", with(func(r *Report) { r.CPU.Usage += 60 }), true},
 		{"new bundle", with(func(r *Report) { r.Bundles[bundleN(1)] = BundleLoad{} }), true},
+		{"topics 1 → 2", with(func(r *Report) { r.Topics = 2 }), true},
 		{"other bundle", with(func(r *Report) { r.Bundles = map[string]BundleLoad{bundleN(1): load(1000)} }), true},
 	} {
 		if got := reportChanged(base, tc.cur, 10); got != tc.want {
@@ -234,5 +235,38 @@ func TestBundleNames(t *testing.T) {
 		if got := BundleNamespace(name); got != want {
 			t.Errorf("BundleNamespace(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+func TestReportChangedIdleNoise(t *testing.T) {
+	prev := report("a", t0, map[string]BundleLoad{bundleN(0): load(0.2)})
+	cur := report("a", t0, map[string]BundleLoad{bundleN(0): load(0.6)})
+	if reportChanged(prev, cur, 10) {
+		t.Error("0.2 → 0.6 msg/s rewrote the report")
+	}
+	cur = report("a", t0, map[string]BundleLoad{bundleN(0): load(5)})
+	if !reportChanged(prev, cur, 10) {
+		t.Error("0.2 → 5 msg/s did not rewrite the report")
+	}
+}
+
+func TestProcUsage(t *testing.T) {
+	var p ProcUsage
+	first := p.Sample(time.Now())
+	if first.CPU.Limit <= 0 || first.CPU.Usage != 0 {
+		t.Fatalf("first sample %+v: want a CPU limit and no usage yet", first)
+	}
+	if first.Memory.Usage <= 0 || first.Memory.Limit < first.Memory.Usage {
+		t.Fatalf("memory %+v: want resident MB under a limit", first.Memory)
+	}
+	// Burn CPU until the kernel counted some for the process (bounded in wall time).
+	c0, _ := processCPUSeconds()
+	deadline, x := time.Now().Add(waitFor), 0
+	for c, _ := processCPUSeconds(); c-c0 < 0.03 && time.Now().Before(deadline); c, _ = processCPUSeconds() {
+		x++
+	}
+	second := p.Sample(time.Now())
+	if second.CPU.Usage <= 0 || second.CPU.Usage > second.CPU.Limit {
+		t.Fatalf("after a busy loop (%d turns): cpu %+v", x, second.CPU)
 	}
 }

@@ -575,6 +575,7 @@ func (m *Manager) report() {
 			if err != nil || m.sess != sess {
 				m.cfg.Metrics.reports.WithLabelValues("failed").Inc()
 				m.log.Warn("load report not written", "err", err)
+				m.signal()
 				return
 			}
 			m.lastReport, m.lastWrite = r, now

@@ -252,3 +252,31 @@ func TestSelectBroker(t *testing.T) {
 		t.Fatalf("SelectBroker after Close: %v, want ErrStopped", err)
 	}
 }
+
+// TestReportSurvivesSessionLoss: when the manager's lease is revoked behind its back, it makes
+// a new session and writes its report again under it.
+func TestReportSurvivesSessionLoss(t *testing.T) {
+	eps := metadatatest.Embedded(t)
+	store := metadatatest.NewStore(t, eps)
+	changed := make(chan struct{}, 1)
+	startManager(t, Config{Store: store, Self: Broker{ID: "b1"}, ReportInterval: 20 * time.Millisecond,
+		SheddingInterval: time.Hour, Resources: fixedResources, changed: changed})
+	lease := func() int64 {
+		kv, err := store.Get(context.Background(), metadata.LoadReportKey("b1"))
+		if err != nil {
+			return 0
+		}
+		return kv.Lease
+	}
+	waitUntil(t, changed, "the first report", func() bool { return lease() != 0 })
+	old := lease()
+	raw, err := clientv3.New(clientv3.Config{Endpoints: eps, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Revoke(context.Background(), clientv3.LeaseID(old)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, changed, "the report under a new session", func() bool { l := lease(); return l != 0 && l != old })
+}

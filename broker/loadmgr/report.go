@@ -102,13 +102,15 @@ func reportChanged(prev, cur *Report, thresholdPct float64) bool {
 			return true
 		}
 	}
-	pairs := [][2]float64{
-		{prev.MsgRateIn, cur.MsgRateIn}, {prev.MsgRateOut, cur.MsgRateOut},
-		{prev.MsgThroughputIn, cur.MsgThroughputIn}, {prev.MsgThroughputOut, cur.MsgThroughputOut},
-		{float64(prev.Topics), float64(cur.Topics)},
+	// Each pair with the least absolute change that counts, so an idle broker's noise (0.1
+	// to 0.2 msg/s is +100%) does not rewrite its report every interval.
+	pairs := [][3]float64{
+		{prev.MsgRateIn, cur.MsgRateIn, 1}, {prev.MsgRateOut, cur.MsgRateOut, 1},
+		{prev.MsgThroughputIn, cur.MsgThroughputIn, 1024}, {prev.MsgThroughputOut, cur.MsgThroughputOut, 1024},
+		{float64(prev.Topics), float64(cur.Topics), 1},
 	}
 	for _, p := range pairs {
-		if percentChange(p[0], p[1]) > thresholdPct {
+		if math.Abs(p[1]-p[0]) >= p[2] && percentChange(p[0], p[1]) > thresholdPct {
 			return true
 		}
 	}
