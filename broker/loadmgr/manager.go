@@ -87,7 +87,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// changed, if set, gets a token (never blocking) after every role change, report tick,
-	// report observed and executed plan (tests wait on it).
+	// report or broker observed and executed plan (tests wait on it).
 	changed chan struct{}
 }
 
@@ -172,18 +172,19 @@ type Manager struct {
 	role    atomic.Int32 // mirror of roleOwned for Role()
 
 	// Owned by run.
-	st         *State
-	roleOwned  Role
-	sess       metadata.Session // nil while a new one is being made
-	brokers    map[string]Broker
-	lbWatch    *metadata.Watch // metadata.PrefixLoadBalance
-	brWatch    *metadata.Watch // metadata.PrefixBrokers
-	lastReport *Report         // last written
-	lastWrite  time.Time
-	reporting  bool // a report write is in flight
-	electing   bool // an election attempt is in flight
-	executing  bool // a plan is being executed
-	resyncing  bool
+	st          *State
+	roleOwned   Role
+	sess        metadata.Session // nil while a new one is being made
+	brokers     map[string]Broker
+	lbWatch     *metadata.Watch // metadata.PrefixLoadBalance
+	brWatch     *metadata.Watch // metadata.PrefixBrokers
+	stopWatches context.CancelFunc
+	lastReport  *Report // last written
+	lastWrite   time.Time
+	reporting   bool // a report write is in flight
+	electing    bool // an election attempt is in flight
+	executing   bool // a plan is being executed
+	resyncing   bool
 }
 
 // Start opens the manager's session, reads the brokers and the reports, and starts its
@@ -382,10 +383,11 @@ func (m *Manager) sync(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadmgr: list load reports: %w", err)
 	}
-	brW := m.cfg.Store.Watch(m.ctx, metadata.PrefixBrokers, brRev+1)
-	lbW := m.cfg.Store.Watch(m.ctx, metadata.PrefixLoadBalance, lbRev+1)
+	wctx, wcancel := context.WithCancel(m.ctx)
+	brW := m.cfg.Store.Watch(wctx, metadata.PrefixBrokers, brRev+1)
+	lbW := m.cfg.Store.Watch(wctx, metadata.PrefixLoadBalance, lbRev+1)
 	return func() {
-		m.brWatch, m.lbWatch = brW, lbW
+		m.brWatch, m.lbWatch, m.stopWatches = brW, lbW, wcancel
 		seen := map[string]bool{}
 		for _, kv := range brs {
 			seen[strings.TrimPrefix(kv.Key, metadata.PrefixBrokers)] = true
@@ -417,6 +419,7 @@ func (m *Manager) resync() {
 		return
 	}
 	m.resyncing = true
+	m.stopWatches() // the other watch may still run
 	m.lbWatch, m.brWatch = nil, nil
 	m.goIO(func(ctx context.Context) func() {
 		for {
@@ -449,14 +452,16 @@ func (m *Manager) applyBroker(key string, put bool, value []byte) {
 	b.ID = id
 	m.brokers[id] = b
 	m.st.SetLive(id, true)
+	m.signal()
 }
 
 func (m *Manager) applyLoadBalance(ev metadata.Event) {
 	key := ev.KV.Key
 	if key == metadata.LoadBalanceLeaderKey {
 		if ev.Type == metadata.EventDelete {
-			m.become(RoleFollower)
-			m.elect()
+			// A follower runs for the key; a leader checks it is still its own (the event may
+			// be its predecessor's, delivered after this manager took the key).
+			m.claim()
 		}
 		return
 	}
@@ -501,7 +506,16 @@ func (m *Manager) sessionLost() {
 
 // elect tries to take the leader key if this broker is a follower.
 func (m *Manager) elect() {
-	if m.cfg.Disabled || m.roleOwned != RoleFollower || m.electing || m.sess == nil {
+	if m.roleOwned == RoleFollower {
+		m.claim()
+	}
+}
+
+// claim puts the leader key if it is free: the manager leads if the key is then its
+// session's, and follows if another session holds it. Other errors (the store unreachable)
+// leave the role as it is: a leader that cannot reach the store loses its session soon.
+func (m *Manager) claim() {
+	if m.cfg.Disabled || m.roleOwned == RoleStopped || m.electing || m.sess == nil {
 		return
 	}
 	sess := m.sess
@@ -509,16 +523,23 @@ func (m *Manager) elect() {
 	m.electing = true
 	m.goIO(func(ctx context.Context) func() {
 		_, err := sess.Put(ctx, metadata.LoadBalanceLeaderKey, value, metadata.NotExists)
-		if errors.Is(err, metadata.ErrBadVersion) {
-			// Ours already (a retried put whose answer was lost)?
-			if kv, gerr := m.cfg.Store.Get(ctx, metadata.LoadBalanceLeaderKey); gerr == nil && kv.Lease == sess.ID() {
-				err = nil
+		held := errors.Is(err, metadata.ErrBadVersion)
+		if held {
+			// Ours already (we lead, or a retried put whose answer was lost)?
+			if kv, gerr := m.cfg.Store.Get(ctx, metadata.LoadBalanceLeaderKey); gerr != nil {
+				held = false // unknown: keep the role
+			} else if kv.Lease == sess.ID() {
+				err, held = nil, false
 			}
 		}
 		return func() {
 			m.electing = false
-			if err == nil && m.sess == sess {
+			switch {
+			case m.sess != sess:
+			case err == nil:
 				m.become(RoleLeader)
+			case held:
+				m.become(RoleFollower)
 			}
 		}
 	})

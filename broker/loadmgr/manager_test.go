@@ -280,3 +280,70 @@ func TestReportSurvivesSessionLoss(t *testing.T) {
 	}
 	waitUntil(t, changed, "the report under a new session", func() bool { l := lease(); return l != 0 && l != old })
 }
+
+// endingStore ends every watch it started when end is closed (as a compaction or a store
+// failure does), to test the manager's resync.
+type endingStore struct {
+	metadata.Store
+	mu  sync.Mutex
+	end chan struct{} // guarded by mu
+}
+
+// endAll ends the running watches; later ones run on.
+func (s *endingStore) endAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.end)
+	s.end = make(chan struct{})
+}
+
+func (s *endingStore) Watch(ctx context.Context, prefix string, fromRev int64) *metadata.Watch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := s.Store.Watch(ctx, prefix, fromRev)
+	out := make(chan metadata.WatchBatch)
+	s.mu.Lock()
+	ended := s.end
+	s.mu.Unlock()
+	go func() {
+		defer close(out)
+		defer cancel()
+		for {
+			select {
+			case <-ended:
+				return
+			case b, ok := <-w.C:
+				if !ok {
+					return
+				}
+				select {
+				case out <- b:
+				case <-ended:
+					return
+				}
+			}
+		}
+	}()
+	return &metadata.Watch{C: out, Err: w.Err}
+}
+
+// TestResyncAfterWatchEnds: when the watches end, the manager lists again and sees a broker
+// registered meanwhile.
+func TestResyncAfterWatchEnds(t *testing.T) {
+	eps := metadatatest.Embedded(t)
+	ns := metadatatest.RandomNamespace()
+	store := &endingStore{Store: metadatatest.OpenStore(t, eps, ns), end: make(chan struct{})}
+	registerBroker(t, store, Broker{ID: "b1"})
+	busy := map[string]BundleLoad{"t/n/0x00000000_0x80000000": {MsgRateIn: 5000}}
+	changed := make(chan struct{}, 1)
+	m := startManager(t, Config{Store: store, Self: Broker{ID: "b1"}, ReportInterval: 20 * time.Millisecond,
+		SheddingInterval: time.Hour, BundleStats: func() map[string]BundleLoad { return busy },
+		Resources: fixedResources, changed: changed})
+	store.endAll()
+	registerBroker(t, metadatatest.OpenStore(t, eps, ns), Broker{ID: "b2"})
+	n := 0
+	waitUntil(t, changed, "b2 selected after the resync", func() bool {
+		n++ // a new bundle each time: a bundle assigned once keeps its broker
+		id, err := m.SelectBroker(context.Background(), fmt.Sprintf("t/n/0x%08x_0x%08x", 0x80000000+n, 0x80000001+n))
+		return err == nil && id == "b2"
+	})
+}
