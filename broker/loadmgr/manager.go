@@ -415,12 +415,12 @@ func (m *Manager) sync(ctx context.Context) (func(), error) {
 
 // resync replaces a watch that ended (compaction, store trouble) by a fresh listing.
 func (m *Manager) resync() {
+	m.stopWatches() // the other watch may still run
+	m.lbWatch, m.brWatch = nil, nil
 	if m.resyncing || m.ctx.Err() != nil {
 		return
 	}
 	m.resyncing = true
-	m.stopWatches() // the other watch may still run
-	m.lbWatch, m.brWatch = nil, nil
 	m.goIO(func(ctx context.Context) func() {
 		for {
 			post, err := m.sync(ctx)
@@ -489,19 +489,26 @@ func (m *Manager) sessionLost() {
 	m.log.Warn("load manager session expired")
 	m.sess, m.lastReport = nil, nil
 	m.become(RoleFollower)
-	m.goIO(func(ctx context.Context) func() {
+	m.wg.Add(1)
+	go func() { // like goIO, but a session made as the manager closes is closed here
+		defer m.wg.Done()
 		for {
-			s, err := m.cfg.Store.NewSession(ctx, m.cfg.SessionTTL)
+			s, err := m.cfg.Store.NewSession(m.ctx, m.cfg.SessionTTL)
 			if err == nil {
-				return func() { m.sess = s; m.report(); m.elect() }
+				select {
+				case m.fnc <- func() { m.sess = s; m.report(); m.elect() }:
+				case <-m.done:
+					_ = s.Close()
+				}
+				return
 			}
 			select {
-			case <-ctx.Done():
-				return func() {}
+			case <-m.done:
+				return
 			case <-time.After(time.Second): // retry interval of session creation
 			}
 		}
-	})
+	}()
 }
 
 // elect tries to take the leader key if this broker is a follower.
