@@ -133,12 +133,15 @@ func TestReporter(t *testing.T) {
 	unchanged := func() float64 { return counterValue(t, m.cfg.Metrics.reports.WithLabelValues("unchanged")) }
 	base := unchanged()
 	waitUntil(t, changed, "three unchanged report ticks", func() bool { return unchanged() >= base+3 })
-	if got := readReport(t, store, "b1"); got.MsgRateIn != 1000 {
+	if got := readReport(t, store, "b1"); got == nil || got.MsgRateIn != 1000 {
 		t.Fatalf("a 5%% change was written: msgRateIn %v", got.MsgRateIn)
 	}
 	// 50% more: written.
 	stats.set(map[string]BundleLoad{b1: {MsgRateIn: 1500, MsgRateOut: 750, Topics: 3, Producers: 2}})
-	waitUntil(t, changed, "the changed report", func() bool { return readReport(t, store, "b1").MsgRateIn == 1500 })
+	waitUntil(t, changed, "the changed report", func() bool {
+		r := readReport(t, store, "b1")
+		return r != nil && r.MsgRateIn == 1500
+	})
 
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
