@@ -29,6 +29,11 @@ func Seconds(v string, _ func(string) (string, bool)) (string, error) {
 	return scaled(v, time.Second, "seconds")
 }
 
+// Minutes maps a number of minutes to a duration flag.
+func Minutes(v string, _ func(string) (string, bool)) (string, error) {
+	return scaled(v, time.Minute, "minutes")
+}
+
 func scaled(v string, unit time.Duration, name string) (string, error) {
 	if v == "" {
 		return "", Skip

@@ -30,6 +30,8 @@ import (
 //	/topic-feature-policies/<tenant>/<ns>/<topic>  topic-level schema and compaction policies of a (base) topic (JSON)
 //	/ownership/<tenant>/<ns>/<domain>/<topic>  ephemeral: the broker serving the topic (JSON)
 //	/brokers/available/<id>            ephemeral: broker <id> is up (value: BrokerInfo JSON)
+//	/loadbalance/leader                ephemeral: the load balance leader (value: BrokerInfo JSON)
+//	/loadbalance/brokers/<id>          ephemeral: broker <id>'s load report (value: loadmgr.Report JSON)
 const (
 	KeyClusterInstance = "/cluster/instance"
 	PrefixCounters     = "/counters/"
@@ -148,6 +150,16 @@ func OwnershipKey(tenant, ns, domain, topic string) string {
 
 // BrokerKey marks broker id as up.
 func BrokerKey(id string) string { return PrefixBrokers + id }
+
+// Load manager (broker/loadmgr): the elected leader and every broker's load report.
+const (
+	PrefixLoadBalance    = "/loadbalance/"
+	LoadBalanceLeaderKey = "/loadbalance/leader"
+	PrefixLoadReports    = "/loadbalance/brokers/"
+)
+
+// LoadReportKey holds broker id's load report.
+func LoadReportKey(id string) string { return PrefixLoadReports + id }
 
 // Auto-recovery (package autorecovery): under-replication marks, worker locks, the auditor's
 // election key and worker registrations.
