@@ -199,7 +199,7 @@ func (w *simWorld) churnOne() {
 func (w *simWorld) leave(c *simConsumer) {
 	c.left = true
 	w.s.Tracef("consumer %s/%s leaves", c.sub, c.name)
-	for _, id := range slices.Sorted(maps.Keys(w.segs)) {
+	for _, id := range w.segIDs {
 		if t := w.segs[id]; t.attached[c.sub] == c {
 			delete(t.attached, c.sub)
 		}

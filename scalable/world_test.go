@@ -3,7 +3,6 @@ package scalable
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -68,7 +67,7 @@ func randomSimParams(s *sim.Sim) simParams {
 		return r.Float64() * max
 	}
 	return simParams{
-		keys: 2 + r.IntN(8), perKey: 3 + r.IntN(10), streamSubs: 1 + r.IntN(2), consumers: 1 + r.IntN(3),
+		keys: 2 + r.IntN(5), perKey: 2 + r.IntN(7), streamSubs: 1 + r.IntN(2), consumers: 1 + r.IntN(3),
 		queue: r.IntN(2) == 0, window: time.Duration(40+r.IntN(120)) * time.Millisecond,
 		maxDelay: time.Duration(1+r.IntN(4)) * time.Millisecond, writeFail: rate(0.2), writeAmbig: rate(0.15),
 		effectFail: rate(0.15), crashes: r.IntN(3), splits: r.IntN(6), merges: r.IntN(4), seeks: r.IntN(4),
@@ -133,6 +132,7 @@ type simWorld struct {
 	store *sim.MetaStore
 
 	segs      map[SegmentID]*simSeg
+	segIDs    []SegmentID // the keys of segs, sorted
 	producers []*simProducer
 	consumers []*simConsumer
 	queueView layout.Layout
@@ -224,6 +224,8 @@ func (w *simWorld) createSeg(s layout.Segment, subs []string) {
 	if t == nil {
 		t = &simSeg{seg: s, cursors: map[string]int{}, attached: map[string]*simConsumer{}, attachVer: map[string]uint64{}, fence: map[string]uint64{}}
 		w.segs[s.ID] = t
+		i, _ := slices.BinarySearch(w.segIDs, s.ID)
+		w.segIDs = slices.Insert(w.segIDs, i, s.ID)
 	}
 	for _, sub := range subs {
 		if _, ok := t.cursors[sub]; !ok {
@@ -528,7 +530,7 @@ func (w *simWorld) storeChange(ch sim.MetaChange) {
 		// A new subscription reads from the earliest of the segments in the layout: the
 		// messages of pruned ones are not for it.
 		w.consumed[sub] = map[simMsg]bool{}
-		for _, id := range slices.Sorted(maps.Keys(w.segs)) {
+		for _, id := range w.segIDs {
 			if !l.Has(id) {
 				for _, m := range w.segs[id].log {
 					w.consumed[sub][m] = true
@@ -655,7 +657,7 @@ func (w *simWorld) poll(c *simConsumer) {
 		return
 	}
 	var ready []*simSeg
-	for _, id := range slices.Sorted(maps.Keys(w.segs)) {
+	for _, id := range w.segIDs {
 		t := w.segs[id]
 		mine := t.attached[c.sub] == c
 		want := slices.Contains(c.assigned, id) && !t.deleted
@@ -679,7 +681,7 @@ func (w *simWorld) poll(c *simConsumer) {
 	if len(ready) > 0 {
 		w.consume(c.sub, ready[w.s.Rand().IntN(len(ready))], true)
 	}
-	w.s.After(w.s.Between(time.Millisecond, 2*time.Millisecond), "", func() { w.poll(c) })
+	w.s.After(w.s.Between(time.Millisecond, 3*time.Millisecond), "", func() { w.poll(c) })
 }
 
 // pollQueue is one turn of the queue consumer: any segment of its layout view.
