@@ -50,7 +50,7 @@ func (w *simWorld) run() error {
 	w.create(subs)
 	w.elect()
 	for k := range p.keys {
-		pr := &simProducer{key: uint16(k), hash: uint16(s.Rand().IntN(layout.MaxHash + 1)), next: 1, view: w.stored}
+		pr := &simProducer{key: uint16(k), hash: uint16(s.Rand().IntN(layout.MaxHash + 1)), next: 1, limit: p.perKey, view: w.stored}
 		w.producers = append(w.producers, pr)
 		s.After(s.Between(0, p.window/2), fmt.Sprintf("producer %d (hash %04x)", k, pr.hash), func() { w.produce(pr) })
 	}
@@ -265,7 +265,7 @@ func (w *simWorld) settled() bool {
 		}
 	}
 	for _, p := range w.producers {
-		if p.next <= w.p.perKey {
+		if p.next <= p.limit {
 			return false
 		}
 	}
@@ -282,7 +282,7 @@ func (w *simWorld) settled() bool {
 // unsettled says what is left to do before the end (empty: nothing).
 func (w *simWorld) unsettled() string {
 	for _, p := range w.producers {
-		if p.next <= w.p.perKey {
+		if p.next <= p.limit {
 			return fmt.Sprintf("producer %d at %d", p.key, p.next)
 		}
 	}

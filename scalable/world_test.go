@@ -94,6 +94,7 @@ type simSeg struct {
 type simProducer struct {
 	key, hash uint16
 	next      int // next seq to send (1-based)
+	limit     int // last seq to send
 	view      layout.Layout
 	viewEpoch int64
 	sending   bool
@@ -106,6 +107,7 @@ type simConsumer struct {
 	registered bool // with the current leader
 	left       bool
 	polling    bool
+	paused     bool // follows its assignment but reads nothing (scenarios)
 }
 
 type simInc struct {
@@ -578,7 +580,7 @@ func (w *simWorld) updateView(p *simProducer, l layout.Layout) {
 // produce sends the producer's next message to the segment its view routes the key to,
 // re-routing on TopicTerminated once a newer layout arrives.
 func (w *simWorld) produce(p *simProducer) {
-	if p.next > w.p.perKey || p.sending {
+	if p.next > p.limit || p.sending {
 		return
 	}
 	p.sending = true
@@ -678,7 +680,7 @@ func (w *simWorld) poll(c *simConsumer) {
 			}
 		}
 	}
-	if len(ready) > 0 {
+	if len(ready) > 0 && !c.paused {
 		w.consume(c.sub, ready[w.s.Rand().IntN(len(ready))], true)
 	}
 	w.s.After(w.s.Between(time.Millisecond, 3*time.Millisecond), "", func() { w.poll(c) })
