@@ -430,7 +430,9 @@ func (c *Core) Split(seg SegmentID, at uint16) uint64 {
 }
 
 // Merge asks to merge adjacent active segments a and b.
-func (c *Core) Merge(a, b SegmentID) uint64 { return c.request(&request{kind: reqMerge, seg: a, other: b}) }
+func (c *Core) Merge(a, b SegmentID) uint64 {
+	return c.request(&request{kind: reqMerge, seg: a, other: b})
+}
 
 // Subscribe asks to add subscription sub (a cursor at the earliest of every segment).
 func (c *Core) Subscribe(sub string) uint64 { return c.request(&request{kind: reqSubscribe, sub: sub}) }

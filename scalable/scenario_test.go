@@ -210,4 +210,3 @@ func TestSealedSegmentWithMessagesNotAssignedWhileParentHasBacklog(t *testing.T)
 func TestSeekOnAncestorReblocksDescendants(t *testing.T) {
 	testScenario(t, scenarioSeekReblocks, Mutation{SeekKeepsDrained: true})
 }
-

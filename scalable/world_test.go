@@ -25,11 +25,10 @@ const (
 )
 
 var (
-	errSimWrite      = errors.New("sim: write failed")
-	errSimAmbiguous  = errors.New("sim: write timed out (applied)")
-	errSimEffect     = errors.New("sim: effect failed")
-	errSimTerminated = errors.New("sim: topic terminated")
-	errSimStaleTerm  = errors.New("sim: stale controller term")
+	errSimWrite     = errors.New("sim: write failed")
+	errSimAmbiguous = errors.New("sim: write timed out (applied)")
+	errSimEffect    = errors.New("sim: effect failed")
+	errSimStaleTerm = errors.New("sim: stale controller term")
 )
 
 type simParams struct {
@@ -96,7 +95,6 @@ type simProducer struct {
 	next      int // next seq to send (1-based)
 	limit     int // last seq to send
 	view      layout.Layout
-	viewEpoch int64
 	sending   bool
 }
 
@@ -145,10 +143,9 @@ type simWorld struct {
 	wrote  map[SegmentID]bool
 	stored layout.Layout // the record as stored now
 
-	inc     *simInc
-	incs    int
-	stats   simStats
-	results map[uint64]string
+	inc   *simInc
+	incs  int
+	stats simStats
 	// streamSubs are the stream subscriptions, the added ones too (nextSub names them).
 	streamSubs []string
 	nextSub    int
@@ -161,7 +158,7 @@ func newSimWorld(seed int64, mut Mutation, verbose bool) *simWorld {
 	s.Verbose = verbose
 	w := &simWorld{s: s, mut: mut, top: layout.Topic{Tenant: "t", Namespace: "ns", Name: "x"}, store: sim.NewMetaStore(),
 		segs: map[SegmentID]*simSeg{}, consumed: map[string]map[simMsg]bool{}, acked: map[simMsg]bool{},
-		wrote: map[SegmentID]bool{}, results: map[uint64]string{}, requested: map[SegmentID]bool{}}
+		wrote: map[SegmentID]bool{}, requested: map[SegmentID]bool{}}
 	w.p = randomSimParams(s)
 	return w
 }
