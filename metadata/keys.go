@@ -242,3 +242,24 @@ func TxnPendingAckPrefix(topic, sub string) string {
 func TxnPendingAckKey(topic, sub, txn string) string {
 	return TxnPendingAckPrefix(topic, sub) + "open/" + txn
 }
+
+// Scalable topics (package scalable):
+//
+//	/scalable-topics/<tenant>/<ns>/<name>/layout      the layout record (JSON, changed only by CAS)
+//	/scalable-topics/<tenant>/<ns>/<name>/controller  ephemeral: the controller leader (value: broker id)
+const PrefixScalableTopics = "/scalable-topics/"
+
+// ScalableTopicPrefix is the prefix of scalable topic tenant/ns/name's keys.
+func ScalableTopicPrefix(tenant, ns, name string) string {
+	return PrefixScalableTopics + tenant + "/" + ns + "/" + name + "/"
+}
+
+// ScalableLayoutKey holds the layout record of scalable topic tenant/ns/name.
+func ScalableLayoutKey(tenant, ns, name string) string {
+	return ScalableTopicPrefix(tenant, ns, name) + "layout"
+}
+
+// ScalableControllerKey is the election key of scalable topic tenant/ns/name's controller.
+func ScalableControllerKey(tenant, ns, name string) string {
+	return ScalableTopicPrefix(tenant, ns, name) + "controller"
+}

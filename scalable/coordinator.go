@@ -256,6 +256,9 @@ func (c *Core) Seek(sub string, seg SegmentID, to mledger.Position) uint64 {
 		c.ready.Results = append(c.ready.Results, Result{Tag: t, Err: err})
 		return t
 	}
+	if c.state != StateReady {
+		return fail(ErrNotLeading)
+	}
 	ss, err := c.sub(sub)
 	if err != nil {
 		return fail(err)
@@ -276,7 +279,10 @@ func (c *Core) Seek(sub string, seg SegmentID, to mledger.Position) uint64 {
 	delete(ss.drained, seg)
 	ss.gen[seg]++
 	c.recompute(ss, "")
-	run.version = ss.version
+	// The fence is above every version sent so far, by this leader or an earlier one (a new
+	// leader may not have sent any yet): only assignments computed from now on pass it.
+	c.seq++
+	run.version = c.cfg.Term<<32 | c.seq
 	if c.Descendants(seg) == nil {
 		c.issueReset(ss, run)
 	} else {

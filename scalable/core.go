@@ -439,7 +439,7 @@ func (c *Core) Subscribe(sub string) uint64 { return c.request(&request{kind: re
 
 func (c *Core) request(r *request) uint64 {
 	r.tag = c.tag()
-	if c.state != StateReady {
+	if c.state == StateStopped { // while loading, it waits for the record
 		c.ready.Results = append(c.ready.Results, Result{Tag: r.tag, Err: ErrNotLeading})
 		return r.tag
 	}
