@@ -348,6 +348,7 @@ func (c *Core) Load(l layout.Layout, ver metadata.Version) {
 	c.l, c.ver = l, ver
 	c.publish()
 	c.pruning = map[SegmentID]bool{}
+	c.forgetDeleted()
 	c.seedCooldowns()
 	c.syncSubs()
 	// Forget the effects of an operation attempt: the operation restarts from the record.
@@ -497,6 +498,7 @@ func (c *Core) Written(tag uint64, ver metadata.Version, err error) {
 	}
 	c.l, c.ver = c.writeRec, ver
 	c.publish()
+	c.forgetDeleted()
 	switch c.writeKind {
 	case writeIntent:
 		r := c.reqs[0]
@@ -512,9 +514,6 @@ func (c *Core) Written(tag uint64, ver metadata.Version, err error) {
 		c.endOp(op, nil)
 	case writeGC:
 		c.pruning = map[SegmentID]bool{}
-		c.deleted = slices.DeleteFunc(c.deleted, func(id SegmentID) bool {
-			return !slices.ContainsFunc(c.l.Deleting, func(s layout.Segment) bool { return s.ID == id })
-		})
 		for _, d := range c.l.Deleting {
 			c.issueDelete(d)
 		}
@@ -522,6 +521,19 @@ func (c *Core) Written(tag uint64, ver metadata.Version, err error) {
 	c.syncSubs()
 	c.recomputeAll()
 	c.advance()
+}
+
+// forgetDeleted drops what it knows of deleted topics that the record no longer lists.
+func (c *Core) forgetDeleted() {
+	listed := func(id SegmentID) bool {
+		return slices.ContainsFunc(c.l.Deleting, func(s layout.Segment) bool { return s.ID == id })
+	}
+	c.deleted = slices.DeleteFunc(c.deleted, func(id SegmentID) bool { return !listed(id) })
+	for id := range c.deleting {
+		if !listed(id) {
+			delete(c.deleting, id)
+		}
+	}
 }
 
 func (c *Core) endOp(op *opRun, err error) {

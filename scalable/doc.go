@@ -83,6 +83,44 @@
 // end every acknowledged message consumed by every subscription, nothing pending and every
 // sealed segment pruned and deleted.
 //
+// # Not built yet (issue #17 items 5–7 and the wiring)
+//
+// Broker wiring: a broker starts a Controller for every scalable topic whose layout record
+// exists (a watch on metadata.PrefixScalableTopics), implements Segments over its topics —
+// Create through the topic loader with durable cursors at the earliest, Seal as the managed
+// ledger's terminate, Drained as "terminated and the cursor's read position at the end",
+// Fence and Reset in the segment topic's subscription with the per-segment term high-water
+// mark kept in the cursor's properties — and a Listener that pushes layouts to DAG
+// watchers and assignments to registered stream consumers. segment:// names must resolve
+// through the ownership/lookup of cluster mode (bundles) like persistent:// ones; producers
+// on a sealed segment get TopicTerminated. Consumer sessions survive a reconnect (Register
+// is idempotent) but not yet a grace period: a consumer that goes away is unregistered at
+// once, and sessions are not persisted for a new leader (it learns them as consumers
+// re-register); upstream persists them under .../subscriptions/<sub>/consumers/<name>.
+//
+// Protocol (item 5), as far as the reference index shows upstream: BaseCommand types
+// SCALABLE_TOPIC_LOOKUP / _UPDATE / _CLOSE (internals.md: 70, 71, 72), with
+// CommandScalableTopicLookup{session_id, topic, create_if_missing} and
+// CommandScalableTopicClose{session_id}; SCALABLE_TOPIC_SUBSCRIBE / _SUBSCRIBE_RESPONSE
+// {request_id, error, message, assignment} / _ASSIGNMENT_UPDATE {consumer_id, assignment},
+// ScalableConsumerAssignment{layout_epoch, segments: {segment_id, hash_start, hash_end,
+// segment_topic}}, ScalableConsumerType STREAM | CHECKPOINT | QUEUE; WATCH_SCALABLE_TOPICS /
+// _UPDATE / _CLOSE for the namespace watch; FeatureFlags.supports_scalable_topics in
+// CONNECT gates them all. The field numbers of these messages and of the other types were
+// not found and must be taken from upstream's PulsarApi.proto before the wire is built.
+// Upstream orders assignments by layout_epoch; this package orders them by Version (term and
+// sequence), which also orders two assignments of one epoch (a seek, a drain): the wire
+// form must carry it (or an epoch made to move with it).
+//
+// Client (item 6): a producer routes murmur3-32(key) >> 16 (upstream's
+// ScalableTopicHashing.segmentHash) with layout.FindActive, round-robin for unkeyed
+// messages, and re-routes after TopicTerminated once the DAG watch brings a newer layout;
+// a stream consumer registers and attaches Exclusive to each assigned segment://, sending
+// its assignment Version; a queue consumer attaches Shared to QueueSegments. Admin (item 7):
+// create (CreateTopic), delete, layout (Layout.Marshal and a tree), split, merge, stats,
+// subscriptions over the Controller; metrics for splits, merges, prunes and assignment
+// changes are to be counted where Results and Assignments leave the core.
+//
 // Replay a failing seed with `go test ./scalable -run 'TestSim$' -seed S -v`; a long run:
 // `go test ./scalable -run 'TestSim$' -seeds 1000000 -timeout 0`.
 package scalable
