@@ -1,6 +1,7 @@
 package scalable
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/magnetar-io/magnetar/scalable/layout"
@@ -64,3 +65,22 @@ func TestDecide(t *testing.T) {
 		t.Fatal("a merge threshold at the split threshold validates")
 	}
 }
+
+// TestComputeAssignmentDeterministic: the assignment depends on the set of consumers, not
+// their order, and deals segments in hash order round-robin over the names in order.
+func TestComputeAssignmentDeterministic(t *testing.T) {
+	l := twoSegments(t)
+	l, _ = l.PlanSplit(2, 0xc000, 2)
+	l, _ = l.Commit(2) // active 1 = [0000, 7fff], 3 = [8000, bfff], 4 = [c000, ffff]
+	all := func(layout.Segment) bool { return true }
+	a := ComputeAssignment(l, []string{"b", "a"}, all)
+	b := ComputeAssignment(l, []string{"a", "b"}, all)
+	// Hash order, then id: 0 [0000-], 1 [0000-], 2 [8000-], 3 [8000-], 4 [c000-].
+	want := map[string][]SegmentID{"a": {0, 2, 4}, "b": {1, 3}}
+	for _, got := range []map[string][]SegmentID{a, b} {
+		if len(got) != 2 || !slices.Equal(got["a"], want["a"]) || !slices.Equal(got["b"], want["b"]) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
+
