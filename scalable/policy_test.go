@@ -83,4 +83,3 @@ func TestComputeAssignmentDeterministic(t *testing.T) {
 		}
 	}
 }
-
