@@ -10,7 +10,8 @@
 // pruned segments whose topics are still to delete — is one metadata record, changed only by
 // a compare-and-swap of the whole record at the version it was read at. Layout is a value:
 // its methods are pure and return a new Layout (Plan*, Commit, Prune, Deleted); Validate
-// checks S1 and the DAG's structure; Marshal and Unmarshal give the JSON record form.
+// checks S1 and the DAG's structure; Marshal and Unmarshal give the JSON record form; Tree
+// renders the DAG for people; KeyHash places a key (producers route it with FindActive).
 //
 // # Record form (JSON)
 //

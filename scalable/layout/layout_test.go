@@ -157,3 +157,28 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+func TestTree(t *testing.T) {
+	l := Initial(1, nil, 1)
+	l, _ = l.PlanSplit(0, 0, 1)
+	l, _ = l.Commit(1)
+	l, _ = l.PlanSplit(2, 0, 2)
+	l, _ = l.Commit(2)
+	l, _ = l.PlanMerge(1, 3, 3)
+	l, _ = l.Commit(3)
+	want := `epoch 4, 6 segments (2 active)
+0 0000-ffff sealed
+├── 1 0000-7fff sealed
+│   └── 5 0000-bfff active
+└── 2 8000-ffff sealed
+    ├── 3 8000-bfff sealed
+    │   └── 5 (merged, see above)
+    └── 4 c000-ffff active
+`
+	if got := l.Tree(); got != want {
+		t.Fatalf("tree:\n%s\nwant:\n%s", got, want)
+	}
+	if KeyHash([]byte("hello")) != 0x248b {
+		t.Fatalf("KeyHash(hello) = %04x", KeyHash([]byte("hello")))
+	}
+}
