@@ -7,7 +7,7 @@
 // # Usage
 //
 // Core does no I/O, reads no clock and is not safe for concurrent use. The owner (one
-// goroutine per topic on the leader, see Driver) calls an input and then performs Ready:
+// goroutine per topic on the leader, see Controller) calls an input and then performs Ready:
 //
 //	c := scalable.New(scalable.Config{Topic: t, Term: term, RetentionMs: ..., TickMs: 1000}, scalable.Mutation{}, now)
 //	perform(c.Ready()) // Reload: read the record, then c.Load(l, version)
@@ -68,8 +68,12 @@
 //
 // # Goroutines
 //
-// Core starts none. Driver runs one goroutine per topic it leads (its run loop owns the
-// Core) and one election goroutine; see driver.go.
+// Core starts none. A Controller (driver.go: the driver over metadata.Store, leader election
+// through the ephemeral key metadata.ScalableControllerKey, the record at
+// metadata.ScalableLayoutKey) runs one goroutine per topic: it campaigns and, while it leads,
+// owns that term's Core; while leading it also runs a watch of the record and one goroutine
+// per effect in flight, which only perform I/O and hand the outcome back to the owner.
+// Close cancels them all and waits.
 //
 // # Invariants (DESIGN.md S1–S3)
 //
