@@ -15,14 +15,16 @@ import (
 )
 
 // memSegments is an in-memory Segments: topics with their cursors, terminated flags and
-// term fences. sealGate, if set, blocks the first Seal until closed (or its ctx ends).
+// term fences. sealGate, if set, blocks the first Seal until closed (or its ctx ends);
+// sealEntered is closed when that Seal starts.
 type memSegments struct {
 	mu struct {
 		sync.Mutex
 		topics map[SegmentID]*memTopic
 		seals  int
 	}
-	sealGate chan struct{}
+	sealGate    chan struct{}
+	sealEntered chan struct{}
 }
 
 type memTopic struct {
@@ -60,6 +62,7 @@ func (m *memSegments) Seal(ctx context.Context, _ layout.Topic, seg layout.Segme
 	first := m.mu.seals == 1
 	m.mu.Unlock()
 	if first && m.sealGate != nil {
+		close(m.sealEntered)
 		select {
 		case <-m.sealGate:
 		case <-ctx.Done():
@@ -132,23 +135,51 @@ func (m *memSegments) topic(id SegmentID) memTopic {
 
 var driverTopic = layout.Topic{Tenant: "t", Namespace: "ns", Name: "orders"}
 
-func startController(t *testing.T, store metadata.Store, segs Segments, id string) *Controller {
+// published is a layout a controller published; events collects them from every
+// controller of a test (buffered: Listener methods must not block).
+type published struct {
+	broker string
+	l      layout.Layout
+}
+
+type chanListener struct {
+	broker string
+	ch     chan published
+}
+
+func (l chanListener) Layout(x layout.Layout) {
+	select {
+	case l.ch <- published{l.broker, x}:
+	default:
+		panic("test listener full")
+	}
+}
+
+func (chanListener) Assignment(Assignment) {}
+
+func startController(t *testing.T, store metadata.Store, segs Segments, events chan published, id string) *Controller {
 	t.Helper()
-	c := Start(store, segs, nil, DriverConfig{BrokerID: id, SessionTTL: 2 * time.Second,
+	c := Start(store, segs, chanListener{id, events}, DriverConfig{BrokerID: id, SessionTTL: 2 * time.Second,
 		Core: Config{Topic: driverTopic, RetentionMs: 0, TickMs: 20, RetryMs: 20}})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// waitFor waits for cond with a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// await waits, with a deadline, for a layout published by a broker that satisfies pred,
+// and returns that broker.
+func await(t *testing.T, events chan published, what string, pred func(broker string, l layout.Layout) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case p := <-events:
+			if pred(p.broker, p.l) {
+				return p.broker
+			}
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline, not synchronising
 	}
 }
 
@@ -165,18 +196,9 @@ func storedLayout(t *testing.T, store metadata.Store) layout.Layout {
 	return l
 }
 
-func leaderOf(cs ...*Controller) *Controller {
-	for _, c := range cs {
-		if c.Leading() {
-			return c
-		}
-	}
-	return nil
-}
-
 // TestDriverSplitMergeFailover: two brokers run the controller over a real etcd; one leads,
 // splits and merges through it commit, the other refuses; when the leader closes, the other
-// takes over and works on the same record.
+// takes over and works on the same record; the GC prunes and deletes the sealed segments.
 func TestDriverSplitMergeFailover(t *testing.T) {
 	store := metadatatest.NewStore(t, metadatatest.Embedded(t))
 	segs := newMemSegments()
@@ -187,12 +209,15 @@ func TestDriverSplitMergeFailover(t *testing.T) {
 	if err := CreateTopic(ctx, store, segs, driverTopic, 1, nil, time.Now()); !errors.Is(err, metadata.ErrBadVersion) {
 		t.Fatalf("second create: %v", err)
 	}
-	a, b := startController(t, store, segs, "a"), startController(t, store, segs, "b")
-	waitFor(t, "a leader", func() bool { return leaderOf(a, b) != nil })
-	lead := leaderOf(a, b)
-	other := a
-	if lead == a {
-		other = b
+	events := make(chan published, 4096)
+	cs := map[string]*Controller{"a": startController(t, store, segs, events, "a"), "b": startController(t, store, segs, events, "b")}
+	leader := await(t, events, "a leader", func(string, layout.Layout) bool { return true })
+	lead, other := cs[leader], cs["a"]
+	if leader == "a" {
+		other = cs["b"]
+	}
+	if !lead.Leading() || other.Leading() {
+		t.Fatalf("leading: %s %v, the other %v", leader, lead.Leading(), other.Leading())
 	}
 	if err := other.Split(ctx, 0, 0); !errors.Is(err, ErrNotLeading) {
 		t.Fatalf("split through the follower: %v", err)
@@ -210,7 +235,7 @@ func TestDriverSplitMergeFailover(t *testing.T) {
 	if err := lead.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the follower to lead", other.Leading)
+	await(t, events, "the other broker to lead", func(b string, _ layout.Layout) bool { return b != leader })
 	if err := other.Merge(ctx, 1, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +243,14 @@ func TestDriverSplitMergeFailover(t *testing.T) {
 	if act := l.Active(); len(act) != 1 || act[0].ID != 3 || act[0].Range != layout.FullRange() {
 		t.Fatalf("after the merge: %+v", l.Segments)
 	}
-	// With retention 0 and nothing to read, the GC prunes 0, then 1 and 2, and deletes them.
-	waitFor(t, "the GC", func() bool {
-		l := storedLayout(t, store)
-		return len(l.Segments) == 1 && len(l.Deleting) == 0 && segs.topic(0).deleted && segs.topic(1).deleted && segs.topic(2).deleted
-	})
+	// With retention 0 and nothing to read, the GC prunes 0, then 1 and 2, and deletes them
+	// before the record forgets them.
+	await(t, events, "the GC", func(_ string, l layout.Layout) bool { return len(l.Segments) == 1 && len(l.Deleting) == 0 })
+	for _, id := range []SegmentID{0, 1, 2} {
+		if !segs.topic(id).deleted {
+			t.Fatalf("segment %d pruned but its topic not deleted", id)
+		}
+	}
 }
 
 // TestDriverTakeoverMidSplit: the leader crashes (closes) with its split's intent recorded
@@ -230,26 +258,31 @@ func TestDriverSplitMergeFailover(t *testing.T) {
 func TestDriverTakeoverMidSplit(t *testing.T) {
 	store := metadatatest.NewStore(t, metadatatest.Embedded(t))
 	segs := newMemSegments()
-	segs.sealGate = make(chan struct{})
+	segs.sealGate, segs.sealEntered = make(chan struct{}), make(chan struct{})
 	ctx := context.Background()
 	if err := CreateTopic(ctx, store, segs, driverTopic, 1, []string{"sub"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	a := startController(t, store, segs, "a")
-	waitFor(t, "a to lead", a.Leading)
+	events := make(chan published, 4096)
+	a := startController(t, store, segs, events, "a")
+	await(t, events, "a to lead", func(string, layout.Layout) bool { return true })
 	sctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- a.Split(sctx, 0, 0x4000) }()
-	waitFor(t, "the intent", func() bool { return storedLayout(t, store).Pending != nil })
-	b := startController(t, store, segs, "b")
+	await(t, events, "the intent", func(_ string, l layout.Layout) bool { return l.Pending != nil })
+	select {
+	case <-segs.sealEntered: // a is stuck sealing the parent, after creating the children
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out waiting for the seal")
+	}
+	b := startController(t, store, segs, events, "b")
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	<-errc
-	waitFor(t, "b to complete the split", func() bool {
-		l := storedLayout(t, store)
-		return l.Pending == nil && len(l.Active()) == 2
+	await(t, events, "b to complete the split", func(br string, l layout.Layout) bool {
+		return br == "b" && l.Pending == nil && len(l.Active()) == 2
 	})
 	l := storedLayout(t, store)
 	if act := l.Active(); act[0].Range != (layout.HashRange{Start: 0, End: 0x3fff}) || !segs.topic(0).terminated {
