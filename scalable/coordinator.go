@@ -13,8 +13,10 @@ import (
 // subState is the coordinator's view of one subscription.
 type subState struct {
 	name string
-	// consumers are the registered stream consumers, sorted.
+	// consumers are the registered stream consumers, sorted; away: those disconnected and
+	// when (Unix ms): they keep their share until Config.GraceMs has passed.
 	consumers []string
+	away      map[string]int64
 	// drained: sealed segments whose cursor is known at the end (in memory: a new leader
 	// starts empty and polls, which only delays assignments). gen counts each segment's
 	// seeks: a check issued before one is stale. checking: a check in flight.
@@ -44,7 +46,7 @@ type seekRun struct {
 }
 
 func newSubState(name string) *subState {
-	return &subState{name: name, drained: map[SegmentID]bool{}, gen: map[SegmentID]uint64{},
+	return &subState{name: name, away: map[string]int64{}, drained: map[SegmentID]bool{}, gen: map[SegmentID]uint64{},
 		checking: map[SegmentID]bool{}, seeking: map[SegmentID]*seekRun{}, assigned: map[string][]SegmentID{}}
 }
 
@@ -82,8 +84,37 @@ func (c *Core) Register(sub, name string) error {
 	if i, found := slices.BinarySearch(ss.consumers, name); !found {
 		ss.consumers = slices.Insert(ss.consumers, i, name)
 	}
+	delete(ss.away, name) // a reconnect within the grace period keeps the assignment
 	c.recompute(ss, name)
 	return nil
+}
+
+// Disconnected reports that stream consumer name of sub lost its connection: it keeps its
+// assignment (nobody else reads its segments) until it registers again or Config.GraceMs
+// passes, when it is unregistered.
+func (c *Core) Disconnected(sub, name string) error {
+	ss, err := c.sub(sub)
+	if err != nil {
+		return err
+	}
+	if _, found := slices.BinarySearch(ss.consumers, name); found {
+		if _, ok := ss.away[name]; !ok {
+			ss.away[name] = c.now
+		}
+	}
+	return nil
+}
+
+// evictAway unregisters the consumers away for longer than the grace period.
+func (c *Core) evictAway() {
+	for _, name := range c.subNames() {
+		ss := c.subs[name]
+		for _, n := range slices.Sorted(maps.Keys(ss.away)) {
+			if c.now-ss.away[n] >= c.cfg.GraceMs {
+				_ = c.Unregister(name, n)
+			}
+		}
+	}
 }
 
 // Unregister removes stream consumer name from sub.
@@ -96,6 +127,7 @@ func (c *Core) Unregister(sub, name string) error {
 		ss.consumers = slices.Delete(ss.consumers, i, i+1)
 		delete(ss.assigned, name)
 	}
+	delete(ss.away, name)
 	c.recompute(ss, "")
 	return nil
 }

@@ -67,6 +67,8 @@ type Config struct {
 	// TickMs is the period of Tick (drain polls, GC, auto-scale, retries); RetryMs the delay
 	// before a failed effect is retried.
 	TickMs, RetryMs int64
+	// GraceMs is how long a disconnected stream consumer keeps its assignment (upstream: 60 s).
+	GraceMs int64
 	Policy          Policy
 }
 
@@ -463,6 +465,7 @@ func (c *Core) Tick(nowMs int64) {
 		c.retry()
 	}
 	c.gcDue = true
+	c.evictAway()
 	c.pollDrains()
 	if c.op == nil && len(c.reqs) == 0 && c.writeTag == 0 {
 		c.autoScale()

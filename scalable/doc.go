@@ -97,10 +97,12 @@
 // mark kept in the cursor's properties — and a Listener that pushes layouts to DAG
 // watchers and assignments to registered stream consumers. segment:// names must resolve
 // through the ownership/lookup of cluster mode (bundles) like persistent:// ones; producers
-// on a sealed segment get TopicTerminated. Consumer sessions survive a reconnect (Register
-// is idempotent) but not yet a grace period: a consumer that goes away is unregistered at
-// once, and sessions are not persisted for a new leader (it learns them as consumers
-// re-register); upstream persists them under .../subscriptions/<sub>/consumers/<name>.
+// on a sealed segment get TopicTerminated. A consumer session survives a reconnect: Disconnected
+// starts its grace period (Config.GraceMs), during which it keeps its assignment, and a
+// Register within it restores the session unchanged. Sessions are not persisted for a new
+// leader (it learns them as consumers re-register, which may reshuffle assignments once);
+// upstream persists them under .../subscriptions/<sub>/consumers/<name> and restarts every
+// grace timer on failover.
 //
 // Protocol (item 5), as far as the reference index shows upstream: BaseCommand types
 // SCALABLE_TOPIC_LOOKUP / _UPDATE / _CLOSE (internals.md: 70, 71, 72), with

@@ -188,6 +188,10 @@ func (w *simWorld) churnOne() {
 			live = append(live, c)
 		}
 	}
+	if len(live) > 0 && w.s.Rand().IntN(3) == 0 {
+		w.disconnect(live[w.s.Rand().IntN(len(live))])
+		return
+	}
 	if len(live) > 0 && w.s.Rand().IntN(2) == 0 {
 		c := live[w.s.Rand().IntN(len(live))]
 		w.leave(c)
@@ -205,6 +209,30 @@ func (w *simWorld) leave(c *simConsumer) {
 		}
 	}
 	w.unregisterLater(c)
+}
+
+// disconnect drops c's connection: the brokers detach it, the leader hears of it (the
+// grace period starts), and it reconnects (registers again) after a while.
+func (w *simWorld) disconnect(c *simConsumer) {
+	if c.away {
+		return
+	}
+	c.away = true
+	w.stats.Reconnects++
+	w.s.Tracef("consumer %s/%s disconnects", c.sub, c.name)
+	for _, id := range w.segIDs {
+		if t := w.segs[id]; t.attached[c.sub] == c {
+			delete(t.attached, c.sub)
+		}
+	}
+	if inc := w.inc; inc != nil && inc.alive {
+		w.later("", func() { w.input(inc, "disconnected "+c.name, func(core *Core) { _ = core.Disconnected(c.sub, c.name) }) })
+	}
+	w.s.After(w.s.Between(time.Millisecond, 30*time.Millisecond), "", func() {
+		c.away = false
+		w.s.Tracef("consumer %s/%s reconnects", c.sub, c.name)
+		w.registerLater(c)
+	})
 }
 
 func (w *simWorld) unregisterLater(c *simConsumer) {
@@ -331,7 +359,7 @@ func TestSim(t *testing.T) {
 		"seeks": st.Seeks, "prunes": st.Prunes, "deletes": st.Deletes, "crashes": st.Crashes, "re-routes": st.Rerouted,
 		"failed writes": st.WriteFails, "ambiguous writes": st.Ambiguous, "reloads": st.Reloads, "stale terms": st.StaleTerms,
 		"fenced consumers": st.Fenced, "churn": st.Churn, "auto splits": st.AutoSplits, "auto merges": st.AutoMerges,
-		"operations resumed by a new leader": st.Resumed, "ghost effects": st.Ghosts})
+		"operations resumed by a new leader": st.Resumed, "ghost effects": st.Ghosts, "reconnects": st.Reconnects})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.

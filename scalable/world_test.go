@@ -48,13 +48,14 @@ type simParams struct {
 	subscribes      int
 	auto            bool
 	retentionMs     int64
+	graceMs         int64
 	initialSegments int
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("keys=%d×%d subs=%d consumers=%d queue=%v window=%v delay<=%v fail(write=%.2f ambiguous=%.2f effect=%.2f) crashes=%d splits=%d merges=%d seeks=%d churn=%d subscribes=%d auto=%v retention=%dms initial=%d",
+	return fmt.Sprintf("keys=%d×%d subs=%d consumers=%d queue=%v window=%v delay<=%v fail(write=%.2f ambiguous=%.2f effect=%.2f) crashes=%d splits=%d merges=%d seeks=%d churn=%d subscribes=%d auto=%v retention=%dms grace=%dms initial=%d",
 		p.keys, p.perKey, p.streamSubs, p.consumers, p.queue, p.window, p.maxDelay, p.writeFail, p.writeAmbig, p.effectFail,
-		p.crashes, p.splits, p.merges, p.seeks, p.churn, p.subscribes, p.auto, p.retentionMs, p.initialSegments)
+		p.crashes, p.splits, p.merges, p.seeks, p.churn, p.subscribes, p.auto, p.retentionMs, p.graceMs, p.initialSegments)
 }
 
 func randomSimParams(s *sim.Sim) simParams {
@@ -70,7 +71,7 @@ func randomSimParams(s *sim.Sim) simParams {
 		queue: r.IntN(2) == 0, window: time.Duration(40+r.IntN(120)) * time.Millisecond,
 		maxDelay: time.Duration(1+r.IntN(4)) * time.Millisecond, writeFail: rate(0.2), writeAmbig: rate(0.15),
 		effectFail: rate(0.15), crashes: r.IntN(3), splits: r.IntN(6), merges: r.IntN(4), seeks: r.IntN(4),
-		churn: r.IntN(5), subscribes: r.IntN(2), auto: r.IntN(3) == 0, retentionMs: int64(r.IntN(30)),
+		churn: r.IntN(5), subscribes: r.IntN(2), auto: r.IntN(3) == 0, retentionMs: int64(r.IntN(30)), graceMs: int64(r.IntN(20)),
 		initialSegments: 1 + r.IntN(2),
 	}
 }
@@ -106,6 +107,7 @@ type simConsumer struct {
 	left       bool
 	polling    bool
 	paused     bool // follows its assignment but reads nothing (scenarios)
+	away       bool // disconnected: attached to nothing until it reconnects
 }
 
 type simInc struct {
@@ -119,7 +121,7 @@ type simInc struct {
 
 type simStats struct {
 	Splits, Merges, AutoSplits, AutoMerges, Subscribes, Seeks, Prunes, Deletes, Crashes, Produced, Consumed,
-	Rerouted, WriteFails, Ambiguous, Reloads, StaleTerms, Fenced, Churn, Resumed, Ghosts int
+	Rerouted, WriteFails, Ambiguous, Reloads, StaleTerms, Fenced, Churn, Resumed, Ghosts, Reconnects int
 }
 
 type simWorld struct {
@@ -246,7 +248,7 @@ func (w *simWorld) elect() {
 	}
 	w.incs++
 	inc := &simInc{id: w.incs, alive: true, term: uint64(ver), session: sess}
-	cfg := Config{Topic: w.top, Term: inc.term, RetentionMs: w.p.retentionMs, TickMs: 2, RetryMs: 3, Policy: w.policy()}
+	cfg := Config{Topic: w.top, Term: inc.term, RetentionMs: w.p.retentionMs, TickMs: 2, RetryMs: 3, GraceMs: w.p.graceMs, Policy: w.policy()}
 	inc.c = New(cfg, w.mut, w.nowMs())
 	w.inc = inc
 	w.s.Tracef("leader %d elected (term %d)", inc.id, inc.term)
@@ -653,6 +655,10 @@ func (w *simWorld) assign(a Assignment) {
 func (w *simWorld) poll(c *simConsumer) {
 	if c.left {
 		c.polling = false
+		return
+	}
+	if c.away {
+		w.s.After(w.s.Between(time.Millisecond, 3*time.Millisecond), "", func() { w.poll(c) })
 		return
 	}
 	var ready []*simSeg
