@@ -69,7 +69,7 @@ type Config struct {
 	TickMs, RetryMs int64
 	// GraceMs is how long a disconnected stream consumer keeps its assignment (upstream: 60 s).
 	GraceMs int64
-	Policy          Policy
+	Policy  Policy
 }
 
 // Mutation deliberately breaks the core (upstream's behaviours and others), to prove the

@@ -226,7 +226,9 @@ func (w *simWorld) disconnect(c *simConsumer) {
 		}
 	}
 	if inc := w.inc; inc != nil && inc.alive {
-		w.later("", func() { w.input(inc, "disconnected "+c.name, func(core *Core) { _ = core.Disconnected(c.sub, c.name) }) })
+		w.later("", func() {
+			w.input(inc, "disconnected "+c.name, func(core *Core) { _ = core.Disconnected(c.sub, c.name) })
+		})
 	}
 	w.s.After(w.s.Between(time.Millisecond, 30*time.Millisecond), "", func() {
 		c.away = false
