@@ -128,5 +128,7 @@
 // changes are to be counted where Results and Assignments leave the core.
 //
 // Replay a failing seed with `go test ./scalable -run 'TestSim$' -seed S -v`; a long run:
-// `go test ./scalable -run 'TestSim$' -seeds 1000000 -timeout 0`.
+// `go test ./scalable -run 'TestSim$' -seeds 1000000 -timeout 0`. Session 10 ran seeds
+// 1–64,999 in four runs, all passing (the last 10,000 with the grace period); the 5,000s
+// range found the seek-fence bug fixed in this session.
 package scalable
