@@ -17,6 +17,7 @@ type subState struct {
 	// when (Unix ms): they keep their share until Config.GraceMs has passed.
 	consumers []string
 	away      map[string]int64
+	conns     map[string]uint64 // the connection each consumer registered through
 	// drained: sealed segments whose cursor is known at the end (in memory: a new leader
 	// starts empty and polls, which only delays assignments). gen counts each segment's
 	// seeks: a check issued before one is stale. checking: a check in flight.
@@ -46,7 +47,7 @@ type seekRun struct {
 }
 
 func newSubState(name string) *subState {
-	return &subState{name: name, away: map[string]int64{}, drained: map[SegmentID]bool{}, gen: map[SegmentID]uint64{},
+	return &subState{name: name, away: map[string]int64{}, conns: map[string]uint64{}, drained: map[SegmentID]bool{}, gen: map[SegmentID]uint64{},
 		checking: map[SegmentID]bool{}, seeking: map[SegmentID]*seekRun{}, assigned: map[string][]SegmentID{}}
 }
 
@@ -74,9 +75,9 @@ func (c *Core) syncSubs() {
 	}
 }
 
-// Register adds stream consumer name to sub (a reconnect of a registered consumer changes
-// nothing) and sends the assignments.
-func (c *Core) Register(sub, name string) error {
+// Register adds stream consumer name to sub through connection conn (a reconnect of a
+// registered consumer changes nothing) and sends the assignments.
+func (c *Core) Register(sub, name string, conn uint64) error {
 	ss, err := c.sub(sub)
 	if err != nil {
 		return err
@@ -84,20 +85,23 @@ func (c *Core) Register(sub, name string) error {
 	if i, found := slices.BinarySearch(ss.consumers, name); !found {
 		ss.consumers = slices.Insert(ss.consumers, i, name)
 	}
+	ss.conns[name] = conn
 	delete(ss.away, name) // a reconnect within the grace period keeps the assignment
 	c.recompute(ss, name)
 	return nil
 }
 
-// Disconnected reports that stream consumer name of sub lost its connection: it keeps its
-// assignment (nobody else reads its segments) until it registers again or Config.GraceMs
-// passes, when it is unregistered.
-func (c *Core) Disconnected(sub, name string) error {
+// Disconnected reports that connection conn of stream consumer name of sub was lost: it
+// keeps its assignment (nobody else reads its segments) until it registers again or
+// Config.GraceMs passes, when it is unregistered. The loss of a connection other than the
+// one the consumer last registered through is stale and ignored (a reconnect may be seen
+// first).
+func (c *Core) Disconnected(sub, name string, conn uint64) error {
 	ss, err := c.sub(sub)
 	if err != nil {
 		return err
 	}
-	if _, found := slices.BinarySearch(ss.consumers, name); found {
+	if _, found := slices.BinarySearch(ss.consumers, name); found && ss.conns[name] == conn {
 		if _, ok := ss.away[name]; !ok {
 			ss.away[name] = c.now
 		}
@@ -128,6 +132,7 @@ func (c *Core) Unregister(sub, name string) error {
 		delete(ss.assigned, name)
 	}
 	delete(ss.away, name)
+	delete(ss.conns, name)
 	c.recompute(ss, "")
 	return nil
 }

@@ -147,9 +147,15 @@ func (c *Controller) Seek(ctx context.Context, sub string, seg SegmentID, to mle
 	return c.do(ctx, func(core *Core) (uint64, error) { return core.Seek(sub, seg, to), nil })
 }
 
-// Register registers stream consumer name of sub; its assignments go to the Listener.
-func (c *Controller) Register(ctx context.Context, sub, name string) error {
-	return c.do(ctx, func(core *Core) (uint64, error) { return 0, core.Register(sub, name) })
+// Register registers stream consumer name of sub through connection conn; its assignments
+// go to the Listener.
+func (c *Controller) Register(ctx context.Context, sub, name string, conn uint64) error {
+	return c.do(ctx, func(core *Core) (uint64, error) { return 0, core.Register(sub, name, conn) })
+}
+
+// Disconnected reports the loss of consumer name's connection conn (its grace period starts).
+func (c *Controller) Disconnected(ctx context.Context, sub, name string, conn uint64) error {
+	return c.do(ctx, func(core *Core) (uint64, error) { return 0, core.Disconnected(sub, name, conn) })
 }
 
 // Unregister removes stream consumer name of sub.

@@ -225,13 +225,14 @@ func (w *simWorld) disconnect(c *simConsumer) {
 			delete(t.attached, c.sub)
 		}
 	}
-	if inc := w.inc; inc != nil && inc.alive {
+	if inc, conn := w.inc, c.conn; inc != nil && inc.alive {
 		w.later("", func() {
-			w.input(inc, "disconnected "+c.name, func(core *Core) { _ = core.Disconnected(c.sub, c.name) })
+			w.input(inc, "disconnected "+c.name, func(core *Core) { _ = core.Disconnected(c.sub, c.name, conn) })
 		})
 	}
 	w.s.After(w.s.Between(time.Millisecond, 30*time.Millisecond), "", func() {
 		c.away = false
+		c.conn++
 		w.s.Tracef("consumer %s/%s reconnects", c.sub, c.name)
 		w.registerLater(c)
 	})

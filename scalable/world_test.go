@@ -108,6 +108,7 @@ type simConsumer struct {
 	polling    bool
 	paused     bool // follows its assignment but reads nothing (scenarios)
 	away       bool // disconnected: attached to nothing until it reconnects
+	conn       uint64
 }
 
 type simInc struct {
@@ -632,7 +633,7 @@ func (w *simWorld) registerLater(c *simConsumer) {
 			return
 		}
 		w.input(inc, fmt.Sprintf("register %s/%s", c.sub, c.name), func(core *Core) {
-			if err := core.Register(c.sub, c.name); err == nil {
+			if err := core.Register(c.sub, c.name, c.conn); err == nil {
 				c.registered = true
 			} else {
 				w.s.After(w.s.Between(time.Millisecond, 5*time.Millisecond), "", func() { w.registerLater(c) })
