@@ -18,8 +18,8 @@ type msgKey struct {
 }
 
 type msgID struct {
-	ledger, entry     int64
-	batch, partition  int32
+	ledger, entry    int64
+	batch, partition int32
 }
 
 func (id msgID) dupReceipt() bool { return id.ledger < 0 || id.entry < 0 }
@@ -36,6 +36,8 @@ type Verdict struct {
 	OutOfOrder  int // stored after a higher sequence id of the same producer on the same partition
 	Moved       int // acknowledged with one message id, stored under another
 	Bad         int // unreadable records or payloads not matching their properties
+	Unverified  int // acknowledged on a partition the reader could not read to its end
+	IdleEnds    int // partitions where HasNext stayed true after the last message (not a loss)
 	TxnBroken   int // transactions not all-or-nothing
 	Txns        [3]int
 	Examples    []string // a few instances of each violation
@@ -94,14 +96,23 @@ type stored struct {
 		key msgKey
 		id  msgID
 	}
-	ids map[msgKey]map[msgID]bool
-	bad int
+	ids      map[msgKey]map[msgID]bool
+	bad      int
+	complete map[int32]bool // partitions read to their end (reader records only)
+	idleEnds int            // partitions whose end the reader had to infer (HasNext stayed true)
 }
 
 func readStored(path string) (*stored, error) {
-	s := &stored{ids: map[msgKey]map[msgID]bool{}}
+	s := &stored{ids: map[msgKey]map[msgID]bool{}, complete: map[int32]bool{}}
 	err := scanLines(path, func(fs []string) error {
 		switch fs[0] {
+		case "end":
+			if p, err := strconv.Atoi(fs[1]); err == nil {
+				s.complete[int32(p)] = true
+			}
+			if len(fs) > 2 && fs[2] == "idle" {
+				s.idleEnds++
+			}
 		case "bad":
 			s.bad++
 		case "msg":
@@ -132,8 +143,10 @@ func readStored(path string) (*stored, error) {
 }
 
 // CheckFiles checks a run's records: the producers' (ack lines), the transactional
-// producers', the subscription's consumer and the final reader's.
-func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile string) (Verdict, error) {
+// producers', the subscription's consumer and the final reader's. With partitions > 0, a
+// message counts as lost only if the reader read its partition to the end; transactions are
+// checked only if it read every partition.
+func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile string, partitions int) (Verdict, error) {
 	var v Verdict
 	acked := map[msgKey][]msgID{}
 	for _, pf := range producerFiles {
@@ -172,8 +185,13 @@ func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile strin
 	}
 	v.Acked, v.Read, v.Consumed = len(acked), len(read.ids), len(consumed.ids)
 	v.Bad = read.bad + consumed.bad
+	v.IdleEnds = read.idleEnds
 	for k, ids := range acked {
 		got := read.ids[k]
+		if len(got) == 0 && partitions > 0 && !read.complete[ids[0].partition] {
+			v.Unverified++
+			continue
+		}
 		if len(got) == 0 {
 			v.Lost++
 			v.example("lost: %s seq %d acked as %v", k.producer, k.seq, ids)
@@ -209,6 +227,9 @@ func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile strin
 			v.example("out of order: %s partition %d seq %d after %d", l.producer, l.partition, m.key.seq, prev)
 		}
 		last[l] = max(last[l], m.key.seq)
+	}
+	if len(read.complete) < partitions {
+		return v, nil
 	}
 	for _, tf := range txnFiles {
 		if err := checkTxns(tf, read, &v); err != nil {

@@ -42,7 +42,11 @@ type Fault struct {
 
 func (f Fault) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "+%5.1fs %5.1fs %-10s %s", f.At.Seconds(), f.For.Seconds(), f.Kind, f.Target)
+	dur := fmt.Sprintf("%5.1fs", f.For.Seconds())
+	if f.For < 0 {
+		dur = "  for good"
+	}
+	fmt.Fprintf(&b, "+%5.1fs %s %-10s %s", f.At.Seconds(), dur, f.Kind, f.Target)
 	switch f.Kind {
 	case FaultOneWay:
 		fmt.Fprintf(&b, "->%s", f.Peer)

@@ -30,11 +30,11 @@ func (d Direction) String() string {
 // stream (TCP would not): loss is modelled as a retransmission pause, a blackhole as a stall
 // that holds the bytes until the rule goes away.
 type Rule struct {
-	Peers  []string          // peer IPs; empty means every peer
-	Delay  [2]time.Duration  // added to every chunk, per direction
-	Loss   [2]float64        // probability a chunk waits a retransmission pause (200 ms–1 s)
-	Stall  [2]bool           // hold the direction entirely
-	peerIn map[string]bool   // Peers as a set
+	Peers  []string         // peer IPs; empty means every peer
+	Delay  [2]time.Duration // added to every chunk, per direction
+	Loss   [2]float64       // probability a chunk waits a retransmission pause (200 ms–1 s)
+	Stall  [2]bool          // hold the direction entirely
+	peerIn map[string]bool  // Peers as a set
 }
 
 func (r *Rule) matches(peer string) bool {

@@ -17,6 +17,12 @@ func PrintResult(w io.Writer, r Result) {
 	v := r.Verdict
 	fmt.Fprintf(w, "  acked %d (failed sends %d), consumed %d, read %d, lost %d, undelivered %d, duplicated %d, out of order %d, moved %d, bad %d\n",
 		v.Acked, v.Failed, v.Consumed, v.Read, v.Lost, v.Undelivered, v.Duplicated, v.OutOfOrder, v.Moved, v.Bad)
+	if v.IdleEnds > 0 {
+		fmt.Fprintf(w, "  reader: on %d partitions HasNext stayed true after the last message\n", v.IdleEnds)
+	}
+	if v.Unverified > 0 {
+		fmt.Fprintf(w, "  unverified (partition not read to its end) %d\n", v.Unverified)
+	}
 	if v.Txns != [3]int{} {
 		fmt.Fprintf(w, "  transactions: %d committed, %d aborted, %d unknown; %d not all-or-nothing\n",
 			v.Txns[0], v.Txns[1], v.Txns[2], v.TxnBroken)

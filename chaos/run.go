@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,12 +23,17 @@ type Options struct {
 	SessionTTL time.Duration // brokers' and bookies' metadata session TTL (default 5 s)
 	MinFaults  int           // default 2
 	MaxFaults  int           // default 5
-	Producers  int           // producers with dedup (default 3; the first batches)
+	Producers  int           // producers with dedup (default 3; the first batches; negative: none)
 	Rate       int           // messages per second per producer (default 40)
 	Partitions int           // partitions of the topic (default 4)
 	Txn        bool          // brokers with transactions and a transactional producer
 	Keep       bool          // keep the run directory even when the run passed
-	Log        io.Writer     // progress (default io.Discard)
+	Faults     []Fault       // a fixed schedule instead of one drawn from the seed
+	Abandon    bool          // the transactional producer leaves its second transaction open and waits to be killed
+	// ReaderIdleEnd: the final reader takes a partition as read when HasNext stays true but no
+	// message comes for this long (default 15 s; negative: wait, and call the run stuck).
+	ReaderIdleEnd time.Duration
+	Log           io.Writer // progress (default io.Discard)
 }
 
 func (o *Options) defaults() {
@@ -60,6 +66,9 @@ func (o *Options) defaults() {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.ReaderIdleEnd == 0 {
+		o.ReaderIdleEnd = 15 * time.Second
 	}
 }
 
@@ -144,13 +153,16 @@ func Run(ctx context.Context, seed uint64, o Options) (res Result) {
 	}
 	c.topo = Topology{Etcd: []string{"e0", "e1", "e2"}, Bookies: []string{"k0", "k1", "k2", "k3"},
 		Brokers: []string{"b0", "b1", "b2"}, Consumers: []string{"c0"}}
-	for i := range o.Producers {
+	for i := range max(o.Producers, 0) {
 		c.topo.Producers = append(c.topo.Producers, fmt.Sprintf("p%d", i))
 	}
 	if o.Txn {
 		c.topo.Producers = append(c.topo.Producers, "t0")
 	}
-	res.Faults = Schedule(seed, c.topo, o.Duration, o.SessionTTL, o.MinFaults, o.MaxFaults)
+	res.Faults = o.Faults
+	if res.Faults == nil {
+		res.Faults = Schedule(seed, c.topo, o.Duration, o.SessionTTL, o.MinFaults, o.MaxFaults)
+	}
 	for _, f := range res.Faults {
 		c.log("fault %s", f)
 	}
@@ -364,7 +376,7 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 	for i, p := range c.topo.Producers {
 		s := ClientSpec{Role: roleProducer, Name: p, Rate: c.o.Rate, UntilUnix: until, Batching: i == 0, Rewind: 20, Seed: c.seed}
 		if p == "t0" {
-			s.Role, s.TxnSize, s.Rate, s.Batching = roleTxn, 5, 4, false
+			s.Role, s.TxnSize, s.Rate, s.Batching, s.Abandon = roleTxn, 5, 4, false, c.o.Abandon
 		}
 		proc, err := c.client(p, s)
 		if err != nil {
@@ -417,7 +429,7 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 	consumerFile := filepath.Join(c.dir, "c0.rec")
 	catchUp := time.Now().Add(60 * time.Second)
 	for {
-		v, err := CheckFiles(producerFiles, nil, consumerFile, consumerFile)
+		v, err := CheckFiles(producerFiles, nil, consumerFile, consumerFile, 0)
 		if err == nil && v.Lost == 0 {
 			break
 		}
@@ -434,14 +446,17 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 	cons.Term(10 * time.Second)
 	c.log("consumer done")
 	readerFile := filepath.Join(c.dir, "r0.rec")
-	if _, err := c.runClientOnce(ctx, "r0", ClientSpec{Role: roleReader, Out: readerFile}, 180*time.Second); err != nil {
+	if _, err := c.runClientOnce(ctx, "r0", ClientSpec{Role: roleReader, Out: readerFile, IdleEnd: c.o.ReaderIdleEnd}, 90*time.Second); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return Verdict{}, stuck, err
 		}
 		stuck = append(stuck, "r0")
 		c.note("reader: %v", err)
 	}
-	v, err := CheckFiles(producerFiles, txnFiles, consumerFile, readerFile)
+	v, err := CheckFiles(producerFiles, txnFiles, consumerFile, readerFile, c.o.Partitions)
+	if v.Unverified > 0 && !slices.Contains(stuck, "r0") {
+		stuck = append(stuck, "r0")
+	}
 	return v, stuck, err
 }
 
@@ -496,6 +511,9 @@ func (c *cluster) apply(f Fault) (func(), error) {
 	case FaultKill:
 		p := c.proc(f.Target)
 		p.Kill()
+		if f.For < 0 {
+			return nil, nil // stays dead (a client that never comes back)
+		}
 		return func() {
 			if err := p.Start(); err != nil {
 				c.note("restart %s: %v", p.Name, err)

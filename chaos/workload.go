@@ -51,7 +51,11 @@ type ClientSpec struct {
 	Rewind     int    // a restarted producer resends this many acknowledged sequence ids
 	Out        string // record file
 	TxnSize    int    // messages per transaction
-	Seed       uint64
+	Abandon    bool   // leave the second transaction open after one message, and wait
+	// IdleEnd ends a reader's partition when HasNext says there is more but nothing comes
+	// for this long (0: wait for ever).
+	IdleEnd time.Duration
+	Seed    uint64
 }
 
 // RunClientIfChild runs the client role and exits if this process was started as a client
@@ -370,8 +374,20 @@ func readAll(ctx context.Context, s ClientSpec) error {
 		if err != nil {
 			return fmt.Errorf("reader %s: %w", t, err)
 		}
+		end := "end %d"
 		for r.HasNext() {
-			m, err := r.Next(ctx)
+			nctx, cancel := ctx, context.CancelFunc(func() {})
+			if s.IdleEnd > 0 {
+				nctx, cancel = context.WithTimeout(ctx, s.IdleEnd)
+			}
+			m, err := r.Next(nctx)
+			cancel()
+			if err != nil && ctx.Err() == nil && nctx.Err() != nil {
+				// HasNext said there is more, but nothing came: the last message id the
+				// broker reported is not a message (a transaction marker, say).
+				end = "end %d idle"
+				break
+			}
 			if err != nil {
 				r.Close()
 				return fmt.Errorf("read %s: %w", t, err)
@@ -385,7 +401,7 @@ func readAll(ctx context.Context, s ClientSpec) error {
 			rec.line("msg %s %d %d %d %d %d", name, seq, id.LedgerID(), id.EntryID(), id.BatchIdx(), i)
 		}
 		r.Close()
-		rec.line("end %d", i)
+		rec.line(end, i)
 	}
 	return nil
 }
@@ -402,14 +418,18 @@ func produceTxn(ctx context.Context, s ClientSpec) error {
 	defer rec.close()
 	rec.line("name %s", s.Name)
 	until := time.UnixMilli(s.UntilUnix)
-	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: s.ServiceURL, OperationTimeout: 30 * time.Second,
-		ConnectionTimeout: 5 * time.Second, Logger: clientLogger(), EnableTransaction: true})
+	cctx, cancel := context.WithDeadline(ctx, until.Add(60*time.Second))
+	defer cancel()
+	// With transactions on, the client connects to every coordinator when it is created:
+	// retry that too (a broker may be down).
+	cl, err := retry(cctx, func() (pulsar.Client, error) {
+		return pulsar.NewClient(pulsar.ClientOptions{URL: s.ServiceURL, OperationTimeout: 30 * time.Second,
+			ConnectionTimeout: 5 * time.Second, Logger: clientLogger(), EnableTransaction: true})
+	})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	cctx, cancel := context.WithDeadline(ctx, until.Add(60*time.Second))
-	defer cancel()
 	p, err := retry(cctx, func() (pulsar.Producer, error) {
 		return cl.CreateProducer(pulsar.ProducerOptions{Topic: s.Topic, Name: s.Name, DisableBatching: true,
 			MessageRouter: routeBySeq, SendTimeout: 30 * time.Second})
@@ -435,6 +455,14 @@ func produceTxn(ctx context.Context, s ClientSpec) error {
 		commit := rng.IntN(4) != 0
 		first := seq
 		rec.line("begin %s %d %d", tid, first, first+int64(s.TxnSize)-1)
+		if s.Abandon && n == 1 {
+			sq := seq
+			_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: payload(s.Name, sq), SequenceID: &sq, Transaction: txn,
+				Properties: map[string]string{"p": s.Name, "s": strconv.FormatInt(sq, 10)}})
+			rec.line("abandoned %s %v", tid, err)
+			<-ctx.Done() // until killed
+			return nil
+		}
 		failed := false
 		for range s.TxnSize {
 			sq := seq
