@@ -16,20 +16,21 @@ import (
 
 // Options configure a run. Zero values take the defaults noted.
 type Options struct {
-	Magnetar   string        // the magnetar binary (required)
-	Etcd       string        // the etcd binary (default "etcd": Debian's etcd-server)
-	Dir        string        // where run directories go (default os.TempDir())
-	Duration   time.Duration // how long producers produce (default 25 s)
-	SessionTTL time.Duration // brokers' and bookies' metadata session TTL (default 5 s)
-	MinFaults  int           // default 2
-	MaxFaults  int           // default 5
-	Producers  int           // producers with dedup (default 3; the first batches; negative: none)
-	Rate       int           // messages per second per producer (default 40)
-	Partitions int           // partitions of the topic (default 4)
-	Txn        bool          // brokers with transactions and a transactional producer
-	Keep       bool          // keep the run directory even when the run passed
-	Faults     []Fault       // a fixed schedule instead of one drawn from the seed
-	Abandon    bool          // the transactional producer leaves its second transaction open and waits to be killed
+	Magnetar    string        // the magnetar binary (required)
+	Etcd        string        // the etcd binary (default "etcd": Debian's etcd-server)
+	Dir         string        // where run directories go (default os.TempDir())
+	Duration    time.Duration // how long producers produce (default 25 s)
+	SessionTTL  time.Duration // brokers' and bookies' metadata session TTL (default 5 s)
+	MinFaults   int           // default 2
+	MaxFaults   int           // default 5
+	Producers   int           // producers with dedup (default 3; the first batches; negative: none)
+	Rate        int           // messages per second per producer (default 40)
+	Partitions  int           // partitions of the topic (default 4)
+	Txn         bool          // brokers with transactions and a transactional producer
+	Keep        bool          // keep the run directory even when the run passed
+	Faults      []Fault       // a fixed schedule instead of one drawn from the seed
+	Abandon     bool          // the transactional producer leaves its second transaction open and waits to be killed
+	TxnAbortAll bool          // the transactional producer aborts every transaction
 	// ReaderIdleEnd: the final reader takes a partition as read when HasNext stays true but no
 	// message comes for this long (default 15 s; negative: wait, and call the run stuck).
 	ReaderIdleEnd time.Duration
@@ -377,6 +378,7 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 		s := ClientSpec{Role: roleProducer, Name: p, Rate: c.o.Rate, UntilUnix: until, Batching: i == 0, Rewind: 20, Seed: c.seed}
 		if p == "t0" {
 			s.Role, s.TxnSize, s.Rate, s.Batching, s.Abandon = roleTxn, 5, 4, false, c.o.Abandon
+			s.AbortAll = c.o.TxnAbortAll
 		}
 		proc, err := c.client(p, s)
 		if err != nil {

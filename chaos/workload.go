@@ -52,6 +52,7 @@ type ClientSpec struct {
 	Out        string // record file
 	TxnSize    int    // messages per transaction
 	Abandon    bool   // leave the second transaction open after one message, and wait
+	AbortAll   bool   // abort every transaction
 	// IdleEnd ends a reader's partition when HasNext says there is more but nothing comes
 	// for this long (0: wait for ever).
 	IdleEnd time.Duration
@@ -452,7 +453,7 @@ func produceTxn(ctx context.Context, s ClientSpec) error {
 		}
 		id := txn.GetTxnID()
 		tid := fmt.Sprintf("%d:%d", id.MostSigBits, id.LeastSigBits)
-		commit := rng.IntN(4) != 0
+		commit := rng.IntN(4) != 0 && !s.AbortAll
 		first := seq
 		rec.line("begin %s %d %d", tid, first, first+int64(s.TxnSize)-1)
 		if s.Abandon && n == 1 {
