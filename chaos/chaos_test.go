@@ -13,7 +13,11 @@ import (
 
 func TestMain(m *testing.M) {
 	RunClientIfChild() // the chaos clients are this test binary, started again
-	os.Exit(m.Run())
+	code := m.Run()
+	if binPath != "" && buildErr == nil {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
 
 var (

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -183,44 +182,27 @@ func holdSubscription(ctx context.Context, s ClientSpec) error {
 	return nil
 }
 
-// lastAcked reads a producer's record for the highest acknowledged sequence id.
-func lastAcked(path string) int64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
+// lastSeq reads a record for the highest sequence id in field i of its lines starting with
+// verb: a producer's acknowledged ones ("ack", 1), a transactional producer's reserved ones
+// ("begin", 3).
+func lastSeq(path, verb string, i int) int64 {
 	var top int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) >= 2 && fs[0] == "ack" {
-			if v, err := strconv.ParseInt(fs[1], 10, 64); err == nil && v > top {
+	scanLines(path, func(fs []string) error {
+		if len(fs) > i && fs[0] == verb {
+			if v, err := strconv.ParseInt(fs[i], 10, 64); err == nil && v > top {
 				top = v
 			}
 		}
-	}
+		return nil
+	})
 	return top
 }
 
-// lastTxnSeq reads a transactional producer's record for the highest sequence id it used.
-func lastTxnSeq(path string) int64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	var top int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) >= 4 && fs[0] == "begin" {
-			if v, err := strconv.ParseInt(fs[3], 10, 64); err == nil && v > top {
-				top = v
-			}
-		}
-	}
-	return top
+// message is the message a producer sends for seq: the payload repeats the properties, so a
+// reader can tell a message from a mangled one.
+func message(name string, seq int64) *pulsar.ProducerMessage {
+	return &pulsar.ProducerMessage{Payload: payload(name, seq), SequenceID: &seq,
+		Properties: map[string]string{"p": name, "s": strconv.FormatInt(seq, 10)}}
 }
 
 func payload(name string, seq int64) []byte {
@@ -255,7 +237,7 @@ func produce(ctx context.Context, s ClientSpec) error {
 	defer rec.close()
 	rec.line("name %s", s.Name)
 	next := int64(1)
-	if top := lastAcked(s.Out); top > 0 {
+	if top := lastSeq(s.Out, "ack", 1); top > 0 {
 		next = max(1, top-int64(s.Rewind)+1)
 	}
 	rec.line("start %d", next)
@@ -285,8 +267,7 @@ func produce(ctx context.Context, s ClientSpec) error {
 		}
 		sq := seq
 		wg.Add(1)
-		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload(s.Name, sq), SequenceID: &sq,
-			Properties: map[string]string{"p": s.Name, "s": strconv.FormatInt(sq, 10)}},
+		p.SendAsync(ctx, message(s.Name, sq),
 			func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 				defer wg.Done()
 				if err != nil {
@@ -296,7 +277,7 @@ func produce(ctx context.Context, s ClientSpec) error {
 				rec.line("ack %d %s", sq, idFields(id))
 			})
 	}
-	p.Flush()
+	p.FlushWithCtx(context.Background())
 	wg.Wait()
 	p.Close()
 	rec.line("done")
@@ -439,7 +420,7 @@ func produceTxn(ctx context.Context, s ClientSpec) error {
 		return fmt.Errorf("create producer: %w", err)
 	}
 	defer p.Close()
-	seq := lastTxnSeq(s.Out) + 1
+	seq := lastSeq(s.Out, "begin", 3) + 1
 	rng := newRand(s.Seed)
 	for n := 0; time.Now().Before(until) && ctx.Err() == nil; n++ {
 		txn, err := cl.NewTransaction(txnTimeout)
@@ -457,19 +438,19 @@ func produceTxn(ctx context.Context, s ClientSpec) error {
 		first := seq
 		rec.line("begin %s %d %d", tid, first, first+int64(s.TxnSize)-1)
 		if s.Abandon && n == 1 {
-			sq := seq
-			_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: payload(s.Name, sq), SequenceID: &sq, Transaction: txn,
-				Properties: map[string]string{"p": s.Name, "s": strconv.FormatInt(sq, 10)}})
+			m := message(s.Name, seq)
+			m.Transaction = txn
+			_, err := p.Send(ctx, m)
 			rec.line("abandoned %s %v", tid, err)
 			<-ctx.Done() // until killed
 			return nil
 		}
 		failed := false
 		for range s.TxnSize {
-			sq := seq
+			m := message(s.Name, seq)
+			m.Transaction = txn
 			seq++
-			_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: payload(s.Name, sq), SequenceID: &sq, Transaction: txn,
-				Properties: map[string]string{"p": s.Name, "s": strconv.FormatInt(sq, 10)}})
+			_, err := p.Send(ctx, m)
 			if err != nil {
 				failed = true
 				break
