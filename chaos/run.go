@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -272,6 +274,9 @@ func (c *cluster) up(ctx context.Context) error {
 	if err := c.waitBackends(ctx, c.topo.Etcd, etcdBackend); err != nil {
 		return err
 	}
+	if err := c.waitEtcdHealthy(ctx); err != nil {
+		return err
+	}
 	ttl := c.o.SessionTTL.String()
 	for _, k := range c.topo.Bookies {
 		d, err := MountDisk(filepath.Join(c.dir, k+"-disk"), diskSize)
@@ -306,6 +311,36 @@ func (c *cluster) up(ctx context.Context) error {
 		return err
 	}
 	c.log("cluster up")
+	return nil
+}
+
+// waitEtcdHealthy waits until every member answers /health with a leader elected (a loaded
+// machine can take a while), so that the roles' first connection does not time out.
+func (c *cluster) waitEtcdHealthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, e := range c.topo.Etcd {
+		nd := c.nodes[e]
+		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return nd.Dial(ctx, addr) }}}
+		for {
+			resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/health", etcdBackend))
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"true"`) {
+					break
+				}
+				err = fmt.Errorf("%s: %s", resp.Status, b)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("etcd %s not healthy: %v (log: %s)", e, err, c.members[e].proc.Log)
+			case <-time.After(200 * time.Millisecond): // retry interval
+			}
+		}
+		hc.CloseIdleConnections()
+	}
 	return nil
 }
 
