@@ -154,14 +154,7 @@ func Run(ctx context.Context, seed uint64, o Options) (res Result) {
 	c.log = func(format string, a ...any) {
 		fmt.Fprintf(o.Log, "[seed %d %6.1fs] %s\n", seed, time.Since(t0).Seconds(), fmt.Sprintf(format, a...))
 	}
-	c.topo = Topology{Etcd: []string{"e0", "e1", "e2"}, Bookies: []string{"k0", "k1", "k2", "k3"},
-		Brokers: []string{"b0", "b1", "b2"}, Consumers: []string{"c0"}}
-	for i := range max(o.Producers, 0) {
-		c.topo.Producers = append(c.topo.Producers, fmt.Sprintf("p%d", i))
-	}
-	if o.Txn {
-		c.topo.Producers = append(c.topo.Producers, "t0")
-	}
+	c.topo = topology(o.Producers, o.Txn)
 	res.Faults = o.Faults
 	if res.Faults == nil {
 		res.Faults = Schedule(seed, c.topo, o.Duration, o.SessionTTL, o.MinFaults, o.MaxFaults)
@@ -192,6 +185,22 @@ func Run(ctx context.Context, seed uint64, o Options) (res Result) {
 	res.Verdict, res.Stuck, res.Err = c.workload(ctx, res.Faults)
 	return res
 }
+
+func topology(producers int, txn bool) Topology {
+	t := Topology{Etcd: []string{"e0", "e1", "e2"}, Bookies: []string{"k0", "k1", "k2", "k3"},
+		Brokers: []string{"b0", "b1", "b2"}, Consumers: []string{"c0"}}
+	for i := range max(producers, 0) {
+		t.Producers = append(t.Producers, fmt.Sprintf("p%d", i))
+	}
+	if txn {
+		t.Producers = append(t.Producers, "t0")
+	}
+	return t
+}
+
+// DefaultTopology is the nodes of a run with the default options (and a transactional
+// producer if txn), for printing schedules.
+func DefaultTopology(txn bool) Topology { return topology(3, txn) }
 
 func (c *cluster) metaURL() string {
 	var eps []string

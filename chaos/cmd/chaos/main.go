@@ -24,6 +24,7 @@ func main() {
 		runs     = flag.Int("runs", 1, "number of runs (seeds seed, seed+1, ...; a random first seed if -seed is 0)")
 		verbose  = flag.Bool("v", false, "print progress (faults as applied, phases)")
 		failFast = flag.Bool("fail-fast", false, "stop at the first run that fails")
+		schedule = flag.Bool("schedule", false, "print the fault schedules of the seeds and exit (runs nothing)")
 	)
 	flag.StringVar(&o.Magnetar, "magnetar", "bin/magnetar", "the magnetar binary")
 	flag.StringVar(&o.Etcd, "etcd", "etcd", "the etcd binary (Debian's etcd-server)")
@@ -36,6 +37,15 @@ func main() {
 	flag.BoolVar(&o.Txn, "txn", true, "transactions on, with a transactional producer")
 	flag.BoolVar(&o.Keep, "keep", false, "keep every run directory (failed runs are always kept)")
 	flag.Parse()
+	if *schedule {
+		for i := range *runs {
+			fmt.Printf("seed %d:\n", *seed+uint64(i))
+			for _, f := range chaos.Schedule(*seed+uint64(i), chaos.DefaultTopology(o.Txn), o.Duration, o.SessionTTL, o.MinFaults, o.MaxFaults) {
+				fmt.Printf("  fault %s\n", f)
+			}
+		}
+		return
+	}
 	if err := chaos.NetnsAvailable(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: cannot create network namespaces (needs root and ip(8)):", err)
 		os.Exit(2)
