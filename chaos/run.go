@@ -415,11 +415,10 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 	if _, err := c.runClientOnce(ctx, "setup", ClientSpec{Role: roleSetup}, 120*time.Second); err != nil {
 		return Verdict{}, nil, err
 	}
-	start := time.Now()
-	until := start.Add(c.o.Duration).UnixMilli()
+	goFile := filepath.Join(c.dir, "go")
 	var producerFiles, txnFiles []string
 	for i, p := range c.topo.Producers {
-		s := ClientSpec{Role: roleProducer, Name: p, Rate: c.o.Rate, UntilUnix: until, Batching: i == 0, Rewind: 20, Seed: c.seed}
+		s := ClientSpec{Role: roleProducer, Name: p, Rate: c.o.Rate, GoFile: goFile, Batching: i == 0, Rewind: 20, Seed: c.seed}
 		if p == "t0" {
 			s.Role, s.TxnSize, s.Rate, s.Batching, s.Abandon = roleTxn, 5, 4, false, c.o.Abandon
 			s.AbortAll = c.o.TxnAbortAll
@@ -445,6 +444,21 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 			return Verdict{}, nil, err
 		}
 	}
+	// The produce window and the fault clock start when every producer is ready.
+	ready := time.Now().Add(2 * time.Minute)
+	for _, f := range slices.Concat(producerFiles, txnFiles) {
+		for lastReady(f) == 0 && time.Now().Before(ready) {
+			select {
+			case <-ctx.Done():
+				return Verdict{}, nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond): // poll interval of the producers' records
+			}
+		}
+	}
+	start := time.Now()
+	if err := writeFileAtomic(goFile, fmt.Sprint(start.Add(c.o.Duration).UnixMilli())); err != nil {
+		return Verdict{}, nil, err
+	}
 	c.log("workload started")
 	var wg sync.WaitGroup
 	for _, f := range faults {
@@ -458,7 +472,7 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 	c.healAll()
 	c.log("faults over, healed")
 	var stuck []string
-	deadline := time.Now().Add(c.o.Duration + 90*time.Second)
+	deadline := start.Add(c.o.Duration + 90*time.Second)
 	for _, p := range c.topo.Producers {
 		proc := c.clients[p]
 		select {
@@ -504,6 +518,26 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 		stuck = append(stuck, "r0")
 	}
 	return v, stuck, err
+}
+
+// lastReady counts the "ready" lines of a producer's record.
+func lastReady(path string) int {
+	n := 0
+	scanLines(path, func(fs []string) error {
+		if fs[0] == "ready" {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func writeFileAtomic(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // inject applies a fault at its time and heals it after its duration.

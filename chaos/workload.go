@@ -45,7 +45,7 @@ type ClientSpec struct {
 	Partitions int
 	Name       string // producer name
 	Rate       int    // messages per second
-	UntilUnix  int64  // stop producing at this time (unix ms)
+	GoFile     string // holds the time to stop producing (unix ms); written once every producer is ready
 	Batching   bool
 	Rewind     int    // a restarted producer resends this many acknowledged sequence ids
 	Out        string // record file
@@ -214,6 +214,30 @@ func routeBySeq(m *pulsar.ProducerMessage, md pulsar.TopicMetadata) int {
 	return int(uint64(*m.SequenceID) % uint64(md.NumPartitions()))
 }
 
+// createTimeout bounds how long a client tries to create its producer.
+const createTimeout = 3 * time.Minute
+
+// waitGo records that the producer is ready and waits for the harness's go file, which holds
+// the time to stop producing; a restarted producer finds it at once. So a slow start (a
+// loaded machine, the race detector) does not eat into the produce window.
+func waitGo(ctx context.Context, s ClientSpec, rec *record) (time.Time, error) {
+	rec.line("ready")
+	for {
+		if b, err := os.ReadFile(s.GoFile); err == nil {
+			ms, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("go file %s: %w", s.GoFile, err)
+			}
+			return time.UnixMilli(ms), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond): // poll interval of the go file
+		}
+	}
+}
+
 // retry retries f every 500 ms until it succeeds or ctx ends.
 func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	for {
@@ -241,13 +265,12 @@ func produce(ctx context.Context, s ClientSpec) error {
 		next = max(1, top-int64(s.Rewind)+1)
 	}
 	rec.line("start %d", next)
-	until := time.UnixMilli(s.UntilUnix)
 	cl, err := newPulsarClient(s)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	cctx, cancel := context.WithDeadline(ctx, until.Add(60*time.Second))
+	cctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
 	p, err := retry(cctx, func() (pulsar.Producer, error) {
 		return cl.CreateProducer(pulsar.ProducerOptions{Topic: s.Topic, Name: s.Name, DisableBatching: !s.Batching,
@@ -255,6 +278,10 @@ func produce(ctx context.Context, s ClientSpec) error {
 	})
 	if err != nil {
 		return fmt.Errorf("create producer: %w", err)
+	}
+	until, err := waitGo(ctx, s, rec)
+	if err != nil {
+		return err
 	}
 	tick := time.NewTicker(time.Second / time.Duration(max(1, s.Rate)))
 	defer tick.Stop()
@@ -399,8 +426,7 @@ func produceTxn(ctx context.Context, s ClientSpec) error {
 	}
 	defer rec.close()
 	rec.line("name %s", s.Name)
-	until := time.UnixMilli(s.UntilUnix)
-	cctx, cancel := context.WithDeadline(ctx, until.Add(60*time.Second))
+	cctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
 	// With transactions on, the client connects to every coordinator when it is created:
 	// retry that too (a broker may be down).
@@ -420,6 +446,10 @@ func produceTxn(ctx context.Context, s ClientSpec) error {
 		return fmt.Errorf("create producer: %w", err)
 	}
 	defer p.Close()
+	until, err := waitGo(ctx, s, rec)
+	if err != nil {
+		return err
+	}
 	seq := lastSeq(s.Out, "begin", 3) + 1
 	rng := newRand(s.Seed)
 	for n := 0; time.Now().Before(until) && ctx.Err() == nil; n++ {
