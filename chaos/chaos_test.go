@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +104,7 @@ func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 // replays on a developer's machine with scripts/chaos -seed N).
 func TestChaosCI(t *testing.T) {
 	for _, seed := range []uint64{11, 12} {
-		t.Run("seed", func(t *testing.T) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			runSeed(t, seed, Options{Duration: 15 * time.Second, Txn: true})
 		})
 	}
