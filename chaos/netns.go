@@ -187,8 +187,8 @@ func killNamespacePids(name string) {
 	}
 }
 
-// CleanStale removes the namespaces of harness runs whose process is gone (a run killed with
-// SIGKILL cannot clean up itself). It returns the names it removed.
+// CleanStale removes the namespaces and bookie disks of harness runs whose process is gone (a
+// run killed with SIGKILL cannot clean up itself). It returns what it removed.
 func CleanStale() []string {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
@@ -211,7 +211,34 @@ func CleanStale() []string {
 		}
 	}
 	removeNamespaces(stale)
-	return stale
+	return append(stale, unmountStale()...)
+}
+
+// unmountStale unmounts the bookie disks (tmpfs under a magnetar-chaos-PID-… run directory)
+// of runs whose process is gone.
+func unmountStale() []string {
+	b, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[2] != "tmpfs" {
+			continue
+		}
+		_, rest, ok := strings.Cut(f[1], "/magnetar-chaos-")
+		if !ok {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(rest, "-")
+		if pid, err := strconv.Atoi(pidStr); err == nil && pid != os.Getpid() && unix.Kill(pid, 0) == unix.ESRCH {
+			if unix.Unmount(f[1], unix.MNT_DETACH) == nil {
+				out = append(out, f[1])
+			}
+		}
+	}
+	return out
 }
 
 // Do runs f on an OS thread that has joined the node's network namespace: sockets f creates

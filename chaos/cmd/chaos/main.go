@@ -25,6 +25,7 @@ func main() {
 		verbose  = flag.Bool("v", false, "print progress (faults as applied, phases)")
 		failFast = flag.Bool("fail-fast", false, "stop at the first run that fails")
 		schedule = flag.Bool("schedule", false, "print the fault schedules of the seeds and exit (runs nothing)")
+		clean    = flag.Bool("clean", false, "only remove what runs killed with SIGKILL left behind")
 	)
 	flag.StringVar(&o.Magnetar, "magnetar", "bin/magnetar", "the magnetar binary")
 	flag.StringVar(&o.Etcd, "etcd", "etcd", "the etcd binary (Debian's etcd-server)")
@@ -50,12 +51,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos: cannot create network namespaces (needs root and ip(8)):", err)
 		os.Exit(2)
 	}
+	if stale := chaos.CleanStale(); len(stale) > 0 {
+		fmt.Fprintf(os.Stderr, "chaos: removed %d namespaces and mounts left by dead runs\n", len(stale))
+	}
+	if *clean {
+		return
+	}
 	if _, err := os.Stat(o.Magnetar); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: magnetar binary:", err)
 		os.Exit(2)
-	}
-	if stale := chaos.CleanStale(); len(stale) > 0 {
-		fmt.Fprintf(os.Stderr, "chaos: removed %d namespaces left by dead runs\n", len(stale))
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano() % 1_000_000)
