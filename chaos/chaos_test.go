@@ -152,3 +152,12 @@ func TestChaosReaderEndsAfterAbortedTxn(t *testing.T) {
 	runSeed(t, 101, Options{Duration: 8 * time.Second, Txn: true, Producers: -1, TxnAbortAll: true, Faults: []Fault{},
 		ReaderIdleEnd: -1})
 }
+
+// TestChaosSeed1071FailoverDelivery replays seed 1071, where a Failover subscription stopped
+// receiving a partition after its broker was paused past the session TTL while another
+// broker restarted (35 acknowledged, stored messages undelivered; docs/CHAOS.md). The replay
+// draws the same faults; whether it hits the same interleaving depends on timing.
+func TestChaosSeed1071FailoverDelivery(t *testing.T) {
+	knownBug(t, "a Failover subscription stalls on a partition moved after a pause past the TTL (not yet diagnosed)")
+	runSeed(t, 1071, Options{Duration: 20 * time.Second, Txn: true})
+}
