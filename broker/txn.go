@@ -70,7 +70,49 @@ func (s *Service) startTxn(ctx context.Context) error {
 	ts.tracker.OnEnded(ts.ended)
 	s.txn = ts
 	s.closers = append(s.closers, ts.close)
+	go ts.keepCoordinators()
 	return nil
+}
+
+// coordinatorSweep is how often a broker loads the coordinators nobody serves.
+const coordinatorSweep = 10 * time.Second
+
+// keepCoordinators loads, at start and then every coordinatorSweep, each coordinator whose
+// assignment partition no broker owns: a coordinator is otherwise loaded only when a client
+// asks for it, and the open transactions of one whose broker died would never time out
+// (their topics' readers stay pinned behind them) if no transactional client came back.
+func (ts *txnService) keepCoordinators() {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ts.s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ts.s.session() == nil { // the broker is still starting
+			t.Reset(time.Second)
+			continue
+		}
+		for tc := uint64(0); tc < uint64(ts.s.cfg.TransactionCoordinators); tc++ {
+			ts.mu.Lock()
+			loaded, closed := ts.mu.tcs[tc] != nil, ts.mu.closed
+			ts.mu.Unlock()
+			if closed {
+				return
+			}
+			if loaded {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(ts.s.ctx, 30*time.Second)
+			_, err := ts.coordinator(ctx, tc)
+			cancel()
+			if err != nil && !errors.Is(err, ErrNotOwner) && ts.s.ctx.Err() == nil {
+				ts.s.log.Debug("transaction coordinator not loaded", "tc", tc, "err", err)
+			}
+		}
+		t.Reset(coordinatorSweep)
+	}
 }
 
 // ensureTxnDefaults creates tenant pulsar, namespace pulsar/system and the assignment topic

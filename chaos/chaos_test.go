@@ -125,7 +125,6 @@ func knownBug(t *testing.T, what string) {
 // otherwise its partition's max read position stays behind it and every subscription and
 // reader of that partition stops there for good.
 func TestChaosAbandonedTxnCoordinatorDown(t *testing.T) {
-	knownBug(t, "a coordinator is loaded only when a client looks it up, so a dead client's open transaction never times out")
 	faults := []Fault{{Kind: FaultKill, At: 5 * time.Second, For: -1, Target: "t0"}}
 	for _, b := range []string{"b0", "b1", "b2"} {
 		faults = append(faults, Fault{Kind: FaultKill, At: 7 * time.Second, For: 2 * time.Second, Target: b})
