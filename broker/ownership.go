@@ -74,7 +74,7 @@ type ownership struct {
 	closing                                atomic.Bool // handing over: acquire nothing more
 
 	mu struct {
-		sync.Mutex // guards bundles; Service.mu and watchCache's may be taken under it
+		sync.Mutex                         // guards bundles; Service.mu and watchCache's may be taken under it
 		bundles    map[string]*ownedBundle // by Bundle.String()
 	}
 }
