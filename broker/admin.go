@@ -128,7 +128,14 @@ func (s *Service) DeletePartitionedTopic(ctx context.Context, topic string, forc
 // PartitionedTopicMetadata returns the partition count of a topic (0: not partitioned, or
 // unknown).
 func (s *Service) PartitionedTopicMetadata(ctx context.Context, topic string) (PartitionedTopicMetadata, error) {
-	n, err := s.res.partitions(ctx, topic)
+	tn, err := topicname.Parse(topic)
+	if err != nil {
+		return PartitionedTopicMetadata{}, err
+	}
+	if _, err := s.cachedPolicies(ctx, tn.Tenant, tn.Namespace); err != nil {
+		return PartitionedTopicMetadata{}, err
+	}
+	n, err := s.partitions(ctx, topic)
 	return PartitionedTopicMetadata{Partitions: n}, err
 }
 

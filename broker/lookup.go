@@ -17,6 +17,12 @@ func (s *Service) lookup(ctx context.Context, topic string) (LookupResult, error
 	return s.lookupTopic(ctx, topic, false)
 }
 
+// LookupAuthoritative is Lookup for a lookup redirected here (authoritative): an unowned
+// bundle is taken by this broker.
+func (s *Service) LookupAuthoritative(ctx context.Context, topic string, authoritative bool) (LookupResult, error) {
+	return s.lookupTopic(ctx, topic, authoritative)
+}
+
 // lookupTopic answers a lookup; authoritative is set on a lookup redirected here, which
 // makes this broker take an unowned bundle.
 func (s *Service) lookupTopic(ctx context.Context, topic string, authoritative bool) (LookupResult, error) {
@@ -68,7 +74,7 @@ func (s *Service) lookupBundle(ctx context.Context, topic string, authoritative 
 			if err != nil {
 				return LookupResult{}, err
 			}
-			return LookupResult{BrokerInfo: bi}, nil
+			return LookupResult{BrokerInfo: bi, Assigned: true}, nil
 		}
 	}
 	var no *NotOwnerError

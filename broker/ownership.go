@@ -131,6 +131,9 @@ func (o *ownership) start(ctx context.Context, wg *sync.WaitGroup) {
 // retryable error instead of a hang.
 const storeWait = 5 * time.Second
 
+// storeFirstWait bounds a read that prefers the store to the watched cache.
+const storeFirstWait = 2 * time.Second
+
 func errStoreUnreachable(key string, err error) error {
 	return fmt.Errorf("%w: metadata store unreachable (reading %s): %v", ErrServiceNotReady, key, err)
 }
@@ -154,14 +157,24 @@ func (s *Service) cachedPolicies(ctx context.Context, tenant, ns string) (Namesp
 	return p, nil
 }
 
-// cachedPartitions returns a topic's partition count (0: not partitioned) from the watched
-// cache (the store if the cache does not hold it).
+// cachedPartitions returns a topic's partition count (0: not partitioned): from the store
+// (partition counts grow, and a client must not see a stale one), or from the watched
+// cache if the store does not answer within storeFirstWait.
 func (s *Service) cachedPartitions(ctx context.Context, n topicname.Name) (int, error) {
 	key := partitionedKey(n.Base())
-	if _, found, synced := s.own.partitioned.get(key); !found && synced && s.loaded(n) {
-		return 0, nil // served here as a non-partitioned topic
+	rctx, cancel := context.WithTimeout(ctx, storeFirstWait)
+	kv, err := s.store.Get(rctx, key)
+	cancel()
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) && ctx.Err() == nil {
+		var found, synced bool
+		if kv, found, synced = s.own.partitioned.get(key); found {
+			err = nil
+		} else if synced && s.loaded(n) {
+			return 0, nil // served here as a non-partitioned topic
+		} else {
+			return 0, errStoreUnreachable(key, err)
+		}
 	}
-	kv, err := s.own.partitioned.read(ctx, key, storeWait)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return 0, nil
 	}
