@@ -72,6 +72,7 @@ type ownership struct {
 	owners, policies, partitioned, brokers *watchCache
 	m                                      *ownershipMetrics
 	closing                                atomic.Bool // handing over: acquire nothing more
+	sel                                    *defaultSelector
 
 	mu struct {
 		sync.Mutex                         // guards bundles; Service.mu and watchCache's may be taken under it
@@ -106,6 +107,7 @@ func newOwnership(s *Service) *ownership {
 				Help: "Bundles this broker owns."}),
 		}}
 	o.mu.bundles = map[string]*ownedBundle{}
+	o.sel = &defaultSelector{o: o, recent: map[string]recentPick{}}
 	s.reg.MustRegister(o.m.events, o.m.answers, o.m.transfers, o.m.transferT, o.m.owned)
 	return o
 }
@@ -617,10 +619,23 @@ func (s *Service) waitSessionLost(sess metadata.Session) bool {
 }
 
 // defaultSelector is the BrokerSelector without a load manager: the live broker owning the
-// fewest bundles, ties broken by id.
-type defaultSelector struct{ o *ownership }
+// fewest bundles, ties broken by id. Its recent choices whose records have not appeared yet
+// count too, so that a burst of lookups (a partitioned topic's) spreads.
+type defaultSelector struct {
+	o      *ownership
+	mu     sync.Mutex            // guards recent
+	recent map[string]recentPick // by bundle key
+}
 
-func (d defaultSelector) SelectBroker(ctx context.Context, bundle string) (string, error) {
+type recentPick struct {
+	broker string
+	at     time.Time
+}
+
+// pickMemory is how long a choice counts while its record has not appeared.
+const pickMemory = 10 * time.Second
+
+func (d *defaultSelector) SelectBroker(ctx context.Context, bundle string) (string, error) {
 	counts := map[string]int{}
 	for _, kv := range d.o.brokers.list(metadata.PrefixBrokers) {
 		counts[strings.TrimPrefix(kv.Key, metadata.PrefixBrokers)] = 0
@@ -636,13 +651,34 @@ func (d defaultSelector) SelectBroker(ctx context.Context, bundle string) (strin
 			}
 		}
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for key, p := range d.recent {
+		if _, found, _ := d.o.owners.get(key); found || time.Since(p.at) > pickMemory {
+			delete(d.recent, key)
+		} else if _, live := counts[p.broker]; live {
+			counts[p.broker]++
+		}
+	}
 	best, bestN := "", 0
 	for id, n := range counts {
 		if best == "" || n < bestN || n == bestN && id < best {
 			best, bestN = id, n
 		}
 	}
+	if b, err := parseBundleName(bundle); err == nil {
+		d.recent[bundleKey(b)] = recentPick{broker: best, at: time.Now()}
+	}
 	return best, nil
+}
+
+// parseBundleName parses "tenant/ns/0x00000000_0x40000000".
+func parseBundleName(s string) (Bundle, error) {
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return Bundle{}, fmt.Errorf("%w: bundle %q", ErrInvalidArgument, s)
+	}
+	return parseBundle(s[:i], s[i+1:])
 }
 
 // liveBroker returns the record of live broker id.
@@ -678,7 +714,7 @@ func (s *Service) selector() BrokerSelector {
 	if s.cfg.BrokerSelector != nil {
 		return s.cfg.BrokerSelector
 	}
-	return defaultSelector{s.own}
+	return s.own.sel
 }
 
 // partitions answers partitioned metadata from the watched cache (0: not partitioned).
