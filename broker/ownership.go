@@ -163,19 +163,19 @@ func (s *Service) cachedPolicies(ctx context.Context, tenant, ns string) (Namesp
 // (partition counts grow, and a client must not see a stale one), or from the watched
 // cache if the store does not answer within storeFirstWait.
 func (s *Service) cachedPartitions(ctx context.Context, n topicname.Name) (int, error) {
+	if s.loaded(n) {
+		return 0, nil // served here as a non-partitioned topic (a partitioned one is not loaded)
+	}
 	key := partitionedKey(n.Base())
 	rctx, cancel := context.WithTimeout(ctx, storeFirstWait)
 	kv, err := s.store.Get(rctx, key)
 	cancel()
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) && ctx.Err() == nil {
-		var found, synced bool
-		if kv, found, synced = s.own.partitioned.get(key); found {
-			err = nil
-		} else if synced && s.loaded(n) {
-			return 0, nil // served here as a non-partitioned topic
-		} else {
+		var found bool
+		if kv, found, _ = s.own.partitioned.get(key); !found {
 			return 0, errStoreUnreachable(key, err)
 		}
+		err = nil
 	}
 	if errors.Is(err, metadata.ErrNotFound) {
 		return 0, nil
@@ -529,8 +529,9 @@ func redirectID(to *BrokerInfo) string {
 }
 
 // dropAll forgets every bundle (the session that bound their records is gone) and closes
-// their topics.
-func (o *ownership) dropAll(ctx context.Context) {
+// their topics in the background: their clients are disconnected at once, while closing
+// their managed ledgers may wait for the store, which must not hold up the new session.
+func (o *ownership) dropAll() {
 	o.mu.Lock()
 	n := 0
 	for k, ob := range o.mu.bundles {
@@ -542,7 +543,7 @@ func (o *ownership) dropAll(ctx context.Context) {
 	o.m.owned.Sub(float64(n))
 	o.mu.Unlock()
 	o.m.events.WithLabelValues("lost").Add(float64(n))
-	o.s.unloadAll(ctx)
+	o.s.goBackground(time.Minute, o.s.unloadAll)
 }
 
 // closeTopics closes the loaded topics that match, sending their clients to redirect (nil:

@@ -204,7 +204,7 @@ func (s *Service) keepSession() {
 			return
 		}
 		s.log.Warn("metadata session lost: unloading every bundle")
-		s.own.dropAll(s.ctx)
+		s.own.dropAll()
 		for {
 			ns, err := s.newSession(s.ctx)
 			if err == nil {

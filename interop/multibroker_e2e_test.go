@@ -17,6 +17,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar/backoff"
 
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // The tests below run the real Pulsar Go client against three brokers sharing the
@@ -636,4 +637,97 @@ func TestMultiBrokerRollingRestart(t *testing.T) {
 		return true
 	})
 	t.Logf("rolling restart of 3 brokers: %d acknowledged, longest send latency %v", len(acked), ps.maxLatencySince(time.Time{}))
+}
+
+// TestMultiBrokerEtcdDown: with etcd stopped for a few seconds, a new client of a topic the
+// broker serves gets its producer from what the broker knows (watched caches, its own
+// bundles), and a client of a topic that needs the store fails within its operation
+// timeout instead of hanging; both work again once etcd is back.
+func TestMultiBrokerEtcdDown(t *testing.T) {
+	dir := t.TempDir()
+	ctx := ctxT(t, 60*time.Second)
+	e, err := metadata.StartEmbedded(ctx, metadata.EmbeddedConfig{Name: "down", DataDir: dir,
+		ListenClient: "127.0.0.1:0", ListenPeer: "127.0.0.1:0", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, peer := e.Endpoints(), e.PeerAddr()
+	t.Cleanup(func() { e.Close() })
+	// A ttl well beyond the outage (stopping etcd with clients attached takes seconds too).
+	m := newMultiBroker(t, 2, mbOpts{eps: eps, ttl: 30 * time.Second})
+	served := topicName(t)
+	cl := m.clientOf(m.serviceURL())
+	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: served})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	owner := m.ownerNode(t, served)
+
+	down := time.Now()
+	e.Close()
+	const opTimeout = 3 * time.Second
+	cl2, err := pulsar.NewClient(pulsar.ClientOptions{URL: owner.url, OperationTimeout: opTimeout,
+		ConnectionTimeout: 2 * time.Second, Logger: clientLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var newErr error
+	var newTook time.Duration
+	go func() { // a topic nobody serves: needs the store
+		defer wg.Done()
+		start := time.Now()
+		var np pulsar.Producer
+		np, newErr = cl2.CreateProducer(pulsar.ProducerOptions{Topic: topicName(t)})
+		newTook = time.Since(start)
+		if newErr == nil {
+			np.Close()
+		}
+	}()
+	start := time.Now()
+	p2, err := cl2.CreateProducer(pulsar.ProducerOptions{Topic: served})
+	if err != nil {
+		t.Fatalf("producer of a served topic with etcd down: %v (after %v)", err, time.Since(start))
+	}
+	if _, err := p2.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("during")}); err != nil {
+		t.Fatalf("send with etcd down: %v", err)
+	}
+	servedTook := time.Since(start)
+	p2.Close()
+	wg.Wait()
+	outage := time.Since(down)
+	t.Logf("etcd down %v: served topic's producer and send in %v; new topic's producer: %v after %v", outage.Round(time.Millisecond),
+		servedTook.Round(time.Millisecond), newErr, newTook.Round(time.Millisecond))
+	if newErr == nil {
+		t.Errorf("a producer of an unknown topic was created with etcd down")
+	}
+	if newTook > opTimeout+3*time.Second {
+		t.Errorf("the unknown topic's producer failed after %v, beyond the operation timeout %v", newTook, opTimeout)
+	}
+
+	e2, err := metadata.StartEmbedded(ctx, metadata.EmbeddedConfig{Name: "down", DataDir: dir,
+		ListenClient: eps[0], ListenPeer: peer, Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e2.Close() })
+	t.Logf("etcd restarted after %v", time.Since(down))
+	np, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topicName(t)})
+	if err != nil {
+		t.Fatalf("new topic after etcd is back: %v", err)
+	}
+	np.Close()
+	t.Logf("new topic served %v after etcd went down", time.Since(down))
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("after")}); err != nil {
+		t.Fatalf("send after etcd is back: %v", err)
+	}
+	for _, nd := range m.nodes { // before etcd stops (cleanups run in reverse)
+		nd.stop()
+	}
 }
