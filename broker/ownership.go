@@ -143,8 +143,13 @@ func errStoreUnreachable(key string, err error) error {
 // cachedPolicies returns a namespace's policies from the watched cache (the store if the
 // cache does not hold it).
 func (s *Service) cachedPolicies(ctx context.Context, tenant, ns string) (NamespacePolicies, error) {
-	var p NamespacePolicies
 	kv, err := s.own.policies.read(ctx, metadata.NamespaceKey(tenant, ns), storeWait)
+	return decodePolicies(tenant, ns, kv, err)
+}
+
+// decodePolicies decodes the namespace record kv read with err.
+func decodePolicies(tenant, ns string, kv metadata.KV, err error) (NamespacePolicies, error) {
+	var p NamespacePolicies
 	if errors.Is(err, metadata.ErrNotFound) {
 		return p, fmt.Errorf("%w: %s/%s", ErrNamespaceNotFound, tenant, ns)
 	}
