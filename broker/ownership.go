@@ -168,7 +168,7 @@ func decodePolicies(tenant, ns string, kv metadata.KV, err error) (NamespacePoli
 // (partition counts grow, and a client must not see a stale one), or from the watched
 // cache if the store does not answer within storeFirstWait.
 func (s *Service) cachedPartitions(ctx context.Context, n topicname.Name) (int, error) {
-	if s.loaded(n) {
+	if s.loadedTopic(n.String()) != nil {
 		return 0, nil // served here as a non-partitioned topic (a partitioned one is not loaded)
 	}
 	key := partitionedKey(n.Base())
@@ -732,21 +732,6 @@ func (s *Service) partitions(ctx context.Context, topic string) (int, error) {
 	return s.cachedPartitions(ctx, n)
 }
 
-// loaded reports whether topic n is loaded here.
-func (s *Service) loaded(n topicname.Name) bool {
-	s.mu.Lock()
-	e := s.mu.topics[n.String()]
-	s.mu.Unlock()
-	if e == nil {
-		return false
-	}
-	select {
-	case <-e.ready:
-		return e.t != nil
-	default:
-		return false
-	}
-}
 
 // handOverAll transfers every bundle this broker owns to other live brokers (a clean
 // shutdown): the broker first withdraws its registration so that no one assigns it more,

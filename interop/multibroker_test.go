@@ -182,15 +182,6 @@ func newMultiBroker(t *testing.T, n int, o mbOpts) *multiBroker {
 	return m
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // start (re)starts nd.
 func (m *multiBroker) start(nd *mbNode) {
 	m.t.Helper()
