@@ -625,8 +625,9 @@ func (s *Service) waitSessionLost(sess metadata.Session) bool {
 }
 
 // defaultSelector is the BrokerSelector without a load manager: the live broker owning the
-// fewest bundles, ties broken by id. Its recent choices whose records have not appeared yet
-// count too, so that a burst of lookups (a partitioned topic's) spreads.
+// fewest bundles (records read from the store), ties broken by id. Its recent choices whose
+// records have not appeared yet count too, so that a burst of lookups (a partitioned
+// topic's) spreads.
 type defaultSelector struct {
 	o      *ownership
 	mu     sync.Mutex            // guards recent
@@ -649,7 +650,15 @@ func (d *defaultSelector) SelectBroker(ctx context.Context, bundle string) (stri
 	if len(counts) == 0 {
 		return d.o.s.info.ID, nil // not synced yet: take it
 	}
-	for _, kv := range d.o.owners.list(metadata.PrefixBundleOwners) {
+	// The records from the store when it answers (the cache may lag behind a burst of
+	// assignments), else from the cache.
+	lctx, cancel := context.WithTimeout(ctx, storeFirstWait)
+	owners, _, err := d.o.s.store.List(lctx, metadata.PrefixBundleOwners)
+	cancel()
+	if err != nil {
+		owners = d.o.owners.list(metadata.PrefixBundleOwners)
+	}
+	for _, kv := range owners {
 		var r ownerRecord
 		if json.Unmarshal(kv.Value, &r) == nil {
 			if _, live := counts[r.ID]; live {
@@ -666,15 +675,22 @@ func (d *defaultSelector) SelectBroker(ctx context.Context, bundle string) (stri
 			counts[p.broker]++
 		}
 	}
+	b, err := parseBundleName(bundle)
+	if err != nil {
+		return "", err
+	}
+	if p, ok := d.recent[bundleKey(b)]; ok {
+		if _, live := counts[p.broker]; live {
+			return p.broker, nil // the same answer to the burst of lookups of one bundle
+		}
+	}
 	best, bestN := "", 0
 	for id, n := range counts {
 		if best == "" || n < bestN || n == bestN && id < best {
 			best, bestN = id, n
 		}
 	}
-	if b, err := parseBundleName(bundle); err == nil {
-		d.recent[bundleKey(b)] = recentPick{broker: best, at: time.Now()}
-	}
+	d.recent[bundleKey(b)] = recentPick{broker: best, at: time.Now()}
 	return best, nil
 }
 
@@ -731,7 +747,6 @@ func (s *Service) partitions(ctx context.Context, topic string) (int, error) {
 	}
 	return s.cachedPartitions(ctx, n)
 }
-
 
 // handOverAll transfers every bundle this broker owns to other live brokers (a clean
 // shutdown): the broker first withdraws its registration so that no one assigns it more,
