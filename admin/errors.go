@@ -36,7 +36,7 @@ type scope struct {
 
 // toREST maps a service error to Pulsar's status and reason. This is the one table:
 //
-//	tenant/namespace/topic/subscription not found    404
+//	tenant/namespace/topic/subscription/bundle not found  404
 //	already exists                                   409
 //	tenant or namespace not empty                    409
 //	topic or subscription with connected clients     412 (Pulsar's PRECONDITION_FAILED)
@@ -59,6 +59,8 @@ func toREST(err error, sc scope) *restError {
 	switch {
 	case errors.Is(err, broker.ErrClusterNotFound):
 		return restErr(http.StatusNotFound, "Cluster does not exist")
+	case errors.Is(err, broker.ErrBundleNotFound):
+		return restErr(http.StatusNotFound, "%s", reasonOf(err))
 	case errors.Is(err, broker.ErrTenantNotFound):
 		return restErr(http.StatusNotFound, "Tenant does not exist")
 	case errors.Is(err, broker.ErrTransactionNotFound):

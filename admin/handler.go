@@ -112,7 +112,14 @@ func Handler(svc Service, opts Options) http.Handler {
 	route("POST "+p+"/subscription/{sub}/skip/{n}", h.skip, topicScope)
 	route("POST "+p+"/subscription/{sub}/skip_all", h.skipAll, topicScope)
 
-	route("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", h.lookup, topicScope)
+	if cs, isCluster := svc.(BrokersService); isCluster { // cluster.go
+		route("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", func(w http.ResponseWriter, r *http.Request) error {
+			return h.lookupAssigned(cs, w, r)
+		}, topicScope)
+		h.clusterRoutes(cs, route, nsScope, topicScope)
+	} else {
+		route("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", h.lookup, topicScope)
+	}
 	if ts, isTxn := svc.(TxnService); isTxn {
 		h.txnRoutes(ts, route, topicScope)
 	}
@@ -206,6 +213,11 @@ func (h *handler) clusters(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) health(w http.ResponseWriter, r *http.Request) error {
+	if cs, isCluster := h.svc.(BrokersService); isCluster {
+		if err := cs.Healthy(r.Context()); err != nil {
+			return err
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain")
 	_, err := io.WriteString(w, "ok")
 	return err

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -45,11 +46,24 @@ func (s *Service) Namespace(ctx context.Context, ns string) (NamespacePolicies, 
 
 // CreateNamespace creates namespace "tenant/ns" (the tenant must exist).
 func (s *Service) CreateNamespace(ctx context.Context, ns string, p NamespacePolicies) error {
+	p, err := withBundles(p, s.cfg.DefaultNumberOfNamespaceBundles) // bundles.go
+	if err != nil {
+		return err
+	}
 	return s.res.createNamespace(ctx, ns, p)
 }
 
 // SetNamespacePolicies replaces the policies of namespace "tenant/ns".
 func (s *Service) SetNamespacePolicies(ctx context.Context, ns string, p NamespacePolicies) error {
+	if _, has := p.Other["bundles"]; !has { // the bundles are kept (split changes them)
+		if old, err := s.res.namespace(ctx, ns); err == nil && old.Other["bundles"] != nil {
+			p.Other = maps.Clone(p.Other)
+			if p.Other == nil {
+				p.Other = map[string]any{}
+			}
+			p.Other["bundles"] = old.Other["bundles"]
+		}
+	}
 	return s.res.setNamespace(ctx, ns, p)
 }
 
@@ -114,7 +128,14 @@ func (s *Service) DeletePartitionedTopic(ctx context.Context, topic string, forc
 // PartitionedTopicMetadata returns the partition count of a topic (0: not partitioned, or
 // unknown).
 func (s *Service) PartitionedTopicMetadata(ctx context.Context, topic string) (PartitionedTopicMetadata, error) {
-	n, err := s.res.partitions(ctx, topic)
+	tn, err := topicname.Parse(topic)
+	if err != nil {
+		return PartitionedTopicMetadata{}, err
+	}
+	if _, err := s.cachedPolicies(ctx, tn.Tenant, tn.Namespace); err != nil {
+		return PartitionedTopicMetadata{}, err
+	}
+	n, err := s.partitions(ctx, topic)
 	return PartitionedTopicMetadata{Partitions: n}, err
 }
 

@@ -136,6 +136,9 @@ type LookupResult struct {
 	BrokerInfo
 	// Self reports that this broker serves it.
 	Self bool
+	// Assigned reports that the bundle was unowned and BrokerInfo's broker was chosen for
+	// it: a lookup redirected there (authoritative) makes it take the bundle.
+	Assigned bool
 }
 
 // Statistics types, JSON-compatible with Pulsar's admin v2 responses (see broker/topic).

@@ -139,11 +139,11 @@ const (
 )
 
 // lookupAuthorized looks topic up for a client allowed to produce or consume it.
-func (c *conn) lookupAuthorized(ctx context.Context, topic string) (LookupResult, error) {
+func (c *conn) lookupAuthorized(ctx context.Context, topic string, authoritative bool) (LookupResult, error) {
 	if err := c.authorizeName(ctx, topic, auth.ActionLookup); err != nil {
 		return LookupResult{}, err
 	}
-	return c.s.lookup(ctx, topic)
+	return c.s.lookupTopic(ctx, topic, authoritative)
 }
 
 // partitionsAuthorized answers PARTITIONED_METADATA for a client allowed to look topic up.
@@ -151,7 +151,7 @@ func (c *conn) partitionsAuthorized(ctx context.Context, topic string) (int, err
 	if err := c.authorizeName(ctx, topic, auth.ActionLookup); err != nil {
 		return 0, err
 	}
-	return c.s.res.partitions(ctx, topic)
+	return c.s.partitions(ctx, topic)
 }
 
 func (c *conn) authorizeName(ctx context.Context, topic string, act auth.Action) error {

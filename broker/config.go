@@ -48,8 +48,15 @@ type Config struct {
 	ID string
 	// Cluster is the cluster name. Default "standalone".
 	Cluster string
-	// SessionTTL bounds how long ownership of a dead broker's topics survives it. Default 10s.
+	// SessionTTL bounds how long ownership of a dead broker's bundles survives it; a broker
+	// whose session is not renewed for two thirds of it stops serving. Default 10s.
 	SessionTTL time.Duration
+	// DefaultNumberOfNamespaceBundles is the bundle count of a namespace created without
+	// bundles (Pulsar's defaultNumberOfNamespaceBundles). Default 4.
+	DefaultNumberOfNamespaceBundles int
+	// BrokerSelector assigns unowned bundles (the load manager); nil: the live broker owning
+	// the fewest bundles.
+	BrokerSelector BrokerSelector
 
 	// MaxMessageSize is the max_message_size advertised in CONNECTED and the largest
 	// metadata+payload accepted. Default 1 MiB.
@@ -148,6 +155,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 10 * time.Second
+	}
+	if c.DefaultNumberOfNamespaceBundles <= 0 {
+		c.DefaultNumberOfNamespaceBundles = defaultBundles
 	}
 	if c.MaxMessageSize <= 0 {
 		c.MaxMessageSize = 1 << 20

@@ -21,14 +21,19 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
 	c.s.m.lookups.Inc()
-	r, err := c.lookupAuthorized(ctx, cmd.GetTopic())
+	r, err := c.lookupAuthorized(ctx, cmd.GetTopic(), cmd.GetAuthoritative())
 	resp := &pb.CommandLookupTopicResponse{RequestId: &rid}
 	if err != nil {
 		msg := err.Error()
 		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error, resp.Message = serverError(err).Enum(), &msg
 	} else {
+		// The owner answers Connect; any other broker redirects (authoritatively) to the
+		// owner, or to the broker chosen for an unowned bundle, which then takes it.
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
+		if !r.Self {
+			resp.Response = pb.CommandLookupTopicResponse_Redirect.Enum()
+		}
 		resp.BrokerServiceUrl = &r.ServiceURL
 		if r.ServiceURLTLS != "" {
 			resp.BrokerServiceUrlTls = &r.ServiceURLTLS

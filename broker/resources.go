@@ -222,20 +222,8 @@ func (r *resources) namespaces(ctx context.Context, tenant string) ([]string, er
 }
 
 func (r *resources) namespacePolicies(ctx context.Context, tenant, ns string) (NamespacePolicies, error) {
-	var p NamespacePolicies
 	kv, err := r.store.Get(ctx, metadata.NamespaceKey(tenant, ns))
-	if errors.Is(err, metadata.ErrNotFound) {
-		return p, fmt.Errorf("%w: %s/%s", ErrNamespaceNotFound, tenant, ns)
-	}
-	if err != nil {
-		return p, err
-	}
-	if len(kv.Value) > 0 {
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return p, fmt.Errorf("namespace %s/%s record: %w", tenant, ns, err)
-		}
-	}
-	return p, nil
+	return decodePolicies(tenant, ns, kv, err)
 }
 
 func (r *resources) checkNamespace(ctx context.Context, tenant, ns string) error {
@@ -403,16 +391,6 @@ func (r *resources) partitionCount(ctx context.Context, n topicname.Name) (int, 
 
 // partitions answers PARTITIONED_METADATA: the partition count, 0 for a partition, a
 // non-partitioned or an unknown topic.
-func (r *resources) partitions(ctx context.Context, topic string) (int, error) {
-	n, err := topicname.Parse(topic)
-	if err != nil {
-		return 0, err
-	}
-	if n.IsPartition() {
-		return 0, nil
-	}
-	return r.partitionCount(ctx, n)
-}
 
 func (r *resources) createPartitioned(ctx context.Context, topic string, parts int) error {
 	n, err := topicname.Parse(topic)

@@ -41,6 +41,7 @@ type Service struct {
 	res     *resources
 	schemas *schemaRegistry
 	txn     *txnService // nil: transactions are off
+	own     *ownership  // bundle ownership and the watched caches (ownership.go)
 	factory *mledger.Factory
 	// compactors maps loaded persistent topics' names to their *compaction.Manager
 	// (compaction.go).
@@ -106,6 +107,8 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.closers = append(s.closers, func() { as.Close() })
 	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log})
 	s.res = &resources{store: cfg.Store, cluster: cfg.Cluster}
+	s.own = newOwnership(s)
+	s.own.start(s.ctx, &s.wg)
 	s.schemas = newSchemaRegistry(cfg.Store)
 
 	if err := s.res.ensureDefaults(ctx); err != nil {
@@ -188,21 +191,20 @@ func (s *Service) newSession(ctx context.Context) (metadata.Session, error) {
 	return sess, nil
 }
 
-// keepSession replaces the metadata session if it expires (e.g. after a partition from
-// etcd): the broker's ownerships were lost with it, so every topic is unloaded.
+// keepSession replaces the metadata session if it expires or is not renewed in time (e.g.
+// after a partition from etcd): the broker's bundles were lost with it, so every topic is
+// unloaded.
 func (s *Service) keepSession() {
 	defer s.wg.Done()
 	for {
 		s.mu.Lock()
 		sess := s.mu.session
 		s.mu.Unlock()
-		select {
-		case <-s.ctx.Done():
+		if !s.waitSessionLost(sess) {
 			return
-		case <-sess.Done():
 		}
-		s.log.Warn("metadata session expired: unloading every topic")
-		s.unloadAll(s.ctx)
+		s.log.Warn("metadata session lost: unloading every bundle")
+		s.own.dropAll()
 		for {
 			ns, err := s.newSession(s.ctx)
 			if err == nil {
@@ -248,11 +250,12 @@ func (s *Service) Close() error {
 	}
 	s.mu.closed = true
 	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.handOverAll(ctx) // ownership.go
 	for _, l := range s.listeners() {
 		l.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	s.unloadAll(ctx)
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.mu.conns))
@@ -437,15 +440,11 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 			}
 		}
 	}
-	if err := s.acquire(ctx, name); err != nil {
+	ob, err := s.acquireTopic(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	release := true
-	defer func() {
-		if release {
-			s.release(name)
-		}
-	}()
 	if !exists {
 		if err := s.res.createTopicRecord(ctx, name); err != nil && !errors.Is(err, ErrAlreadyExists) {
 			return nil, err
@@ -475,7 +474,6 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		MaxPendingBytes: s.cfg.MaxPendingPublishBytesPerTopic, Logger: s.log, Metrics: s.tm, Txn: s.topicTxn(),
 		OnClosed: func(t *topic.Topic) {
 			s.forgetTopic(name.String(), e)
-			s.release(name)
 		},
 	}
 	if name.IsPersistent() {
@@ -483,7 +481,6 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		tcfg.ReadCompacted, tcfg.OnClosed = cm.WrapCursor, func(t *topic.Topic) {
 			s.dropCompactor(name, cm)
 			s.forgetTopic(name.String(), e)
-			s.release(name)
 		}
 		defer func() {
 			if release { // not opened
@@ -499,6 +496,10 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		return nil, err
 	}
 	release = false
+	if !s.own.serving(ob) { // the bundle was released meanwhile
+		t.Close(ctx) //nolint:errcheck // closing; the caller retries
+		return nil, fmt.Errorf("%w: bundle %s is being unloaded", ErrServiceNotReady, ob.b)
+	}
 	return t, nil
 }
 
@@ -639,8 +640,10 @@ func (s *Service) unload(ctx context.Context, topicName string) error {
 	e := s.mu.topics[name.String()]
 	s.mu.Unlock()
 	if e == nil {
-		if o, err := s.ownerOf(ctx, name); err == nil && o != nil && o.ID != s.info.ID {
-			return &NotOwnerError{Topic: name.String(), Owner: *o}
+		if b, err := s.bundleOf(ctx, name); err == nil {
+			if o, _, err := s.own.ownerOf(ctx, b); err == nil && o != nil && o.ID != s.info.ID {
+				return &NotOwnerError{Topic: name.String(), Owner: o.BrokerInfo}
+			}
 		}
 		return nil // not loaded anywhere: nothing to do
 	}

@@ -195,11 +195,16 @@ func TestOwnership(t *testing.T) {
 	if _, err := b2.TopicStats(ctx, "t"); !errors.As(err, &no) || no.Owner.HTTPURL != "http://b1" {
 		t.Fatalf("stats on b2: %v", err)
 	}
-	if err := b1.Unload(ctx, "t"); err != nil {
+	// Ownership is per namespace bundle: hand t's bundle over to b2.
+	bundle, err := b1.TopicBundle(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.UnloadBundle(ctx, "public/default", bundle, "b2"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for { // the ownership record is released asynchronously after the unload
+	for { // b2 takes the bundle over asynchronously after the release
 		r, err = b2.Lookup(ctx, "t")
 		if err == nil && r.Self {
 			break

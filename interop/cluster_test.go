@@ -35,6 +35,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if arg := os.Getenv(brokerChildEnv); arg != "" {
+		os.Exit(runBrokerChild(arg)) // a broker of a multiBroker (multibroker_test.go)
+	}
 	if args := os.Getenv(transformerEnv); args != "" {
 		os.Exit(runTransformer(args)) // a child process of TestTxnExactlyOnceKill9
 	}

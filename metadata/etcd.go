@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -584,6 +585,7 @@ func (s *EtcdStore) NewSession(ctx context.Context, ttl time.Duration) (Session,
 		return nil, err
 	}
 	secs := max(int64(math.Ceil(ttl.Seconds())), 1)
+	asked := time.Now()
 	grant, err := s.cli.Grant(ctx, secs)
 	if err != nil {
 		return nil, s.wrap("grant lease", "", err)
@@ -596,6 +598,7 @@ func (s *EtcdStore) NewSession(ctx context.Context, ttl time.Duration) (Session,
 		return nil, s.wrap("keep alive lease", strconv.FormatInt(int64(grant.ID), 16), err)
 	}
 	ss := &etcdSession{s: s, id: grant.ID, ttl: secs, cancel: cancel, done: make(chan struct{})}
+	ss.renewed.Store(asked.UnixNano())
 	if !s.goStart() {
 		cancel()
 		return nil, fmt.Errorf("metadata: new session: %w", ErrClosed)
@@ -604,6 +607,7 @@ func (s *EtcdStore) NewSession(ctx context.Context, ttl time.Duration) (Session,
 		// Drain the keep-alive responses; the channel closes when the lease expires or is
 		// revoked, the session is closed (cancel) or the client is closed.
 		for range kac {
+			ss.renewed.Store(time.Now().UnixNano())
 		}
 		close(ss.done)
 		s.wg.Done()
@@ -633,6 +637,9 @@ type etcdSession struct {
 	ttl    int64              // seconds
 	cancel context.CancelFunc // stops the keep-alive
 	done   chan struct{}      // closed when the keep-alive goroutine exits
+	// renewed is when etcd last confirmed the lease (Unix ns; the grant's request time at
+	// first).
+	renewed atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -641,6 +648,9 @@ type etcdSession struct {
 func (ss *etcdSession) ID() int64 { return int64(ss.id) }
 
 func (ss *etcdSession) Done() <-chan struct{} { return ss.done }
+
+// Renewed returns when etcd last confirmed the lease (see Renewer).
+func (ss *etcdSession) Renewed() time.Time { return time.Unix(0, ss.renewed.Load()) }
 
 func (ss *etcdSession) Put(ctx context.Context, key string, value []byte, expected Version) (Version, error) {
 	select {

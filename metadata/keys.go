@@ -28,7 +28,8 @@ import (
 //	/topics/<tenant>/<ns>/<domain>/<topic>  topic record: the topic exists (broker; JSON)
 //	/schemas/<tenant>/<ns>/<topic>/<20-digit version>  schema version of a (base) topic (JSON)
 //	/topic-feature-policies/<tenant>/<ns>/<topic>  topic-level schema and compaction policies of a (base) topic (JSON)
-//	/ownership/<tenant>/<ns>/<domain>/<topic>  ephemeral: the broker serving the topic (JSON)
+//	/namespace/<tenant>/<ns>/<0xlower_0xupper>  ephemeral: the broker owning a namespace bundle (JSON, as Pulsar's)
+//	/loadbalance/leader                ephemeral: the load manager's leader (value: BrokerInfo JSON)
 //	/brokers/available/<id>            ephemeral: broker <id> is up (value: BrokerInfo JSON)
 //	/loadbalance/leader                ephemeral: the load balance leader (value: BrokerInfo JSON)
 //	/loadbalance/brokers/<id>          ephemeral: broker <id>'s load report (value: loadmgr.Report JSON)
@@ -91,7 +92,7 @@ const (
 	PrefixTopics            = "/topics/"
 	PrefixSchemas           = "/schemas/"
 	PrefixTopicFeatures     = "/topic-feature-policies/"
-	PrefixOwnership         = "/ownership/"
+	PrefixBundleOwners      = "/namespace/"
 	PrefixBrokers           = "/brokers/available/"
 )
 
@@ -143,10 +144,14 @@ func TopicFeaturePolicyKey(tenant, ns, topic string) string {
 	return PrefixTopicFeatures + tenant + "/" + ns + "/" + topic
 }
 
-// OwnershipKey is the ephemeral key of the broker that serves a topic.
-func OwnershipKey(tenant, ns, domain, topic string) string {
-	return PrefixOwnership + tenant + "/" + ns + "/" + domain + "/" + topic
+// BundleOwnerKey is the ephemeral key of the broker that owns bundle ("0x00000000_0x40000000")
+// of namespace tenant/ns.
+func BundleOwnerKey(tenant, ns, bundle string) string {
+	return PrefixBundleOwners + tenant + "/" + ns + "/" + bundle
 }
+
+// LoadBalanceLeaderKey is the load manager leader's election key (value: BrokerInfo JSON).
+const LoadBalanceLeaderKey = "/loadbalance/leader"
 
 // BrokerKey marks broker id as up.
 func BrokerKey(id string) string { return PrefixBrokers + id }

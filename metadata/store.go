@@ -119,6 +119,14 @@ type WatchBatch struct {
 	Events []Event
 }
 
+// Renewer is implemented by sessions that know when the store last renewed their lease:
+// the lease lasts its ttl from the renewal (which came a response's delay before Renewed),
+// so a holder that counts a deadline well inside the ttl from Renewed stops using what the
+// session guards before anyone else can take it over.
+type Renewer interface {
+	Renewed() time.Time
+}
+
 // Session is a lease with keep-alive. Safe for concurrent use.
 type Session interface {
 	// ID is the lease id.

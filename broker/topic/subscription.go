@@ -399,7 +399,9 @@ func (s *Subscription) forget(c *Consumer, notify bool) {
 	if notify {
 		c.Conn.ConsumerClosed(c)
 		id, rid := c.ID, uint64(0)
-		c.Conn.Send(wrap(&pb.CommandCloseConsumer{ConsumerId: &id, RequestId: &rid}))
+		url, urlTLS := s.topic.assignedURLs()
+		c.Conn.Send(wrap(&pb.CommandCloseConsumer{ConsumerId: &id, RequestId: &rid,
+			AssignedBrokerServiceUrl: url, AssignedBrokerServiceUrlTls: urlTLS}))
 	}
 }
 

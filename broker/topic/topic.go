@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/magnetar-io/magnetar/internal/inbox"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -68,6 +69,8 @@ type Topic struct {
 	created time.Time
 	// pubBudget bounds the bytes in flight; every Publish holds len(Data) of it until done.
 	pubBudget budget
+	// assigned is where CloseTo sends the clients (nil: they look the topic up again).
+	assigned atomic.Pointer[Redirect]
 
 	// Owned by the run goroutine.
 	*topicCore
@@ -227,7 +230,9 @@ func (t *Topic) tell(o *output) {
 	case outClose:
 		p.Conn.ProducerClosed(p)
 		id, rid := p.ID, uint64(0)
-		p.Conn.Send(wrap(&pb.CommandCloseProducer{ProducerId: &id, RequestId: &rid}))
+		url, urlTLS := t.assignedURLs()
+		p.Conn.Send(wrap(&pb.CommandCloseProducer{ProducerId: &id, RequestId: &rid,
+			AssignedBrokerServiceUrl: url, AssignedBrokerServiceUrlTls: urlTLS}))
 	case outReady:
 		p.cb.Ready(o.ready)
 	case outQueued:
@@ -385,6 +390,36 @@ func (t *Topic) Close(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// Redirect names the broker a closed topic's clients reconnect to: CLOSE_PRODUCER and
+// CLOSE_CONSUMER carry its URLs as the assigned broker service URLs, so the clients connect
+// there without a lookup.
+type Redirect struct {
+	ServiceURL, ServiceURLTLS string
+}
+
+// CloseTo closes the topic as Close does, telling its producers and consumers to reconnect
+// to r (a bundle transfer).
+func (t *Topic) CloseTo(ctx context.Context, r Redirect) error {
+	t.assigned.Store(&r)
+	return t.Close(ctx)
+}
+
+// assignedURLs are the assigned broker service URLs of a CLOSE_PRODUCER or CLOSE_CONSUMER
+// (nil if CloseTo was not called). Safe on any goroutine.
+func (t *Topic) assignedURLs() (url, urlTLS *string) {
+	r := t.assigned.Load()
+	if r == nil {
+		return nil, nil
+	}
+	if r.ServiceURL != "" {
+		url = &r.ServiceURL
+	}
+	if r.ServiceURLTLS != "" {
+		urlTLS = &r.ServiceURLTLS
+	}
+	return url, urlTLS
 }
 
 // Delete deletes the topic and its data. Without force it fails with ErrNotEmpty while

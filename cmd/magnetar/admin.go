@@ -199,7 +199,7 @@ func newAdminCmd() *cobra.Command {
 	a.sec.add(c.PersistentFlags())
 	c.PersistentFlags().StringVarP(&a.out.format, "output", "o", "text", "output format: text or json")
 	c.AddCommand(newAdminTenantsCmd(a), newAdminNamespacesCmd(a), newAdminTopicsCmd(a), newAdminSubscriptionsCmd(a),
-		newAdminTransactionsCmd(a), newAdminSchemasCmd(a))
+		newAdminTransactionsCmd(a), newAdminSchemasCmd(a), newAdminBrokersCmd(a), newAdminClustersCmd(a)) // admin_cluster.go
 	return c
 }
 
@@ -305,6 +305,22 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 		return a.done(cmd, "deleted namespace "+args[0])
 	})
 	del.Flags().BoolVar(&force, "force", false, "delete the namespace's topics too")
+	var bundles int
+	create := leaf("create TENANT/NAMESPACE", "Create a namespace (--bundles: its bundle count)", 1, func(cmd *cobra.Command, args []string) error {
+		p, err := namespacePath(args[0])
+		if err != nil {
+			return err
+		}
+		var body any
+		if bundles > 0 {
+			body = map[string]any{"bundles": map[string]int{"numBundles": bundles}}
+		}
+		if err := a.do(cmd.Context(), "PUT", "/admin/v2/namespaces/"+p, body, nil); err != nil {
+			return err
+		}
+		return a.done(cmd, "created namespace "+args[0])
+	})
+	create.Flags().IntVar(&bundles, "bundles", 0, "number of bundles (default: the broker's defaultNumberOfNamespaceBundles)")
 	c.AddCommand(
 		leaf("list TENANT", "List a tenant's namespaces", 1, func(cmd *cobra.Command, args []string) error {
 			p, err := tenantPath(args[0])
@@ -328,16 +344,7 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 			}
 			return a.show(cmd, v)
 		}),
-		leaf("create TENANT/NAMESPACE", "Create a namespace", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := namespacePath(args[0])
-			if err != nil {
-				return err
-			}
-			if err := a.do(cmd.Context(), "PUT", "/admin/v2/namespaces/"+p, nil, nil); err != nil {
-				return err
-			}
-			return a.done(cmd, "created namespace "+args[0])
-		}),
+		create,
 		del,
 		leaf("topics TENANT/NAMESPACE", "List a namespace's topics", 1, func(cmd *cobra.Command, args []string) error {
 			p, err := namespacePath(args[0])
@@ -352,6 +359,7 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 		}),
 	)
 	c.AddCommand(permissionCmds(a, "namespace", namespacePermPath)...)
+	c.AddCommand(namespaceBundleCmds(a)...) // admin_cluster.go
 	return c
 }
 
@@ -511,6 +519,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 	)
 	c.AddCommand(newAdminInspectCmds(a)...)
 	c.AddCommand(permissionCmds(a, "topic", topicPermPath)...)
+	c.AddCommand(topicBundleCmd(a)) // admin_cluster.go
 	return c
 }
 

@@ -29,6 +29,7 @@ func newBrokerCmd() *cobra.Command {
 		noAutoCreate, noDedup, txnOn                                bool
 		txnCoordinators                                             int
 		sessionTTL                                                  time.Duration
+		defaultBundles                                              int
 		af                                                          authFlags
 		tf                                                          tlsFlags
 		bf                                                          bookieClientFlags
@@ -83,6 +84,7 @@ func newBrokerCmd() *cobra.Command {
 				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
 				BookieDial: bookieDial, Auth: authn, Authz: af.authorizer(), ProxyRoles: af.proxyRoles, AuthRefreshInterval: af.refresh,
 				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
+				DefaultNumberOfNamespaceBundles: defaultBundles,
 			}
 			if ts != nil && tf.listen != "" {
 				bc.ListenTLS, bc.TLS = tf.listen, ts.Config()
@@ -121,7 +123,8 @@ func newBrokerCmd() *cobra.Command {
 	f.BoolVar(&txnOn, "transaction-coordinator-enabled", false, txnFlagUsage)
 	f.IntVar(&txnCoordinators, "transaction-coordinators", 16,
 		"number of transaction coordinators (partitions of pulsar/system/transaction_coordinator_assign, fixed at first start)")
-	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its topics")
+	f.DurationVar(&sessionTTL, "session-ttl", 10*time.Second, "metadata session TTL: how long a dead broker keeps its bundles")
+	f.IntVar(&defaultBundles, "default-bundles", 4, "bundles of a namespace created without a bundle count")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	af.add(f)
 	tf.add(f, "listen-tls")
@@ -137,6 +140,7 @@ var brokerKeys = []config.Key{
 	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "advertisedAddress", Flag: "advertise", Map: advertisedOn("brokerServicePort", "6650")},
 	{Name: "clusterName", Flag: "cluster"},
+	{Name: "defaultNumberOfNamespaceBundles", Flag: "default-bundles"},
 	{Name: "managedLedgerDefaultEnsembleSize", Flag: "ensemble"},
 	{Name: "managedLedgerDefaultWriteQuorum", Flag: "write-quorum"},
 	{Name: "managedLedgerDefaultAckQuorum", Flag: "ack-quorum"},

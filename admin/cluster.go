@@ -1,0 +1,197 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/magnetar-io/magnetar/broker"
+)
+
+// BrokersService is implemented by services that share namespaces with other brokers
+// (*broker.Service does): namespace bundles, their unloading, hand-over and splitting, and
+// the brokers and their leader, as Pulsar's brokers, clusters and namespaces resources.
+type BrokersService interface {
+	LookupAuthoritative(ctx context.Context, topic string, authoritative bool) (broker.LookupResult, error)
+	TopicBundle(ctx context.Context, topic string) (string, error)
+	NamespaceBundles(ctx context.Context, ns string) (broker.BundlesData, error)
+	UnloadBundle(ctx context.Context, ns, bundle, destination string) error
+	UnloadNamespace(ctx context.Context, ns string) (map[string]broker.BrokerInfo, error)
+	SplitBundle(ctx context.Context, ns, bundle string, unload bool, algorithm string) error
+	Brokers(ctx context.Context, cluster string) ([]string, error)
+	LiveBroker(ctx context.Context, id string) (broker.BrokerInfo, error)
+	LeaderBroker(ctx context.Context) (broker.BrokerInfo, error)
+	OwnedNamespaces(ctx context.Context) map[string]broker.NamespaceOwnership
+	Healthy(ctx context.Context) error
+}
+
+var _ BrokersService = (*broker.Service)(nil)
+
+func (h *handler) clusterRoutes(cs BrokersService, route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
+	none := func(*http.Request) scope { return scope{} }
+	route("GET /admin/v2/brokers/leaderBroker", func(w http.ResponseWriter, r *http.Request) error {
+		bi, err := cs.LeaderBroker(r.Context())
+		if err != nil {
+			return err
+		}
+		return ok(w, map[string]string{"serviceUrl": bi.HTTPURL, "brokerId": bi.ID})
+	}, none)
+	route("GET /admin/v2/brokers/ready", func(w http.ResponseWriter, r *http.Request) error {
+		return h.health(w, r)
+	}, none)
+	route("GET /admin/v2/brokers", func(w http.ResponseWriter, r *http.Request) error {
+		ids, err := cs.Brokers(r.Context(), "")
+		if err != nil {
+			return err
+		}
+		return ok(w, ids)
+	}, none)
+	route("GET /admin/v2/brokers/{cluster}", func(w http.ResponseWriter, r *http.Request) error {
+		ids, err := cs.Brokers(r.Context(), r.PathValue("cluster"))
+		if err != nil {
+			return err
+		}
+		return ok(w, ids)
+	}, none)
+	route("GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces", func(w http.ResponseWriter, r *http.Request) error {
+		name := r.PathValue("broker")
+		self := h.svc.Info()
+		if name != self.ID && name != hostOf(self.HTTPURL) && name != hostOf(self.ServiceURL) {
+			bi, err := cs.LiveBroker(r.Context(), name)
+			if err != nil {
+				return restErr(http.StatusNotFound, "Broker %s not found", name)
+			}
+			return &broker.NotOwnerError{Topic: name, Owner: bi} // 307 to that broker
+		}
+		return ok(w, cs.OwnedNamespaces(r.Context()))
+	}, none)
+
+	const ns = "/admin/v2/namespaces/{tenant}/{ns}"
+	route("GET "+ns+"/bundles", func(w http.ResponseWriter, r *http.Request) error {
+		n, err := checkNamespace(r)
+		if err != nil {
+			return err
+		}
+		bd, err := cs.NamespaceBundles(r.Context(), n)
+		if err != nil {
+			return err
+		}
+		return ok(w, bd)
+	}, nsScope)
+	route("PUT "+ns+"/unload", func(w http.ResponseWriter, r *http.Request) error {
+		n, err := checkNamespace(r)
+		if err != nil {
+			return err
+		}
+		others, err := cs.UnloadNamespace(r.Context(), n)
+		if err != nil {
+			return err
+		}
+		for bundle, owner := range others { // as Pulsar: ask each bundle's owner
+			if err := forwardUnload(r, owner, n, bundle); err != nil {
+				return err
+			}
+		}
+		return noContent(w)
+	}, nsScope)
+	route("PUT "+ns+"/{bundle}/unload", func(w http.ResponseWriter, r *http.Request) error {
+		n, err := checkNamespace(r)
+		if err != nil {
+			return err
+		}
+		if err := cs.UnloadBundle(r.Context(), n, r.PathValue("bundle"), r.URL.Query().Get("destinationBroker")); err != nil {
+			return err
+		}
+		return noContent(w)
+	}, nsScope)
+	route("PUT "+ns+"/{bundle}/split", func(w http.ResponseWriter, r *http.Request) error {
+		n, err := checkNamespace(r)
+		if err != nil {
+			return err
+		}
+		unload, err := boolQuery(r, "unload")
+		if err != nil {
+			return err
+		}
+		if err := cs.SplitBundle(r.Context(), n, r.PathValue("bundle"), unload, r.URL.Query().Get("splitAlgorithmName")); err != nil {
+			return err
+		}
+		return noContent(w)
+	}, nsScope)
+
+	for _, d := range []string{"persistent", "non-persistent"} {
+		route("GET /lookup/v2/topic/"+d+"/{tenant}/{ns}/{topic}/bundle", func(w http.ResponseWriter, r *http.Request) error {
+			n, err := checkTopic(r)
+			if err != nil {
+				return err
+			}
+			b, err := cs.TopicBundle(r.Context(), n.String())
+			if err != nil {
+				return err
+			}
+			w.Header().Set("Content-Type", "text/plain")
+			_, err = fmt.Fprint(w, b)
+			return err
+		}, topicScope)
+	}
+}
+
+func hostOf(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Host
+	}
+	return ""
+}
+
+// forwardUnload asks owner to unload bundle of namespace ns, with the request's
+// credentials.
+func forwardUnload(r *http.Request, owner broker.BrokerInfo, ns, bundle string) error {
+	if owner.HTTPURL == "" {
+		return restErr(http.StatusServiceUnavailable, "bundle %s/%s is owned by %s, which has no HTTP URL", ns, bundle, owner.ID)
+	}
+	u := strings.TrimSuffix(owner.HTTPURL, "/") + "/admin/v2/namespaces/" + ns + "/" + bundle + "/unload"
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPut, u, nil)
+	if err != nil {
+		return err
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return restErr(http.StatusServiceUnavailable, "unload %s/%s on %s: %v", ns, bundle, owner.ID, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return restErr(resp.StatusCode, "unload %s/%s on %s: %s", ns, bundle, owner.ID, resp.Status)
+	}
+	return nil
+}
+
+// lookupAssigned answers an HTTP lookup with the cluster service: a bundle assigned to
+// another broker is redirected (307) there with authoritative=true, so that broker takes
+// it; otherwise it is answered with the owner.
+func (h *handler) lookupAssigned(cs BrokersService, w http.ResponseWriter, r *http.Request) error {
+	n, err := checkTopic(r)
+	if err != nil {
+		return err
+	}
+	auth, err := boolQuery(r, "authoritative")
+	if err != nil {
+		return err
+	}
+	res, err := cs.LookupAuthoritative(r.Context(), n.String(), auth)
+	if err != nil {
+		return err
+	}
+	if res.Assigned && res.HTTPURL != "" {
+		q := r.URL.Query()
+		q.Set("authoritative", "true")
+		http.Redirect(w, r, strings.TrimSuffix(res.HTTPURL, "/")+r.URL.Path+"?"+q.Encode(), http.StatusTemporaryRedirect)
+		return nil
+	}
+	return ok(w, LookupData{BrokerURL: res.ServiceURL, BrokerURLTLS: res.ServiceURLTLS, HTTPURL: res.HTTPURL,
+		HTTPURLTLS: res.HTTPURLTLS, NativeURL: res.ServiceURL})
+}

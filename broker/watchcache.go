@@ -1,0 +1,137 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// watchCache mirrors every key under a prefix of the metadata store: one goroutine lists
+// the prefix, then follows a watch from the listed revision (listing again if the watch
+// fails), so the broker answers from it what it knew while the store is unreachable. Safe
+// for concurrent use; run owns the refresh.
+type watchCache struct {
+	store  metadata.Store
+	prefix string
+	log    *slog.Logger
+
+	mu struct {
+		sync.Mutex // leaf; guards the fields below
+		synced     bool
+		kvs        map[string]metadata.KV
+		changed    chan struct{} // closed and replaced on every change
+	}
+}
+
+func newWatchCache(store metadata.Store, prefix string, log *slog.Logger) *watchCache {
+	c := &watchCache{store: store, prefix: prefix, log: log}
+	c.mu.kvs = map[string]metadata.KV{}
+	c.mu.changed = make(chan struct{})
+	return c
+}
+
+// run keeps the cache current until ctx ends.
+func (c *watchCache) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		kvs, rev, err := c.store.List(ctx, c.prefix)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond): // the store is unreachable: retry
+			}
+			continue
+		}
+		c.mu.Lock()
+		c.mu.kvs = make(map[string]metadata.KV, len(kvs))
+		for _, kv := range kvs {
+			c.mu.kvs[kv.Key] = kv
+		}
+		c.mu.synced = true
+		c.notifyLocked()
+		c.mu.Unlock()
+		w := c.store.Watch(ctx, c.prefix, rev+1)
+		for b := range w.C {
+			c.mu.Lock()
+			for _, ev := range b.Events {
+				if ev.Type == metadata.EventDelete {
+					delete(c.mu.kvs, ev.KV.Key)
+				} else {
+					c.mu.kvs[ev.KV.Key] = ev.KV
+				}
+			}
+			c.notifyLocked()
+			c.mu.Unlock()
+		}
+		if err := w.Err(); err != nil && ctx.Err() == nil {
+			c.log.Debug("metadata watch ended: listing again", "prefix", c.prefix, "err", err)
+		}
+	}
+}
+
+func (c *watchCache) notifyLocked() {
+	close(c.mu.changed)
+	c.mu.changed = make(chan struct{})
+}
+
+// get returns the cached key; synced is false until the first listing arrived.
+func (c *watchCache) get(key string) (kv metadata.KV, found, synced bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kv, found = c.mu.kvs[key]
+	return kv, found, c.mu.synced
+}
+
+// list returns the cached keys under prefix (which must be under the cache's prefix).
+func (c *watchCache) list(prefix string) []metadata.KV {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []metadata.KV
+	for k, kv := range c.mu.kvs {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// changed is closed at the next change of the cache.
+func (c *watchCache) changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.changed
+}
+
+// read returns key from the cache if it holds it; otherwise (absent, or not synced yet) from
+// the store, bounded by d so that an unreachable store fails fast with ErrServiceNotReady
+// instead of holding the caller. A key absent from the store is metadata.ErrNotFound.
+func (c *watchCache) read(ctx context.Context, key string, d time.Duration) (metadata.KV, error) {
+	if kv, found, _ := c.get(key); found {
+		return kv, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	kv, err := c.store.Get(ctx, key)
+	if err != nil && ctx.Err() != nil {
+		return kv, errStoreUnreachable(key, err)
+	}
+	return kv, err
+}
+
+// waitVersion waits until the cache holds key at version v or later.
+func (c *watchCache) waitVersion(ctx context.Context, key string, v metadata.Version) error {
+	for {
+		ch := c.changed()
+		if kv, found, _ := c.get(key); found && kv.Version >= v {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
