@@ -150,13 +150,11 @@ func BundleOwnerKey(tenant, ns, bundle string) string {
 	return PrefixBundleOwners + tenant + "/" + ns + "/" + bundle
 }
 
-// LoadBalanceLeaderKey is the load manager leader's election key (value: BrokerInfo JSON).
-const LoadBalanceLeaderKey = "/loadbalance/leader"
-
 // BrokerKey marks broker id as up.
 func BrokerKey(id string) string { return PrefixBrokers + id }
 
-// Load manager (broker/loadmgr): the elected leader and every broker's load report.
+// Load manager (broker/loadmgr): the elected leader (value: BrokerInfo JSON) and every
+// broker's load report.
 const (
 	PrefixLoadBalance    = "/loadbalance/"
 	LoadBalanceLeaderKey = "/loadbalance/leader"
