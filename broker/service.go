@@ -45,7 +45,10 @@ type Service struct {
 	// compactors maps loaded persistent topics' names to their *compaction.Manager
 	// (compaction.go).
 	compactors sync.Map
-	closers    []func() // what Start created, closed in reverse order
+	// applied maps loaded topics' names to the policies in force on them (resolved,
+	// policyapply.go).
+	applied sync.Map
+	closers []func() // what Start created, closed in reverse order
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -135,13 +138,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.mu.session = sess
 
-	s.wg.Add(2) // keepSession, compactionMonitor
+	s.wg.Add(3) // keepSession, compactionMonitor, policyMonitor
 	for _, l := range s.listeners() {
 		s.wg.Add(1)
 		go s.acceptLoop(l)
 	}
 	go s.keepSession()
 	go s.compactionMonitor()
+	go s.policyMonitor()
 	ok = true
 	s.log.Info("broker started", "listen", s.Addr().String(), "serviceUrl", s.info.ServiceURL,
 		"serviceUrlTls", s.info.ServiceURLTLS, "id", bid)
@@ -446,7 +450,14 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 			s.release(name)
 		}
 	}()
+	pols, err := s.resolve(ctx, name) // policies in force (policyapply.go)
+	if err != nil {
+		return nil, err
+	}
 	if !exists {
+		if err := s.checkTopicCount(ctx, name, pols); err != nil {
+			return nil, err
+		}
 		if err := s.res.createTopicRecord(ctx, name); err != nil && !errors.Is(err, ErrAlreadyExists) {
 			return nil, err
 		}
@@ -458,7 +469,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		log, err = s.cfg.OpenLog(ctx, name.ManagedLedgerName())
 	} else {
 		var ml *mledger.ManagedLedger
-		if ml, err = s.factory.Open(ctx, name.ManagedLedgerName(), s.cfg.ManagedLedger); err == nil {
+		if ml, err = s.factory.Open(ctx, name.ManagedLedgerName(), s.managedLedgerConfig(pols)); err == nil {
 			log = newMLog(ml)
 		}
 	}
@@ -466,8 +477,8 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		return nil, fmt.Errorf("open managed ledger of %s: %w", name, err)
 	}
 	dedup := !s.cfg.DisableDeduplication
-	if pol.Deduplication != nil {
-		dedup = *pol.Deduplication
+	if pols.dedup != nil {
+		dedup = *pols.dedup
 	}
 	dedup = dedup && name.IsPersistent()
 	tcfg := topic.Config{
@@ -498,6 +509,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		cancel()
 		return nil, err
 	}
+	s.applyPolicies(ctx, t, pols)
 	release = false
 	return t, nil
 }

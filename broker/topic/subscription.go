@@ -52,6 +52,7 @@ type Subscription struct {
 	resetDone       func(error)  // the seek in progress
 	pa              *pendingAcks // transactional acknowledgements (nil: transactions off or non-durable)
 	closeWait       []func()
+	maxConsumers    int // 0: unlimited (policy.go)
 
 	msgsOut, bytesOut int64
 	rateOut           rate
@@ -364,6 +365,9 @@ func (s *Subscription) addConsumer(c *Consumer, done func(error)) {
 func (s *Subscription) attach(c *Consumer) error {
 	if s.state != SubActive {
 		return ErrClosed
+	}
+	if s.maxConsumers > 0 && len(s.consumers) >= s.maxConsumers {
+		return fmt.Errorf("%w: Subscription reached max consumers limit", ErrConsumerBusy)
 	}
 	spec := dispatch.ConsumerSpec{Type: c.Type, Name: c.Name, Priority: c.Priority}
 	if c.Type == pb.CommandSubscribe_Key_Shared {
@@ -695,6 +699,9 @@ func (s *Subscription) Stats(ctx context.Context) (SubscriptionStats, error) {
 		st.MsgBacklogNoDelayed = max(ci.Backlog-st.MsgDelayed, 0)
 		st.NonContiguousDeletedMessagesRanges = ci.AckedRanges
 		st.MsgDropped, st.MsgDropRate = ci.Dropped, ci.DropRate
+		if ls, err := s.topic.log.Stats(ctx); err == nil && ci.Backlog > 0 {
+			st.BacklogSize = backlogBytes(ls, ci.MarkDelete)
+		}
 	}
 	return st, nil
 }
@@ -709,6 +716,7 @@ func (s *Subscription) stats() SubscriptionStats {
 	}
 	st.MsgRateOut, st.MsgThroughputOut = s.rateOut.rates(now)
 	st.MsgRateRedeliver, _ = s.redeliv.rates(now)
+	st.BlockedSubscriptionOnUnackedMsgs = s.d.Blocked(0)
 	if id, ok := s.d.Active(); ok && s.consumers[id] != nil {
 		st.ActiveConsumerName = s.consumers[id].Name
 	}
@@ -726,6 +734,7 @@ func (s *Subscription) stats() SubscriptionStats {
 		cs.MsgRateOut, cs.MsgThroughputOut = c.rateOut.rates(now)
 		cs.MsgRateRedeliver, _ = c.redeliv.rates(now)
 		cs.KeyHashRanges = s.d.RangesOf(c.cid)
+		cs.BlockedConsumerOnUnackedMsgs = s.d.Blocked(c.cid)
 		st.UnackedMessages += int64(unacked)
 		st.Consumers = append(st.Consumers, cs)
 	}

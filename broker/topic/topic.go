@@ -79,6 +79,12 @@ type Topic struct {
 	closeErr      error
 	deleting      bool
 	closingSubs   int
+	// Publish throttling (policy.go): the rate buckets, the SENDs held in arrival order,
+	// the timer that releases them, and how often throttling started.
+	msgLimit, byteLimit tokenBucket
+	throttled           []heldSend
+	throttleTimer       *time.Timer
+	rateLimited         int64
 }
 
 // Open loads a topic on its managed ledger: it recovers the deduplication state (the last
@@ -434,6 +440,7 @@ func (t *Topic) startClose(del bool, done func(error)) {
 		return
 	}
 	t.closeProducers(ErrClosed)
+	t.flushThrottled()
 	t.closeTxn()
 	for name, ws := range t.opening {
 		for _, w := range ws {
