@@ -352,6 +352,7 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 		}),
 	)
 	c.AddCommand(permissionCmds(a, "namespace", namespacePermPath)...)
+	c.AddCommand(policyCommands(a, false)...) // admin_policies.go
 	return c
 }
 
@@ -511,6 +512,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 	)
 	c.AddCommand(newAdminInspectCmds(a)...)
 	c.AddCommand(permissionCmds(a, "topic", topicPermPath)...)
+	c.AddCommand(policyCommands(a, true)...) // admin_policies.go
 	return c
 }
 
