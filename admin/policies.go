@@ -36,103 +36,84 @@ type PolicyService interface {
 
 var _ PolicyService = (*broker.Service)(nil)
 
+// policyLevel is the namespace or the topic level of the policy paths.
+type policyLevel struct {
+	prefix string
+	paths  []string
+	scope  func(r *http.Request) scope
+	name   func(r *http.Request) (string, error)
+	get    func(ctx context.Context, name, path string, applied bool) (json.RawMessage, error)
+	set    func(ctx context.Context, name, path, qualifier string, body []byte) error
+	remove func(ctx context.Context, name, path, qualifier string) error
+}
+
 func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
 	ps, isPolicy := h.svc.(PolicyService)
 	if !isPolicy {
 		return
 	}
-	const ns = "/admin/v2/namespaces/{tenant}/{ns}/"
 	const tp = "/admin/v2/persistent/{tenant}/{ns}/{topic}/"
-	getPath := func(path string) string {
-		if path == "backlogQuota" {
-			return "backlogQuotaMap"
-		}
-		return path
+	levels := []policyLevel{
+		{prefix: "/admin/v2/namespaces/{tenant}/{ns}/", paths: broker.NamespacePolicyPaths(), scope: nsScope, name: checkNamespace,
+			get: func(ctx context.Context, ns, path string, _ bool) (json.RawMessage, error) {
+				return ps.NamespacePolicy(ctx, ns, path)
+			},
+			set: ps.SetNamespacePolicy, remove: ps.RemoveNamespacePolicy},
+		{prefix: tp, paths: broker.TopicPolicyPaths(), scope: topicScope,
+			name: func(r *http.Request) (string, error) {
+				n, err := checkTopic(r)
+				return n.String(), err
+			},
+			get: ps.TopicPolicy, set: ps.SetTopicPolicy, remove: ps.RemoveTopicPolicy},
 	}
-	for _, path := range broker.NamespacePolicyPaths() {
-		route("GET "+ns+getPath(path), func(w http.ResponseWriter, r *http.Request) error {
-			n, err := checkNamespace(r)
-			if err != nil {
-				return err
+	for _, lv := range levels {
+		for _, path := range lv.paths {
+			getPath := path
+			if path == "backlogQuota" {
+				getPath = "backlogQuotaMap"
 			}
-			v, err := ps.NamespacePolicy(r.Context(), n, path)
-			if err != nil {
-				return err
+			route("GET "+lv.prefix+getPath, func(w http.ResponseWriter, r *http.Request) error {
+				name, err := lv.name(r)
+				if err != nil {
+					return err
+				}
+				applied, err := boolQuery(r, "applied")
+				if err != nil {
+					return err
+				}
+				v, err := lv.get(r.Context(), name, path, applied)
+				if err != nil {
+					return err
+				}
+				return ok(w, v)
+			}, lv.scope)
+			change := func(w http.ResponseWriter, r *http.Request) error {
+				name, err := lv.name(r)
+				if err != nil {
+					return err
+				}
+				q := r.URL.Query().Get("backlogQuotaType")
+				if r.Method == http.MethodDelete {
+					err = lv.remove(r.Context(), name, path, q)
+				} else {
+					var body []byte
+					if body, err = readBody(r); err != nil {
+						return err
+					}
+					if ttl := r.URL.Query().Get("messageTTL"); path == "messageTTL" && len(body) == 0 && ttl != "" {
+						body = []byte(ttl) // the topic form takes a query parameter
+					}
+					err = lv.set(r.Context(), name, path, q, body)
+				}
+				if err != nil {
+					return err
+				}
+				return noContent(w)
 			}
-			return ok(w, v)
-		}, nsScope)
-		set := func(w http.ResponseWriter, r *http.Request) error {
-			n, err := checkNamespace(r)
-			if err != nil {
-				return err
+			for _, m := range []string{"POST ", "PUT ", "DELETE "} {
+				route(m+lv.prefix+path, change, lv.scope)
 			}
-			body, err := readBody(r)
-			if err != nil {
-				return err
-			}
-			if err := ps.SetNamespacePolicy(r.Context(), n, path, r.URL.Query().Get("backlogQuotaType"), body); err != nil {
-				return err
-			}
-			return noContent(w)
 		}
-		route("POST "+ns+path, set, nsScope)
-		route("PUT "+ns+path, set, nsScope)
-		route("DELETE "+ns+path, func(w http.ResponseWriter, r *http.Request) error {
-			n, err := checkNamespace(r)
-			if err != nil {
-				return err
-			}
-			if err := ps.RemoveNamespacePolicy(r.Context(), n, path, r.URL.Query().Get("backlogQuotaType")); err != nil {
-				return err
-			}
-			return noContent(w)
-		}, nsScope)
-	}
-	for _, path := range broker.TopicPolicyPaths() {
-		route("GET "+tp+getPath(path), func(w http.ResponseWriter, r *http.Request) error {
-			n, err := checkTopic(r)
-			if err != nil {
-				return err
-			}
-			applied, err := boolQuery(r, "applied")
-			if err != nil {
-				return err
-			}
-			v, err := ps.TopicPolicy(r.Context(), n.String(), path, applied)
-			if err != nil {
-				return err
-			}
-			return ok(w, v)
-		}, topicScope)
-		set := func(w http.ResponseWriter, r *http.Request) error {
-			n, err := checkTopic(r)
-			if err != nil {
-				return err
-			}
-			body, err := readBody(r)
-			if err != nil {
-				return err
-			}
-			if q := r.URL.Query().Get("messageTTL"); path == "messageTTL" && len(body) == 0 && q != "" {
-				body = []byte(q)
-			}
-			if err := ps.SetTopicPolicy(r.Context(), n.String(), path, r.URL.Query().Get("backlogQuotaType"), body); err != nil {
-				return err
-			}
-			return noContent(w)
-		}
-		route("POST "+tp+path, set, topicScope)
-		route("PUT "+tp+path, set, topicScope)
-		route("DELETE "+tp+path, func(w http.ResponseWriter, r *http.Request) error {
-			n, err := checkTopic(r)
-			if err != nil {
-				return err
-			}
-			if err := ps.RemoveTopicPolicy(r.Context(), n.String(), path, r.URL.Query().Get("backlogQuotaType")); err != nil {
-				return err
-			}
-			return noContent(w)
-		}, topicScope)
 	}
 	route("POST "+tp+"subscription/{sub}/expireMessages/{seconds}", h.expire(ps), topicScope)
 	route("POST "+tp+"all_subscription/expireMessages/{seconds}", h.expire(ps), topicScope)

@@ -181,36 +181,37 @@ func decodeAs[T any](b []byte) (any, error) {
 }
 
 func nonNegative(name string) func([]byte) (any, error) {
+	return checked(func(v *int64) error {
+		if *v < 0 {
+			return invalid("%s must be 0 or more", name)
+		}
+		return nil
+	})
+}
+
+// checked decodes a body into a T and checks (and may normalize) it with ok.
+func checked[T any](ok func(*T) error) func([]byte) (any, error) {
 	return func(b []byte) (any, error) {
-		v, err := decodeAs[int64](b)
+		v, err := decodeAs[T](b)
 		if err != nil {
 			return nil, err
 		}
-		if v.(int64) < 0 {
-			return nil, invalid("%s must be 0 or more", name)
+		t := v.(T)
+		if err := ok(&t); err != nil {
+			return nil, err
 		}
-		return v, nil
+		return t, nil
 	}
 }
 
-func checkRetention(b []byte) (any, error) {
-	v, err := decodeAs[RetentionPolicies](b)
-	if err != nil {
-		return nil, err
-	}
-	r := v.(RetentionPolicies)
+var checkRetention = checked(func(r *RetentionPolicies) error {
 	if r.RetentionTimeInMinutes < -1 || r.RetentionSizeInMB < -1 {
-		return nil, invalid("retention time and size must be -1 (infinite) or more")
+		return invalid("retention time and size must be -1 (infinite) or more")
 	}
-	return r, nil
-}
+	return nil
+})
 
-func checkBacklogQuota(b []byte) (any, error) {
-	v, err := decodeAs[BacklogQuota](b)
-	if err != nil {
-		return nil, err
-	}
-	q := v.(BacklogQuota)
+var checkBacklogQuota = checked(func(q *BacklogQuota) error {
 	if q.Limit != nil {
 		if q.LimitSize == 0 {
 			q.LimitSize = *q.Limit
@@ -220,108 +221,76 @@ func checkBacklogQuota(b []byte) (any, error) {
 	switch q.Policy {
 	case QuotaProducerRequestHold, QuotaProducerException, QuotaConsumerBacklogEviction:
 	default:
-		return nil, invalid("unknown backlog quota policy %q", q.Policy)
+		return invalid("unknown backlog quota policy %q", q.Policy)
 	}
 	if q.LimitSize < -1 || q.LimitTime < -1 {
-		return nil, invalid("backlog quota limits must be -1 (none) or more")
+		return invalid("backlog quota limits must be -1 (none) or more")
 	}
-	return q, nil
-}
+	return nil
+})
 
-func checkPublishRate(b []byte) (any, error) {
-	v, err := decodeAs[PublishRate](b)
-	if err != nil {
-		return nil, err
-	}
-	r := v.(PublishRate)
+var checkPublishRate = checked(func(r *PublishRate) error {
 	if r.PublishThrottlingRateInMsg < -1 || r.PublishThrottlingRateInByte < -1 {
-		return nil, invalid("publish rates must be -1 (unlimited) or more")
+		return invalid("publish rates must be -1 (unlimited) or more")
 	}
-	return r, nil
-}
+	return nil
+})
 
-func checkDispatchRate(b []byte) (any, error) {
-	v, err := decodeAs[DispatchRate](b)
-	if err != nil {
-		return nil, err
-	}
-	r := v.(DispatchRate)
+var checkDispatchRate = checked(func(r *DispatchRate) error {
 	if r.DispatchThrottlingRateInMsg < -1 || r.DispatchThrottlingRateInByte < -1 || r.RatePeriodInSecond < 0 {
-		return nil, invalid("dispatch rates must be -1 (unlimited) or more")
+		return invalid("dispatch rates must be -1 (unlimited) or more")
 	}
-	return r, nil
-}
+	return nil
+})
 
-func checkSubscribeRate(b []byte) (any, error) {
-	v, err := decodeAs[SubscribeRate](b)
-	if err != nil {
-		return nil, err
+var checkSubscribeRate = checked(func(r *SubscribeRate) error {
+	if r.SubscribeThrottlingRatePerConsumer < -1 || r.RatePeriodInSecond < 0 {
+		return invalid("subscribe rate must be -1 (unlimited) or more")
 	}
-	if r := v.(SubscribeRate); r.SubscribeThrottlingRatePerConsumer < -1 || r.RatePeriodInSecond < 0 {
-		return nil, invalid("subscribe rate must be -1 (unlimited) or more")
-	}
-	return v, nil
-}
+	return nil
+})
 
-func checkInactive(b []byte) (any, error) {
-	v, err := decodeAs[InactiveTopicPolicies](b)
-	if err != nil {
-		return nil, err
-	}
-	p := v.(InactiveTopicPolicies)
+var checkInactive = checked(func(p *InactiveTopicPolicies) error {
 	switch p.InactiveTopicDeleteMode {
 	case "delete_when_no_subscriptions", "delete_when_subscriptions_caught_up":
 	default:
-		return nil, invalid("unknown inactiveTopicDeleteMode %q", p.InactiveTopicDeleteMode)
+		return invalid("unknown inactiveTopicDeleteMode %q", p.InactiveTopicDeleteMode)
 	}
 	if p.MaxInactiveDurationSeconds < 0 {
-		return nil, invalid("maxInactiveDurationSeconds must be 0 or more")
+		return invalid("maxInactiveDurationSeconds must be 0 or more")
 	}
-	return p, nil
-}
+	return nil
+})
 
-func checkAutoTopicCreation(b []byte) (any, error) {
-	v, err := decodeAs[AutoTopicCreationOverride](b)
-	if err != nil {
-		return nil, err
-	}
-	a := v.(AutoTopicCreationOverride)
+var checkAutoTopicCreation = checked(func(a *AutoTopicCreationOverride) error {
 	switch a.TopicType {
 	case "non-partitioned", "":
 		a.TopicType = "non-partitioned"
 	case "partitioned":
 		if a.DefaultNumPartitions == nil || *a.DefaultNumPartitions < 1 {
-			return nil, invalid("defaultNumPartitions must be 1 or more for partitioned topics")
+			return invalid("defaultNumPartitions must be 1 or more for partitioned topics")
 		}
 	default:
-		return nil, invalid("unknown topicType %q", a.TopicType)
+		return invalid("unknown topicType %q", a.TopicType)
 	}
-	return a, nil
-}
+	return nil
+})
 
-func checkDelayed(b []byte) (any, error) {
-	v, err := decodeAs[DelayedDeliveryPolicies](b)
-	if err != nil {
-		return nil, err
+var checkDelayed = checked(func(d *DelayedDeliveryPolicies) error {
+	if d.TickTime < 0 || d.MaxDeliveryDelayInMillis < 0 {
+		return invalid("delayed delivery times must be 0 or more")
 	}
-	if d := v.(DelayedDeliveryPolicies); d.TickTime < 0 || d.MaxDeliveryDelayInMillis < 0 {
-		return nil, invalid("delayed delivery times must be 0 or more")
-	}
-	return v, nil
-}
+	return nil
+})
 
-func checkPersistence(b []byte) (any, error) {
-	v, err := decodeAs[PersistencePolicies](b)
-	if err != nil {
-		return nil, err
-	}
-	p := v.(PersistencePolicies)
+var checkPersistence = checked(func(p *PersistencePolicies) error {
 	if p.BookkeeperAckQuorum < 1 || p.BookkeeperWriteQuorum < p.BookkeeperAckQuorum || p.BookkeeperEnsemble < p.BookkeeperWriteQuorum ||
 		p.ManagedLedgerMaxMarkDeleteRate < 0 {
-		return nil, invalid("persistence needs an ack quorum of 1 or more, a write quorum of at least the ack quorum, an ensemble of at least the write quorum and a mark-delete rate of 0 or more")
+		return invalid("persistence needs an ack quorum of 1 or more, a write quorum of at least the ack quorum, " +
+			"an ensemble of at least the write quorum and a mark-delete rate of 0 or more")
 	}
-	return p, nil
-}
+	return nil
+})
 
 // backlogQuotaType checks a backlogQuotaType parameter ("": destination_storage).
 func backlogQuotaType(q string) (string, error) {

@@ -286,20 +286,8 @@ func (s *Service) Close() error {
 }
 
 func (s *Service) unloadAll(ctx context.Context) {
-	s.mu.Lock()
-	var ts []*topic.Topic
-	for _, e := range s.mu.topics {
-		select {
-		case <-e.ready:
-			if e.t != nil {
-				ts = append(ts, e.t)
-			}
-		default:
-		}
-	}
-	s.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, t := range ts {
+	for _, t := range s.loadedTopics() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
