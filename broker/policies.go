@@ -367,13 +367,14 @@ func (r policyRecord) set(p *policy, key, qualifier string, v any) error {
 	return err
 }
 
-// value is the stored value of p at a level (nil: none); per-cluster values are unwrapped.
+// value is the stored value of p at a level (nil: none); at namespace level (cluster set),
+// per-cluster values are unwrapped.
 func (r policyRecord) value(p *policy, key, cluster string) json.RawMessage {
 	v := r[key]
 	if len(v) == 0 || bytes.Equal(v, []byte("null")) {
 		return nil
 	}
-	if p.perCluster && key == p.nsKey {
+	if p.perCluster && cluster != "" {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(v, &m) != nil {
 			return nil

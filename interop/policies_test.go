@@ -617,3 +617,54 @@ func TestPolicyInactiveTopic(t *testing.T) {
 		t.Fatalf("deleted after %v of inactivity, before maxInactiveDurationSeconds", d)
 	}
 }
+
+// TestPolicyDispatchRate: a subscription dispatch rate slows a consumer down (its backlog of
+// 100 takes at least a second at 50 msg/s) and loses nothing.
+func TestPolicyDispatchRate(t *testing.T) {
+	c := newPolicyCluster(t, nil)
+	a := c.admin()
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic := topicName(t)
+	tn := mustTopic(t, topic)
+	if err := a.Topics().Create(tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Subscriptions().Create(tn, "s", utils.Earliest); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Topics().SetSubscriptionDispatchRate(tn, utils.DispatchRateData{DispatchThrottlingRateInMsg: 50,
+		DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := 0; i < 100; i++ {
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	start := time.Now()
+	for i := 0; i < 100; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Payload()) != fmt.Sprint(i) {
+			t.Fatalf("message %d: %q", i, m.Payload())
+		}
+		cons.Ack(m) //nolint:errcheck // acks are not what is tested
+	}
+	if d := time.Since(start); d < 1500*time.Millisecond {
+		t.Fatalf("100 messages at 50 msg/s took %v", d)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
@@ -26,6 +27,11 @@ type Policies struct {
 	// PublishRateMsgs and PublishRateBytes bound what the topic takes per second: beyond
 	// them SENDs wait (their connections' pending budgets fill and reading stops).
 	PublishRateMsgs, PublishRateBytes int64
+	// DispatchRateMsgs and DispatchRateBytes bound what the topic's subscriptions together
+	// dispatch per second, SubDispatchRateMsgs and SubDispatchRateBytes what each one does:
+	// beyond them cursor reads wait (nothing is dropped).
+	DispatchRateMsgs, DispatchRateBytes       int64
+	SubDispatchRateMsgs, SubDispatchRateBytes int64
 	// BacklogQuotaLimitSize (bytes) and BacklogQuotaLimitTime (seconds) are shown in the
 	// statistics (-1: none); the broker's backlog-quota checker enforces them.
 	BacklogQuotaLimitSize, BacklogQuotaLimitTime int64
@@ -59,6 +65,11 @@ func (t *Topic) SetPolicies(p Policies) {
 		now := time.Now().UnixNano()
 		t.msgLimit.set(p.PublishRateMsgs, now)
 		t.byteLimit.set(p.PublishRateBytes, now)
+		t.dispatch.Lock()
+		t.dispatch.msgs.set(p.DispatchRateMsgs, now)
+		t.dispatch.bytes.set(p.DispatchRateBytes, now)
+		t.dispatch.on.Store(p.DispatchRateMsgs > 0 || p.DispatchRateBytes > 0)
+		t.dispatch.Unlock()
 		for _, s := range t.subs {
 			s.setPolicies(p)
 		}
@@ -120,6 +131,9 @@ func (t *Topic) admitSubscribe(sub string) error {
 // setPolicies applies the subscription's part of p (an event for its goroutine).
 func (s *Subscription) setPolicies(p Policies) {
 	s.post(func() {
+		now := time.Now().UnixNano()
+		s.dispMsgs.set(p.SubDispatchRateMsgs, now)
+		s.dispBytes.set(p.SubDispatchRateBytes, now)
 		s.maxConsumers = p.MaxConsumersPerSubscription
 		s.d.SetUnackedLimits(p.MaxUnackedPerConsumer, p.MaxUnackedPerSubscription)
 		s.flush()
@@ -143,10 +157,14 @@ type tokenBucket struct {
 }
 
 func (b *tokenBucket) set(rate, now int64) {
-	b.rate, b.last = float64(rate), now
-	b.tokens = min(b.tokens, b.burst())
-	if b.tokens == 0 {
-		b.tokens = b.burst()
+	b.rate, b.last = float64(max(rate, 0)), now
+	b.tokens = b.burst()
+}
+
+// spend takes n units (a bucket that is off stays full).
+func (b *tokenBucket) spend(n float64) {
+	if b.rate > 0 {
+		b.tokens -= n
 	}
 }
 
@@ -204,12 +222,8 @@ func (t *Topic) admitRate(m Message, now int64) bool {
 			return false
 		}
 	}
-	if t.msgLimit.rate > 0 {
-		t.msgLimit.tokens -= float64(max(m.NumMessages, 1))
-	}
-	if t.byteLimit.rate > 0 {
-		t.byteLimit.tokens -= float64(len(m.Data))
-	}
+	t.msgLimit.spend(float64(max(m.NumMessages, 1)))
+	t.byteLimit.spend(float64(len(m.Data)))
 	return true
 }
 
@@ -246,6 +260,99 @@ func (t *Topic) releaseThrottled() {
 	}
 	t.armThrottle()
 }
+
+// Dispatch throttling.
+
+// gateRead starts cursor read r now if the dispatch rates allow it (fewer entries if they
+// allow fewer), else holds it until they do: the consumers' permits wait, nothing is
+// dropped.
+func (s *Subscription) gateRead(r dispatch.Read) {
+	t := s.topic
+	if s.dispMsgs.rate == 0 && s.dispBytes.rate == 0 && !t.dispatchLimited() {
+		s.startRead(r)
+		return
+	}
+	now := time.Now().UnixNano()
+	allow, wait := s.dispatchAllowance(now)
+	if allow <= 0 {
+		s.heldRead = &r
+		if s.readTimer == nil {
+			s.readTimer = time.AfterFunc(max(wait, time.Millisecond), func() { s.post(s.releaseRead) })
+		}
+		return
+	}
+	r.N = max(min(r.N, allow), 1)
+	s.startRead(r)
+}
+
+func (s *Subscription) releaseRead() {
+	s.readTimer = nil
+	if r := s.heldRead; r != nil {
+		s.heldRead = nil
+		s.gateRead(*r)
+	}
+}
+
+// cancelRead cancels the read in flight, or completes a held one as cancelled.
+func (s *Subscription) cancelRead() {
+	if s.readCancel != nil {
+		s.readCancel()
+	}
+	if r := s.heldRead; r != nil {
+		s.heldRead = nil
+		s.post(func() {
+			s.d.ReadDone(r.Epoch, nil, dispatch.ReadIdle, time.Now().UnixMilli())
+			s.flush()
+		})
+	}
+}
+
+// dispatchAllowance is how many entries the rates allow now (<= 0: none), and if none, how
+// long until they do.
+func (s *Subscription) dispatchAllowance(now int64) (int, time.Duration) {
+	allow, wait := 1<<30, time.Duration(0)
+	take := func(b *tokenBucket, counts bool) {
+		if b.rate == 0 {
+			return
+		}
+		b.refill(now)
+		if b.tokens <= 0 {
+			allow, wait = 0, max(wait, b.wait())
+		} else if counts {
+			allow = min(allow, int(b.tokens+0.999))
+		}
+	}
+	take(&s.dispMsgs, true)
+	take(&s.dispBytes, false)
+	t := s.topic
+	t.dispatch.Lock()
+	take(&t.dispatch.msgs, true)
+	take(&t.dispatch.bytes, false)
+	t.dispatch.Unlock()
+	return allow, wait
+}
+
+// spendDispatch takes what a read brought from the dispatch rates' buckets.
+func (s *Subscription) spendDispatch(es []dispatch.Entry) {
+	t := s.topic
+	if s.dispMsgs.rate == 0 && s.dispBytes.rate == 0 && !t.dispatchLimited() {
+		return
+	}
+	var msgs, bytes float64
+	for _, e := range es {
+		msgs += float64(max(e.Info.Msgs, 1))
+		bytes += float64(len(e.Data))
+	}
+	s.dispMsgs.spend(msgs)
+	s.dispBytes.spend(bytes)
+	t.dispatch.Lock()
+	t.dispatch.msgs.spend(msgs)
+	t.dispatch.bytes.spend(bytes)
+	t.dispatch.Unlock()
+}
+
+// dispatchLimited reports whether the topic has a dispatch rate (any goroutine).
+func (t *Topic) dispatchLimited() bool { return t.dispatch.on.Load() }
 
 // Message expiry.
 

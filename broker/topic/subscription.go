@@ -53,6 +53,11 @@ type Subscription struct {
 	pa              *pendingAcks // transactional acknowledgements (nil: transactions off or non-durable)
 	closeWait       []func()
 	maxConsumers    int // 0: unlimited (policy.go)
+	// The subscription dispatch rate (policy.go): its buckets, and the cursor read held
+	// back until they allow it, with the timer that retries it.
+	dispMsgs, dispBytes tokenBucket
+	heldRead            *dispatch.Read
+	readTimer           *time.Timer
 
 	msgsOut, bytesOut int64
 	rateOut           rate
@@ -152,11 +157,11 @@ func (s *Subscription) flush() {
 			c.Conn.Send(wrap(&pb.CommandActiveConsumerChange{ConsumerId: &id, IsActive: &on}))
 		}
 	}
-	if r.CancelRead && s.readCancel != nil {
-		s.readCancel()
+	if r.CancelRead {
+		s.cancelRead()
 	}
 	if r.Read != nil {
-		s.startRead(*r.Read)
+		s.gateRead(*r.Read) // policy.go: the dispatch rate
 	}
 	if r.Replay != nil {
 		s.startReplay(*r.Replay)
@@ -234,6 +239,7 @@ func (s *Subscription) startRead(r dispatch.Read) {
 			if check {
 				s.partialsChecked, s.cursorPartials = true, partials
 			}
+			s.spendDispatch(entries)
 			s.d.ReadDone(r.Epoch, entries, s.readStatus(err, "cursor read failed"), time.Now().UnixMilli())
 			s.flush()
 		})

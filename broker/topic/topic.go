@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"github.com/magnetar-io/magnetar/internal/inbox"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -85,6 +87,12 @@ type Topic struct {
 	throttled           []heldSend
 	throttleTimer       *time.Timer
 	rateLimited         int64
+	// dispatch is the topic dispatch rate, shared by the subscriptions' goroutines.
+	dispatch struct {
+		sync.Mutex
+		msgs, bytes tokenBucket
+		on          atomic.Bool // a rate is set (read without the mutex)
+	}
 }
 
 // Open loads a topic on its managed ledger: it recovers the deduplication state (the last
