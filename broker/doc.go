@@ -205,9 +205,13 @@
 // producers (ProducerBusy "Topic '…' reached max producers limit"), max consumers per topic
 // and per subscription (ConsumerBusy), max subscriptions (NotAllowedError), max message
 // size (SEND_ERROR NotAllowedError), max unacknowledged messages per consumer and per
-// subscription (the dispatcher stops at the limit until acks come) and the publish rate
+// subscription (the dispatcher stops at the limit until acks come), the publish rate
 // (token buckets; SENDs beyond it wait in order, holding their connection's pending budget,
-// so the connection stops reading: backpressure, never dropping). policyMonitor, every
+// so the connection stops reading: backpressure, never dropping), the topic and
+// subscription dispatch rates (cursor reads wait; permits are kept), auto subscription
+// creation off (SubscriptionNotFound) and delayed delivery off (deliver_at_time ignored);
+// auto topic creation (allowed or not; the partitioned type is not applied) when a topic
+// loads. policyMonitor, every
 // Config.Policies interval, checks backlog quotas (destination_storage against each
 // subscription's backlog size, message_age against the publish time of its oldest
 // unacknowledged entry): consumer_backlog_eviction skips the oldest backlog of the
@@ -217,9 +221,9 @@
 // messages) until the backlog is back under the quota. It also expires messages older than
 // the TTL (a cumulative ack of the subscriptions' entries published before the cutoff,
 // never moving a cursor back) and deletes topics inactive for their inactive-topic policy.
-// Stored but not enforced yet: dispatch, subscription, replicator dispatch and subscribe
-// rates, subscription expiration, auto topic/subscription creation overrides, delayed
-// delivery, the deduplication snapshot interval (deduplication itself and persistence
-// apply when the topic loads). Retention 0 (the default) keeps nothing consumed: a topic
+// Stored but not enforced yet: the replicator dispatch rate (no replication), the subscribe
+// rate, relativeToPublishRate, subscription expiration, partitioned auto topic creation, the
+// delayed delivery tick and max delay, the deduplication snapshot interval (deduplication
+// itself and persistence apply when the topic loads). Retention 0 (the default) keeps nothing consumed: a topic
 // with no subscription keeps only its current ledger (package mledger, Retention).
 package broker

@@ -151,6 +151,8 @@ type resolved struct {
 	dedup     *bool
 	persist   PersistencePolicies
 	maxTopics int
+	// autoCreate is the namespace's autoTopicCreationOverride (nil: none).
+	autoCreate *bool
 }
 
 // resolve returns the policies in force on topic n.
@@ -192,6 +194,14 @@ func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, erro
 	var dd bool
 	if s.decodeApplied(tr, nr, "deduplicationEnabled", &dd) {
 		r.dedup = &dd
+	}
+	var asc AutoSubscriptionCreationOverride
+	tp.NoAutoSubscriptionCreation = s.decodeApplied(tr, nr, "autoSubscriptionCreation", &asc) && !asc.AllowAutoSubscriptionCreation
+	var ddp DelayedDeliveryPolicies
+	tp.NoDelayedDelivery = s.decodeApplied(tr, nr, "delayedDelivery", &ddp) && !ddp.Active
+	var atc AutoTopicCreationOverride
+	if s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {
+		r.autoCreate = &atc.AllowAutoTopicCreation
 	}
 	r.quotas = map[string]BacklogQuota{}
 	tp.BacklogQuotaLimitSize, tp.BacklogQuotaLimitTime = -1, -1

@@ -409,6 +409,10 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	if err != nil {
 		return nil, err
 	}
+	pols, err := s.resolve(ctx, name) // policies in force (policyapply.go)
+	if err != nil {
+		return nil, err
+	}
 	exists, err := s.res.topicExists(ctx, name)
 	if err != nil {
 		return nil, err
@@ -417,6 +421,9 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		auto := !s.cfg.DisableAutoTopicCreation
 		if pol.AutoTopicCreation != nil {
 			auto = *pol.AutoTopicCreation
+		}
+		if pols.autoCreate != nil {
+			auto = *pols.autoCreate
 		}
 		if !create || (!auto && !force) {
 			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
@@ -438,10 +445,6 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 			s.release(name)
 		}
 	}()
-	pols, err := s.resolve(ctx, name) // policies in force (policyapply.go)
-	if err != nil {
-		return nil, err
-	}
 	if !exists {
 		if err := s.checkTopicCount(ctx, name, pols); err != nil {
 			return nil, err

@@ -668,3 +668,58 @@ func TestPolicyDispatchRate(t *testing.T) {
 		t.Fatalf("100 messages at 50 msg/s took %v", d)
 	}
 }
+
+// TestPolicyLifecycle: auto subscription creation off refuses a consumer of a new
+// subscription (an existing one works), delayed delivery off delivers a delayed message at
+// once, and auto topic creation off refuses a producer of a new topic.
+func TestPolicyLifecycle(t *testing.T) {
+	c := newPolicyCluster(t, nil)
+	a := c.admin()
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic := topicName(t)
+	tn := mustTopic(t, topic)
+	if err := a.Topics().Create(tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Subscriptions().Create(tn, "made", utils.Latest); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Topics().SetAutoSubscriptionCreation(tn, utils.AutoSubscriptionCreationOverride{AllowAutoSubscriptionCreation: false}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "new"}); err == nil ||
+		!strings.Contains(err.Error(), "SubscriptionNotFound") {
+		t.Fatalf("consumer of a new subscription with auto creation off: %v", err)
+	}
+	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "made", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+
+	c.post("/admin/v2/persistent/"+strings.TrimPrefix(topic, "persistent://")+"/delayedDelivery", `{"active":false,"tickTime":1000}`)
+	prod, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("later"), DeliverAfter: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	if m, err := cons.Receive(rctx); err != nil || string(m.Payload()) != "later" {
+		t.Fatalf("delayed message with delayed delivery off: %v %v", m, err)
+	}
+
+	if err := a.Namespaces().CreateNamespace("public/noauto"); err != nil {
+		t.Fatal(err)
+	}
+	c.post("/admin/v2/namespaces/public/noauto/autoTopicCreation", `{"allowAutoTopicCreation":false,"topicType":"non-partitioned"}`)
+	if _, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/noauto/x"}); err == nil ||
+		!strings.Contains(err.Error(), "TopicNotFound") {
+		t.Fatalf("producer of a new topic with auto creation off: %v", err)
+	}
+}

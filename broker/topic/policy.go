@@ -32,6 +32,9 @@ type Policies struct {
 	// beyond them cursor reads wait (nothing is dropped).
 	DispatchRateMsgs, DispatchRateBytes       int64
 	SubDispatchRateMsgs, SubDispatchRateBytes int64
+	// NoAutoSubscriptionCreation refuses consumers of durable subscriptions that do not
+	// exist (SubscriptionNotFound); NoDelayedDelivery delivers delayed messages at once.
+	NoAutoSubscriptionCreation, NoDelayedDelivery bool
 	// BacklogQuotaLimitSize (bytes) and BacklogQuotaLimitTime (seconds) are shown in the
 	// statistics (-1: none); the broker's backlog-quota checker enforces them.
 	BacklogQuotaLimitSize, BacklogQuotaLimitTime int64
@@ -134,7 +137,7 @@ func (s *Subscription) setPolicies(p Policies) {
 		now := time.Now().UnixNano()
 		s.dispMsgs.set(p.SubDispatchRateMsgs, now)
 		s.dispBytes.set(p.SubDispatchRateBytes, now)
-		s.maxConsumers = p.MaxConsumersPerSubscription
+		s.maxConsumers, s.noDelay = p.MaxConsumersPerSubscription, p.NoDelayedDelivery
 		s.d.SetUnackedLimits(p.MaxUnackedPerConsumer, p.MaxUnackedPerSubscription)
 		s.flush()
 	})
@@ -332,8 +335,14 @@ func (s *Subscription) dispatchAllowance(now int64) (int, time.Duration) {
 	return allow, wait
 }
 
-// spendDispatch takes what a read brought from the dispatch rates' buckets.
-func (s *Subscription) spendDispatch(es []dispatch.Entry) {
+// readPolicies applies the policies to what a read brought: delayed delivery off, and the
+// dispatch rates' buckets.
+func (s *Subscription) readPolicies(es []dispatch.Entry) {
+	if s.noDelay {
+		for i := range es {
+			es[i].Info.DeliverAt = 0
+		}
+	}
 	t := s.topic
 	if s.dispMsgs.rate == 0 && s.dispBytes.rate == 0 && !t.dispatchLimited() {
 		return

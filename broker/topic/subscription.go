@@ -52,7 +52,8 @@ type Subscription struct {
 	resetDone       func(error)  // the seek in progress
 	pa              *pendingAcks // transactional acknowledgements (nil: transactions off or non-durable)
 	closeWait       []func()
-	maxConsumers    int // 0: unlimited (policy.go)
+	maxConsumers    int  // 0: unlimited (policy.go)
+	noDelay         bool // delayed delivery is off: deliver_at_time is ignored (policy.go)
 	// The subscription dispatch rate (policy.go): its buckets, and the cursor read held
 	// back until they allow it, with the timer that retries it.
 	dispMsgs, dispBytes tokenBucket
@@ -239,7 +240,7 @@ func (s *Subscription) startRead(r dispatch.Read) {
 			if check {
 				s.partialsChecked, s.cursorPartials = true, partials
 			}
-			s.spendDispatch(entries)
+			s.readPolicies(entries)
 			s.d.ReadDone(r.Epoch, entries, s.readStatus(err, "cursor read failed"), time.Now().UnixMilli())
 			s.flush()
 		})

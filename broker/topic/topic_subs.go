@@ -52,7 +52,8 @@ func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
 	if !req.Durable {
 		start = req.Start
 	}
-	t.withSub(req.Subscription, req.Durable, true, start, req.ReadCompacted, func(s *Subscription, err error) {
+	create := !req.Durable || !t.pol.NoAutoSubscriptionCreation // policy.go
+	t.withSub(req.Subscription, req.Durable, create, start, req.ReadCompacted, func(s *Subscription, err error) {
 		if err != nil {
 			done(err)
 			return
