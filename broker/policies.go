@@ -522,7 +522,7 @@ func (s *Service) changeNamespacePolicy(ctx context.Context, ns, path, qualifier
 	if err := s.updateNamespaceRecord(ctx, ns, func(r policyRecord) error { return r.set(p, p.nsKey, q, v) }); err != nil {
 		return err
 	}
-	s.reapplyNamespace(ns)
+	s.reapplyNamespace(ctx, ns)
 	return nil
 }
 
@@ -614,7 +614,7 @@ func (s *Service) changeTopicPolicy(ctx context.Context, topic, path, qualifier 
 	if err := s.updateTopicRecord(ctx, n, func(r policyRecord) error { return r.set(p, p.topicKey, q, v) }); err != nil {
 		return err
 	}
-	s.reapplyTopic(n.Base())
+	s.reapplyTopic(ctx, n.Base())
 	return nil
 }
 

@@ -274,26 +274,25 @@ func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved)
 	}
 }
 
-// reapply resolves and applies the policies of the loaded topics match selects.
-func (s *Service) reapply(match func(topicname.Name) bool) {
+// reapply resolves and applies the policies of the loaded topics match selects, before it
+// returns (an admin change is in force on the topics here when its answer goes out).
+func (s *Service) reapply(ctx context.Context, match func(topicname.Name) bool) {
 	for _, t := range s.loadedTopics() {
 		if !match(t.Name()) {
 			continue
 		}
-		s.goBackground(30*time.Second, func(ctx context.Context) {
-			if r, err := s.resolve(ctx, t.Name()); err == nil {
-				s.applyPolicies(ctx, t, r)
-			}
-		})
+		if r, err := s.resolve(ctx, t.Name()); err == nil {
+			s.applyPolicies(ctx, t, r)
+		}
 	}
 }
 
-func (s *Service) reapplyNamespace(ns string) {
-	s.reapply(func(n topicname.Name) bool { return n.Tenant+"/"+n.Namespace == ns })
+func (s *Service) reapplyNamespace(ctx context.Context, ns string) {
+	s.reapply(ctx, func(n topicname.Name) bool { return n.Tenant+"/"+n.Namespace == ns })
 }
 
-func (s *Service) reapplyTopic(base topicname.Name) {
-	s.reapply(func(n topicname.Name) bool { return n.Base() == base })
+func (s *Service) reapplyTopic(ctx context.Context, base topicname.Name) {
+	s.reapply(ctx, func(n topicname.Name) bool { return n.Base() == base })
 }
 
 // loadedTopics lists the topics loaded now.
@@ -319,8 +318,13 @@ func (s *Service) loadedTopics() []*topic.Topic {
 func (s *Service) policyMonitor() {
 	defer s.wg.Done()
 	d := s.cfg.Policies
-	go s.watchPolicies(metadata.PrefixNamespaces)
-	go s.watchPolicies(metadata.PrefixTopicFeatures)
+	for _, prefix := range []string{metadata.PrefixNamespaces, metadata.PrefixTopicFeatures} {
+		s.wg.Add(1) // while this goroutine holds its own count: Close waits for both
+		go func() {
+			defer s.wg.Done()
+			s.watchPolicies(prefix)
+		}()
+	}
 	quota, expiry, inactive := time.NewTicker(d.BacklogQuotaCheckInterval), time.NewTicker(d.MessageExpiryCheckInterval),
 		time.NewTicker(d.InactiveTopicCheckInterval)
 	defer quota.Stop()
@@ -364,10 +368,10 @@ func (s *Service) watchPolicies(prefix string) {
 				parts := strings.Split(strings.TrimPrefix(ev.KV.Key, prefix), "/")
 				switch {
 				case prefix == metadata.PrefixNamespaces && len(parts) == 2:
-					s.reapplyNamespace(parts[0] + "/" + parts[1])
+					s.reapplyNamespace(s.ctx, parts[0]+"/"+parts[1])
 				case prefix == metadata.PrefixTopicFeatures && len(parts) == 3:
 					if n, err := topicname.Parse("persistent://" + strings.Join(parts, "/")); err == nil {
-						s.reapplyTopic(n)
+						s.reapplyTopic(s.ctx, n)
 					}
 				}
 			}
