@@ -1,13 +1,14 @@
 // Package admin is Magnetar's admin REST API: Pulsar's /admin/v2 paths (tenants,
 // namespaces, persistent and non-persistent topics, partitioned topics, stats, internal
 // stats, subscriptions, reset cursor, skip, unload, terminate, message inspection,
-// compaction, schemas and their policies) and the /lookup/v2 topic lookup, as JSON over
+// compaction, schemas and their policies, namespace and topic policies: policies.go) and
+// the /lookup/v2 topic lookup, as JSON over
 // net/http, so that pulsar-admin, pulsarctl, the pulsaradmin Go package and HTTP-lookup
 // clients work unmodified. It holds no state: every request calls the broker's exported
 // service API (Service, implemented by *broker.Service); the feature parts are optional
 // interfaces of the same value (SchemaService, InspectService, NonPersistentService,
-// CompactionService, TxnService): a Service without one answers its paths with 501 (the
-// non-persistent lists: empty).
+// CompactionService, TxnService, PolicyService): a Service without one answers its paths
+// with 501 (the non-persistent lists: empty; the policy paths: 404).
 //
 // # Usage
 //

@@ -128,6 +128,7 @@ func Handler(svc Service, opts Options) http.Handler {
 	h.nonPersistentRoutes(route, topicScope)
 	h.compactionRoutes(route, nsScope, topicScope)
 	h.permissionRoutes(route, nsScope, topicScope) // permissions.go
+	h.policyRoutes(route, nsScope, topicScope)     // policies.go
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).
@@ -179,14 +180,11 @@ func noContent(w http.ResponseWriter) error {
 
 // readJSON decodes an optional JSON body into v; it reports whether there was one.
 func readJSON(r *http.Request, v any) (bool, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	b, err := readBody(r)
 	if err != nil {
-		return false, restErr(http.StatusBadRequest, "reading the body: %v", err)
+		return false, err
 	}
-	if len(b) > maxBody {
-		return false, restErr(http.StatusRequestEntityTooLarge, "body larger than %d bytes", maxBody)
-	}
-	if len(strings.TrimSpace(string(b))) == 0 {
+	if len(b) == 0 {
 		return false, nil
 	}
 	if err := json.Unmarshal(b, v); err != nil {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,7 +10,6 @@ import (
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
-	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // Topic compaction (package broker/compaction): every loaded persistent topic has a
@@ -124,12 +122,12 @@ func (s *Service) CompactionStatus(ctx context.Context, topicName string) (Compa
 // compactionThreshold is the compaction threshold of a topic in bytes (0: none): the topic
 // policy, else the namespace's compaction_threshold.
 func (s *Service) compactionThreshold(ctx context.Context, n topicname.Name) (int64, error) {
-	tp, err := s.topicFeaturePolicies(ctx, n)
+	tp, err := s.topicRecord(ctx, n)
 	if err != nil {
 		return 0, err
 	}
-	if tp.CompactionThreshold != nil {
-		return *tp.CompactionThreshold, nil
+	if v := tp.compactionThreshold(); v != nil {
+		return *v, nil
 	}
 	pol, err := s.res.namespacePolicies(ctx, n.Tenant, n.Namespace)
 	if err != nil {
@@ -153,8 +151,8 @@ func (s *Service) TopicCompactionThreshold(ctx context.Context, topicName string
 		v, err := s.compactionThreshold(ctx, n)
 		return &v, err
 	}
-	tp, err := s.topicFeaturePolicies(ctx, n)
-	return tp.CompactionThreshold, err
+	tp, err := s.topicRecord(ctx, n)
+	return tp.compactionThreshold(), err
 }
 
 // SetTopicCompactionThreshold sets (nil: removes) a topic's compaction threshold in bytes.
@@ -166,7 +164,13 @@ func (s *Service) SetTopicCompactionThreshold(ctx context.Context, topicName str
 	if bytes != nil && *bytes < 0 {
 		return fmt.Errorf("%w: compaction threshold %d", ErrInvalidArgument, *bytes)
 	}
-	return s.updateTopicFeaturePolicies(ctx, n.Base(), func(p *topicFeaturePolicies) { p.CompactionThreshold = bytes })
+	return s.updateTopicRecord(ctx, n.Base(), func(r policyRecord) error {
+		if bytes == nil {
+			delete(r, keyCompactionThreshold)
+			return nil
+		}
+		return r.set(nil, keyCompactionThreshold, "", *bytes)
+	})
 }
 
 // compactionMonitor checks the loaded topics every Config.CompactionCheckInterval and
@@ -205,54 +209,4 @@ func (s *Service) compactionMonitor() {
 			return true
 		})
 	}
-}
-
-// topicFeaturePolicies is the record at metadata.TopicFeaturePolicyKey: the topic-level
-// policies of this package's features (schema compatibility, compaction threshold).
-type topicFeaturePolicies struct {
-	SchemaCompatibilityStrategy string `json:"schemaCompatibilityStrategy,omitempty"`
-	CompactionThreshold         *int64 `json:"compactionThreshold,omitempty"`
-}
-
-func (s *Service) topicFeaturePolicies(ctx context.Context, n topicname.Name) (topicFeaturePolicies, error) {
-	var tp topicFeaturePolicies
-	b := n.Base()
-	kv, err := s.cfg.Store.Get(ctx, metadata.TopicFeaturePolicyKey(b.Tenant, b.Namespace, b.Local))
-	if errors.Is(err, metadata.ErrNotFound) {
-		return tp, nil
-	}
-	if err != nil {
-		return tp, err
-	}
-	if err := json.Unmarshal(kv.Value, &tp); err != nil {
-		return tp, fmt.Errorf("topic policies of %s: %w", n, err)
-	}
-	return tp, nil
-}
-
-// updateTopicFeaturePolicies changes a topic's policy record with a compare-and-swap.
-func (s *Service) updateTopicFeaturePolicies(ctx context.Context, n topicname.Name, change func(*topicFeaturePolicies)) error {
-	key := metadata.TopicFeaturePolicyKey(n.Tenant, n.Namespace, n.Local)
-	for attempt := 0; attempt < 10; attempt++ {
-		var tp topicFeaturePolicies
-		ver := metadata.NotExists
-		kv, err := s.cfg.Store.Get(ctx, key)
-		switch {
-		case err == nil:
-			if err := json.Unmarshal(kv.Value, &tp); err != nil {
-				return fmt.Errorf("topic policies of %s: %w", n, err)
-			}
-			ver = kv.Version
-		case !errors.Is(err, metadata.ErrNotFound):
-			return err
-		}
-		change(&tp)
-		b, _ := json.Marshal(tp)
-		_, err = s.cfg.Store.Put(ctx, key, b, ver)
-		if errors.Is(err, metadata.ErrBadVersion) {
-			continue
-		}
-		return err
-	}
-	return fmt.Errorf("%w: topic policies of %s keep changing", ErrServiceNotReady, n)
 }

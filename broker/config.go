@@ -132,6 +132,10 @@ type Config struct {
 	// before it is recorded; an error aborts that compaction (fault injection).
 	CompactionBeforeCommit func(compaction.State) error
 
+	// Policies are the broker-level defaults of the namespace and topic policies and the
+	// intervals of their checks (policyapply.go).
+	Policies PolicyDefaults
+
 	// NonPersistent bounds what each non-persistent topic holds for slow subscriptions.
 	NonPersistent nonpersistent.Config
 
@@ -186,5 +190,6 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Policies = c.Policies.withDefaults()
 	return c
 }

@@ -98,6 +98,10 @@
 //	            ResetCursorToTime(ctx, topic, sub, t time.Time) error
 //	            SkipMessages(ctx, topic, sub, n int) error          (n entries)
 //	            ClearBacklog(ctx, topic, sub) error
+//	Policies    NamespacePolicy(ctx, ns, path) / SetNamespacePolicy(ctx, ns, path, qualifier, body) /
+//	            RemoveNamespacePolicy; TopicPolicy(ctx, topic, path, applied) / SetTopicPolicy /
+//	            RemoveTopicPolicy (path: Pulsar's REST element, NamespacePolicyPaths, TopicPolicyPaths;
+//	            qualifier: the backlog quota type); ExpireMessages(ctx, topic, sub, seconds)
 //
 // For a partitioned topic, the topic-level calls above take a partition name; the admin layer
 // fans out over PartitionedTopicMetadata and aggregates (as Pulsar's partitioned-stats).
@@ -223,4 +227,47 @@
 //     PRODUCER_SUCCESS, unless the topic has a subscription of that name; and
 //     GET_TOPICS_OF_NAMESPACE in PERSISTENT mode answers a namespace that does not exist
 //     with no topics (NON_PERSISTENT and ALL modes: MetadataError).
+//
+// # Policies (policies.go, policyapply.go)
+//
+// Every policy has Pulsar's REST paths and record keys at two levels: the namespace record
+// (Pulsar's Policies JSON: retention_policies, backlog_quota_map, message_ttl_in_seconds,
+// publishMaxMessageRate by cluster, max_producers_per_topic, …) and the topic policy record
+// at metadata.TopicFeaturePolicyKey (Pulsar's TopicPolicies JSON: retentionPolicies,
+// backLogQuotaMap, messageTTLInSeconds, publishRate, maxProducerPerTopic, …, with the
+// schema compatibility strategy and the compaction threshold). A value is resolved topic,
+// then namespace, then Config.Policies / Config.ManagedLedger (the broker's configuration);
+// backlog quotas per type. A set or remove is checked first (ErrInvalidArgument, nothing
+// written); then the loaded topics concerned get their resolved policies at once, and a
+// watch of both record prefixes (policyMonitor) does the same for changes made through
+// another broker. A topic gets them when it loads too: retention and persistence go into
+// its managed ledger's configuration (retention also live, ManagedLedger.SetRetention),
+// the rest to topic.SetPolicies, an event for the topic goroutine that passes the
+// subscriptions' part on to theirs.
+//
+// Enforcement: in the topic and subscription goroutines (broker/topic/policy.go) for max
+// producers (ProducerBusy "Topic '…' reached max producers limit"), max consumers per topic
+// and per subscription (ConsumerBusy), max subscriptions (NotAllowedError), max message
+// size (SEND_ERROR NotAllowedError), max unacknowledged messages per consumer and per
+// subscription (the dispatcher stops at the limit until acks come), the publish rate
+// (token buckets; SENDs beyond it wait in order, holding their connection's pending budget,
+// so the connection stops reading: backpressure, never dropping), the topic and
+// subscription dispatch rates (cursor reads wait; permits are kept), auto subscription
+// creation off (SubscriptionNotFound) and delayed delivery off (deliver_at_time ignored);
+// auto topic creation (allowed or not; the partitioned type is not applied) when a topic
+// loads. policyMonitor, every
+// Config.Policies interval, checks backlog quotas (destination_storage against each
+// subscription's backlog size, message_age against the publish time of its oldest
+// unacknowledged entry): consumer_backlog_eviction skips the oldest backlog of the
+// subscriptions over it; producer_request_hold and producer_exception close the producers
+// and refuse new ones with ProducerBlockedQuotaExceededError (the Go client retries, its
+// sends time out) or ProducerBlockedQuotaExceededException (the client fails its pending
+// messages) until the backlog is back under the quota. It also expires messages older than
+// the TTL (a cumulative ack of the subscriptions' entries published before the cutoff,
+// never moving a cursor back) and deletes topics inactive for their inactive-topic policy.
+// Stored but not enforced yet: the replicator dispatch rate (no replication), the subscribe
+// rate, relativeToPublishRate, subscription expiration, partitioned auto topic creation, the
+// delayed delivery tick and max delay, the deduplication snapshot interval (deduplication
+// itself and persistence apply when the topic loads). Retention 0 (the default) keeps nothing consumed: a topic
+// with no subscription keeps only its current ledger (package mledger, Retention).
 package broker

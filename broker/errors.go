@@ -32,6 +32,10 @@ func serverError(err error) pb.ServerError {
 		return pb.ServerError_TransactionNotFound
 	case errors.Is(err, pendingack.ErrFailed):
 		return pb.ServerError_PersistenceError
+	case errors.Is(err, topic.ErrQuotaHold):
+		return pb.ServerError_ProducerBlockedQuotaExceededError
+	case errors.Is(err, topic.ErrQuotaException):
+		return pb.ServerError_ProducerBlockedQuotaExceededException
 	case errors.Is(err, topic.ErrProducerBusy):
 		return pb.ServerError_ProducerBusy
 	case errors.Is(err, topic.ErrProducerFenced):

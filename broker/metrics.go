@@ -13,6 +13,9 @@ type metrics struct {
 
 	authFailures  prometheus.Counter
 	authRefreshes prometheus.Counter
+
+	backlogEvictions prometheus.Counter // policyapply.go
+	inactiveDeleted  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,6 +37,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		authRefreshes: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_authentication_refreshes_total",
 			Help: "Expired credentials refreshed on a live connection (AUTH_CHALLENGE answered)."}),
 	}
-	reg.MustRegister(m.connections, m.malformed, m.commands, m.lookups, m.topicLoads, m.throttled, m.authFailures, m.authRefreshes)
+	m.backlogEvictions = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_backlog_quota_evictions_total",
+		Help: "Times consumer_backlog_eviction moved a subscription's cursor."})
+	m.inactiveDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_inactive_topics_deleted_total",
+		Help: "Topics deleted by their inactive-topic policy."})
+	reg.MustRegister(m.connections, m.malformed, m.commands, m.lookups, m.topicLoads, m.throttled, m.authFailures, m.authRefreshes,
+		m.backlogEvictions, m.inactiveDeleted)
 	return m
 }

@@ -28,7 +28,10 @@ func (l mlog) Stats(ctx context.Context) (mledger.Stats, error)      { return l.
 func (l mlog) SetProperty(ctx context.Context, k, v string) error    { return l.ml.SetProperty(ctx, k, v) }
 func (l mlog) Close(ctx context.Context) error                       { return l.ml.Close(ctx) }
 func (l mlog) Delete(ctx context.Context) error                      { return l.ml.Delete(ctx) }
-func (l mlog) Cursors(ctx context.Context) ([]string, error)         { return l.ml.Cursors(ctx) }
+func (l mlog) SetRetention(ctx context.Context, d time.Duration, size int64) error {
+	return l.ml.SetRetention(ctx, d, size)
+}
+func (l mlog) Cursors(ctx context.Context) ([]string, error) { return l.ml.Cursors(ctx) }
 func (l mlog) DeleteCursor(ctx context.Context, name string) error {
 	return l.ml.DeleteCursor(ctx, name)
 }

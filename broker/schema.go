@@ -323,12 +323,12 @@ func (s *Service) schemaPolicy(ctx context.Context, n topicname.Name) (schemaPol
 	} else {
 		pol.enforced = s.cfg.SchemaValidationEnforced
 	}
-	tp, err := s.topicFeaturePolicies(ctx, n)
+	tp, err := s.topicRecord(ctx, n)
 	if err != nil {
 		return pol, err
 	}
 	legacy, _ := ns.Other["schema_auto_update_compatibility_strategy"].(string)
-	for _, name := range []string{tp.SchemaCompatibilityStrategy, ns.SchemaCompatibility, legacy, s.cfg.SchemaCompatibilityStrategy} {
+	for _, name := range []string{tp.schemaStrategy(), ns.SchemaCompatibility, legacy, s.cfg.SchemaCompatibilityStrategy} {
 		if st, err := schema.ParseStrategy(name); err == nil && st != schema.Undefined {
 			pol.strategy = st
 			return pol, nil

@@ -183,8 +183,8 @@ func (s *Service) TopicSchemaCompatibility(ctx context.Context, topic string, ap
 		pol, err := s.schemaPolicy(ctx, n)
 		return pol.strategy.String(), err
 	}
-	tp, err := s.topicFeaturePolicies(ctx, n)
-	return tp.SchemaCompatibilityStrategy, err
+	tp, err := s.topicRecord(ctx, n)
+	return tp.schemaStrategy(), err
 }
 
 // SetTopicSchemaCompatibility sets the topic-level schema compatibility strategy ("":
@@ -202,7 +202,13 @@ func (s *Service) SetTopicSchemaCompatibility(ctx context.Context, topic, strate
 	if st != schema.Undefined {
 		name = st.String()
 	}
-	return s.updateTopicFeaturePolicies(ctx, n, func(p *topicFeaturePolicies) { p.SchemaCompatibilityStrategy = name })
+	return s.updateTopicRecord(ctx, n, func(r policyRecord) error {
+		if name == "" {
+			delete(r, keySchemaStrategy)
+			return nil
+		}
+		return r.set(nil, keySchemaStrategy, "", name)
+	})
 }
 
 func decodeSchemaVersion(v []byte) int64 {

@@ -46,7 +46,10 @@ type Service struct {
 	// compactors maps loaded persistent topics' names to their *compaction.Manager
 	// (compaction.go).
 	compactors sync.Map
-	closers    []func() // what Start created, closed in reverse order
+	// applied maps loaded topics' names to the policies in force on them (resolved,
+	// policyapply.go).
+	applied sync.Map
+	closers []func() // what Start created, closed in reverse order
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -138,13 +141,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.mu.session = sess
 
-	s.wg.Add(2) // keepSession, compactionMonitor
+	s.wg.Add(3) // keepSession, compactionMonitor, policyMonitor
 	for _, l := range s.listeners() {
 		s.wg.Add(1)
 		go s.acceptLoop(l)
 	}
 	go s.keepSession()
 	go s.compactionMonitor()
+	go s.policyMonitor()
 	ok = true
 	s.log.Info("broker started", "listen", s.Addr().String(), "serviceUrl", s.info.ServiceURL,
 		"serviceUrlTls", s.info.ServiceURLTLS, "id", bid)
@@ -285,20 +289,8 @@ func (s *Service) Close() error {
 }
 
 func (s *Service) unloadAll(ctx context.Context) {
-	s.mu.Lock()
-	var ts []*topic.Topic
-	for _, e := range s.mu.topics {
-		select {
-		case <-e.ready:
-			if e.t != nil {
-				ts = append(ts, e.t)
-			}
-		default:
-		}
-	}
-	s.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, t := range ts {
+	for _, t := range s.loadedTopics() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -420,6 +412,10 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	if err != nil {
 		return nil, err
 	}
+	pols, err := s.resolve(ctx, name) // policies in force (policyapply.go)
+	if err != nil {
+		return nil, err
+	}
 	exists, err := s.res.topicExists(ctx, name)
 	if err != nil {
 		return nil, err
@@ -428,6 +424,9 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		auto := !s.cfg.DisableAutoTopicCreation
 		if pol.AutoTopicCreation != nil {
 			auto = *pol.AutoTopicCreation
+		}
+		if pols.autoCreate != nil {
+			auto = *pols.autoCreate
 		}
 		if !create || (!auto && !force) {
 			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
@@ -446,6 +445,9 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	}
 	release := true
 	if !exists {
+		if err := s.checkTopicCount(ctx, name, pols); err != nil {
+			return nil, err
+		}
 		if err := s.res.createTopicRecord(ctx, name); err != nil && !errors.Is(err, ErrAlreadyExists) {
 			return nil, err
 		}
@@ -457,7 +459,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		log, err = s.cfg.OpenLog(ctx, name.ManagedLedgerName())
 	} else {
 		var ml *mledger.ManagedLedger
-		if ml, err = s.factory.Open(ctx, name.ManagedLedgerName(), s.cfg.ManagedLedger); err == nil {
+		if ml, err = s.factory.Open(ctx, name.ManagedLedgerName(), s.managedLedgerConfig(pols)); err == nil {
 			log = newMLog(ml)
 		}
 	}
@@ -465,8 +467,8 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		return nil, fmt.Errorf("open managed ledger of %s: %w", name, err)
 	}
 	dedup := !s.cfg.DisableDeduplication
-	if pol.Deduplication != nil {
-		dedup = *pol.Deduplication
+	if pols.dedup != nil {
+		dedup = *pols.dedup
 	}
 	dedup = dedup && name.IsPersistent()
 	tcfg := topic.Config{
@@ -495,6 +497,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		cancel()
 		return nil, err
 	}
+	s.applyPolicies(ctx, t, pols)
 	release = false
 	if !s.own.serving(ob) { // the bundle was released meanwhile
 		t.Close(ctx) //nolint:errcheck // closing; the caller retries

@@ -130,4 +130,14 @@
 //     until a trim every durable cursor (by its persisted state) allowed.
 //   - A recovered cursor is at or after its last durable state and never beyond what was
 //     acknowledged.
+//
+// # Retention
+//
+// A closed ledger is consumed once every durable cursor's persisted mark-delete position is
+// past it; with no durable cursor at all, every closed ledger is consumed (retention 0, as
+// in Pulsar: a topic without subscriptions keeps only its current ledger). A consumed
+// ledger is deleted when Config.RetentionTime has passed since it closed or the log is
+// above Config.RetentionSize (either one; <0 never, 0 at once), at every TrimInterval,
+// after cursor persists and rollovers. SetRetention changes both on a live ledger (the
+// broker's retention policy) and trims under the new values.
 package mledger

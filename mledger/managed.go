@@ -390,6 +390,16 @@ func (m *ManagedLedger) Trim(ctx context.Context) error {
 	})
 }
 
+// SetRetention changes how long and how much consumed data is kept (Config.RetentionTime
+// and RetentionSize) and trims under the new values; it returns once that trim is out of
+// the record.
+func (m *ManagedLedger) SetRetention(ctx context.Context, d time.Duration, size int64) error {
+	return do0(ctx, m, func(c *core, reply func(error)) {
+		c.cfg.RetentionTime, c.cfg.RetentionSize = d, size
+		c.trim(func() { reply(nil) })
+	})
+}
+
 // events is the owner goroutine's event queue: unbounded, so that completions posted from
 // other goroutines never block.
 type events = inbox.Queue[func()]

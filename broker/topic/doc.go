@@ -40,6 +40,10 @@
 //     Cursor I/O runs on helper goroutines that the subscription tracks: run waits for
 //     them before it ends.
 //   - Nothing else touches a core. Stats and admin calls are events that reply (call).
+//   - Policies (policy.go) are events too: SetPolicies and SetQuotaBlock run on the topic
+//     goroutine, which passes the limits on to each subscription's goroutine. The publish
+//     rate's held SENDs and their release timer belong to the topic goroutine; the timer
+//     only posts an event.
 //
 // # States
 //

@@ -165,9 +165,22 @@ func (t *Topic) FindByPublishTime(ctx context.Context, ms int64) (Position, erro
 // findByPublishTime binary-searches the log for the first entry published at or after ms
 // (mledger.Latest if none); publish times grow along the log.
 func findByPublishTime(ctx context.Context, log Log, ms int64) (Position, error) {
-	st, err := log.Stats(ctx)
+	i, x, err := searchPublishTime(ctx, log, ms)
 	if err != nil {
 		return Position{}, err
+	}
+	if i >= x.total {
+		return mledger.Latest, nil
+	}
+	return x.at(i), nil
+}
+
+// searchPublishTime returns the index (in x) of the first entry published at or after ms
+// (x.total if none).
+func searchPublishTime(ctx context.Context, log Log, ms int64) (int64, entryIndex, error) {
+	st, err := log.Stats(ctx)
+	if err != nil {
+		return 0, entryIndex{}, err
 	}
 	x := indexEntries(st)
 	var ferr error
@@ -187,11 +200,5 @@ func findByPublishTime(ctx context.Context, log Log, ms int64) (Position, error)
 		m, err := parseMeta(es[0].Data)
 		return err == nil && int64(m.GetPublishTime()) >= ms
 	})
-	if ferr != nil {
-		return Position{}, ferr
-	}
-	if int64(i) >= x.total {
-		return mledger.Latest, nil
-	}
-	return x.at(int64(i)), nil
+	return int64(i), x, ferr
 }

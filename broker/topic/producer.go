@@ -74,7 +74,7 @@ type Message struct {
 // Publish hands a SEND to the topic. It never blocks; the connection bounds its pending
 // publishes (Conn.PublishDone releases one per SEND).
 func (p *Producer) Publish(m Message) {
-	if !p.topic.in.Push(func() { p.topic.onPublish(p, m) }) {
+	if !p.topic.in.Push(func() { p.topic.onSend(p, m) }) {
 		p.topic.pubDone(p, m)
 		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_ServiceNotReady, "topic is closed"))
 	}

@@ -32,7 +32,21 @@ func (c *countConn) ClientVersion() string               { return "bench" }
 
 // BenchmarkPublish measures the publish pipeline (SEND to receipt) on the in-memory log,
 // with deduplication on: b.N messages published back to back, timed until the last receipt.
-func BenchmarkPublish(b *testing.B) {
+func BenchmarkPublish(b *testing.B) { benchPublish(b, nil) }
+
+// BenchmarkPublishPolicies is BenchmarkPublish without policies and with every data-path
+// policy set but none triggered (limits, message size, publish rates far above the load):
+// the A/B of the policies' per-message cost.
+func BenchmarkPublishPolicies(b *testing.B) {
+	b.Run("none", func(b *testing.B) { benchPublish(b, nil) })
+	b.Run("all", func(b *testing.B) {
+		benchPublish(b, &topic.Policies{MaxProducers: 100, MaxConsumers: 100, MaxConsumersPerSubscription: 100,
+			MaxSubscriptions: 100, MaxUnackedPerConsumer: 1 << 30, MaxUnackedPerSubscription: 1 << 30, MaxMessageSize: 1 << 20,
+			PublishRateMsgs: 1 << 40, PublishRateBytes: 1 << 50, BacklogQuotaLimitSize: 1 << 40, BacklogQuotaLimitTime: 1 << 20})
+	})
+}
+
+func benchPublish(b *testing.B, pol *topic.Policies) {
 	tp, err := topic.Open(context.Background(), topic.Config{Name: topicname.MustParse("bench"),
 		Log: topictest.NewStore().Open("bench"), Dedup: true})
 	if err != nil {
@@ -50,6 +64,9 @@ func BenchmarkPublish(b *testing.B) {
 	})
 	if err := <-ready; err != nil {
 		b.Fatal(err)
+	}
+	if pol != nil {
+		tp.SetPolicies(*pol)
 	}
 	data := entry(nil, 0, "", 0)
 	b.ReportAllocs()

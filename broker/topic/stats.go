@@ -30,6 +30,16 @@ type Stats struct {
 	Terminated bool `json:"terminated,omitempty"`
 	// MsgDropRate sums the subscriptions' (non-persistent topics).
 	MsgDropRate float64 `json:"msgDropRate,omitempty"`
+	// BacklogQuotaLimitSize (bytes) and BacklogQuotaLimitTime (seconds) are the backlog
+	// quotas in force (-1: none); PublishRateLimitedTimes counts how often the publish rate
+	// started holding SENDs.
+	BacklogQuotaLimitSize   int64 `json:"backlogQuotaLimitSize"`
+	BacklogQuotaLimitTime   int64 `json:"backlogQuotaLimitTime"`
+	PublishRateLimitedTimes int64 `json:"publishRateLimitedTimes"`
+	// ThrottledPublishes (SENDs held by the publish rate now) and BacklogQuotaBlock (the
+	// backlog-quota policy refusing producers now, "" if none) are Magnetar extensions.
+	ThrottledPublishes int    `json:"throttledPublishes"`
+	BacklogQuotaBlock  string `json:"backlogQuotaBlock,omitempty"`
 }
 
 // PublisherStats is one producer's statistics.
@@ -74,6 +84,9 @@ type SubscriptionStats struct {
 	// dropped before this subscription read them.
 	MsgDropRate float64 `json:"msgDropRate,omitempty"`
 	MsgDropped  int64   `json:"msgDropped,omitempty"`
+	// BlockedSubscriptionOnUnackedMsgs: the subscription is at its unacknowledged-message
+	// limit.
+	BlockedSubscriptionOnUnackedMsgs bool `json:"blockedSubscriptionOnUnackedMsgs"`
 }
 
 // ConsumerStats is one consumer's statistics.
@@ -92,6 +105,8 @@ type ConsumerStats struct {
 	Metadata         map[string]string `json:"metadata"`
 	// KeyHashRanges lists the hash ranges of a Key_Shared consumer ("[start, end]").
 	KeyHashRanges []string `json:"keyHashRanges,omitempty"`
+	// BlockedConsumerOnUnackedMsgs: the consumer is at its unacknowledged-message limit.
+	BlockedConsumerOnUnackedMsgs bool `json:"blockedConsumerOnUnackedMsgs"`
 }
 
 // InternalStats is the managed-ledger view of a topic (GET .../internalStats).

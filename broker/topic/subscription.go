@@ -52,6 +52,13 @@ type Subscription struct {
 	resetDone       func(error)  // the seek in progress
 	pa              *pendingAcks // transactional acknowledgements (nil: transactions off or non-durable)
 	closeWait       []func()
+	maxConsumers    int  // 0: unlimited (policy.go)
+	noDelay         bool // delayed delivery is off: deliver_at_time is ignored (policy.go)
+	// The subscription dispatch rate (policy.go): its buckets, and the cursor read held
+	// back until they allow it, with the timer that retries it.
+	dispMsgs, dispBytes tokenBucket
+	heldRead            *dispatch.Read
+	readTimer           *time.Timer
 
 	msgsOut, bytesOut int64
 	rateOut           rate
@@ -151,11 +158,11 @@ func (s *Subscription) flush() {
 			c.Conn.Send(wrap(&pb.CommandActiveConsumerChange{ConsumerId: &id, IsActive: &on}))
 		}
 	}
-	if r.CancelRead && s.readCancel != nil {
-		s.readCancel()
+	if r.CancelRead {
+		s.cancelRead()
 	}
 	if r.Read != nil {
-		s.startRead(*r.Read)
+		s.gateRead(*r.Read) // policy.go: the dispatch rate
 	}
 	if r.Replay != nil {
 		s.startReplay(*r.Replay)
@@ -233,6 +240,7 @@ func (s *Subscription) startRead(r dispatch.Read) {
 			if check {
 				s.partialsChecked, s.cursorPartials = true, partials
 			}
+			s.readPolicies(entries)
 			s.d.ReadDone(r.Epoch, entries, s.readStatus(err, "cursor read failed"), time.Now().UnixMilli())
 			s.flush()
 		})
@@ -364,6 +372,9 @@ func (s *Subscription) addConsumer(c *Consumer, done func(error)) {
 func (s *Subscription) attach(c *Consumer) error {
 	if s.state != SubActive {
 		return ErrClosed
+	}
+	if s.maxConsumers > 0 && len(s.consumers) >= s.maxConsumers {
+		return fmt.Errorf("%w: Subscription reached max consumers limit", ErrConsumerBusy)
 	}
 	spec := dispatch.ConsumerSpec{Type: c.Type, Name: c.Name, Priority: c.Priority}
 	if c.Type == pb.CommandSubscribe_Key_Shared {
@@ -697,6 +708,9 @@ func (s *Subscription) Stats(ctx context.Context) (SubscriptionStats, error) {
 		st.MsgBacklogNoDelayed = max(ci.Backlog-st.MsgDelayed, 0)
 		st.NonContiguousDeletedMessagesRanges = ci.AckedRanges
 		st.MsgDropped, st.MsgDropRate = ci.Dropped, ci.DropRate
+		if ls, err := s.topic.log.Stats(ctx); err == nil && ci.Backlog > 0 {
+			st.BacklogSize = backlogBytes(ls, ci.MarkDelete)
+		}
 	}
 	return st, nil
 }
@@ -711,6 +725,7 @@ func (s *Subscription) stats() SubscriptionStats {
 	}
 	st.MsgRateOut, st.MsgThroughputOut = s.rateOut.rates(now)
 	st.MsgRateRedeliver, _ = s.redeliv.rates(now)
+	st.BlockedSubscriptionOnUnackedMsgs = s.d.Blocked(0)
 	if id, ok := s.d.Active(); ok && s.consumers[id] != nil {
 		st.ActiveConsumerName = s.consumers[id].Name
 	}
@@ -728,6 +743,7 @@ func (s *Subscription) stats() SubscriptionStats {
 		cs.MsgRateOut, cs.MsgThroughputOut = c.rateOut.rates(now)
 		cs.MsgRateRedeliver, _ = c.redeliv.rates(now)
 		cs.KeyHashRanges = s.d.RangesOf(c.cid)
+		cs.BlockedConsumerOnUnackedMsgs = s.d.Blocked(c.cid)
 		st.UnackedMessages += int64(unacked)
 		st.Consumers = append(st.Consumers, cs)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/magnetar-io/magnetar/internal/inbox"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,18 @@ type Topic struct {
 	closeErr      error
 	deleting      bool
 	closingSubs   int
+	// Publish throttling (policy.go): the rate buckets, the SENDs held in arrival order,
+	// the timer that releases them, and how often throttling started.
+	msgLimit, byteLimit tokenBucket
+	throttled           []heldSend
+	throttleTimer       *time.Timer
+	rateLimited         int64
+	// dispatch is the topic dispatch rate, shared by the subscriptions' goroutines.
+	dispatch struct {
+		sync.Mutex
+		msgs, bytes tokenBucket
+		on          atomic.Bool // a rate is set (read without the mutex)
+	}
 }
 
 // Open loads a topic on its managed ledger: it recovers the deduplication state (the last
@@ -469,6 +482,7 @@ func (t *Topic) startClose(del bool, done func(error)) {
 		return
 	}
 	t.closeProducers(ErrClosed)
+	t.flushThrottled()
 	t.closeTxn()
 	for name, ws := range t.opening {
 		for _, w := range ws {

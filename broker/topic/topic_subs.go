@@ -44,11 +44,16 @@ func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
 		done(ErrClosed)
 		return
 	}
+	if err := t.admitSubscribe(req.Subscription); err != nil {
+		done(err)
+		return
+	}
 	start := req.Initial
 	if !req.Durable {
 		start = req.Start
 	}
-	t.withSub(req.Subscription, req.Durable, true, start, req.ReadCompacted, func(s *Subscription, err error) {
+	create := !req.Durable || !t.pol.NoAutoSubscriptionCreation // policy.go
+	t.withSub(req.Subscription, req.Durable, create, start, req.ReadCompacted, func(s *Subscription, err error) {
 		if err != nil {
 			done(err)
 			return
@@ -131,6 +136,7 @@ func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cur
 	}
 	s := newSubscription(t, name, cur, durable)
 	s.initPendingAcks(hasPendingAckLog)
+	s.setPolicies(t.pol)
 	t.subs[name] = s
 	for _, w := range ws {
 		w(s, nil)
@@ -301,6 +307,7 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 		if t.dedup.on {
 			st.DeduplicationStatus = "Enabled"
 		}
+		t.policyStats(&st)
 		st.MsgRateIn, st.MsgThroughputIn = t.rateIn.rates(now)
 		if t.rateIn.msgs > 0 {
 			st.AverageMsgSize = float64(t.rateIn.bytes) / float64(t.rateIn.msgs)

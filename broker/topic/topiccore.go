@@ -68,6 +68,10 @@ type topicCore struct {
 	lastMsgs    int
 	lastPublish int64
 	rateIn      rate
+	// pol are the policies in force (policy.go); quota is what the backlog quota does to
+	// producers.
+	pol   Policies
+	quota QuotaBlock
 
 	ready coreReady
 }
@@ -230,6 +234,10 @@ func (c *topicCore) addProducer(p *Producer) {
 			return
 		}
 		c.removeProducer(old, false) // the same client re-creating it
+	}
+	if err := c.admitProducer(); err != nil {
+		c.fail(p, err)
+		return
 	}
 	others := len(c.producers) > 0
 	switch p.AccessMode {

@@ -33,6 +33,7 @@ func newBrokerCmd() *cobra.Command {
 		af                                                          authFlags
 		tf                                                          tlsFlags
 		bf                                                          bookieClientFlags
+		pf                                                          policyFlags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -89,6 +90,7 @@ func newBrokerCmd() *cobra.Command {
 			if ts != nil && tf.listen != "" {
 				bc.ListenTLS, bc.TLS = tf.listen, ts.Config()
 			}
+			pf.apply(&bc)
 			svc, err := broker.Start(ctx, bc)
 			if err != nil {
 				if errors.Is(err, syscall.EADDRINUSE) {
@@ -129,7 +131,8 @@ func newBrokerCmd() *cobra.Command {
 	af.add(f)
 	tf.add(f, "listen-tls")
 	bf.add(f)
-	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys), authSecretFlags...)
+	pf.add(f)
+	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys), authSecretFlags...)
 }
 
 // brokerKeys are the broker.conf keys the broker has.

@@ -33,6 +33,7 @@ type standaloneFlags struct {
 	journalGroupWait, journalSyncInterval                                  time.Duration
 	maxMessageSize                                                         int
 	noAutoCreate, noDedup, txn                                             bool
+	pol                                                                    policyFlags
 	auth                                                                   authFlags
 	tls                                                                    tlsFlags
 }
@@ -78,7 +79,8 @@ func newStandaloneCmd() *cobra.Command {
 	f.BoolVar(&fl.noDedup, "disable-deduplication", false, "turn message deduplication off")
 	fl.auth.add(f)
 	fl.tls.add(f, "broker-listen-tls")
-	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls")), authSecretFlags...)
+	fl.pol.add(f)
+	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys), authSecretFlags...)
 }
 
 // standaloneKeys are the standalone.conf keys standalone has. The managed-ledger quorum keys
@@ -167,6 +169,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	if ts != nil && fl.tls.listen != "" {
 		bc.ListenTLS, bc.TLS = fl.tls.listen, ts.Config()
 	}
+	fl.pol.apply(&bc)
 	svc, err := broker.Start(ctx, bc)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {

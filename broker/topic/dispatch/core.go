@@ -293,6 +293,9 @@ type Core struct {
 	resetSent     bool
 	retryAt       int64 // a read failed: read again at this time (0: no)
 	now           int64
+	// maxUnackedConsumer and maxUnackedSub bound the unacknowledged messages of a consumer
+	// and of the subscription (0: unlimited): at the bound, dispatch stops until acks come.
+	maxUnackedConsumer, maxUnackedSub int
 }
 
 // New returns a core with no consumers.
@@ -580,13 +583,53 @@ func (d *Core) eligiblePermits() int {
 		if d.active == nil {
 			return 0
 		}
-		return max(d.active.permits, 0)
+		return max(d.room(d.active), 0)
 	}
 	n := 0
 	for _, c := range d.consumers {
-		n += max(c.permits, 0)
+		n += max(d.room(c), 0)
 	}
 	return n
+}
+
+// room is how many more messages c may take now: its permits, bounded by the
+// unacknowledged-message limits.
+func (d *Core) room(c *consumer) int {
+	n := c.permits
+	if d.maxUnackedConsumer > 0 {
+		n = min(n, d.maxUnackedConsumer-c.unacked)
+	}
+	if d.maxUnackedSub > 0 {
+		n = min(n, d.maxUnackedSub-d.Unacked())
+	}
+	return n
+}
+
+// Unacked is the number of messages delivered to the consumers and not acknowledged.
+func (d *Core) Unacked() int {
+	n := 0
+	for _, c := range d.consumers {
+		n += c.unacked
+	}
+	return n
+}
+
+// SetUnackedLimits bounds the unacknowledged messages per consumer and per subscription
+// (0: unlimited); dispatch stops at a bound until acknowledgements come.
+func (d *Core) SetUnackedLimits(perConsumer, perSubscription int) {
+	d.maxUnackedConsumer, d.maxUnackedSub = max(perConsumer, 0), max(perSubscription, 0)
+	d.unblock()
+	d.dispatch()
+}
+
+// Blocked reports whether consumer id (or, with id 0, the subscription) is at its
+// unacknowledged-message limit.
+func (d *Core) Blocked(id CID) bool {
+	if id == 0 {
+		return d.maxUnackedSub > 0 && d.Unacked() >= d.maxUnackedSub
+	}
+	c := d.byID[id]
+	return c != nil && d.maxUnackedConsumer > 0 && c.unacked >= d.maxUnackedConsumer
 }
 
 // dispatch asks for the reads the consumers' permits allow: first a re-read of the replay
@@ -830,7 +873,7 @@ func (d *Core) olderInReplay(p Position) bool {
 
 // pick chooses the consumer for an entry, nil if none can take it now.
 func (d *Core) pick(info Info, replayed bool) *consumer {
-	ok := func(c *consumer) bool { return c != nil && (c.permits > 0 || d.mut.IgnorePermits) }
+	ok := func(c *consumer) bool { return c != nil && (d.room(c) > 0 || d.mut.IgnorePermits) }
 	switch d.typ {
 	case Exclusive, Failover:
 		if ok(d.active) {

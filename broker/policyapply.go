@@ -1,0 +1,518 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
+)
+
+// PolicyDefaults are the broker-level defaults of the policies, used where neither the
+// topic nor its namespace sets one (Pulsar's broker.conf keys in parentheses). Zero values
+// take the documented defaults; 0 limits are unlimited.
+type PolicyDefaults struct {
+	// BacklogQuotaCheckInterval is how often the loaded topics' backlogs are checked against
+	// their quotas (backlogQuotaCheckIntervalInSeconds). Default 60s.
+	BacklogQuotaCheckInterval time.Duration
+	// BacklogQuotaDefaultLimitBytes and BacklogQuotaDefaultLimitSeconds are the default
+	// destination_storage and message_age quotas (backlogQuotaDefaultLimitBytes,
+	// backlogQuotaDefaultLimitSecond; <= 0: none), enforced with
+	// BacklogQuotaDefaultRetentionPolicy (default producer_request_hold).
+	BacklogQuotaDefaultLimitBytes      int64
+	BacklogQuotaDefaultLimitSeconds    int64
+	BacklogQuotaDefaultRetentionPolicy string
+	// TTLDurationDefaultInSeconds is the default message TTL (ttlDurationDefaultInSeconds;
+	// 0: none), checked every MessageExpiryCheckInterval
+	// (messageExpiryCheckIntervalInMinutes, default 5m).
+	TTLDurationDefaultInSeconds int
+	MessageExpiryCheckInterval  time.Duration
+	// Limits (maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription,
+	// maxSubscriptionsPerTopic, maxUnackedMessagesPerConsumer,
+	// maxUnackedMessagesPerSubscription, maxTopicsPerNamespace). Pulsar's defaults for the
+	// unacknowledged limits are 50000 and 200000; Magnetar's are unlimited.
+	MaxProducersPerTopic, MaxConsumersPerTopic, MaxConsumersPerSubscription, MaxSubscriptionsPerTopic int
+	MaxUnackedMessagesPerConsumer, MaxUnackedMessagesPerSubscription                                  int
+	MaxTopicsPerNamespace                                                                             int
+	// MaxPublishRatePerTopicInMessages and InBytes are the default publish rate
+	// (maxPublishRatePerTopicInMessages, maxPublishRatePerTopicInBytes; 0: unlimited).
+	MaxPublishRatePerTopicInMessages, MaxPublishRatePerTopicInBytes int64
+	// DeleteInactiveTopics turns on the default inactive-topic policy
+	// (brokerDeleteInactiveTopicsEnabled; Pulsar's default is on, Magnetar's off) with
+	// DeleteInactiveTopicsMode (brokerDeleteInactiveTopicsMode, default
+	// delete_when_no_subscriptions) and DeleteInactiveTopicsMaxInactive
+	// (brokerDeleteInactiveTopicsMaxInactiveDurationSeconds, default 60s), checked every
+	// InactiveTopicCheckInterval (brokerDeleteInactiveTopicsFrequencySeconds, default 60s).
+	DeleteInactiveTopics            bool
+	DeleteInactiveTopicsMode        string
+	DeleteInactiveTopicsMaxInactive time.Duration
+	InactiveTopicCheckInterval      time.Duration
+}
+
+func (d PolicyDefaults) withDefaults() PolicyDefaults {
+	if d.BacklogQuotaCheckInterval <= 0 {
+		d.BacklogQuotaCheckInterval = time.Minute
+	}
+	if d.BacklogQuotaDefaultRetentionPolicy == "" {
+		d.BacklogQuotaDefaultRetentionPolicy = QuotaProducerRequestHold
+	}
+	if d.MessageExpiryCheckInterval <= 0 {
+		d.MessageExpiryCheckInterval = 5 * time.Minute
+	}
+	if d.DeleteInactiveTopicsMode == "" {
+		d.DeleteInactiveTopicsMode = "delete_when_no_subscriptions"
+	}
+	if d.DeleteInactiveTopicsMaxInactive <= 0 {
+		d.DeleteInactiveTopicsMaxInactive = time.Minute
+	}
+	if d.InactiveTopicCheckInterval <= 0 {
+		d.InactiveTopicCheckInterval = time.Minute
+	}
+	return d
+}
+
+// policyDefault is the broker's default of p (nil: none).
+func (s *Service) policyDefault(p *policy) any {
+	d := s.cfg.Policies
+	pos := func(v int) any {
+		if v > 0 {
+			return v
+		}
+		return nil
+	}
+	switch p.topicPath + "|" + p.nsPath {
+	case "retention|retention":
+		ml := s.cfg.ManagedLedger
+		r := RetentionPolicies{RetentionTimeInMinutes: int(ml.RetentionTime / time.Minute), RetentionSizeInMB: ml.RetentionSize >> 20}
+		if ml.RetentionTime < 0 {
+			r.RetentionTimeInMinutes = -1
+		}
+		if ml.RetentionSize < 0 {
+			r.RetentionSizeInMB = -1
+		}
+		return r
+	case "messageTTL|messageTTL":
+		return pos(d.TTLDurationDefaultInSeconds)
+	case "maxProducers|maxProducersPerTopic":
+		return pos(d.MaxProducersPerTopic)
+	case "maxConsumers|maxConsumersPerTopic":
+		return pos(d.MaxConsumersPerTopic)
+	case "maxConsumersPerSubscription|maxConsumersPerSubscription":
+		return pos(d.MaxConsumersPerSubscription)
+	case "maxSubscriptionsPerTopic|maxSubscriptionsPerTopic":
+		return pos(d.MaxSubscriptionsPerTopic)
+	case "maxUnackedMessagesOnConsumer|maxUnackedMessagesPerConsumer":
+		return pos(d.MaxUnackedMessagesPerConsumer)
+	case "maxUnackedMessagesOnSubscription|maxUnackedMessagesPerSubscription":
+		return pos(d.MaxUnackedMessagesPerSubscription)
+	case "|maxTopicsPerNamespace":
+		return pos(d.MaxTopicsPerNamespace)
+	case "maxMessageSize|":
+		return s.cfg.MaxMessageSize
+	case "publishRate|publishRate":
+		if d.MaxPublishRatePerTopicInMessages > 0 || d.MaxPublishRatePerTopicInBytes > 0 {
+			return PublishRate{PublishThrottlingRateInMsg: d.MaxPublishRatePerTopicInMessages, PublishThrottlingRateInByte: d.MaxPublishRatePerTopicInBytes}
+		}
+	case "inactiveTopicPolicies|inactiveTopicPolicies":
+		return InactiveTopicPolicies{InactiveTopicDeleteMode: d.DeleteInactiveTopicsMode,
+			MaxInactiveDurationSeconds: int(d.DeleteInactiveTopicsMaxInactive / time.Second), DeleteWhileInactive: d.DeleteInactiveTopics}
+	case "deduplicationEnabled|deduplication":
+		return !s.cfg.DisableDeduplication
+	case "persistence|persistence":
+		ml := s.cfg.ManagedLedger
+		return PersistencePolicies{BookkeeperEnsemble: ml.Ensemble, BookkeeperWriteQuorum: ml.WriteQuorum, BookkeeperAckQuorum: ml.AckQuorum}
+	}
+	return nil
+}
+
+func (s *Service) defaultQuota(typ string) (BacklogQuota, bool) {
+	d := s.cfg.Policies
+	switch {
+	case typ == QuotaDestinationStorage && d.BacklogQuotaDefaultLimitBytes > 0:
+		return BacklogQuota{LimitSize: d.BacklogQuotaDefaultLimitBytes, Policy: d.BacklogQuotaDefaultRetentionPolicy}, true
+	case typ == QuotaMessageAge && d.BacklogQuotaDefaultLimitSeconds > 0:
+		return BacklogQuota{LimitTime: d.BacklogQuotaDefaultLimitSeconds, Policy: d.BacklogQuotaDefaultRetentionPolicy}, true
+	}
+	return BacklogQuota{}, false
+}
+
+// resolved are the policies in force on a topic.
+type resolved struct {
+	topic     topic.Policies
+	retention RetentionPolicies
+	quotas    map[string]BacklogQuota
+	ttl       int64 // seconds; 0: none
+	inactive  InactiveTopicPolicies
+	dedup     *bool
+	persist   PersistencePolicies
+	maxTopics int
+	// autoCreate is the namespace's autoTopicCreationOverride (nil: none).
+	autoCreate *bool
+}
+
+// resolve returns the policies in force on topic n.
+func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, error) {
+	var r resolved
+	tr, nr, err := s.policyRecords(ctx, n)
+	if err != nil {
+		return r, err
+	}
+	num := func(path string) int {
+		var v int
+		s.decodeApplied(tr, nr, path, &v)
+		return v
+	}
+	tp := &r.topic
+	tp.MaxProducers, tp.MaxConsumers = num("maxProducers"), num("maxConsumers")
+	tp.MaxConsumersPerSubscription, tp.MaxSubscriptions = num("maxConsumersPerSubscription"), num("maxSubscriptionsPerTopic")
+	tp.MaxUnackedPerConsumer, tp.MaxUnackedPerSubscription = num("maxUnackedMessagesOnConsumer"), num("maxUnackedMessagesOnSubscription")
+	if v := num("maxMessageSize"); v > 0 && v < s.cfg.MaxMessageSize {
+		tp.MaxMessageSize = v
+	}
+	r.ttl = int64(num("messageTTL"))
+	r.maxTopics = num("maxTopicsPerNamespace")
+	var pr PublishRate
+	if s.decodeApplied(tr, nr, "publishRate", &pr) {
+		tp.PublishRateMsgs, tp.PublishRateBytes = max(pr.PublishThrottlingRateInMsg, 0), max(pr.PublishThrottlingRateInByte, 0)
+	}
+	for path, to := range map[string][2]*int64{"dispatchRate": {&tp.DispatchRateMsgs, &tp.DispatchRateBytes},
+		"subscriptionDispatchRate": {&tp.SubDispatchRateMsgs, &tp.SubDispatchRateBytes}} {
+		var dr DispatchRate
+		if s.decodeApplied(tr, nr, path, &dr) {
+			period := int64(max(dr.RatePeriodInSecond, 1))
+			*to[0], *to[1] = max(dr.DispatchThrottlingRateInMsg, 0)/period, max(dr.DispatchThrottlingRateInByte, 0)/period
+		}
+	}
+	s.decodeApplied(tr, nr, "retention", &r.retention)
+	s.decodeApplied(tr, nr, "inactiveTopicPolicies", &r.inactive)
+	s.decodeApplied(tr, nr, "persistence", &r.persist)
+	var dd bool
+	if s.decodeApplied(tr, nr, "deduplicationEnabled", &dd) {
+		r.dedup = &dd
+	}
+	var asc AutoSubscriptionCreationOverride
+	tp.NoAutoSubscriptionCreation = s.decodeApplied(tr, nr, "autoSubscriptionCreation", &asc) && !asc.AllowAutoSubscriptionCreation
+	var ddp DelayedDeliveryPolicies
+	tp.NoDelayedDelivery = s.decodeApplied(tr, nr, "delayedDelivery", &ddp) && !ddp.Active
+	var atc AutoTopicCreationOverride
+	if s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {
+		r.autoCreate = &atc.AllowAutoTopicCreation
+	}
+	r.quotas = map[string]BacklogQuota{}
+	tp.BacklogQuotaLimitSize, tp.BacklogQuotaLimitTime = -1, -1
+	for _, typ := range []string{QuotaDestinationStorage, QuotaMessageAge} {
+		if q, ok := s.quotaOf(tr, nr, typ); ok {
+			r.quotas[typ] = q
+			if typ == QuotaDestinationStorage && q.LimitSize > 0 {
+				tp.BacklogQuotaLimitSize = q.LimitSize
+			}
+			if typ == QuotaMessageAge && q.LimitTime > 0 {
+				tp.BacklogQuotaLimitTime = q.LimitTime
+			}
+		}
+	}
+	return r, nil
+}
+
+// managedLedgerConfig is the managed-ledger configuration of a topic under r: the broker's
+// template with the retention and persistence policies.
+func (s *Service) managedLedgerConfig(r resolved) mledger.Config {
+	cfg := s.cfg.ManagedLedger
+	cfg.RetentionTime, cfg.RetentionSize = retentionOf(r.retention)
+	if p := r.persist; p.BookkeeperAckQuorum > 0 {
+		cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum = p.BookkeeperEnsemble, p.BookkeeperWriteQuorum, p.BookkeeperAckQuorum
+	}
+	return cfg
+}
+
+func retentionOf(r RetentionPolicies) (time.Duration, int64) {
+	d, size := time.Duration(r.RetentionTimeInMinutes)*time.Minute, r.RetentionSizeInMB<<20
+	if r.RetentionTimeInMinutes < 0 {
+		d = -1
+	}
+	if r.RetentionSizeInMB < 0 {
+		size = -1
+	}
+	return d, size
+}
+
+// checkTopicCount refuses a new topic in a namespace at its max_topics_per_namespace.
+func (s *Service) checkTopicCount(ctx context.Context, n topicname.Name, r resolved) error {
+	if r.maxTopics <= 0 {
+		return nil
+	}
+	ts, err := s.res.domainTopics(ctx, n.Tenant, n.Namespace, n.Domain)
+	if err != nil {
+		return err
+	}
+	if len(ts) >= r.maxTopics {
+		return fmt.Errorf("%w: Exceed maximum number of topics in namespace %s/%s", ErrNotAllowed, n.Tenant, n.Namespace)
+	}
+	return nil
+}
+
+// retentionSetter is the managed-ledger binding's live retention change.
+type retentionSetter interface {
+	SetRetention(ctx context.Context, d time.Duration, size int64) error
+}
+
+// applyPolicies resolves and applies the policies of loaded topic t (an event for its
+// goroutine; retention goes to its managed ledger).
+func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved) {
+	t.SetPolicies(r.topic)
+	s.applied.Store(t.Name().String(), r)
+	if rs, ok := t.Log().(retentionSetter); ok {
+		d, size := retentionOf(r.retention)
+		if err := rs.SetRetention(ctx, d, size); err != nil && !errors.Is(err, mledger.ErrClosed) {
+			s.log.Debug("apply retention", "topic", t.Name().String(), "err", err)
+		}
+	}
+}
+
+// reapply resolves and applies the policies of the loaded topics match selects, before it
+// returns (an admin change is in force on the topics here when its answer goes out).
+func (s *Service) reapply(ctx context.Context, match func(topicname.Name) bool) {
+	for _, t := range s.loadedTopics() {
+		if !match(t.Name()) {
+			continue
+		}
+		if r, err := s.resolve(ctx, t.Name()); err == nil {
+			s.applyPolicies(ctx, t, r)
+		}
+	}
+}
+
+func (s *Service) reapplyNamespace(ctx context.Context, ns string) {
+	s.reapply(ctx, func(n topicname.Name) bool { return n.Tenant+"/"+n.Namespace == ns })
+}
+
+func (s *Service) reapplyTopic(ctx context.Context, base topicname.Name) {
+	s.reapply(ctx, func(n topicname.Name) bool { return n.Base() == base })
+}
+
+// loadedTopics lists the topics loaded now.
+func (s *Service) loadedTopics() []*topic.Topic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ts []*topic.Topic
+	for _, e := range s.mu.topics {
+		select {
+		case <-e.ready:
+			if e.t != nil {
+				ts = append(ts, e.t)
+			}
+		default:
+		}
+	}
+	return ts
+}
+
+// policyMonitor watches the policy records (a change made through another broker reaches
+// the topics loaded here) and runs the periodic policy checks: backlog quotas, message TTL
+// and inactive topics.
+func (s *Service) policyMonitor() {
+	defer s.wg.Done()
+	d := s.cfg.Policies
+	for _, prefix := range []string{metadata.PrefixNamespaces, metadata.PrefixTopicFeatures} {
+		s.wg.Add(1) // while this goroutine holds its own count: Close waits for both
+		go func() {
+			defer s.wg.Done()
+			s.watchPolicies(prefix)
+		}()
+	}
+	quota, expiry, inactive := time.NewTicker(d.BacklogQuotaCheckInterval), time.NewTicker(d.MessageExpiryCheckInterval),
+		time.NewTicker(d.InactiveTopicCheckInterval)
+	defer quota.Stop()
+	defer expiry.Stop()
+	defer inactive.Stop()
+	idle := map[string]time.Time{} // topic → inactive since
+	for {
+		var check func(ctx context.Context, t *topic.Topic, r resolved)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-quota.C:
+			check = s.checkBacklogQuota
+		case <-expiry.C:
+			check = s.expireTTL
+		case <-inactive.C:
+			check = func(ctx context.Context, t *topic.Topic, r resolved) { s.checkInactive(ctx, t, r, idle) }
+		}
+		for _, t := range s.loadedTopics() {
+			if !t.Name().IsPersistent() {
+				continue
+			}
+			v, ok := s.applied.Load(t.Name().String())
+			if !ok {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+			check(ctx, t, v.(resolved))
+			cancel()
+		}
+	}
+}
+
+// watchPolicies reapplies the policies of the loaded topics whose records change under
+// prefix (namespace records or topic policy records), until the broker closes.
+func (s *Service) watchPolicies(prefix string) {
+	for s.ctx.Err() == nil {
+		w := s.store.Watch(s.ctx, prefix, 0)
+		for b := range w.C {
+			for _, ev := range b.Events {
+				parts := strings.Split(strings.TrimPrefix(ev.KV.Key, prefix), "/")
+				switch {
+				case prefix == metadata.PrefixNamespaces && len(parts) == 2:
+					s.reapplyNamespace(s.ctx, parts[0]+"/"+parts[1])
+				case prefix == metadata.PrefixTopicFeatures && len(parts) == 3:
+					if n, err := topicname.Parse("persistent://" + strings.Join(parts, "/")); err == nil {
+						s.reapplyTopic(s.ctx, n)
+					}
+				}
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(time.Second): // the watch failed: watch again
+		}
+	}
+}
+
+// checkBacklogQuota enforces topic t's backlog quotas: beyond one, consumer_backlog_eviction
+// moves the slowest subscriptions' cursors past their oldest backlog, the producer policies
+// refuse producers (the topic closes those connected) until the backlog is back under it.
+func (s *Service) checkBacklogQuota(ctx context.Context, t *topic.Topic, r resolved) {
+	block := topic.QuotaOK
+	if len(r.quotas) > 0 {
+		st, err := t.Stats(ctx)
+		if err != nil {
+			return
+		}
+		if q, ok := r.quotas[QuotaDestinationStorage]; ok && q.LimitSize > 0 {
+			for name, ss := range st.Subscriptions {
+				if ss.BacklogSize <= q.LimitSize {
+					continue
+				}
+				if q.Policy != QuotaConsumerBacklogEviction {
+					block = max(block, quotaBlock(q.Policy))
+					continue
+				}
+				if ss.MsgBacklog > 0 {
+					per := max(ss.BacklogSize/ss.MsgBacklog, 1)
+					skip := int((ss.BacklogSize - q.LimitSize + per - 1) / per)
+					if err := t.Skip(ctx, name, skip); err == nil {
+						s.m.backlogEvictions.Inc()
+					}
+				}
+			}
+		}
+		if q, ok := r.quotas[QuotaMessageAge]; ok && q.LimitTime > 0 {
+			cutoff := time.Now().UnixMilli() - q.LimitTime*1000
+			for name := range st.Subscriptions {
+				oldest, err := t.OldestBacklogPublishTime(ctx, name)
+				if err != nil || oldest == 0 || oldest >= cutoff {
+					continue
+				}
+				if q.Policy != QuotaConsumerBacklogEviction {
+					block = max(block, quotaBlock(q.Policy))
+					continue
+				}
+				if moved, err := t.ExpireMessages(ctx, name, cutoff); err == nil && moved {
+					s.m.backlogEvictions.Inc()
+				}
+			}
+		}
+	}
+	t.SetQuotaBlock(block)
+}
+
+func quotaBlock(policy string) topic.QuotaBlock {
+	if policy == QuotaProducerException {
+		return topic.QuotaException
+	}
+	return topic.QuotaHold
+}
+
+// expireTTL expires the messages older than topic t's TTL from its subscriptions.
+func (s *Service) expireTTL(ctx context.Context, t *topic.Topic, r resolved) {
+	if r.ttl <= 0 {
+		return
+	}
+	s.expire(ctx, t, "", time.Now().UnixMilli()-r.ttl*1000) //nolint:errcheck // retried at the next check
+}
+
+// expire expires what was published before ms from subscription sub ("": every one).
+func (s *Service) expire(ctx context.Context, t *topic.Topic, sub string, ms int64) error {
+	subs := []string{sub}
+	if sub == "" {
+		var err error
+		if subs, err = t.Subscriptions(ctx); err != nil {
+			return err
+		}
+	}
+	for _, name := range subs {
+		if _, err := t.ExpireMessages(ctx, name, ms); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ExpireMessages expires, on subscription sub of a topic ("": on every subscription), the
+// messages published more than seconds ago (Pulsar's expire-messages and
+// expire-messages-all-subscriptions).
+func (s *Service) ExpireMessages(ctx context.Context, topicName, sub string, seconds int64) error {
+	if seconds < 0 {
+		return invalid("expireTimeInSeconds must be 0 or more")
+	}
+	t, err := s.adminTopic(ctx, topicName)
+	if err != nil {
+		return err
+	}
+	return s.expire(ctx, t, sub, time.Now().UnixMilli()-seconds*1000)
+}
+
+// checkInactive deletes topic t once it has been inactive (no producers and consumers,
+// and no subscriptions or none with a backlog, by its mode) for the policy's duration.
+func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r resolved, idle map[string]time.Time) {
+	name := t.Name().String()
+	if !r.inactive.DeleteWhileInactive {
+		delete(idle, name)
+		return
+	}
+	p, c, err := t.Counts(ctx)
+	inactive := err == nil && p == 0 && c == 0
+	if inactive {
+		st, err := t.Stats(ctx)
+		inactive = err == nil
+		for _, ss := range st.Subscriptions {
+			if r.inactive.InactiveTopicDeleteMode != "delete_when_subscriptions_caught_up" || ss.MsgBacklog > 0 {
+				inactive = false
+			}
+		}
+	}
+	if !inactive {
+		delete(idle, name)
+		return
+	}
+	since, seen := idle[name]
+	if !seen {
+		idle[name] = time.Now()
+		return
+	}
+	if time.Since(since) < time.Duration(r.inactive.MaxInactiveDurationSeconds)*time.Second {
+		return
+	}
+	delete(idle, name)
+	if err := s.deleteTopic(ctx, name, false); err != nil {
+		s.log.Debug("delete inactive topic", "topic", name, "err", err)
+		return
+	}
+	s.m.inactiveDeleted.Inc()
+	s.log.Info("deleted inactive topic", "topic", name)
+}

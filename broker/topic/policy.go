@@ -1,0 +1,445 @@
+package topic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
+	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// Policies are the policies in force on a topic, resolved by the broker (topic level, else
+// namespace, else the broker's configuration). Zero values mean unlimited or off.
+type Policies struct {
+	MaxProducers                int
+	MaxConsumers                int
+	MaxConsumersPerSubscription int
+	MaxSubscriptions            int
+	// MaxUnackedPerConsumer and MaxUnackedPerSubscription stop dispatch at that many
+	// unacknowledged messages until acknowledgements come.
+	MaxUnackedPerConsumer     int
+	MaxUnackedPerSubscription int
+	// MaxMessageSize refuses larger SENDs with NotAllowedError.
+	MaxMessageSize int
+	// PublishRateMsgs and PublishRateBytes bound what the topic takes per second: beyond
+	// them SENDs wait (their connections' pending budgets fill and reading stops).
+	PublishRateMsgs, PublishRateBytes int64
+	// DispatchRateMsgs and DispatchRateBytes bound what the topic's subscriptions together
+	// dispatch per second, SubDispatchRateMsgs and SubDispatchRateBytes what each one does:
+	// beyond them cursor reads wait (nothing is dropped).
+	DispatchRateMsgs, DispatchRateBytes       int64
+	SubDispatchRateMsgs, SubDispatchRateBytes int64
+	// NoAutoSubscriptionCreation refuses consumers of durable subscriptions that do not
+	// exist (SubscriptionNotFound); NoDelayedDelivery delivers delayed messages at once.
+	NoAutoSubscriptionCreation, NoDelayedDelivery bool
+	// BacklogQuotaLimitSize (bytes) and BacklogQuotaLimitTime (seconds) are shown in the
+	// statistics (-1: none); the broker's backlog-quota checker enforces them.
+	BacklogQuotaLimitSize, BacklogQuotaLimitTime int64
+}
+
+// QuotaBlock is what an exceeded backlog quota does to the topic's producers.
+type QuotaBlock uint8
+
+// Backlog-quota blocks.
+const (
+	QuotaOK        QuotaBlock = iota // producers are admitted
+	QuotaHold                        // producer_request_hold: producers are refused with ErrQuotaHold
+	QuotaException                   // producer_exception: producers are refused with ErrQuotaException
+)
+
+// Backlog-quota errors (ProducerBlockedQuotaExceededError and
+// ProducerBlockedQuotaExceededException: the Go and Java clients retry the first, holding
+// their messages, and fail their pending messages on the second).
+var (
+	//lint:ignore ST1005 Pulsar's message
+	ErrQuotaHold = errors.New("Cannot create producer on topic with backlog quota exceeded (producer_request_hold)")
+	//lint:ignore ST1005 Pulsar's message
+	ErrQuotaException = errors.New("Cannot create producer on topic with backlog quota exceeded (producer_exception)")
+)
+
+// SetPolicies applies p to the topic and its subscriptions (an event: it takes effect on the
+// topic goroutine).
+func (t *Topic) SetPolicies(p Policies) {
+	t.post(func() {
+		t.pol = p
+		now := time.Now().UnixNano()
+		t.msgLimit.set(p.PublishRateMsgs, now)
+		t.byteLimit.set(p.PublishRateBytes, now)
+		t.dispatch.Lock()
+		t.dispatch.msgs.set(p.DispatchRateMsgs, now)
+		t.dispatch.bytes.set(p.DispatchRateBytes, now)
+		t.dispatch.on.Store(p.DispatchRateMsgs > 0 || p.DispatchRateBytes > 0)
+		t.dispatch.Unlock()
+		for _, s := range t.subs {
+			s.setPolicies(p)
+		}
+		t.releaseThrottled()
+	})
+}
+
+// SetQuotaBlock sets what the backlog quota does to producers. Entering a block closes the
+// producers connected (CLOSE_PRODUCER: they reconnect and are refused until it lifts).
+func (t *Topic) SetQuotaBlock(b QuotaBlock) {
+	t.post(func() {
+		if b != QuotaOK && t.quota != b {
+			t.m.quotaBlocks.Inc()
+			for _, p := range sortedProducers(t.producers) {
+				t.removeProducer(p, true)
+			}
+		}
+		t.quota = b
+	})
+}
+
+// Log returns the topic's log (the broker applies log-level policies such as retention).
+func (t *Topic) Log() Log { return t.log }
+
+// admitProducer refuses a producer a policy does not allow (nil: admitted).
+func (c *topicCore) admitProducer() error {
+	switch c.quota {
+	case QuotaHold:
+		return fmt.Errorf("%w: topic %s", ErrQuotaHold, c.name)
+	case QuotaException:
+		return fmt.Errorf("%w: topic %s", ErrQuotaException, c.name)
+	}
+	if c.pol.MaxProducers > 0 && len(c.producers)+len(c.waiting) >= c.pol.MaxProducers {
+		return fmt.Errorf("%w: Topic '%s' reached max producers limit", ErrProducerBusy, c.name)
+	}
+	return nil
+}
+
+// admitSubscribe refuses a consumer the topic's limits do not allow (nil: admitted); it
+// runs on the topic goroutine.
+func (t *Topic) admitSubscribe(sub string) error {
+	if t.pol.MaxConsumers > 0 {
+		n := 0
+		for _, s := range t.subs {
+			n += s.consumerCount()
+		}
+		if n >= t.pol.MaxConsumers {
+			return fmt.Errorf("%w: Topic reached max consumers limit", ErrConsumerBusy)
+		}
+	}
+	if _, open := t.subs[sub]; !open && t.pol.MaxSubscriptions > 0 {
+		if _, opening := t.opening[sub]; !opening && len(t.subs)+len(t.opening) >= t.pol.MaxSubscriptions {
+			return fmt.Errorf("%w: Exceed the maximum number of subscriptions of the topic: %s", ErrNotAllowed, t.name)
+		}
+	}
+	return nil
+}
+
+// setPolicies applies the subscription's part of p (an event for its goroutine).
+func (s *Subscription) setPolicies(p Policies) {
+	s.post(func() {
+		now := time.Now().UnixNano()
+		s.dispMsgs.set(p.SubDispatchRateMsgs, now)
+		s.dispBytes.set(p.SubDispatchRateBytes, now)
+		s.maxConsumers, s.noDelay = p.MaxConsumersPerSubscription, p.NoDelayedDelivery
+		s.d.SetUnackedLimits(p.MaxUnackedPerConsumer, p.MaxUnackedPerSubscription)
+		s.flush()
+	})
+}
+
+// Publish throttling.
+
+// heldSend is a SEND waiting for the publish rate to allow it.
+type heldSend struct {
+	p *Producer
+	m Message
+}
+
+// tokenBucket is a rate limiter in units per second; an admission may overdraw it (a large
+// message still passes), and it refills up to a tenth of a second's worth.
+type tokenBucket struct {
+	rate   float64 // units per second; 0: off
+	tokens float64
+	last   int64 // Unix ns of the last refill
+}
+
+func (b *tokenBucket) set(rate, now int64) {
+	b.rate, b.last = float64(max(rate, 0)), now
+	b.tokens = b.burst()
+}
+
+// spend takes n units (a bucket that is off stays full).
+func (b *tokenBucket) spend(n float64) {
+	if b.rate > 0 {
+		b.tokens -= n
+	}
+}
+
+func (b *tokenBucket) burst() float64 { return max(b.rate/10, 1) }
+
+func (b *tokenBucket) refill(now int64) {
+	b.tokens = min(b.tokens+b.rate*float64(now-b.last)/1e9, b.burst())
+	b.last = now
+}
+
+// wait is how long until the bucket has a token.
+func (b *tokenBucket) wait() time.Duration {
+	if b.rate == 0 || b.tokens > 0 {
+		return 0
+	}
+	return time.Duration((-b.tokens + 1e-3) / b.rate * 1e9)
+}
+
+// onSend takes a SEND: refused if it is too large, held while the publish rate is
+// exceeded (behind the SENDs already held, in order), else published. Without policies it
+// is two comparisons.
+func (t *Topic) onSend(p *Producer, m Message) {
+	if t.pol.MaxMessageSize > 0 && len(m.Data) > t.pol.MaxMessageSize {
+		t.pubDone(p, m)
+		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_NotAllowedError, "Exceed maximum message size"))
+		return
+	}
+	if t.msgLimit.rate == 0 && t.byteLimit.rate == 0 && len(t.throttled) == 0 {
+		t.onPublish(p, m)
+		return
+	}
+	if len(t.throttled) == 0 && t.admitRate(m, time.Now().UnixNano()) {
+		t.onPublish(p, m)
+		return
+	}
+	if len(t.throttled) == 0 {
+		t.rateLimited++
+		t.m.publishRateLimited.Inc()
+	}
+	t.throttled = append(t.throttled, heldSend{p, m})
+	t.armThrottle()
+}
+
+// admitRate takes m's messages and bytes from the buckets if both have tokens.
+func (t *Topic) admitRate(m Message, now int64) bool {
+	if t.msgLimit.rate > 0 {
+		t.msgLimit.refill(now)
+		if t.msgLimit.tokens <= 0 {
+			return false
+		}
+	}
+	if t.byteLimit.rate > 0 {
+		t.byteLimit.refill(now)
+		if t.byteLimit.tokens <= 0 {
+			return false
+		}
+	}
+	t.msgLimit.spend(float64(max(m.NumMessages, 1)))
+	t.byteLimit.spend(float64(len(m.Data)))
+	return true
+}
+
+func (t *Topic) armThrottle() {
+	if t.throttleTimer != nil || len(t.throttled) == 0 {
+		return
+	}
+	d := max(t.msgLimit.wait(), t.byteLimit.wait(), time.Millisecond)
+	t.throttleTimer = time.AfterFunc(d, func() {
+		t.post(func() {
+			t.throttleTimer = nil
+			t.releaseThrottled()
+		})
+	})
+}
+
+// releaseThrottled publishes the held SENDs the rate allows now (all of them if the
+// limits are off or the topic is no longer active), and waits for the rest.
+func (t *Topic) releaseThrottled() {
+	now := time.Now().UnixNano()
+	i := 0
+	for ; i < len(t.throttled); i++ {
+		h := t.throttled[i]
+		free := t.state != StateActive || (t.msgLimit.rate == 0 && t.byteLimit.rate == 0)
+		if !free && !t.admitRate(h.m, now) {
+			break
+		}
+		t.throttled[i] = heldSend{}
+		t.onPublish(h.p, h.m)
+	}
+	t.throttled = t.throttled[i:]
+	if len(t.throttled) == 0 {
+		t.throttled = nil
+	}
+	t.armThrottle()
+}
+
+// Dispatch throttling.
+
+// gateRead starts cursor read r now if the dispatch rates allow it (fewer entries if they
+// allow fewer), else holds it until they do: the consumers' permits wait, nothing is
+// dropped.
+func (s *Subscription) gateRead(r dispatch.Read) {
+	t := s.topic
+	if s.dispMsgs.rate == 0 && s.dispBytes.rate == 0 && !t.dispatchLimited() {
+		s.startRead(r)
+		return
+	}
+	now := time.Now().UnixNano()
+	allow, wait := s.dispatchAllowance(now)
+	if allow <= 0 {
+		s.heldRead = &r
+		if s.readTimer == nil {
+			s.readTimer = time.AfterFunc(max(wait, time.Millisecond), func() { s.post(s.releaseRead) })
+		}
+		return
+	}
+	r.N = max(min(r.N, allow), 1)
+	s.startRead(r)
+}
+
+func (s *Subscription) releaseRead() {
+	s.readTimer = nil
+	if r := s.heldRead; r != nil {
+		s.heldRead = nil
+		s.gateRead(*r)
+	}
+}
+
+// cancelRead cancels the read in flight, or completes a held one as cancelled.
+func (s *Subscription) cancelRead() {
+	if s.readCancel != nil {
+		s.readCancel()
+	}
+	if r := s.heldRead; r != nil {
+		s.heldRead = nil
+		s.post(func() {
+			s.d.ReadDone(r.Epoch, nil, dispatch.ReadIdle, time.Now().UnixMilli())
+			s.flush()
+		})
+	}
+}
+
+// dispatchAllowance is how many entries the rates allow now (<= 0: none), and if none, how
+// long until they do.
+func (s *Subscription) dispatchAllowance(now int64) (int, time.Duration) {
+	allow, wait := 1<<30, time.Duration(0)
+	take := func(b *tokenBucket, counts bool) {
+		if b.rate == 0 {
+			return
+		}
+		b.refill(now)
+		if b.tokens <= 0 {
+			allow, wait = 0, max(wait, b.wait())
+		} else if counts {
+			allow = min(allow, int(b.tokens+0.999))
+		}
+	}
+	take(&s.dispMsgs, true)
+	take(&s.dispBytes, false)
+	t := s.topic
+	t.dispatch.Lock()
+	take(&t.dispatch.msgs, true)
+	take(&t.dispatch.bytes, false)
+	t.dispatch.Unlock()
+	return allow, wait
+}
+
+// readPolicies applies the policies to what a read brought: delayed delivery off, and the
+// dispatch rates' buckets.
+func (s *Subscription) readPolicies(es []dispatch.Entry) {
+	if s.noDelay {
+		for i := range es {
+			es[i].Info.DeliverAt = 0
+		}
+	}
+	t := s.topic
+	if s.dispMsgs.rate == 0 && s.dispBytes.rate == 0 && !t.dispatchLimited() {
+		return
+	}
+	var msgs, bytes float64
+	for _, e := range es {
+		msgs += float64(max(e.Info.Msgs, 1))
+		bytes += float64(len(e.Data))
+	}
+	s.dispMsgs.spend(msgs)
+	s.dispBytes.spend(bytes)
+	t.dispatch.Lock()
+	t.dispatch.msgs.spend(msgs)
+	t.dispatch.bytes.spend(bytes)
+	t.dispatch.Unlock()
+}
+
+// dispatchLimited reports whether the topic has a dispatch rate (any goroutine).
+func (t *Topic) dispatchLimited() bool { return t.dispatch.on.Load() }
+
+// Message expiry.
+
+// ExpireMessages acknowledges, on subscription name, every entry published before ms
+// (Unix ms); the cursor never moves back. It returns whether anything was expired.
+func (t *Topic) ExpireMessages(ctx context.Context, name string, ms int64) (bool, error) {
+	s, err := t.sub(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	i, x, err := searchPublishTime(ctx, t.log, ms)
+	if err != nil || i == 0 {
+		return false, err
+	}
+	last := x.at(i - 1)
+	md, err := s.cur.MarkDelete(ctx)
+	if err != nil {
+		return false, err
+	}
+	if md != mledger.Earliest && !md.Less(last) {
+		return false, nil
+	}
+	if err := ackWait(func(done func(error)) { s.cur.AckCumulative(last, done) }); err != nil {
+		return false, err
+	}
+	t.m.expired.Inc()
+	return true, nil
+}
+
+// OldestBacklogPublishTime returns the publish time (Unix ms) of subscription name's oldest
+// unacknowledged entry (0: no backlog).
+func (t *Topic) OldestBacklogPublishTime(ctx context.Context, name string) (int64, error) {
+	e, err := t.PeekBacklog(ctx, name, 1)
+	if errors.Is(err, ErrMessageNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	m, err := parseMeta(e.Data)
+	if err != nil {
+		return 0, err
+	}
+	return int64(m.GetPublishTime()), nil
+}
+
+// backlogBytes estimates the bytes stored after mark-delete position md.
+func backlogBytes(st mledger.Stats, md Position) int64 {
+	var n int64
+	for _, l := range st.Ledgers {
+		switch {
+		case l.ID > md.LedgerID:
+			n += l.Size
+		case l.ID == md.LedgerID && l.Entries > 0 && md.EntryID+1 < l.Entries:
+			n += l.Size * (l.Entries - 1 - md.EntryID) / l.Entries
+		}
+	}
+	return n
+}
+
+// policyStats fills the topic statistics' policy fields.
+func (t *Topic) policyStats(st *Stats) {
+	st.BacklogQuotaLimitSize, st.BacklogQuotaLimitTime = t.pol.BacklogQuotaLimitSize, t.pol.BacklogQuotaLimitTime
+	st.PublishRateLimitedTimes = t.rateLimited
+	st.ThrottledPublishes = len(t.throttled)
+	switch t.quota {
+	case QuotaHold:
+		st.BacklogQuotaBlock = "producer_request_hold"
+	case QuotaException:
+		st.BacklogQuotaBlock = "producer_exception"
+	}
+}
+
+// flushThrottled publishes every held SEND (the topic is closing: they are answered).
+func (t *Topic) flushThrottled() {
+	if t.throttleTimer != nil {
+		t.throttleTimer.Stop()
+		t.throttleTimer = nil
+	}
+	t.releaseThrottled()
+}

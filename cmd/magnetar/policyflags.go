@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/config"
+)
+
+// policyFlags are the broker-level policy defaults (broker.PolicyDefaults) of the broker and
+// standalone commands, under Pulsar's broker.conf keys (policyKeys).
+type policyFlags struct {
+	d                           broker.PolicyDefaults
+	ttl, retentionTime          time.Duration
+	retentionSizeMB             int64
+	backlogLimitSecs            int64
+	deleteInactive, deleteFreq  time.Duration
+	deleteInactiveOn            bool
+	deleteMode, backlogPolicyOn string
+}
+
+func (p *policyFlags) add(f *pflag.FlagSet) {
+	d := &p.d
+	f.DurationVar(&d.BacklogQuotaCheckInterval, "backlog-quota-check-interval", time.Minute, "how often backlogs are checked against their quotas")
+	f.Int64Var(&d.BacklogQuotaDefaultLimitBytes, "backlog-quota-default-limit-bytes", -1, "default destination_storage quota in bytes (-1: none)")
+	f.Int64Var(&p.backlogLimitSecs, "backlog-quota-default-limit-seconds", -1, "default message_age quota in seconds (-1: none)")
+	f.StringVar(&p.backlogPolicyOn, "backlog-quota-default-retention-policy", broker.QuotaProducerRequestHold,
+		"policy of the default quotas: producer_request_hold, producer_exception or consumer_backlog_eviction")
+	f.DurationVar(&p.ttl, "ttl-duration-default", 0, "default message TTL (0: none)")
+	f.DurationVar(&d.MessageExpiryCheckInterval, "message-expiry-check-interval", 5*time.Minute, "how often message TTLs are enforced")
+	f.DurationVar(&p.retentionTime, "default-retention-time", 0, "default retention time of consumed data (-1ns: infinite)")
+	f.Int64Var(&p.retentionSizeMB, "default-retention-size-mb", 0, "default retention size of consumed data in MB (-1: infinite)")
+	f.IntVar(&d.MaxProducersPerTopic, "max-producers-per-topic", 0, "default max producers per topic (0: unlimited)")
+	f.IntVar(&d.MaxConsumersPerTopic, "max-consumers-per-topic", 0, "default max consumers per topic (0: unlimited)")
+	f.IntVar(&d.MaxConsumersPerSubscription, "max-consumers-per-subscription", 0, "default max consumers per subscription (0: unlimited)")
+	f.IntVar(&d.MaxSubscriptionsPerTopic, "max-subscriptions-per-topic", 0, "default max subscriptions per topic (0: unlimited)")
+	f.IntVar(&d.MaxUnackedMessagesPerConsumer, "max-unacked-messages-per-consumer", 0, "default max unacknowledged messages per consumer (0: unlimited)")
+	f.IntVar(&d.MaxUnackedMessagesPerSubscription, "max-unacked-messages-per-subscription", 0,
+		"default max unacknowledged messages per subscription (0: unlimited)")
+	f.IntVar(&d.MaxTopicsPerNamespace, "max-topics-per-namespace", 0, "default max topics per namespace (0: unlimited)")
+	f.Int64Var(&d.MaxPublishRatePerTopicInMessages, "max-publish-rate-per-topic-in-messages", 0, "default publish rate per topic (0: unlimited)")
+	f.Int64Var(&d.MaxPublishRatePerTopicInBytes, "max-publish-rate-per-topic-in-bytes", 0, "default publish byte rate per topic (0: unlimited)")
+	f.BoolVar(&p.deleteInactiveOn, "broker-delete-inactive-topics-enabled", false, "delete inactive topics by default")
+	f.StringVar(&p.deleteMode, "broker-delete-inactive-topics-mode", "delete_when_no_subscriptions",
+		"delete_when_no_subscriptions or delete_when_subscriptions_caught_up")
+	f.DurationVar(&p.deleteInactive, "broker-delete-inactive-topics-max-inactive-duration", time.Minute, "inactive for this long")
+	f.DurationVar(&p.deleteFreq, "broker-delete-inactive-topics-frequency", time.Minute, "how often inactive topics are looked for")
+}
+
+// apply puts the defaults into a broker configuration.
+func (p *policyFlags) apply(c *broker.Config) {
+	d := p.d
+	d.BacklogQuotaDefaultLimitSeconds, d.BacklogQuotaDefaultRetentionPolicy = p.backlogLimitSecs, p.backlogPolicyOn
+	d.TTLDurationDefaultInSeconds = int(p.ttl / time.Second)
+	d.DeleteInactiveTopics, d.DeleteInactiveTopicsMode = p.deleteInactiveOn, p.deleteMode
+	d.DeleteInactiveTopicsMaxInactive, d.InactiveTopicCheckInterval = p.deleteInactive, p.deleteFreq
+	c.Policies = d
+	c.ManagedLedger.RetentionTime = p.retentionTime
+	c.ManagedLedger.RetentionSize = p.retentionSizeMB << 20
+	if p.retentionSizeMB < 0 {
+		c.ManagedLedger.RetentionSize = -1
+	}
+}
+
+// minutes maps a number of minutes to a duration flag (-1: infinite).
+func minutes(v string, _ func(string) (string, bool)) (string, error) {
+	if v == "" {
+		return "", config.Skip
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < -1 {
+		return "", errors.New("want a number of minutes (-1: infinite)")
+	}
+	if n < 0 {
+		return "-1ns", nil
+	}
+	return (time.Duration(n) * time.Minute).String(), nil
+}
+
+// policyKeys are the broker.conf keys of the policy defaults.
+var policyKeys = []config.Key{
+	{Name: "backlogQuotaCheckIntervalInSeconds", Flag: "backlog-quota-check-interval", Map: config.Seconds},
+	{Name: "backlogQuotaDefaultLimitBytes", Flag: "backlog-quota-default-limit-bytes"},
+	{Name: "backlogQuotaDefaultLimitSecond", Flag: "backlog-quota-default-limit-seconds"},
+	{Name: "backlogQuotaDefaultRetentionPolicy", Flag: "backlog-quota-default-retention-policy"},
+	{Name: "ttlDurationDefaultInSeconds", Flag: "ttl-duration-default", Map: config.Seconds},
+	{Name: "messageExpiryCheckIntervalInMinutes", Flag: "message-expiry-check-interval", Map: minutes},
+	{Name: "defaultRetentionTimeInMinutes", Flag: "default-retention-time", Map: minutes},
+	{Name: "defaultRetentionSizeInMB", Flag: "default-retention-size-mb"},
+	{Name: "maxProducersPerTopic", Flag: "max-producers-per-topic"},
+	{Name: "maxConsumersPerTopic", Flag: "max-consumers-per-topic"},
+	{Name: "maxConsumersPerSubscription", Flag: "max-consumers-per-subscription"},
+	{Name: "maxSubscriptionsPerTopic", Flag: "max-subscriptions-per-topic"},
+	{Name: "maxUnackedMessagesPerConsumer", Flag: "max-unacked-messages-per-consumer"},
+	{Name: "maxUnackedMessagesPerSubscription", Flag: "max-unacked-messages-per-subscription"},
+	{Name: "maxTopicsPerNamespace", Flag: "max-topics-per-namespace"},
+	{Name: "maxPublishRatePerTopicInMessages", Flag: "max-publish-rate-per-topic-in-messages"},
+	{Name: "maxPublishRatePerTopicInBytes", Flag: "max-publish-rate-per-topic-in-bytes"},
+	{Name: "brokerDeleteInactiveTopicsEnabled", Flag: "broker-delete-inactive-topics-enabled"},
+	{Name: "brokerDeleteInactiveTopicsMode", Flag: "broker-delete-inactive-topics-mode"},
+	{Name: "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds", Flag: "broker-delete-inactive-topics-max-inactive-duration", Map: config.Seconds},
+	{Name: "brokerDeleteInactiveTopicsFrequencySeconds", Flag: "broker-delete-inactive-topics-frequency", Map: config.Seconds},
+}
