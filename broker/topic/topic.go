@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/magnetar-io/magnetar/internal/inbox"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )

@@ -359,7 +359,7 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 		}),
 	)
 	c.AddCommand(permissionCmds(a, "namespace", namespacePermPath)...)
-	c.AddCommand(namespaceBundleCmds(a)...) // admin_cluster.go
+	c.AddCommand(namespaceBundleCmds(a)...)   // admin_cluster.go
 	c.AddCommand(policyCommands(a, false)...) // admin_policies.go
 	return c
 }
@@ -520,7 +520,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 	)
 	c.AddCommand(newAdminInspectCmds(a)...)
 	c.AddCommand(permissionCmds(a, "topic", topicPermPath)...)
-	c.AddCommand(topicBundleCmd(a)) // admin_cluster.go
+	c.AddCommand(topicBundleCmd(a))          // admin_cluster.go
 	c.AddCommand(policyCommands(a, true)...) // admin_policies.go
 	return c
 }
