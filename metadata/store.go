@@ -83,7 +83,7 @@ type Store interface {
 	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
 	// Commit applies ops atomically: all of them, or none if any op's expected version does
 	// not hold (ErrBadVersion). It returns the new version of each put (0 for deletes). A key
-	// appears at most once in ops.
+	// appears at most once in ops; etcd takes at most 128 guarded ops and 128 writes.
 	Commit(ctx context.Context, ops []Op) ([]Version, error)
 	// NextID returns the next value of the named monotonic counter (first value 1). Values are
 	// unique and increasing across all clients.

@@ -771,7 +771,7 @@ func (c *Core) GetDone(tag uint64, kv *metadata.KV, err error) {
 func (c *Core) afterChange(e *entry, wasOpen bool) {
 	if wasOpen && e.hdr.Status.Ended() {
 		c.open--
-		e.gcAt, e.gcDelay = c.now+c.cfg.GCDelayMs, c.cfg.GCDelayMs
+		e.gcAt, e.gcDelay = gcSlot(c.now+c.cfg.GCDelayMs), c.cfg.GCDelayMs
 	}
 }
 
@@ -803,7 +803,13 @@ func (c *Core) Checked(tag uint64, pending bool, err error) {
 	}
 }
 
+// gcSlotMs rounds collection times up, so that one Tick collects the transactions ended in
+// the same slot together (the owner may collect them in one commit).
+const gcSlotMs = 100
+
+func gcSlot(at int64) int64 { return (at + gcSlotMs - 1) / gcSlotMs * gcSlotMs }
+
 func (c *Core) backoffGC(e *entry) {
 	e.gcDelay = min(e.gcDelay*2, 60_000)
-	e.gcAt = c.now + e.gcDelay
+	e.gcAt = gcSlot(c.now + e.gcDelay)
 }

@@ -146,9 +146,7 @@ func (c *Coordinator) perform() {
 	for _, g := range r.Gets {
 		c.doGet(g)
 	}
-	for _, ch := range r.Checks {
-		c.doCheck(ch)
-	}
+	c.doChecks(r.Checks)
 	for _, rep := range r.Replies {
 		rep.Done(rep.ID, rep.Err)
 	}
@@ -216,26 +214,64 @@ func (c *Coordinator) doGet(g Get) {
 	}()
 }
 
-// doCheck collects an ended transaction: one commit deletes its header if none of its
-// participants' records exists.
-func (c *Coordinator) doCheck(ch Check) {
+// maxCollectOps bounds the operations (compares and writes each) of one collecting commit,
+// below etcd's default limit of 128 per transaction.
+const maxCollectOps = 120
+
+// doChecks collects ended transactions: a commit deletes their headers if none of their
+// participants' records exists. Several go in one commit; if it is refused (some record
+// remains), each is tried alone.
+func (c *Coordinator) doChecks(chs []Check) {
+	for len(chs) > 0 {
+		n, ops := 1, len(c.collectOps(chs[0]))
+		for n < len(chs) {
+			k := len(c.collectOps(chs[n]))
+			if ops+k > maxCollectOps {
+				break
+			}
+			n, ops = n+1, ops+k
+		}
+		batch := chs[:n:n]
+		chs = chs[n:]
+		st, d := c.cfg.Store, c.cfg.OpTimeout
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			if len(batch) > 1 {
+				var ops []metadata.Op
+				for _, ch := range batch {
+					ops = append(ops, c.collectOps(ch)...)
+				}
+				if _, err := st.Commit(ctx, ops); !errors.Is(err, metadata.ErrBadVersion) {
+					c.post(func() {
+						for _, ch := range batch {
+							c.core.Checked(ch.Tag, false, err)
+						}
+					})
+					return
+				}
+			}
+			for _, ch := range batch {
+				_, err := st.Commit(ctx, c.collectOps(ch))
+				pending := errors.Is(err, metadata.ErrBadVersion)
+				if pending {
+					err = nil
+				}
+				c.post(func() { c.core.Checked(ch.Tag, pending, err) })
+			}
+		}()
+	}
+}
+
+// collectOps deletes ch's header at its version, checking its participants' records gone.
+func (c *Coordinator) collectOps(ch Check) []metadata.Op {
 	keys := ParticipantKeys(ch.ID, ch.Header, c.cfg.Canon)
 	ops := make([]metadata.Op, 0, 1+len(keys))
 	ops = append(ops, metadata.Op{Key: ch.Key, Expected: ch.Version, Delete: true})
 	for _, k := range keys {
 		ops = append(ops, metadata.Op{Key: k, Expected: metadata.NotExists, Check: true})
 	}
-	st, d := c.cfg.Store, c.cfg.OpTimeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		_, err := st.Commit(ctx, ops)
-		pending := errors.Is(err, metadata.ErrBadVersion)
-		if pending {
-			err = nil
-		}
-		c.post(func() { c.core.Checked(ch.Tag, pending, err) })
-	}()
+	return ops
 }
 
 // ParticipantKeys returns the record keys the participants of h write for transaction id.

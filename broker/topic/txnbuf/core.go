@@ -130,8 +130,9 @@ type Mutation struct {
 	ApplyWithInflight bool
 }
 
-// maxApplyBatch bounds the transactions one apply write makes durable.
-const maxApplyBatch = 128
+// maxApplyBatch bounds the transactions one apply write makes durable: at most two writes
+// each and the watermark stay within etcd's default limit of 128 per transaction.
+const maxApplyBatch = 60
 
 // Before bounds reads: an entry is readable only if its position is before Pos.
 type Before struct{ Pos Position }
