@@ -147,6 +147,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		go s.acceptLoop(l)
 	}
 	go s.keepSession()
+	if s.txn != nil {
+		go s.txn.keepCoordinators()
+	}
 	go s.compactionMonitor()
 	go s.policyMonitor()
 	ok = true

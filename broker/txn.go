@@ -70,14 +70,14 @@ func (s *Service) startTxn(ctx context.Context) error {
 	ts.tracker.OnEnded(ts.ended)
 	s.txn = ts
 	s.closers = append(s.closers, ts.close)
-	go ts.keepCoordinators()
 	return nil
 }
 
 // coordinatorSweep is how often a broker loads the coordinators nobody serves.
 const coordinatorSweep = 10 * time.Second
 
-// keepCoordinators loads, at start and then every coordinatorSweep, each coordinator whose
+// keepCoordinators (started once the broker has its session) loads, at once and then every
+// coordinatorSweep, each coordinator whose
 // assignment partition no broker owns: a coordinator is otherwise loaded only when a client
 // asks for it, and the open transactions of one whose broker died would never time out
 // (their topics' readers stay pinned behind them) if no transactional client came back.
@@ -89,10 +89,6 @@ func (ts *txnService) keepCoordinators() {
 		case <-ts.s.ctx.Done():
 			return
 		case <-t.C:
-		}
-		if ts.s.session() == nil { // the broker is still starting
-			t.Reset(time.Second)
-			continue
 		}
 		for tc := uint64(0); tc < uint64(ts.s.cfg.TransactionCoordinators); tc++ {
 			ts.mu.Lock()
