@@ -200,10 +200,17 @@ func TestOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b1.UnloadBundle(ctx, "public/default", bundle, "b2"); err != nil {
-		t.Fatal(err)
-	}
 	deadline := time.Now().Add(10 * time.Second)
+	for { // b1's watched view of the live brokers may not show b2 yet
+		err := b1.UnloadBundle(ctx, "public/default", bundle, "b2")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, broker.ErrInvalidArgument) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
 	for { // b2 takes the bundle over asynchronously after the release
 		r, err = b2.Lookup(ctx, "t")
 		if err == nil && r.Self {
