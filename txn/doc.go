@@ -15,11 +15,16 @@
 //     does no I/O and is not safe for concurrent use. Every header change is a CAS on the
 //     version the core last read; a failed or refused write reloads the header before the
 //     operation is judged again. Sequence numbers are reserved in blocks by a CAS on the
-//     sequence record before any is handed out.
+//     sequence record before any is handed out. NEW_TXN is answered from memory; the first
+//     add creates the header, with the records of the participants it adds, in one commit
+//     guarded by the epoch record (metadata.TxnEpochKey, bumped by every load); a header is
+//     collected by one commit that requires its participants' records gone.
 //   - Coordinator (service.go) owns a Core on one goroutine (run): requests and completions
 //     are posted to its inbox; each store operation runs on a goroutine of its own and posts
 //     its outcome back; replies run on the coordinator goroutine (done must not block).
-//     StartCoordinator loads the sequence record and the coordinator's headers first.
+//     StartCoordinator bumps the epoch record, then loads the sequence record and the
+//     coordinator's headers. Collections of one Ready go out in shared commits (each alone
+//     if refused).
 //   - Tracker (tracker.go) watches every header on its own goroutine; Await callbacks run on
 //     tracker goroutines and must not block.
 //
@@ -31,6 +36,7 @@
 //   - a header is created OPEN once (a sequence number is never reused, also across
 //     reloads and for creates reported failed), then changes only OPEN→OPEN (participants
 //     added, none lost) and once OPEN→COMMITTED or OPEN→ABORTED;
+//   - a participant that finds the header OPEN and listing it finds its record (T3);
 //   - a success reply to a commit or abort means the stored header has that status, until
 //     garbage collection deletes it, which happens only once it has ended and no
 //     participant record of it remains; a second end answers TransactionNotFound;
@@ -41,9 +47,8 @@
 //
 // The simulation's store delays, reorders and fails writes, applies some and reports them
 // failed, fails reads and participant checks, and crashes the coordinator (a new Core is
-// loaded from the store) while the crashed one's writes may still land. A create of a
-// crashed coordinator landing after the new one loaded is unknown to it until the next
-// load (the simulation reloads once more for those).
+// loaded from the store) while the crashed one's writes may still land; its creates are
+// refused by the epoch fence once the new one has loaded.
 //
 // Replay a failing seed with `go test ./txn -run 'TestSim$' -seed S -v`; a long run:
 // `go test ./txn -run 'TestSim$' -seeds 1000000 -timeout 0`.

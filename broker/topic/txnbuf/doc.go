@@ -15,13 +15,16 @@
 //     watermark until their outcome is applied, and take no more entries (ErrRecovered);
 //   - Admit each transactional send: Append (hand it to the log, then Appending), Hold (keep
 //     it, and the producer's later sends, until Released names the transaction) or Refuse;
-//   - Registers: put the open record, then read the header; if it is not OPEN or does not
-//     list the topic, delete the record and report Rejected; report with Registered and fail
-//     the held sends with the error it returns (nil: Admit them again);
+//   - Registers: make sure the open record exists (the broker's owner reads the header: the
+//     coordinator created the record in the commit that listed the topic), or report
+//     Rejected if the header is not OPEN or does not list the topic; report with Registered
+//     and fail the held sends with the error it returns (nil: Admit them again);
 //   - Added for every add of the topic (plain ones too), in add order;
-//   - Awaits: report each transaction's outcome with Ended (0: the header is gone);
-//   - Writes: perform each record write and report it with Written; after a refused
-//     watermark compare-and-swap, feed the stored watermark with WatermarkReloaded first;
+//   - Awaits: report each transaction's outcome with Ended (a gone header: Aborted if the
+//     topic's aborted record of it exists, else 0);
+//   - Writes: perform each record write (a WriteApply atomically) and report it with
+//     Written; after a refused watermark compare-and-swap, feed the stored watermark with
+//     WatermarkReloaded first;
 //   - readers read only entries before MaxRead and skip those whose transaction IsAborted;
 //   - Trimmed when the log's first entry moves; Tick at TimerAt.
 //
@@ -34,7 +37,7 @@
 //   - T3 every transactional entry has its durable open record when it is appended;
 //   - T2 no reader sees an entry of an aborted or open transaction, and while a transaction
 //     found open at load is unresolved nothing at or past the stored watermark is readable;
-//   - T4 applies are serialized (one record write at a time); the stored watermark never
+//   - T4 applies are serialized (one batch's atomic write at a time); the stored watermark never
 //     moves back and never passes an entry of an open transaction or of an aborted one
 //     whose aborted record is not durable; an aborted record's position covers all of its
 //     transaction's entries, and it is pruned only once they are trimmed;
