@@ -19,6 +19,8 @@ type AsyncStore struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	mu      sync.Mutex // guards closed: no more spawns join wg once Close waits on it
+	closed  bool
 }
 
 // NewAsyncStore wraps s; timeout bounds each operation (default 10s).
@@ -31,7 +33,14 @@ func NewAsyncStore(s metadata.Store, timeout time.Duration) *AsyncStore {
 }
 
 func (a *AsyncStore) spawn(fn func(ctx context.Context)) {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		go fn(a.ctx) // canceled: the operation fails and reports so
+		return
+	}
 	a.wg.Add(1)
+	a.mu.Unlock()
 	go func() {
 		defer a.wg.Done()
 		ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
@@ -65,6 +74,9 @@ func (a *AsyncStore) List(prefix string, cb func([]metadata.KV, error)) {
 
 // Close cancels operations in flight and waits for them. The store is the caller's.
 func (a *AsyncStore) Close() error {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
 	a.cancel()
 	a.wg.Wait()
 	return nil
@@ -84,6 +96,7 @@ type BookieLedgers struct {
 		sync.Mutex // guards the fields below
 		writers    map[int64]*ledger.Handle
 		readers    map[int64]*ledger.Handle
+		closed     bool // no more spawns join wg (Close waits on it)
 	}
 }
 
@@ -101,7 +114,14 @@ func NewBookieLedgers(c *ledger.Client, timeout time.Duration) *BookieLedgers {
 }
 
 func (b *BookieLedgers) spawn(fn func(ctx context.Context)) {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		go fn(b.ctx) // canceled: the operation fails and reports so
+		return
+	}
 	b.wg.Add(1)
+	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		ctx, cancel := context.WithTimeout(b.ctx, b.timeout)
@@ -211,6 +231,9 @@ func (b *BookieLedgers) Delete(id int64, cb func(error)) {
 // Close waits for operations in flight and closes the cached handles. Writers should have
 // been closed by their managed ledgers.
 func (b *BookieLedgers) Close() error {
+	b.mu.Lock()
+	b.mu.closed = true
+	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
 	b.mu.Lock()
