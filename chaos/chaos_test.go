@@ -147,7 +147,6 @@ func TestChaosReaderEndsAfterTxnMarker(t *testing.T) {
 // waits for ever (Pulsar fixed the same in PR 22610: the last dispatchable position skips
 // aborted messages too).
 func TestChaosReaderEndsAfterAbortedTxn(t *testing.T) {
-	knownBug(t, "GET_LAST_MESSAGE_ID answers the position of an aborted transaction's message or its marker")
 	runSeed(t, 101, Options{Duration: 8 * time.Second, Txn: true, Producers: -1, TxnAbortAll: true, Faults: []Fault{},
 		ReaderIdleEnd: -1})
 }

@@ -338,20 +338,34 @@ func (t *Topic) onTerminated(tag uint64, pos Position, err error) {
 }
 
 // LastMessageID returns the id of the topic's last message: the last entry, with the index
-// of its last message if it is a batch. For an empty topic EntryID is -1.
+// of its last message if it is a batch. For an empty topic EntryID is -1. With transactions,
+// it is the last entry a reader can be given: before the max read position, and not of an
+// aborted transaction (Pulsar's #22610), so a reader's HasNext ends.
 func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 	type lastInfo struct {
-		pos  Position
-		msgs int
+		pos   Position
+		msgs  int
+		bound *Position
 	}
 	li, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(lastInfo, error)) {
-		reply(lastInfo{t.last, t.lastMsgs}, nil)
+		l := lastInfo{pos: t.last, msgs: t.lastMsgs}
+		if t.txn != nil {
+			l.msgs = 0 // the last entry may not be readable: look
+			if b := t.txn.core.MaxRead(); b != nil {
+				p := b.Pos
+				l.bound = &p
+			}
+		}
+		reply(l, nil)
 	})
 	if err != nil {
 		return MessageID{}, err
 	}
 	if li.msgs > 0 {
 		return lastID(li.pos, li.msgs), nil
+	}
+	if t.txn != nil {
+		return t.lastReadable(ctx, li.bound)
 	}
 	// Unknown since load: find the last entry and read it.
 	st, err := t.log.Stats(ctx)
@@ -382,6 +396,48 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 		return MessageID{LedgerID: pos.LedgerID, EntryID: pos.EntryID, BatchIndex: -1}, nil
 	}
 	return lastID(pos, msgs), nil
+}
+
+// lastReadable walks back from the last entry (or from before the read bound) over entries
+// of aborted transactions, to the last entry a reader is given.
+func (t *Topic) lastReadable(ctx context.Context, bound *Position) (MessageID, error) {
+	st, err := t.log.Stats(ctx)
+	if err != nil {
+		return MessageID{}, err
+	}
+	prev := func(p Position) Position {
+		if p.EntryID > 0 {
+			return Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
+		}
+		for i := len(st.Ledgers) - 1; i >= 0; i-- {
+			if l := st.Ledgers[i]; l.ID < p.LedgerID && l.Entries > 0 {
+				return Position{LedgerID: l.ID, EntryID: l.Entries - 1}
+			}
+		}
+		return Position{LedgerID: p.LedgerID, EntryID: -1}
+	}
+	pos := lastEntry(st)
+	if bound != nil && !pos.Less(*bound) {
+		pos = prev(*bound)
+	}
+	for steps := 0; pos.EntryID >= 0 && steps < 10_000; steps++ {
+		es, err := t.log.Read(ctx, pos, 1)
+		if err != nil {
+			return MessageID{}, err
+		}
+		if len(es) != 1 || es[0].Position != pos {
+			break // trimmed meanwhile: answer what was found last
+		}
+		if id, ok, _ := splitTxn(es[0].Data); ok && t.isAborted(id) {
+			pos = prev(pos)
+			continue
+		}
+		if m, err := parseMeta(es[0].Data); err == nil && m.NumMessagesInBatch != nil {
+			return lastID(pos, max(infoFromMeta(m).msgs, 1)), nil
+		}
+		return MessageID{LedgerID: pos.LedgerID, EntryID: pos.EntryID, BatchIndex: -1}, nil
+	}
+	return MessageID{LedgerID: pos.LedgerID, EntryID: pos.EntryID, BatchIndex: -1}, nil
 }
 
 func lastID(pos Position, msgs int) MessageID {
