@@ -222,25 +222,25 @@ const maxCollectOps = 120
 // participants' records exists. Several go in one commit; if it is refused (some record
 // remains), each is tried alone.
 func (c *Coordinator) doChecks(chs []Check) {
+	opss := make([][]metadata.Op, len(chs))
+	for i, ch := range chs {
+		opss[i] = c.collectOps(ch)
+	}
 	for len(chs) > 0 {
-		n, ops := 1, len(c.collectOps(chs[0]))
-		for n < len(chs) {
-			k := len(c.collectOps(chs[n]))
-			if ops+k > maxCollectOps {
-				break
-			}
-			n, ops = n+1, ops+k
+		n, count := 1, len(opss[0])
+		for n < len(chs) && count+len(opss[n]) <= maxCollectOps {
+			n, count = n+1, count+len(opss[n])
 		}
-		batch := chs[:n:n]
-		chs = chs[n:]
+		batch, batchOps := chs[:n:n], opss[:n:n]
+		chs, opss = chs[n:], opss[n:]
 		st, d := c.cfg.Store, c.cfg.OpTimeout
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), d)
 			defer cancel()
 			if len(batch) > 1 {
-				var ops []metadata.Op
-				for _, ch := range batch {
-					ops = append(ops, c.collectOps(ch)...)
+				ops := make([]metadata.Op, 0, count)
+				for _, o := range batchOps {
+					ops = append(ops, o...)
 				}
 				if _, err := st.Commit(ctx, ops); !errors.Is(err, metadata.ErrBadVersion) {
 					c.post(func() {
@@ -251,8 +251,8 @@ func (c *Coordinator) doChecks(chs []Check) {
 					return
 				}
 			}
-			for _, ch := range batch {
-				_, err := st.Commit(ctx, c.collectOps(ch))
+			for i, ch := range batch {
+				_, err := st.Commit(ctx, batchOps[i])
 				pending := errors.Is(err, metadata.ErrBadVersion)
 				if pending {
 					err = nil
