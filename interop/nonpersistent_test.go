@@ -114,6 +114,11 @@ func TestNonPersistentDelivery(t *testing.T) {
 	if subs, err := adm.Subscriptions().List(tn); err != nil || !slices.Contains(subs, "late") {
 		t.Fatalf("subscriptions %v, %v", subs, err)
 	}
+	// Clients left connected would reconnect after the unload and create the topic again.
+	for _, cons := range []pulsar.Consumer{a, b, late} {
+		cons.Close()
+	}
+	p.Close()
 	if err := adm.Topics().Unload(tn); err != nil {
 		t.Fatalf("unload: %v", err)
 	}
