@@ -362,7 +362,13 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 		return MessageID{}, err
 	}
 	if li.msgs > 0 {
-		return lastID(li.pos, li.msgs), nil
+		// Retention may have trimmed the ledger of the last message: then, as Pulsar does
+		// (#10087), the topic is empty at its current ledger, and a reader's HasNext ends.
+		st, err := t.log.Stats(ctx)
+		if err != nil || !trimmed(st, li.pos) {
+			return lastID(li.pos, li.msgs), nil
+		}
+		return emptyAt(st), nil
 	}
 	if t.txn != nil {
 		return t.lastReadable(ctx, li.bound)
@@ -373,6 +379,9 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 		return MessageID{}, err
 	}
 	pos := lastEntry(st)
+	if trimmed(st, pos) {
+		return emptyAt(st), nil
+	}
 	if pos.EntryID < 0 {
 		return MessageID{LedgerID: pos.LedgerID, EntryID: -1, BatchIndex: -1}, nil
 	}
@@ -398,6 +407,17 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 	return lastID(pos, msgs), nil
 }
 
+// trimmed reports whether p lies in a ledger before the log's first: retention deleted it.
+func trimmed(st mledger.Stats, p Position) bool {
+	return len(st.Ledgers) > 0 && p.LedgerID < st.Ledgers[0].ID
+}
+
+// emptyAt is the last message id of a log with nothing left to read: its current ledger,
+// entry -1.
+func emptyAt(st mledger.Stats) MessageID {
+	return MessageID{LedgerID: st.Ledgers[len(st.Ledgers)-1].ID, EntryID: -1, BatchIndex: -1}
+}
+
 // lastReadable walks back from the last entry (or from before the read bound) over entries
 // of aborted transactions, to the last entry a reader is given.
 func (t *Topic) lastReadable(ctx context.Context, bound *Position) (MessageID, error) {
@@ -419,6 +439,9 @@ func (t *Topic) lastReadable(ctx context.Context, bound *Position) (MessageID, e
 	pos := lastEntry(st)
 	if bound != nil && !pos.Less(*bound) {
 		pos = prev(*bound)
+	}
+	if trimmed(st, pos) {
+		return emptyAt(st), nil
 	}
 	for steps := 0; pos.EntryID >= 0 && steps < 10_000; steps++ {
 		es, err := t.log.Read(ctx, pos, 1)
