@@ -3,6 +3,8 @@ package interop
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +48,7 @@ func runTransformer(args string) int {
 		return 1
 	}
 	ctx := context.Background()
+	failures := 0
 	for {
 		m, err := cons.Receive(ctx)
 		if err != nil {
@@ -73,6 +76,10 @@ func runTransformer(args string) int {
 			}()
 			if err == nil || strings.Contains(err.Error(), "acknowledged before") {
 				break
+			}
+			// What keeps failing shows in the test's output (the first and every 25th).
+			if failures++; failures%25 == 1 {
+				fmt.Fprintf(os.Stderr, "transformer: attempt %d on %v failed: %v\n", failures, m.ID(), err)
 			}
 			// Retry the same message: its acknowledgement may be held by a transaction of a
 			// killed predecessor until that one times out.
@@ -167,6 +174,7 @@ func TestTxnExactlyOnceKill9(t *testing.T) {
 		deadline := time.Now().Add(3 * time.Minute)
 		for count() < k {
 			if time.Now().After(deadline) {
+				dumpTxnState(t, web, b)
 				t.Fatalf("B reached only %d of %d messages", count(), k)
 			}
 			select {
@@ -221,5 +229,23 @@ func TestTxnExactlyOnceKill9(t *testing.T) {
 	}
 	if got := receiveAll(t, after, n, 2*time.Second); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("new subscription of B got %d messages, not A's %d in order exactly once:\n%v", len(got), n, got)
+	}
+}
+
+// dumpTxnState logs what the broker at web knows of its coordinators and of topic's
+// transaction buffer (a stalled run's state).
+func dumpTxnState(t *testing.T, web, topic string) {
+	t.Helper()
+	for _, path := range []string{"/admin/v3/transactions/coordinatorStats",
+		"/admin/v3/transactions/transactionBufferStats/" + strings.TrimPrefix(topic, "persistent://"),
+		"/admin/v2/persistent/" + strings.TrimPrefix(topic, "persistent://") + "/internalStats"} {
+		resp, err := http.Get("http://" + web + path)
+		if err != nil {
+			t.Logf("%s: %v", path, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Logf("%s: %s %s", path, resp.Status, body)
 	}
 }

@@ -38,6 +38,8 @@ type Coordinator struct {
 	timer   *time.Timer
 	timerAt int64
 	started map[uint64]time.Time // commit latency: end requests in flight, by sequence
+	// timeouts counts the transactions the timeout sweep aborted since the last log line.
+	timeouts int
 }
 
 // StartCoordinator loads coordinator cfg.TC from the store and serves it.
@@ -55,6 +57,7 @@ func StartCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator,
 		return nil, fmt.Errorf("transaction coordinator %d: load: %w", cfg.TC, err)
 	}
 	c.core.OnTimeout = func(ID) {
+		c.timeouts++
 		if m := cfg.Metrics; m != nil {
 			m.timedOut.Inc()
 		}
@@ -164,6 +167,10 @@ func (c *Coordinator) perform() {
 	}
 	if m := c.cfg.Metrics; m != nil {
 		m.open.WithLabelValues(fmt.Sprint(c.cfg.TC)).Set(float64(c.core.Open()))
+	}
+	if c.timeouts > 0 {
+		c.log.Info("timed-out transactions aborted", "count", c.timeouts, "open", c.core.Open())
+		c.timeouts = 0
 	}
 }
 
