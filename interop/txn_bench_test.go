@@ -3,6 +3,8 @@ package interop
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -132,7 +134,35 @@ func TestTxnBenchmark(t *testing.T) {
 		}
 		return float64(total) / time.Since(start).Seconds()
 	}
+	// MAGNETAR_BENCH_PROFILE=dir: a 5 s CPU profile of the standalone in each phase, and its
+	// etcd's metrics after it.
+	profile := func(name string) {
+		dir := os.Getenv("MAGNETAR_BENCH_PROFILE")
+		if dir == "" {
+			return
+		}
+		go func() {
+			time.Sleep(2 * time.Second) // into the phase: pacing, not synchronisation
+			for _, f := range []struct{ url, file string }{
+				{"http://" + web + "/debug/pprof/profile?seconds=5", name + ".cpu"},
+				{"http://" + web + "/metrics", name + ".metrics"},
+				{"http://" + etcd + "/metrics", name + ".etcd"}} { // the embedded etcd's own
+				resp, err := http.Get(f.url)
+				if err != nil {
+					t.Log(err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err := os.WriteFile(filepath.Join(dir, f.file), body, 0o644); err != nil {
+					t.Log(err)
+				}
+			}
+		}()
+	}
+	profile("plain")
 	plain := produce("persistent://public/default/bench-plain", 0)
+	profile("txn100")
 	txn100 := produce("persistent://public/default/bench-txn", 100)
 
 	// 2. Committed transactions per second: 10 clients, 1 message each.
@@ -188,6 +218,7 @@ func TestTxnBenchmark(t *testing.T) {
 		return int(done.Load()), lat
 	}
 	const window = 20 * time.Second
+	profile("commits")
 	n, _ := commitLoop(10, window, 0)
 	commits := float64(n) / window.Seconds()
 	_, lat := commitLoop(10, window, commits/2)

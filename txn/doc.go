@@ -23,8 +23,10 @@
 //     are posted to its inbox; each store operation runs on a goroutine of its own and posts
 //     its outcome back; replies run on the coordinator goroutine (done must not block).
 //     StartCoordinator bumps the epoch record, then loads the sequence record and the
-//     coordinator's headers. Collections of one Ready go out in shared commits (each alone
-//     if refused).
+//     coordinator's headers. Writes go out by group commit: one commit in flight, the
+//     writes queued meanwhile together in the next; collections of one Ready share
+//     commits too. A shared commit refused for a version is retried write by write, so
+//     each write gets the outcome it would have had alone.
 //   - Tracker (tracker.go) watches every header on its own goroutine; Await callbacks run on
 //     tracker goroutines and must not block.
 //
