@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"log/slog"
 	"net"
 	"net/url"
@@ -143,6 +144,21 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 // Endpoints returns the client addresses actually bound ("host:port", with port 0 resolved
 // and an unspecified host such as 0.0.0.0 replaced by loopback), ready for Config.Endpoints.
 func (m *Embedded) Endpoints() []string { return append([]string(nil), m.endpoints...) }
+
+// OpenStore opens a store on this server through in-process calls (etcd's v3client: no
+// socket, no gRPC framing), for the roles of the process that runs it; cfg's Endpoints are
+// ignored. Other processes use Open with Endpoints. Close the store before the server.
+func (m *Embedded) OpenStore(ctx context.Context, cfg Config) (*EtcdStore, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dial := cfg.DialTimeout
+	if dial <= 0 {
+		dial = DefaultDialTimeout
+	}
+	return openClient(ctx, v3client.New(m.etcd.Server), cfg, log, dial)
+}
 
 // PeerAddr returns the peer address actually bound.
 func (m *Embedded) PeerAddr() string { return m.peer }

@@ -102,6 +102,12 @@ func Open(ctx context.Context, cfg Config) (*EtcdStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open etcd client %v: %w", cfg.Endpoints, err)
 	}
+	return openClient(ctx, cli, cfg, log, dial)
+}
+
+// openClient makes a store of an etcd client (Open's, or an in-process one), checking that
+// it answers within dial.
+func openClient(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.Logger, dial time.Duration) (*EtcdStore, error) {
 	ns := strings.TrimRight(cfg.Namespace, "/")
 	if ns != "" {
 		cli.KV = namespace.NewKV(cli.KV, ns)
@@ -110,7 +116,7 @@ func Open(ctx context.Context, cfg Config) (*EtcdStore, error) {
 	}
 	// clientv3.New does not dial; one real request proves the cluster is reachable.
 	pctx, cancel := context.WithTimeout(ctx, dial)
-	_, err = cli.Get(pctx, KeyClusterInstance, clientv3.WithCountOnly())
+	_, err := cli.Get(pctx, KeyClusterInstance, clientv3.WithCountOnly())
 	cancel()
 	if err != nil {
 		_ = cli.Close()

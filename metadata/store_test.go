@@ -32,6 +32,27 @@ func TestEmbeddedStore(t *testing.T) {
 	t.Run("SessionRevokedElsewhere", func(t *testing.T) { testSessionRevokedElsewhere(t, eps) })
 }
 
+// TestInProcessStore: a store through in-process calls to the embedded server (as
+// standalone opens it) behaves as one over TCP.
+func TestInProcessStore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	e, err := metadata.StartEmbedded(ctx, metadata.EmbeddedConfig{Name: "inproc", DataDir: t.TempDir(),
+		ListenClient: "127.0.0.1:0", ListenPeer: "127.0.0.1:0", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	testStore(t, namespacedStores(func(t *testing.T, ns string) metadata.Store {
+		st, err := e.OpenStore(context.Background(), metadata.Config{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}))
+}
+
 func TestExternalStore(t *testing.T) {
 	eps := metadatatest.External(t)
 	testStore(t, storeFactory(eps))
@@ -41,6 +62,11 @@ func TestExternalStore(t *testing.T) {
 // storeFactory opens stores on eps. Stores opened for the same (sub)test share a namespace, so
 // one subtest can play two processes; different subtests never see each other's keys.
 func storeFactory(eps []string) func(t *testing.T) metadata.Store {
+	return namespacedStores(func(t *testing.T, ns string) metadata.Store { return metadatatest.OpenStore(t, eps, ns) })
+}
+
+// namespacedStores opens stores with open, in one namespace per (sub)test.
+func namespacedStores(open func(t *testing.T, ns string) metadata.Store) func(t *testing.T) metadata.Store {
 	var mu sync.Mutex
 	namespaces := map[string]string{}
 	return func(t *testing.T) metadata.Store {
@@ -51,7 +77,7 @@ func storeFactory(eps []string) func(t *testing.T) metadata.Store {
 			namespaces[t.Name()] = ns
 		}
 		mu.Unlock()
-		return metadatatest.OpenStore(t, eps, ns)
+		return open(t, ns)
 	}
 }
 

@@ -85,11 +85,32 @@ func TestCoordinatorCollectsTogether(t *testing.T) {
 // workers each run transactions (NEW_TXN, ADD of one partition, the participant's
 // record deleted as its apply does, END commit) for 3 s, and, as the reference on the same
 // store, plain puts for 3 s. It reports txn/s, put/s and their ratio (store writes per
-// transaction are about 2 plus shared applies and collections).
+// transaction are about 2 plus shared applies and collections), through the etcd client
+// over TCP and through in-process calls (Embedded.OpenStore, as standalone does).
 //
 //	go test ./txn -run '^$' -bench Coordinator -benchtime 1x
 func BenchmarkCoordinator(b *testing.B) {
-	st := metadatatest.NewStore(b, metadatatest.Embedded(b))
+	ctx := context.Background()
+	e, err := metadata.StartEmbedded(ctx, metadata.EmbeddedConfig{Name: "bench", DataDir: b.TempDir(),
+		ListenClient: "127.0.0.1:0", ListenPeer: "127.0.0.1:0", Fast: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	b.Run("tcp", func(b *testing.B) {
+		benchCoordinator(b, metadatatest.NewStore(b, e.Endpoints()))
+	})
+	b.Run("in-process", func(b *testing.B) {
+		st, err := e.OpenStore(ctx, metadata.Config{Namespace: metadatatest.RandomNamespace()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		benchCoordinator(b, st)
+	})
+}
+
+func benchCoordinator(b *testing.B, st metadata.Store) {
 	ctx := context.Background()
 	c, err := StartCoordinator(ctx, CoordinatorConfig{CoreConfig: CoreConfig{TC: 1}, Store: st,
 		Canon: func(s string) (string, error) { return s, nil }})

@@ -135,7 +135,8 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	}
 	defer etcd.Close()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := metadata.Open(sctx, metadata.Config{Endpoints: etcd.Endpoints(), Logger: slog.Default()})
+	// In-process calls to the embedded etcd: no socket or gRPC framing per metadata operation.
+	store, err := etcd.OpenStore(sctx, metadata.Config{Logger: slog.Default()})
 	cancel()
 	if err != nil {
 		return err
