@@ -719,9 +719,17 @@ func TestMultiBrokerEtcdDown(t *testing.T) {
 	}
 	t.Cleanup(func() { e2.Close() })
 	t.Logf("etcd restarted after %v", time.Since(down))
-	np, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topicName(t)})
-	if err != nil {
-		t.Fatalf("new topic after etcd is back: %v", err)
+	// The broker's store reconnects and its session is renewed (or replaced) first: until
+	// then a new topic is refused with a retryable error, as a client retries it.
+	var np pulsar.Producer
+	for back := time.Now(); ; {
+		if np, err = cl.CreateProducer(pulsar.ProducerOptions{Topic: topicName(t)}); err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "ServiceNotReady") || time.Since(back) > 30*time.Second {
+			t.Fatalf("new topic after etcd is back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // a client's retry interval, not synchronisation
 	}
 	np.Close()
 	t.Logf("new topic served %v after etcd went down", time.Since(down))
