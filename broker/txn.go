@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -68,6 +70,7 @@ func (s *Service) startTxn(ctx context.Context) error {
 	ts.mu.tcs = map[uint64]*tcEntry{}
 	ts.tracker.SetLocal(ts.settled)
 	ts.tracker.OnEnded(ts.ended)
+	s.reg.MustRegister(maxReadLagCollector{s})
 	s.txn = ts
 	s.closers = append(s.closers, ts.close)
 	return nil
@@ -292,4 +295,34 @@ func txnError(err error) pb.ServerError {
 		return pb.ServerError_NotAllowedError
 	}
 	return pb.ServerError_ServiceNotReady
+}
+
+// maxReadLagCollector reports, at each scrape, every loaded topic's max read position lag:
+// the stored entries its readers may not read yet (topics with nothing held back are left
+// out).
+type maxReadLagCollector struct{ s *Service }
+
+var maxReadLagDesc = prometheus.NewDesc("magnetar_txn_buffer_max_read_lag_entries",
+	"Entries stored after a topic's max read position (held back by an open transaction).", []string{"topic"}, nil)
+
+func (c maxReadLagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- maxReadLagDesc }
+
+func (c maxReadLagCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.mu.Lock()
+	names := make([]string, 0, len(c.s.mu.topics))
+	for name := range c.s.mu.topics {
+		names = append(names, name)
+	}
+	c.s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, name := range names {
+		t := c.s.loadedTopic(name)
+		if t == nil {
+			continue
+		}
+		if st, err := t.TxnBufferStats(ctx); err == nil && st.MaxReadLag > 0 {
+			ch <- prometheus.MustNewConstMetric(maxReadLagDesc, prometheus.GaugeValue, float64(st.MaxReadLag), name)
+		}
+	}
 }

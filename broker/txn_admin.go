@@ -54,6 +54,9 @@ type TxnBufferStats struct {
 	OngoingTxnSize  int     `json:"ongoingTxnSize"`
 	AbortedTxnSize  int     `json:"abortedTxnSize"`
 	HeldSends       int     `json:"heldSends"`
+	// MaxReadPositionLag counts the stored entries readers may not read yet (from the max
+	// read position on).
+	MaxReadPositionLag int64 `json:"maxReadPositionLag"`
 }
 
 // PendingAckStats describe a subscription's pending acknowledgements.
@@ -193,7 +196,7 @@ func (s *Service) TransactionBufferStats(ctx context.Context, topicName string) 
 		return TxnBufferStats{}, err
 	}
 	out := TxnBufferStats{State: st.State, LastStored: st.LastStored.String(), Watermark: st.Watermark.String(),
-		OngoingTxnSize: st.Open, AbortedTxnSize: st.Aborted, HeldSends: st.HeldSends}
+		OngoingTxnSize: st.Open, AbortedTxnSize: st.Aborted, HeldSends: st.HeldSends, MaxReadPositionLag: st.MaxReadLag}
 	if st.MaxRead != nil {
 		p := st.MaxRead.String()
 		out.MaxReadPosition = &p

@@ -109,6 +109,15 @@ func TestTxnProduceVisibility(t *testing.T) {
 	if got := *bs.MaxReadPosition; !strings.HasSuffix(got, ":0") {
 		t.Fatalf("max read position %s, want c1's position (the first entry; last stored %s)", got, bs.LastStored)
 	}
+	// All five stored entries are held back, in the admin stats and in the metrics.
+	if bs.MaxReadPositionLag != 5 {
+		t.Fatalf("max read position lag %d, want the 5 entries stored", bs.MaxReadPositionLag)
+	}
+	rec := httptest.NewRecorder()
+	c.broker.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := fmt.Sprintf("magnetar_txn_buffer_max_read_lag_entries{topic=%q} 5", topic); !strings.Contains(rec.Body.String(), want) {
+		t.Fatalf("metrics lack %s", want)
+	}
 	if err := abortTx.Abort(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 	"github.com/magnetar-io/magnetar/txn"
 )
@@ -128,11 +129,14 @@ type TxnBufferStats struct {
 	// Open counts the transactions not applied yet; Aborted the aborted set.
 	Open, Aborted int
 	HeldSends     int
+	// MaxReadLag counts the stored entries readers may not read yet: from the max read
+	// position to the newest stored entry (0 when unbounded).
+	MaxReadLag int64
 }
 
 // TxnBufferStats returns the transaction buffer's statistics.
 func (t *Topic) TxnBufferStats(ctx context.Context) (TxnBufferStats, error) {
-	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(TxnBufferStats, error)) {
+	st, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(TxnBufferStats, error)) {
 		if t.txn == nil {
 			reply(TxnBufferStats{}, nil)
 			return
@@ -149,6 +153,37 @@ func (t *Topic) TxnBufferStats(ctx context.Context) (TxnBufferStats, error) {
 		}
 		reply(st, nil)
 	})
+	if err != nil || st.MaxRead == nil {
+		return st, err
+	}
+	ls, err := t.log.Stats(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.MaxReadLag = entriesBetween(ls, *st.MaxRead, st.LastStored)
+	return st, nil
+}
+
+// entriesBetween counts the entries of the log's ledgers from position from to position to,
+// both included.
+func entriesBetween(ls mledger.Stats, from, to Position) int64 {
+	var n int64
+	for _, l := range ls.Ledgers {
+		if l.ID < from.LedgerID || l.ID > to.LedgerID || l.Entries == 0 {
+			continue
+		}
+		first, last := int64(0), l.Entries-1
+		if l.ID == from.LedgerID {
+			first = max(first, from.EntryID)
+		}
+		if l.ID == to.LedgerID {
+			last = min(last, to.EntryID)
+		}
+		if last >= first {
+			n += last - first + 1
+		}
+	}
+	return n
 }
 
 // TxnInBuffer returns what the buffer knows of transaction id: its first entry here (nil:
