@@ -36,6 +36,9 @@ type txnService struct {
 	s       *Service
 	tracker *txn.Tracker
 	m       *txn.Metrics
+	// batcher group-commits the transaction metadata writes of the broker's coordinators
+	// and participants: under load one store commit carries many transactions' writes.
+	batcher *metadata.Batcher
 
 	mu struct {
 		sync.Mutex // leaf lock
@@ -66,7 +69,8 @@ func (s *Service) startTxn(ctx context.Context) error {
 	if err := s.ensureTxnDefaults(ctx); err != nil {
 		return fmt.Errorf("broker: transaction defaults: %w", err)
 	}
-	ts := &txnService{s: s, tracker: txn.NewTracker(s.store, s.log), m: txn.NewMetrics(s.reg)}
+	ts := &txnService{s: s, tracker: txn.NewTracker(s.store, s.log), m: txn.NewMetrics(s.reg),
+		batcher: metadata.NewBatcher(s.store, 0, 10*time.Second)}
 	ts.mu.tcs = map[uint64]*tcEntry{}
 	ts.tracker.SetLocal(ts.settled)
 	ts.tracker.OnEnded(ts.ended)
@@ -217,7 +221,7 @@ func (ts *txnService) load(tc uint64, e *tcEntry) {
 	}
 	e.c, e.err = txn.StartCoordinator(ctx, txn.CoordinatorConfig{
 		CoreConfig: txn.CoreConfig{TC: tc, MaxActive: s.cfg.MaxActiveTransactionsPerCoordinator, Owner: s.info.ID},
-		Store:      s.store, Logger: s.log, Canon: participantKey, Metrics: ts.m,
+		Store:      s.store, Logger: s.log, Canon: participantKey, Metrics: ts.m, Batcher: ts.batcher,
 	})
 }
 
@@ -263,7 +267,8 @@ func (s *Service) topicTxn() *topic.TxnConfig {
 	if s.txn == nil {
 		return nil
 	}
-	return &topic.TxnConfig{Store: s.store, Tracker: s.txn.tracker, Canon: participantKey, OpenLog: s.openLog}
+	return &topic.TxnConfig{Store: s.store, Tracker: s.txn.tracker, Canon: participantKey, OpenLog: s.openLog,
+		Batcher: s.txn.batcher}
 }
 
 // openLog opens a managed ledger for a topic's transaction side (pending-ack logs).

@@ -24,6 +24,9 @@ type CoordinatorConfig struct {
 	Metrics *Metrics
 	// OpTimeout bounds one metadata operation. Default 10s.
 	OpTimeout time.Duration
+	// Batcher group-commits the coordinator's writes (nil: one of its own on Store). The
+	// broker shares one among its coordinators and transaction participants.
+	Batcher *metadata.Batcher
 }
 
 // Coordinator runs a Core on the metadata store: one goroutine owns the core, each store
@@ -40,9 +43,9 @@ type Coordinator struct {
 	started map[uint64]time.Time // commit latency: end requests in flight, by sequence
 	// timeouts counts the transactions the timeout sweep aborted since the last log line.
 	timeouts int
-	// wq are the writes waiting for a commit; wInflight counts the commits out.
-	wq        []queuedWrite
-	wInflight int
+	batcher  *metadata.Batcher // header writes
+	// collector group-commits collections.
+	collector *metadata.Batcher
 }
 
 // StartCoordinator loads coordinator cfg.TC from the store and serves it.
@@ -53,8 +56,12 @@ func StartCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator,
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = 10 * time.Second
 	}
-	c := &Coordinator{cfg: cfg, core: NewCore(cfg.CoreConfig), log: cfg.Logger.With("tc", cfg.TC),
-		in: inbox.New[func()](), stop: make(chan struct{}), stopped: make(chan struct{}), started: map[uint64]time.Time{}}
+	if cfg.Batcher == nil {
+		cfg.Batcher = metadata.NewBatcher(cfg.Store, 0, cfg.OpTimeout)
+	}
+	c := &Coordinator{cfg: cfg, core: NewCore(cfg.CoreConfig), log: cfg.Logger.With("tc", cfg.TC), batcher: cfg.Batcher,
+		collector: metadata.NewBatcher(cfg.Store, 0, cfg.OpTimeout),
+		in:        inbox.New[func()](), stop: make(chan struct{}), stopped: make(chan struct{}), started: map[uint64]time.Time{}}
 	seq, seqVer, fence, hs, err := loadCoordinator(ctx, cfg.Store, cfg.TC)
 	if err != nil {
 		return nil, fmt.Errorf("transaction coordinator %d: load: %w", cfg.TC, err)
@@ -147,9 +154,8 @@ func (c *Coordinator) run() {
 func (c *Coordinator) perform() {
 	r := c.core.TakeReady()
 	for _, w := range r.Writes {
-		c.wq = append(c.wq, queuedWrite{w: w, ops: c.writeOps(w)})
+		c.doWrite(w)
 	}
-	c.flushWrites()
 	for _, g := range r.Gets {
 		c.doGet(g)
 	}
@@ -178,36 +184,20 @@ func (c *Coordinator) perform() {
 	}
 }
 
-// maxWritesInFlight bounds the shared commits of header writes out at once; writes that
-// come meanwhile queue and go together in the next (group commit: under load, one store
-// operation carries many transactions' writes). One measured best: on 2 cores the store's
-// CPU per operation is the limit, so fewer, fuller commits carry more transactions
-// (BenchmarkCoordinator: about 1.8x the transactions per store put/s of one commit per
-// write; 2, 4 and 8 in flight did less).
-const maxWritesInFlight = 1
-
-// flushWrites sends the queued writes, as many commits as maxWritesInFlight allows, each
-// with all the writes that fit in maxCollectOps operations.
-func (c *Coordinator) flushWrites() {
-	for c.wInflight < maxWritesInFlight && len(c.wq) > 0 {
-		n, count := 1, len(c.wq[0].ops)
-		for n < len(c.wq) && count+len(c.wq[n].ops) <= maxCollectOps {
-			n, count = n+1, count+len(c.wq[n].ops)
+// doWrite makes w durable through the batcher (one commit in flight, shared by the writes
+// that queue meanwhile) and reports the outcome to the core.
+func (c *Coordinator) doWrite(w Write) {
+	ops := c.writeOps(w)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OpTimeout)
+		vs, err := c.batcher.Commit(ctx, ops)
+		cancel()
+		var ver metadata.Version
+		if err == nil && !w.Delete {
+			ver = vs[0]
 		}
-		batch := c.wq[:n:n]
-		c.wq = c.wq[n:]
-		if len(c.wq) == 0 {
-			c.wq = nil
-		}
-		c.wInflight++
-		go c.commitWrites(batch, count)
-	}
-}
-
-// queuedWrite is a write with its store operations (the header's first).
-type queuedWrite struct {
-	w   Write
-	ops []metadata.Op
+		c.post(func() { c.core.WriteDone(w.Tag, ver, err) })
+	}()
 }
 
 // writeOps returns w's operations: the header's put or delete first, then (for a header
@@ -228,70 +218,6 @@ func (c *Coordinator) writeOps(w Write) []metadata.Op {
 	return ops
 }
 
-// commitWrites makes a batch of writes durable in one commit and reports each write's
-// outcome. A commit refused for a version (some write's expected version is stale) is
-// retried write by write, so that each gets the outcome it would have had alone.
-func (c *Coordinator) commitWrites(batch []queuedWrite, count int) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OpTimeout)
-	defer cancel()
-	st := c.cfg.Store
-	vers := make([]metadata.Version, len(batch))
-	errs := make([]error, len(batch))
-	alone := len(batch) == 1
-	if !alone {
-		ops := make([]metadata.Op, 0, count)
-		first := make([]int, len(batch)) // index of each write's header operation
-		type check struct {
-			key string
-			ver metadata.Version
-		}
-		checks := map[check]bool{} // the same epoch check once per commit
-		for i, q := range batch {
-			first[i] = len(ops)
-			for j, o := range q.ops {
-				if k := (check{o.Key, o.Expected}); j > 0 && o.Check {
-					if checks[k] {
-						continue
-					}
-					checks[k] = true
-				}
-				ops = append(ops, o)
-			}
-		}
-		vs, err := st.Commit(ctx, ops)
-		switch {
-		case err == nil:
-			for i := range batch {
-				vers[i] = vs[first[i]]
-			}
-		case errors.Is(err, metadata.ErrBadVersion):
-			alone = true
-		default:
-			for i := range errs {
-				errs[i] = err
-			}
-		}
-	}
-	if alone {
-		for i, q := range batch {
-			if len(q.ops) == 1 && q.w.Delete {
-				errs[i] = st.Delete(ctx, q.w.Key, q.w.Expected)
-				continue
-			}
-			var vs []metadata.Version
-			if vs, errs[i] = st.Commit(ctx, q.ops); errs[i] == nil {
-				vers[i] = vs[0]
-			}
-		}
-	}
-	c.post(func() {
-		c.wInflight--
-		for i, q := range batch {
-			c.core.WriteDone(q.w.Tag, vers[i], errs[i])
-		}
-	})
-}
-
 func (c *Coordinator) doGet(g Get) {
 	st, d := c.cfg.Store, c.cfg.OpTimeout
 	go func() {
@@ -308,51 +234,22 @@ func (c *Coordinator) doGet(g Get) {
 	}()
 }
 
-// maxCollectOps bounds the operations (compares and writes each) of one collecting commit,
-// below etcd's default limit of 128 per transaction.
-const maxCollectOps = 120
-
-// doChecks collects ended transactions: a commit deletes their headers if none of their
-// participants' records exists. Several go in one commit; if it is refused (some record
-// remains), each is tried alone.
+// doChecks collects ended transactions: a commit deletes each header if none of its
+// participants' records exists. The collections go by group commit of their own (not
+// with the header writes: a refused collection, a record still there, sends the whole
+// shared commit back call by call).
 func (c *Coordinator) doChecks(chs []Check) {
-	opss := make([][]metadata.Op, len(chs))
-	for i, ch := range chs {
-		opss[i] = c.collectOps(ch)
-	}
-	for len(chs) > 0 {
-		n, count := 1, len(opss[0])
-		for n < len(chs) && count+len(opss[n]) <= maxCollectOps {
-			n, count = n+1, count+len(opss[n])
-		}
-		batch, batchOps := chs[:n:n], opss[:n:n]
-		chs, opss = chs[n:], opss[n:]
-		st, d := c.cfg.Store, c.cfg.OpTimeout
+	for _, ch := range chs {
+		ops := c.collectOps(ch)
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), d)
-			defer cancel()
-			if len(batch) > 1 {
-				ops := make([]metadata.Op, 0, count)
-				for _, o := range batchOps {
-					ops = append(ops, o...)
-				}
-				if _, err := st.Commit(ctx, ops); !errors.Is(err, metadata.ErrBadVersion) {
-					c.post(func() {
-						for _, ch := range batch {
-							c.core.Checked(ch.Tag, false, err)
-						}
-					})
-					return
-				}
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OpTimeout)
+			_, err := c.collector.Commit(ctx, ops)
+			cancel()
+			pending := errors.Is(err, metadata.ErrBadVersion)
+			if pending {
+				err = nil
 			}
-			for i, ch := range batch {
-				_, err := st.Commit(ctx, batchOps[i])
-				pending := errors.Is(err, metadata.ErrBadVersion)
-				if pending {
-					err = nil
-				}
-				c.post(func() { c.core.Checked(ch.Tag, pending, err) })
-			}
+			c.post(func() { c.core.Checked(ch.Tag, pending, err) })
 		}()
 	}
 }

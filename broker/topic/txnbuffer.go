@@ -28,6 +28,9 @@ type TxnConfig struct {
 	// OpenLog opens managed ledger name (for the pending-ack logs); create false fails if it
 	// does not exist.
 	OpenLog func(ctx context.Context, name string, create bool) (Log, error)
+	// Batcher, if set, group-commits the buffer's record writes with the broker's other
+	// transaction metadata writes.
+	Batcher *metadata.Batcher
 }
 
 // hasPendingAckLog reports whether subscription sub of the topic has a pending-ack log.
@@ -550,8 +553,12 @@ func (t *Topic) writeTxnRecord(w txnbuf.Write) {
 			for _, id := range w.Applied {
 				ops = append(ops, metadata.Op{Key: metadata.TxnOpenKey(tt.key, id.Key()), Expected: metadata.AnyVersion, Delete: true})
 			}
+			commit := st.Commit
+			if tt.cfg.Batcher != nil {
+				commit = tt.cfg.Batcher.Commit
+			}
 			var vs []metadata.Version
-			if vs, err = st.Commit(ctx, ops); err == nil && w.Watermark != nil {
+			if vs, err = commit(ctx, ops); err == nil && w.Watermark != nil {
 				ver = vs[len(w.Aborted)]
 			}
 			if errors.Is(err, metadata.ErrBadVersion) {
