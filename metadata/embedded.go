@@ -94,6 +94,10 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	// Without compaction the history grows until etcd's space quota stops all writes.
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = "1h"
+	// A transaction's ADD of many partitions creates a record for each in one commit; etcd's
+	// default of 128 operations per commit would refuse an ADD of more than ~120 (an
+	// external etcd takes --max-txn-ops).
+	ec.MaxTxnOps = 1024
 	if cfg.Fast {
 		ec.TickMs = 10
 		ec.ElectionMs = 100
