@@ -194,3 +194,38 @@ func benchCoordinator(b *testing.B, st metadata.Store) {
 		}
 	}
 }
+
+// TestCoordinatorAddsManyPartitions: one ADD of 200 partitions (more operations than etcd's
+// default limit per commit) creates the header and every participant's record.
+func TestCoordinatorAddsManyPartitions(t *testing.T) {
+	st := metadatatest.NewStore(t, metadatatest.Embedded(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := StartCoordinator(ctx, CoordinatorConfig{CoreConfig: CoreConfig{TC: 3}, Store: st,
+		Canon: func(s string) (string, error) { return s, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call := func(f func(done func(ID, error))) ID {
+		t.Helper()
+		ch := make(chan error, 1)
+		var got ID
+		f(func(id ID, err error) { got = id; ch <- err })
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	id := call(func(d func(ID, error)) { c.NewTxn(time.Minute, d) })
+	topics := make([]string, 200)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("t/%d", i)
+	}
+	call(func(d func(ID, error)) { c.AddPartitions(id, topics, d) })
+	for _, tp := range topics {
+		if _, err := st.Get(ctx, metadata.TxnOpenKey(tp, id.Key())); err != nil {
+			t.Fatalf("record of %s: %v", tp, err)
+		}
+	}
+}
