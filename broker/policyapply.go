@@ -63,8 +63,9 @@ type PolicyDefaults struct {
 	SubscribeThrottlingRatePerConsumer int
 	SubscribeRatePeriodPerConsumer     time.Duration
 	// DeduplicationSnapshotInterval records a deduplication snapshot of a topic that stored
-	// entries since its last one this often (brokerDeduplicationSnapshotIntervalSeconds,
-	// default 120s; < 0: by entry count only, Config.DeduplicationSnapshotInterval).
+	// entries since its last one this often (brokerDeduplicationSnapshotIntervalSeconds:
+	// the commands' default is Pulsar's 120s; 0: by entry count only,
+	// Config.DeduplicationSnapshotInterval).
 	DeduplicationSnapshotInterval time.Duration
 	// AutoTopicCreationType is what a producer or consumer of an unknown topic creates
 	// (allowAutoTopicCreationType: "non-partitioned", the default, or "partitioned", with
@@ -100,9 +101,6 @@ func (d PolicyDefaults) withDefaults() PolicyDefaults {
 	}
 	if d.SubscribeRatePeriodPerConsumer <= 0 {
 		d.SubscribeRatePeriodPerConsumer = 30 * time.Second
-	}
-	if d.DeduplicationSnapshotInterval == 0 {
-		d.DeduplicationSnapshotInterval = 120 * time.Second
 	}
 	if d.AutoTopicCreationType == "" {
 		d.AutoTopicCreationType = "non-partitioned"
@@ -261,7 +259,7 @@ func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, erro
 	tp.NoAutoSubscriptionCreation = s.decodeApplied(tr, nr, "autoSubscriptionCreation", &asc) && !asc.AllowAutoSubscriptionCreation
 	var ddp DelayedDeliveryPolicies
 	if s.decodeApplied(tr, nr, "delayedDelivery", &ddp) {
-		tp.NoDelayedDelivery, tp.DelayedTickMs = !ddp.Active, ddp.TickTime
+		tp.NoDelayedDelivery, tp.DelayedTickMs, tp.MaxDeliveryDelayMs = !ddp.Active, ddp.TickTime, ddp.MaxDeliveryDelayInMillis
 	}
 	var atc AutoTopicCreationOverride
 	if s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {

@@ -291,7 +291,8 @@ func TestPolicyPersistenceLive(t *testing.T) {
 }
 
 // TestPolicyDelayedDeliveryTick: with a tick time of 30 s, a message delayed by 20 s is due
-// within a tick and delivered at once (Pulsar's non-strict delayed delivery).
+// within a tick and delivered at once (Pulsar's non-strict delayed delivery); a max delivery
+// delay refuses a message delayed by more with NotAllowed.
 func TestPolicyDelayedDeliveryTick(t *testing.T) {
 	c := newPolicyCluster(t, nil)
 	a := c.admin()
@@ -320,6 +321,24 @@ func TestPolicyDelayedDeliveryTick(t *testing.T) {
 	defer cancel()
 	if m, err := cons.Receive(rctx); err != nil || string(m.Payload()) != "soon" {
 		t.Fatalf("a message due within the tick time: %v %v", m, err)
+	}
+
+	// maxDeliveryDelayInMillis refuses a message delayed by more.
+	c.post(policyPath(topic, "delayedDelivery"), `{"active":true,"tickTime":1000,"maxDeliveryDelayInMillis":60000}`)
+	// The Go client drops a producer refused a SEND with NotAllowed: its send times out.
+	late, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	if _, err := late.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("late"), DeliverAfter: time.Hour}); err == nil {
+		t.Fatal("a message delayed by an hour passed a max delivery delay of a minute")
+	}
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("ok"), DeliverAfter: time.Second}); err != nil {
+		t.Fatalf("a message within the max delivery delay: %v", err)
+	}
+	if st := c.stats(topic); st.MsgInCounter != 2 {
+		t.Fatalf("stored %d messages, want 2", st.MsgInCounter)
 	}
 }
 

@@ -37,8 +37,9 @@ type Policies struct {
 	// exist (SubscriptionNotFound); NoDelayedDelivery delivers delayed messages at once.
 	NoAutoSubscriptionCreation, NoDelayedDelivery bool
 	// DelayedTickMs is the delayed-delivery tick time (tickTime): a delayed message due
-	// within it is delivered now (0: exact).
-	DelayedTickMs int64
+	// within it is delivered now (0: exact). MaxDeliveryDelayMs refuses SENDs delayed by
+	// more (maxDeliveryDelayInMillis, NotAllowedError; 0: any delay).
+	DelayedTickMs, MaxDeliveryDelayMs int64
 	// SubscribeRate subscribes per SubscribeRatePeriod are allowed per consumer (its
 	// client host, name and id, as Pulsar's SubscribeRateLimiter keys them); beyond, a
 	// subscribe is refused with NotAllowed (0: unlimited).
@@ -159,7 +160,7 @@ func (c *topicCore) admitProducer() error {
 // admitSubscribe refuses a consumer the topic's limits do not allow (nil: admitted); it
 // runs on the topic goroutine.
 func (t *Topic) admitSubscribe(sub string, c *Consumer) error {
-	if t.pol.SubscribeRate > 0 && !t.subscribeRate.take(c, t.pol.SubscribeRate, t.pol.SubscribeRatePeriod, time.Now()) {
+	if t.pol.SubscribeRate > 0 && !t.subscribeRate.take(keyOf(c), t.pol.SubscribeRate, t.pol.SubscribeRatePeriod, time.Now()) {
 		t.m.subscribeRateLimited.Inc()
 		return fmt.Errorf("%w: Subscribe limited by subscribe rate limit per consumer.", ErrNotAllowed)
 	}
@@ -196,8 +197,17 @@ type subscribeWindow struct {
 	n     int
 }
 
-// take counts a subscribe of c; false if c already made rate subscribes in this period.
-func (w *subscribeWindows) take(c *Consumer, rate int, period time.Duration, now time.Time) bool {
+func keyOf(c *Consumer) consumerKey {
+	host := c.Conn.RemoteAddr()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return consumerKey{host: host, name: c.Name, id: c.ID}
+}
+
+// take counts a subscribe of consumer k; false if it already made rate subscribes in its
+// current period (at least a second).
+func (w *subscribeWindows) take(k consumerKey, rate int, period time.Duration, now time.Time) bool {
 	if *w == nil {
 		*w = subscribeWindows{}
 	}
@@ -209,11 +219,6 @@ func (w *subscribeWindows) take(c *Consumer, rate int, period time.Duration, now
 			}
 		}
 	}
-	host := c.Conn.RemoteAddr()
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	k := consumerKey{host: host, name: c.Name, id: c.ID}
 	win := (*w)[k]
 	if win == nil || now.Sub(win.start) >= period {
 		win = &subscribeWindow{start: now}
@@ -291,6 +296,12 @@ func (t *Topic) onSend(p *Producer, m Message) {
 		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_NotAllowedError, "Exceed maximum message size"))
 		return
 	}
+	if t.pol.MaxDeliveryDelayMs > 0 && !t.pol.NoDelayedDelivery && t.tooDelayed(m) {
+		t.pubDone(p, m)
+		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_NotAllowedError,
+			fmt.Sprintf("Exceeds max allowed delivery delay of %d milliseconds", t.pol.MaxDeliveryDelayMs)))
+		return
+	}
 	if t.msgLimit.rate == 0 && t.byteLimit.rate == 0 && len(t.throttled) == 0 {
 		t.onPublish(p, m)
 		return
@@ -305,6 +316,16 @@ func (t *Topic) onSend(p *Producer, m Message) {
 	}
 	t.throttled = append(t.throttled, heldSend{p, m})
 	t.armThrottle()
+}
+
+// tooDelayed reports whether m is to be delivered later after its publish time than the
+// max delivery delay allows (as Pulsar's isExceedMaximumDeliveryDelay).
+func (t *Topic) tooDelayed(m Message) bool {
+	meta, err := parseMeta(m.Data)
+	if err != nil || meta.DeliverAtTime == nil {
+		return false
+	}
+	return meta.GetDeliverAtTime()-int64(meta.GetPublishTime()) > t.pol.MaxDeliveryDelayMs
 }
 
 // admitRate takes m's messages and bytes from the buckets if both have tokens.
