@@ -27,6 +27,18 @@ func policyPath(topic, policy string) string {
 	return "/admin/v2/persistent/" + strings.TrimPrefix(topic, "persistent://") + "/" + policy
 }
 
+// policyTopic starts a policy test cluster and creates a topic named after the test on it.
+func policyTopic(t *testing.T, tweak func(*broker.Config)) (*adminCluster, string, utils.TopicName) {
+	t.Helper()
+	c := newPolicyCluster(t, tweak)
+	topic := topicName(t)
+	tn := mustTopic(t, topic)
+	if err := c.admin().Topics().Create(tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	return c, topic, tn
+}
+
 // adminOf is a pulsaradmin client of the admin API at url.
 func adminOf(t *testing.T, url string) pulsaradmin.Client {
 	t.Helper()
@@ -41,13 +53,8 @@ func adminOf(t *testing.T, url string) pulsaradmin.Client {
 // subscribe of the same consumer (client host, consumer name and id) within the minute is
 // refused with Pulsar's NotAllowed error; another consumer name is not limited.
 func TestPolicySubscribeRate(t *testing.T) {
-	c := newPolicyCluster(t, nil)
+	c, topic, tn := policyTopic(t, nil)
 	a := c.admin()
-	topic := topicName(t)
-	tn := mustTopic(t, topic)
-	if err := a.Topics().Create(tn, 0); err != nil {
-		t.Fatal(err)
-	}
 	if err := a.Topics().SetSubscribeRate(tn, utils.SubscribeRate{SubscribeThrottlingRatePerConsumer: 1, RatePeriodInSecond: 60}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +108,7 @@ func TestPolicySubscriptionExpiration(t *testing.T) {
 		t.Fatal(err)
 	}
 	idle.Close()
-	busy, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "busy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
+	busy := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "busy"})
 	subs := func() []string {
 		s, err := a.Subscriptions().List(mustTopic(t, topic))
 		if err != nil {
@@ -121,11 +124,7 @@ func TestPolicySubscriptionExpiration(t *testing.T) {
 		s := subs()
 		return len(s) == 1 && s[0] == "busy"
 	})
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic})
 	ctx := ctxT(t, 30*time.Second)
 	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
@@ -148,11 +147,7 @@ func TestPolicyAutoCreatePartitioned(t *testing.T) {
 	c.post("/admin/v2/namespaces/public/autopart/autoTopicCreation",
 		`{"allowAutoTopicCreation":true,"topicType":"partitioned","defaultNumPartitions":3}`)
 	topic := "persistent://public/autopart/" + sanitize(t.Name())
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic})
 	ctx := ctxT(t, 30*time.Second)
 	for i := 0; i < 12; i++ {
 		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Key: string(rune('a' + i)), Payload: []byte("x")}); err != nil {
@@ -180,19 +175,9 @@ func TestPolicyAutoCreatePartitioned(t *testing.T) {
 // on its next message: a resent sequence id is stored while it is off and dropped while it
 // is on, and the topic's statistics show the status.
 func TestPolicyDedupLive(t *testing.T) {
-	c := newPolicyCluster(t, nil)
+	c, topic, tn := policyTopic(t, nil)
 	a := c.admin()
-	cl := c.client()
-	topic := topicName(t)
-	tn := mustTopic(t, topic)
-	if err := a.Topics().Create(tn, 0); err != nil {
-		t.Fatal(err)
-	}
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "p", DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := producer(t, c.client(), pulsar.ProducerOptions{Topic: topic, Name: "p", DisableBatching: true})
 	ctx := ctxT(t, 30*time.Second)
 	send := func(seq int64) {
 		t.Helper()
@@ -227,7 +212,7 @@ func TestPolicyDedupLive(t *testing.T) {
 // ledgers created after it: the ledger the topic rolls over to has the new E/WQ/AQ, the one
 // it had keeps its own.
 func TestPolicyPersistenceLive(t *testing.T) {
-	c := newPolicyCluster(t, func(cfg *broker.Config) { cfg.ManagedLedger.MaxEntriesPerLedger = 5 })
+	c, topic, tn := policyTopic(t, func(cfg *broker.Config) { cfg.ManagedLedger.MaxEntriesPerLedger = 5 })
 	b2, err := bookie.Start(ctxT(t, 30*time.Second), bookie.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Store: c.store,
 		Logger: testLogger(t), GCInterval: -1})
 	if err != nil {
@@ -235,20 +220,10 @@ func TestPolicyPersistenceLive(t *testing.T) {
 	}
 	t.Cleanup(func() { b2.Close() })
 	a := c.admin()
-	cl := c.client()
-	topic := topicName(t)
-	tn := mustTopic(t, topic)
-	if err := a.Topics().Create(tn, 0); err != nil {
-		t.Fatal(err)
-	}
 	if err := a.Subscriptions().Create(tn, "keep", utils.Earliest); err != nil { // keeps the ledgers
 		t.Fatal(err)
 	}
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := producer(t, c.client(), pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	ctx := ctxT(t, 30*time.Second)
 	send := func(n int) {
 		t.Helper()
@@ -294,25 +269,11 @@ func TestPolicyPersistenceLive(t *testing.T) {
 // within a tick and delivered at once (Pulsar's non-strict delayed delivery); a max delivery
 // delay refuses a message delayed by more with NotAllowed.
 func TestPolicyDelayedDeliveryTick(t *testing.T) {
-	c := newPolicyCluster(t, nil)
-	a := c.admin()
+	c, topic, _ := policyTopic(t, nil)
 	cl := c.client()
-	topic := topicName(t)
-	tn := mustTopic(t, topic)
-	if err := a.Topics().Create(tn, 0); err != nil {
-		t.Fatal(err)
-	}
 	c.post(policyPath(topic, "delayedDelivery"), `{"active":true,"tickTime":30000}`)
-	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	ctx := ctxT(t, 30*time.Second)
 	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("soon"), DeliverAfter: 20 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -326,11 +287,7 @@ func TestPolicyDelayedDeliveryTick(t *testing.T) {
 	// maxDeliveryDelayInMillis refuses a message delayed by more.
 	c.post(policyPath(topic, "delayedDelivery"), `{"active":true,"tickTime":1000,"maxDeliveryDelayInMillis":60000}`)
 	// The Go client drops a producer refused a SEND with NotAllowed: its send times out.
-	late, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.Close()
+	late := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 2 * time.Second})
 	if _, err := late.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("late"), DeliverAfter: time.Hour}); err == nil {
 		t.Fatal("a message delayed by an hour passed a max delivery delay of a minute")
 	}
@@ -349,11 +306,7 @@ func TestPolicyRedirectToOwner(t *testing.T) {
 	m := newMultiBroker(t, 2, mbOpts{})
 	cl := m.clientOf(m.serviceURL())
 	topic := topicName(t)
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	producer(t, cl, pulsar.ProducerOptions{Topic: topic})
 	owner := m.ownerNode(t, topic)
 	var other *mbNode
 	for _, nd := range m.nodes {
