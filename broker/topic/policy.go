@@ -321,11 +321,8 @@ func (t *Topic) onSend(p *Producer, m Message) {
 // tooDelayed reports whether m is to be delivered later after its publish time than the
 // max delivery delay allows (as Pulsar's isExceedMaximumDeliveryDelay).
 func (t *Topic) tooDelayed(m Message) bool {
-	meta, err := parseMeta(m.Data)
-	if err != nil || meta.DeliverAtTime == nil {
-		return false
-	}
-	return meta.GetDeliverAtTime()-int64(meta.GetPublishTime()) > t.pol.MaxDeliveryDelayMs
+	publish, deliverAt := metaTimes(m.Data)
+	return deliverAt > 0 && deliverAt-publish > t.pol.MaxDeliveryDelayMs
 }
 
 // admitRate takes m's messages and bytes from the buckets if both have tokens.
