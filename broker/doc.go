@@ -266,8 +266,8 @@
 // the deduplication snapshot interval (a snapshot at that period when entries were stored
 // since the last one, besides every DeduplicationSnapshotInterval entries); auto topic
 // creation (allowed or not) when a topic loads, and the partitioned type on the client's
-// partitioned-metadata request (a topic that does not exist is created partitioned, with
-// defaultNumPartitions; the HTTP partitions endpoint does not create). policyMonitor, every
+// partitioned-metadata request, binary or HTTP with checkAllowAutoCreation=true (a topic
+// that does not exist is created partitioned, with defaultNumPartitions). policyMonitor, every
 // Config.Policies interval, checks backlog quotas (destination_storage against each
 // subscription's backlog size, message_age against the publish time of its oldest
 // unacknowledged entry): consumer_backlog_eviction skips the oldest backlog of the

@@ -335,6 +335,17 @@ func (s *Service) autoCreateAllowed(pol NamespacePolicies, r resolved) bool {
 	return !s.cfg.DisableAutoTopicCreation
 }
 
+// PartitionsAutoCreate is partitionsAutoCreate for the admin API's HTTP lookup of
+// partitioned metadata (checkAllowAutoCreation=true).
+func (s *Service) PartitionsAutoCreate(ctx context.Context, topic string) (int, error) {
+	if n, err := topicname.Parse(topic); err == nil {
+		if _, err := s.cachedPolicies(ctx, n.Tenant, n.Namespace); err != nil {
+			return 0, err
+		}
+	}
+	return s.partitionsAutoCreate(ctx, topic)
+}
+
 // partitionsAutoCreate answers a client's partitioned-metadata request: the topic's
 // partition count, after creating it as a partitioned topic if it does not exist and its
 // namespace auto-creates partitioned topics (Pulsar's

@@ -169,6 +169,22 @@ func TestPolicyAutoCreatePartitioned(t *testing.T) {
 	if stored != 12 {
 		t.Fatalf("partitions stored %d messages, want 12", stored)
 	}
+
+	// The same over an http:// service URL (the partitioned metadata is looked up over HTTP
+	// with checkAllowAutoCreation=true).
+	hcl, err := pulsar.NewClient(pulsar.ClientOptions{URL: c.http.URL, OperationTimeout: 30 * time.Second, Logger: clientLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hcl.Close()
+	htopic := topic + "-http"
+	hp := producer(t, hcl, pulsar.ProducerOptions{Topic: htopic})
+	if _, err := hp.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if md, err := a.Topics().GetMetadata(mustTopic(t, htopic)); err != nil || md.Partitions != 3 {
+		t.Fatalf("partitioned metadata over HTTP %+v %v, want 3 partitions", md, err)
+	}
 }
 
 // TestPolicyDedupLive: deduplication turned off and on again on a loaded topic takes effect

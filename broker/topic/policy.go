@@ -162,7 +162,7 @@ func (c *topicCore) admitProducer() error {
 func (t *Topic) admitSubscribe(sub string, c *Consumer) error {
 	if t.pol.SubscribeRate > 0 && !t.subscribeRate.take(keyOf(c), t.pol.SubscribeRate, t.pol.SubscribeRatePeriod, time.Now()) {
 		t.m.subscribeRateLimited.Inc()
-		return fmt.Errorf("%w: Subscribe limited by subscribe rate limit per consumer.", ErrNotAllowed)
+		return fmt.Errorf("%w: %w", ErrNotAllowed, errSubscribeRate)
 	}
 	if t.pol.MaxConsumers > 0 {
 		n := 0
@@ -180,6 +180,9 @@ func (t *Topic) admitSubscribe(sub string, c *Consumer) error {
 	}
 	return nil
 }
+
+//lint:ignore ST1005 Pulsar's message
+var errSubscribeRate = errors.New("Subscribe limited by subscribe rate limit per consumer.")
 
 // subscribeWindows counts each consumer's subscribes in its current rate period (owned by
 // the topic goroutine).
