@@ -487,7 +487,9 @@ func (s *Service) policyMonitor() {
 		case <-subExpiry.C:
 			check = func(ctx context.Context, t *topic.Topic, r resolved) { s.expireSubscriptions(ctx, t, r, subIdle) }
 		}
+		loaded := map[string]bool{}
 		for _, t := range s.loadedTopics() {
+			loaded[t.Name().String()] = true
 			if !t.Name().IsPersistent() {
 				continue
 			}
@@ -498,6 +500,19 @@ func (s *Service) policyMonitor() {
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 			check(ctx, t, v.(resolved))
 			cancel()
+		}
+		forgetUnloaded(idle, loaded)
+		forgetUnloaded(subIdle, loaded)
+	}
+}
+
+// forgetUnloaded drops the inactivity records (keyed by topic, or topic NUL subscription)
+// of the topics no longer loaded here.
+func forgetUnloaded(idle map[string]time.Time, loaded map[string]bool) {
+	for k := range idle {
+		topic, _, _ := strings.Cut(k, "\x00")
+		if !loaded[topic] {
+			delete(idle, k)
 		}
 	}
 }
