@@ -28,7 +28,7 @@ func TestBenchPolicyOverhead(t *testing.T) {
 		rounds = 5
 	}
 	const size, window = 100, 2000
-	c := newPolicyCluster(t, nil)
+	c := newAdminClusterWith(t, nil) // the broker's default check intervals
 	a := c.admin()
 	cl := c.client()
 	plain, policed := topicName(t)+"-none", topicName(t)+"-all"
@@ -120,7 +120,7 @@ func setEveryPolicy(t *testing.T, c *adminCluster, topic string) {
 		"maxUnackedMessagesOnSubscription": "1000000",
 		"subscriptionExpirationTime":       "1000000",
 		"deduplicationSnapshotInterval":    "120",
-		"delayedDelivery":                  `{"active":true,"tickTime":1000}`,
+		"delayedDelivery":                  `{"active":true,"tickTime":1000,"maxDeliveryDelayInMillis":86400000}`,
 		"autoSubscriptionCreation":         `{"allowAutoSubscriptionCreation":true}`,
 	} {
 		c.post(policyPath(topic, path), body)
