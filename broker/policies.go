@@ -436,6 +436,11 @@ func (s *Service) namespaceRecord(ctx context.Context, t, ns string) (policyReco
 	if err != nil {
 		return nil, err
 	}
+	return recordOf(pol)
+}
+
+// recordOf is a namespace's policies by Pulsar key.
+func recordOf(pol NamespacePolicies) (policyRecord, error) {
 	b, err := json.Marshal(pol)
 	if err != nil {
 		return nil, err

@@ -261,15 +261,7 @@ func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, erro
 	if s.decodeApplied(tr, nr, "delayedDelivery", &ddp) {
 		tp.NoDelayedDelivery, tp.DelayedTickMs, tp.MaxDeliveryDelayMs = !ddp.Active, ddp.TickTime, ddp.MaxDeliveryDelayInMillis
 	}
-	var atc AutoTopicCreationOverride
-	if s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {
-		r.autoCreate = &atc.AllowAutoTopicCreation
-		if atc.TopicType == "partitioned" && atc.DefaultNumPartitions != nil {
-			r.autoPartitions = *atc.DefaultNumPartitions
-		}
-	} else if s.cfg.Policies.AutoTopicCreationType == "partitioned" {
-		r.autoPartitions = s.cfg.Policies.DefaultNumPartitions
-	}
+	r.autoCreate, r.autoPartitions = s.autoTopicCreation(tr, nr)
 	r.quotas = map[string]BacklogQuota{}
 	tp.BacklogQuotaLimitSize, tp.BacklogQuotaLimitTime = -1, -1
 	for _, typ := range []string{QuotaDestinationStorage, QuotaMessageAge} {
@@ -323,6 +315,22 @@ func (s *Service) checkTopicCount(ctx context.Context, n topicname.Name, r resol
 	return nil
 }
 
+// autoTopicCreation resolves the auto topic creation policy: whether it is allowed (nil:
+// not set) and the partitions of what it creates (0: a non-partitioned topic).
+func (s *Service) autoTopicCreation(tr, nr policyRecord) (*bool, int) {
+	var atc AutoTopicCreationOverride
+	if !s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {
+		if s.cfg.Policies.AutoTopicCreationType == "partitioned" {
+			return nil, s.cfg.Policies.DefaultNumPartitions
+		}
+		return nil, 0
+	}
+	if atc.TopicType == "partitioned" && atc.DefaultNumPartitions != nil {
+		return &atc.AllowAutoTopicCreation, *atc.DefaultNumPartitions
+	}
+	return &atc.AllowAutoTopicCreation, 0
+}
+
 // autoCreateAllowed reports whether a producer or consumer of an unknown topic creates it:
 // the namespace's autoTopicCreationOverride, else its legacy flag, else the broker's.
 func (s *Service) autoCreateAllowed(pol NamespacePolicies, r resolved) bool {
@@ -356,15 +364,25 @@ func (s *Service) partitionsAutoCreate(ctx context.Context, topic string) (int, 
 		return parts, err
 	}
 	n, err := topicname.Parse(topic)
-	if err != nil || n.IsPartition() {
+	if err != nil || n.IsPartition() || s.loadedTopic(n.String()) != nil {
 		return 0, err
+	}
+	// First from the cached namespace record: a lookup of a topic that exists, or of a
+	// namespace that does not auto-create partitioned topics, reads nothing more (and
+	// answers as before when the store is unreachable).
+	pol, err := s.cachedPolicies(ctx, n.Tenant, n.Namespace)
+	if err != nil {
+		return 0, nil //nolint:nilerr // the partition count answered stands
+	}
+	nr, err := recordOf(pol)
+	if err != nil {
+		return 0, nil //nolint:nilerr // as above
+	}
+	if auto, parts := s.autoTopicCreation(policyRecord{}, nr); parts <= 0 || !s.autoCreateAllowed(pol, resolved{autoCreate: auto}) {
+		return 0, nil
 	}
 	r, err := s.resolve(ctx, n)
-	if err != nil || r.autoPartitions <= 0 {
-		return 0, err
-	}
-	pol, err := s.res.namespacePolicies(ctx, n.Tenant, n.Namespace)
-	if err != nil || !s.autoCreateAllowed(pol, r) {
+	if err != nil || r.autoPartitions <= 0 || !s.autoCreateAllowed(pol, r) {
 		return 0, err
 	}
 	if exists, err := s.res.topicExists(ctx, n); err != nil || exists {
