@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -144,11 +145,27 @@ func (h *handler) getPartitions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	count, err := h.partitions(r, n)
+	auto, err := boolQuery(r, "checkAllowAutoCreation")
+	if err != nil {
+		return err
+	}
+	var count int
+	if ac, can := h.svc.(partitionsAutoCreator); auto && can && !n.IsPartition() {
+		count, err = ac.PartitionsAutoCreate(r.Context(), n.String())
+	} else {
+		count, err = h.partitions(r, n)
+	}
 	if err != nil {
 		return err
 	}
 	return ok(w, broker.PartitionedTopicMetadata{Partitions: count})
+}
+
+// partitionsAutoCreator answers a client's partitioned-metadata lookup over HTTP
+// (checkAllowAutoCreation=true): a topic that does not exist, in a namespace that
+// auto-creates partitioned topics, is created partitioned (broker.Service).
+type partitionsAutoCreator interface {
+	PartitionsAutoCreate(ctx context.Context, topic string) (int, error)
 }
 
 func (h *handler) deletePartitioned(w http.ResponseWriter, r *http.Request) error {

@@ -151,7 +151,7 @@ func (c *conn) partitionsAuthorized(ctx context.Context, topic string) (int, err
 	if err := c.authorizeName(ctx, topic, auth.ActionLookup); err != nil {
 		return 0, err
 	}
-	return c.s.partitions(ctx, topic)
+	return c.s.partitionsAutoCreate(ctx, topic)
 }
 
 func (c *conn) authorizeName(ctx context.Context, topic string, act auth.Action) error {

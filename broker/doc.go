@@ -240,9 +240,12 @@
 // backlog quotas per type. A set or remove is checked first (ErrInvalidArgument, nothing
 // written); then the loaded topics concerned get their resolved policies at once, and a
 // watch of both record prefixes (policyMonitor) does the same for changes made through
-// another broker. A topic gets them when it loads too: retention and persistence go into
-// its managed ledger's configuration (retention also live, ManagedLedger.SetRetention),
-// the rest to topic.SetPolicies, an event for the topic goroutine that passes the
+// another broker. A topic policy request to a broker that does not own the topic's bundle
+// is redirected (307, NotOwnerError) to the owner, as Pulsar's validateTopicOwnership does.
+// A topic gets its policies when it loads, and on every change: retention and persistence
+// go into its managed ledger's configuration (live too: ManagedLedger.SetRetention trims
+// under the new values, SetPersistence gives the ledgers created after it the new
+// E/WQ/AQ), the rest to topic.SetPolicies, an event for the topic goroutine that passes the
 // subscriptions' part on to theirs.
 //
 // Enforcement: in the topic and subscription goroutines (broker/topic/policy.go) for max
@@ -253,9 +256,18 @@
 // (token buckets; SENDs beyond it wait in order, holding their connection's pending budget,
 // so the connection stops reading: backpressure, never dropping), the topic and
 // subscription dispatch rates (cursor reads wait; permits are kept), auto subscription
-// creation off (SubscriptionNotFound) and delayed delivery off (deliver_at_time ignored);
-// auto topic creation (allowed or not; the partitioned type is not applied) when a topic
-// loads. policyMonitor, every
+// creation off (SubscriptionNotFound), delayed delivery off (deliver_at_time ignored) and
+// its tick time (a message due within it of now is delivered now, Pulsar's non-strict
+// mode; Magnetar's default is 0, exact, where Pulsar's delayedDeliveryTickTimeMillis is
+// 1000), the subscribe rate per consumer (client host, consumer name and id, as Pulsar's
+// SubscribeRateLimiter keys them; beyond it NotAllowedError "Subscribe limited by
+// subscribe rate limit per consumer."), deduplication on and off on the live topic
+// (enabling starts from an empty state, as Pulsar's new deduplication cursor does) and
+// the deduplication snapshot interval (a snapshot at that period when entries were stored
+// since the last one, besides every DeduplicationSnapshotInterval entries); auto topic
+// creation (allowed or not) when a topic loads, and the partitioned type on the client's
+// partitioned-metadata request, binary or HTTP with checkAllowAutoCreation=true (a topic
+// that does not exist is created partitioned, with defaultNumPartitions). policyMonitor, every
 // Config.Policies interval, checks backlog quotas (destination_storage against each
 // subscription's backlog size, message_age against the publish time of its oldest
 // unacknowledged entry): consumer_backlog_eviction skips the oldest backlog of the
@@ -264,10 +276,13 @@
 // sends time out) or ProducerBlockedQuotaExceededException (the client fails its pending
 // messages) until the backlog is back under the quota. It also expires messages older than
 // the TTL (a cumulative ack of the subscriptions' entries published before the cutoff,
-// never moving a cursor back) and deletes topics inactive for their inactive-topic policy.
-// Stored but not enforced yet: the replicator dispatch rate (no replication), the subscribe
-// rate, relativeToPublishRate, subscription expiration, partitioned auto topic creation, the
-// delayed delivery tick and max delay, the deduplication snapshot interval (deduplication
-// itself and persistence apply when the topic loads). Retention 0 (the default) keeps nothing consumed: a topic
-// with no subscription keeps only its current ledger (package mledger, Retention).
+// never moving a cursor back), deletes topics inactive for their inactive-topic policy and
+// (every SubscriptionExpiryCheckInterval) the durable subscriptions seen without consumers
+// for longer than their subscription expiration time (as in Pulsar, the time is counted
+// from when this broker first saw the subscription without consumers). Stored and served
+// but without effect: the replicator dispatch rate (Magnetar has no geo-replication; it
+// takes effect once replication exists), relativeToPublishRate, the delayed delivery max
+// delay and the persistence policy's managedLedgerMaxMarkDeleteRate. Retention 0 (the
+// default) keeps nothing consumed: a topic with no subscription keeps only its current
+// ledger (package mledger, Retention).
 package broker

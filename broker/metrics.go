@@ -14,8 +14,9 @@ type metrics struct {
 	authFailures  prometheus.Counter
 	authRefreshes prometheus.Counter
 
-	backlogEvictions prometheus.Counter // policyapply.go
-	inactiveDeleted  prometheus.Counter
+	backlogEvictions     prometheus.Counter // policyapply.go
+	inactiveDeleted      prometheus.Counter
+	subscriptionsExpired prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,7 +42,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Times consumer_backlog_eviction moved a subscription's cursor."})
 	m.inactiveDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_inactive_topics_deleted_total",
 		Help: "Topics deleted by their inactive-topic policy."})
+	m.subscriptionsExpired = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_subscriptions_expired_total",
+		Help: "Subscriptions deleted by their subscription expiration time."})
 	reg.MustRegister(m.connections, m.malformed, m.commands, m.lookups, m.topicLoads, m.throttled, m.authFailures, m.authRefreshes,
-		m.backlogEvictions, m.inactiveDeleted)
+		m.backlogEvictions, m.inactiveDeleted, m.subscriptionsExpired)
 	return m
 }

@@ -31,6 +31,9 @@ func (l mlog) Delete(ctx context.Context) error                      { return l.
 func (l mlog) SetRetention(ctx context.Context, d time.Duration, size int64) error {
 	return l.ml.SetRetention(ctx, d, size)
 }
+func (l mlog) SetPersistence(ctx context.Context, e, wq, aq int) error {
+	return l.ml.SetPersistence(ctx, e, wq, aq)
+}
 func (l mlog) Cursors(ctx context.Context) ([]string, error) { return l.ml.Cursors(ctx) }
 func (l mlog) DeleteCursor(ctx context.Context, name string) error {
 	return l.ml.DeleteCursor(ctx, name)

@@ -436,6 +436,11 @@ func (s *Service) namespaceRecord(ctx context.Context, t, ns string) (policyReco
 	if err != nil {
 		return nil, err
 	}
+	return recordOf(pol)
+}
+
+// recordOf is a namespace's policies by Pulsar key.
+func recordOf(pol NamespacePolicies) (policyRecord, error) {
 	b, err := json.Marshal(pol)
 	if err != nil {
 		return nil, err
@@ -572,6 +577,9 @@ func (s *Service) TopicPolicy(ctx context.Context, topic, path string, applied b
 	if err != nil {
 		return nil, err
 	}
+	if err := s.ownedElsewhere(ctx, n); err != nil {
+		return nil, err
+	}
 	if !applied {
 		r, err := s.topicRecord(ctx, n)
 		if err != nil {
@@ -611,10 +619,29 @@ func (s *Service) changeTopicPolicy(ctx context.Context, topic, path, qualifier 
 	if err := s.res.checkNamespace(ctx, n.Tenant, n.Namespace); err != nil {
 		return err
 	}
+	if err := s.ownedElsewhere(ctx, n); err != nil {
+		return err
+	}
 	if err := s.updateTopicRecord(ctx, n, func(r policyRecord) error { return r.set(p, p.topicKey, q, v) }); err != nil {
 		return err
 	}
 	s.reapplyTopic(ctx, n.Base())
+	return nil
+}
+
+// ownedElsewhere returns *NotOwnerError if another broker owns topic n's bundle: a topic
+// policy request is redirected there, as Pulsar's validateTopicOwnership does (a topic no
+// broker owns is served here).
+func (s *Service) ownedElsewhere(ctx context.Context, n topicname.Name) error {
+	b, err := s.bundleOf(ctx, n)
+	if err != nil {
+		return nil //nolint:nilerr // no bundle known: nothing to redirect to
+	}
+	err = s.bundleOwner(ctx, b)
+	if no := (*NotOwnerError)(nil); errors.As(err, &no) {
+		no.Topic = n.String()
+		return no
+	}
 	return nil
 }
 

@@ -52,6 +52,29 @@ type PolicyDefaults struct {
 	DeleteInactiveTopicsMode        string
 	DeleteInactiveTopicsMaxInactive time.Duration
 	InactiveTopicCheckInterval      time.Duration
+	// SubscriptionExpirationTimeMinutes deletes the subscriptions without consumers for
+	// longer (subscriptionExpirationTimeMinutes; 0: never), checked every
+	// SubscriptionExpiryCheckInterval (subscriptionExpiryCheckIntervalInMinutes, default 5m).
+	SubscriptionExpirationTimeMinutes int
+	SubscriptionExpiryCheckInterval   time.Duration
+	// SubscribeThrottlingRatePerConsumer subscribes per SubscribeRatePeriodPerConsumer are
+	// allowed per consumer (subscribeThrottlingRatePerConsumer, 0: unlimited;
+	// subscribeRatePeriodPerConsumerInSecond, default 30s).
+	SubscribeThrottlingRatePerConsumer int
+	SubscribeRatePeriodPerConsumer     time.Duration
+	// DeduplicationSnapshotInterval records a deduplication snapshot of a topic that stored
+	// entries since its last one this often (brokerDeduplicationSnapshotIntervalSeconds:
+	// the commands' default is Pulsar's 120s; 0: by entry count only,
+	// Config.DeduplicationSnapshotInterval).
+	DeduplicationSnapshotInterval time.Duration
+	// AutoTopicCreationType is what a producer or consumer of an unknown topic creates
+	// (allowAutoTopicCreationType: "non-partitioned", the default, or "partitioned", with
+	// DefaultNumPartitions partitions: defaultNumPartitions, default 1).
+	AutoTopicCreationType string
+	DefaultNumPartitions  int
+	// Clock, if set, replaces time.Now in the inactivity checks (subscription expiration):
+	// tests move it instead of waiting minutes.
+	Clock func() time.Time
 }
 
 func (d PolicyDefaults) withDefaults() PolicyDefaults {
@@ -72,6 +95,21 @@ func (d PolicyDefaults) withDefaults() PolicyDefaults {
 	}
 	if d.InactiveTopicCheckInterval <= 0 {
 		d.InactiveTopicCheckInterval = time.Minute
+	}
+	if d.SubscriptionExpiryCheckInterval <= 0 {
+		d.SubscriptionExpiryCheckInterval = 5 * time.Minute
+	}
+	if d.SubscribeRatePeriodPerConsumer <= 0 {
+		d.SubscribeRatePeriodPerConsumer = 30 * time.Second
+	}
+	if d.AutoTopicCreationType == "" {
+		d.AutoTopicCreationType = "non-partitioned"
+	}
+	if d.DefaultNumPartitions <= 0 {
+		d.DefaultNumPartitions = 1
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
 	}
 	return d
 }
@@ -121,6 +159,15 @@ func (s *Service) policyDefault(p *policy) any {
 	case "inactiveTopicPolicies|inactiveTopicPolicies":
 		return InactiveTopicPolicies{InactiveTopicDeleteMode: d.DeleteInactiveTopicsMode,
 			MaxInactiveDurationSeconds: int(d.DeleteInactiveTopicsMaxInactive / time.Second), DeleteWhileInactive: d.DeleteInactiveTopics}
+	case "subscriptionExpirationTime|subscriptionExpirationTime":
+		return pos(d.SubscriptionExpirationTimeMinutes)
+	case "subscribeRate|subscribeRate":
+		if d.SubscribeThrottlingRatePerConsumer > 0 {
+			return SubscribeRate{SubscribeThrottlingRatePerConsumer: d.SubscribeThrottlingRatePerConsumer,
+				RatePeriodInSecond: int(d.SubscribeRatePeriodPerConsumer / time.Second)}
+		}
+	case "deduplicationSnapshotInterval|deduplicationSnapshotInterval":
+		return pos(int(d.DeduplicationSnapshotInterval / time.Second))
 	case "deduplicationEnabled|deduplication":
 		return !s.cfg.DisableDeduplication
 	case "persistence|persistence":
@@ -151,6 +198,11 @@ type resolved struct {
 	dedup     *bool
 	persist   PersistencePolicies
 	maxTopics int
+	// subExpiry deletes subscriptions without consumers for longer (0: never).
+	subExpiry time.Duration
+	// autoPartitions is the partition count a producer or consumer of an unknown topic
+	// creates (0: a non-partitioned topic).
+	autoPartitions int
 	// autoCreate is the namespace's autoTopicCreationOverride (nil: none).
 	autoCreate *bool
 }
@@ -176,6 +228,7 @@ func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, erro
 	}
 	r.ttl = int64(num("messageTTL"))
 	r.maxTopics = num("maxTopicsPerNamespace")
+	r.subExpiry = time.Duration(num("subscriptionExpirationTime")) * time.Minute
 	var pr PublishRate
 	if s.decodeApplied(tr, nr, "publishRate", &pr) {
 		tp.PublishRateMsgs, tp.PublishRateBytes = max(pr.PublishThrottlingRateInMsg, 0), max(pr.PublishThrottlingRateInByte, 0)
@@ -195,14 +248,20 @@ func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, erro
 	if s.decodeApplied(tr, nr, "deduplicationEnabled", &dd) {
 		r.dedup = &dd
 	}
+	on := r.dedup != nil && *r.dedup && n.IsPersistent()
+	tp.Dedup = &on
+	tp.DedupSnapshotInterval = time.Duration(num("deduplicationSnapshotInterval")) * time.Second
+	var sr SubscribeRate
+	if s.decodeApplied(tr, nr, "subscribeRate", &sr) && sr.SubscribeThrottlingRatePerConsumer > 0 && sr.RatePeriodInSecond > 0 {
+		tp.SubscribeRate, tp.SubscribeRatePeriod = sr.SubscribeThrottlingRatePerConsumer, time.Duration(sr.RatePeriodInSecond)*time.Second
+	}
 	var asc AutoSubscriptionCreationOverride
 	tp.NoAutoSubscriptionCreation = s.decodeApplied(tr, nr, "autoSubscriptionCreation", &asc) && !asc.AllowAutoSubscriptionCreation
 	var ddp DelayedDeliveryPolicies
-	tp.NoDelayedDelivery = s.decodeApplied(tr, nr, "delayedDelivery", &ddp) && !ddp.Active
-	var atc AutoTopicCreationOverride
-	if s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {
-		r.autoCreate = &atc.AllowAutoTopicCreation
+	if s.decodeApplied(tr, nr, "delayedDelivery", &ddp) {
+		tp.NoDelayedDelivery, tp.DelayedTickMs, tp.MaxDeliveryDelayMs = !ddp.Active, ddp.TickTime, ddp.MaxDeliveryDelayInMillis
 	}
+	r.autoCreate, r.autoPartitions = s.autoTopicCreation(tr, nr)
 	r.quotas = map[string]BacklogQuota{}
 	tp.BacklogQuotaLimitSize, tp.BacklogQuotaLimitTime = -1, -1
 	for _, typ := range []string{QuotaDestinationStorage, QuotaMessageAge} {
@@ -256,13 +315,104 @@ func (s *Service) checkTopicCount(ctx context.Context, n topicname.Name, r resol
 	return nil
 }
 
+// autoTopicCreation resolves the auto topic creation policy: whether it is allowed (nil:
+// not set) and the partitions of what it creates (0: a non-partitioned topic).
+func (s *Service) autoTopicCreation(tr, nr policyRecord) (*bool, int) {
+	var atc AutoTopicCreationOverride
+	if !s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {
+		if s.cfg.Policies.AutoTopicCreationType == "partitioned" {
+			return nil, s.cfg.Policies.DefaultNumPartitions
+		}
+		return nil, 0
+	}
+	if atc.TopicType == "partitioned" && atc.DefaultNumPartitions != nil {
+		return &atc.AllowAutoTopicCreation, *atc.DefaultNumPartitions
+	}
+	return &atc.AllowAutoTopicCreation, 0
+}
+
+// autoCreateAllowed reports whether a producer or consumer of an unknown topic creates it:
+// the namespace's autoTopicCreationOverride, else its legacy flag, else the broker's.
+func (s *Service) autoCreateAllowed(pol NamespacePolicies, r resolved) bool {
+	switch {
+	case r.autoCreate != nil:
+		return *r.autoCreate
+	case pol.AutoTopicCreation != nil:
+		return *pol.AutoTopicCreation
+	}
+	return !s.cfg.DisableAutoTopicCreation
+}
+
+// PartitionsAutoCreate is partitionsAutoCreate for the admin API's HTTP lookup of
+// partitioned metadata (checkAllowAutoCreation=true).
+func (s *Service) PartitionsAutoCreate(ctx context.Context, topic string) (int, error) {
+	if n, err := topicname.Parse(topic); err == nil {
+		if _, err := s.cachedPolicies(ctx, n.Tenant, n.Namespace); err != nil {
+			return 0, err
+		}
+	}
+	return s.partitionsAutoCreate(ctx, topic)
+}
+
+// partitionsAutoCreate answers a client's partitioned-metadata request: the topic's
+// partition count, after creating it as a partitioned topic if it does not exist and its
+// namespace auto-creates partitioned topics (Pulsar's
+// fetchPartitionedTopicMetadataCheckAllowAutoCreationAsync).
+func (s *Service) partitionsAutoCreate(ctx context.Context, topic string) (int, error) {
+	parts, err := s.partitions(ctx, topic)
+	if err != nil || parts > 0 {
+		return parts, err
+	}
+	n, err := topicname.Parse(topic)
+	if err != nil || n.IsPartition() || s.loadedTopic(n.String()) != nil {
+		return 0, err
+	}
+	// First from the cached namespace record: a lookup of a topic that exists, or of a
+	// namespace that does not auto-create partitioned topics, reads nothing more (and
+	// answers as before when the store is unreachable).
+	pol, err := s.cachedPolicies(ctx, n.Tenant, n.Namespace)
+	if err != nil {
+		return 0, nil //nolint:nilerr // the partition count answered stands
+	}
+	nr, err := recordOf(pol)
+	if err != nil {
+		return 0, nil //nolint:nilerr // as above
+	}
+	if auto, parts := s.autoTopicCreation(policyRecord{}, nr); parts <= 0 || !s.autoCreateAllowed(pol, resolved{autoCreate: auto}) {
+		return 0, nil
+	}
+	r, err := s.resolve(ctx, n)
+	if err != nil || r.autoPartitions <= 0 || !s.autoCreateAllowed(pol, r) {
+		return 0, err
+	}
+	if exists, err := s.res.topicExists(ctx, n); err != nil || exists {
+		return 0, err
+	}
+	if err := s.checkTopicCount(ctx, n, r); err != nil {
+		return 0, err
+	}
+	switch err := s.res.createPartitioned(ctx, n.String(), r.autoPartitions); {
+	case errors.Is(err, ErrAlreadyExists): // created meanwhile, partitioned or not
+		return s.partitions(ctx, topic)
+	case err != nil:
+		return 0, err
+	}
+	s.log.Info("auto-created partitioned topic", "topic", n.String(), "partitions", r.autoPartitions)
+	return r.autoPartitions, nil
+}
+
 // retentionSetter is the managed-ledger binding's live retention change.
 type retentionSetter interface {
 	SetRetention(ctx context.Context, d time.Duration, size int64) error
 }
 
+// persistenceSetter is the managed-ledger binding's change of the quorums of new ledgers.
+type persistenceSetter interface {
+	SetPersistence(ctx context.Context, e, wq, aq int) error
+}
+
 // applyPolicies resolves and applies the policies of loaded topic t (an event for its
-// goroutine; retention goes to its managed ledger).
+// goroutine; retention and persistence go to its managed ledger).
 func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved) {
 	t.SetPolicies(r.topic)
 	s.applied.Store(t.Name().String(), r)
@@ -270,6 +420,13 @@ func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved)
 		d, size := retentionOf(r.retention)
 		if err := rs.SetRetention(ctx, d, size); err != nil && !errors.Is(err, mledger.ErrClosed) {
 			s.log.Debug("apply retention", "topic", t.Name().String(), "err", err)
+		}
+	}
+	if ps, ok := t.Log().(persistenceSetter); ok {
+		if cfg := s.managedLedgerConfig(r); cfg.AckQuorum > 0 {
+			if err := ps.SetPersistence(ctx, cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum); err != nil && !errors.Is(err, mledger.ErrClosed) {
+				s.log.Debug("apply persistence", "topic", t.Name().String(), "err", err)
+			}
 		}
 	}
 }
@@ -327,10 +484,13 @@ func (s *Service) policyMonitor() {
 	}
 	quota, expiry, inactive := time.NewTicker(d.BacklogQuotaCheckInterval), time.NewTicker(d.MessageExpiryCheckInterval),
 		time.NewTicker(d.InactiveTopicCheckInterval)
+	subExpiry := time.NewTicker(d.SubscriptionExpiryCheckInterval)
 	defer quota.Stop()
 	defer expiry.Stop()
 	defer inactive.Stop()
-	idle := map[string]time.Time{} // topic → inactive since
+	defer subExpiry.Stop()
+	idle := map[string]time.Time{}    // topic → inactive since
+	subIdle := map[string]time.Time{} // topic NUL subscription → without consumers since
 	for {
 		var check func(ctx context.Context, t *topic.Topic, r resolved)
 		select {
@@ -342,8 +502,12 @@ func (s *Service) policyMonitor() {
 			check = s.expireTTL
 		case <-inactive.C:
 			check = func(ctx context.Context, t *topic.Topic, r resolved) { s.checkInactive(ctx, t, r, idle) }
+		case <-subExpiry.C:
+			check = func(ctx context.Context, t *topic.Topic, r resolved) { s.expireSubscriptions(ctx, t, r, subIdle) }
 		}
+		loaded := map[string]bool{}
 		for _, t := range s.loadedTopics() {
+			loaded[t.Name().String()] = true
 			if !t.Name().IsPersistent() {
 				continue
 			}
@@ -354,6 +518,19 @@ func (s *Service) policyMonitor() {
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 			check(ctx, t, v.(resolved))
 			cancel()
+		}
+		forgetUnloaded(idle, loaded)
+		forgetUnloaded(subIdle, loaded)
+	}
+}
+
+// forgetUnloaded drops the inactivity records (keyed by topic, or topic NUL subscription)
+// of the topics no longer loaded here.
+func forgetUnloaded(idle map[string]time.Time, loaded map[string]bool) {
+	for k := range idle {
+		topic, _, _ := strings.Cut(k, "\x00")
+		if !loaded[topic] {
+			delete(idle, k)
 		}
 	}
 }
@@ -515,4 +692,52 @@ func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r resolved,
 	}
 	s.m.inactiveDeleted.Inc()
 	s.log.Info("deleted inactive topic", "topic", name)
+}
+
+// expireSubscriptions deletes topic t's subscriptions that have had no consumer for longer
+// than its subscription expiration time (Pulsar's checkInactiveSubscriptions; as there,
+// the time without consumers is known to this broker only since it loaded the topic). idle
+// holds, by topic and subscription, since when each has been seen without consumers.
+func (s *Service) expireSubscriptions(ctx context.Context, t *topic.Topic, r resolved, idle map[string]time.Time) {
+	prefix := t.Name().String() + "\x00"
+	if r.subExpiry <= 0 {
+		for k := range idle {
+			if strings.HasPrefix(k, prefix) {
+				delete(idle, k)
+			}
+		}
+		return
+	}
+	st, err := t.Stats(ctx)
+	if err != nil {
+		return
+	}
+	now := s.cfg.Policies.Clock()
+	for k := range idle {
+		if _, ok := st.Subscriptions[strings.TrimPrefix(k, prefix)]; strings.HasPrefix(k, prefix) && !ok {
+			delete(idle, k) // gone
+		}
+	}
+	for name, ss := range st.Subscriptions {
+		key := prefix + name
+		if len(ss.Consumers) > 0 || !ss.IsDurable || name == compactionSub {
+			delete(idle, key)
+			continue
+		}
+		since, seen := idle[key]
+		if !seen {
+			idle[key] = now
+			continue
+		}
+		if now.Sub(since) <= r.subExpiry {
+			continue
+		}
+		delete(idle, key)
+		if err := t.DeleteSubscription(ctx, name, false); err != nil {
+			s.log.Debug("delete expired subscription", "topic", t.Name().String(), "subscription", name, "err", err)
+			continue
+		}
+		s.m.subscriptionsExpired.Inc()
+		s.log.Info("deleted expired subscription", "topic", t.Name().String(), "subscription", name)
+	}
 }

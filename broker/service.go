@@ -424,14 +424,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		return nil, err
 	}
 	if !exists {
-		auto := !s.cfg.DisableAutoTopicCreation
-		if pol.AutoTopicCreation != nil {
-			auto = *pol.AutoTopicCreation
-		}
-		if pols.autoCreate != nil {
-			auto = *pols.autoCreate
-		}
-		if !create || (!auto && !force) {
+		if !create || (!s.autoCreateAllowed(pol, pols) && !force) {
 			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 		}
 		if !name.IsPartition() {

@@ -400,6 +400,20 @@ func (m *ManagedLedger) SetRetention(ctx context.Context, d time.Duration, size 
 	})
 }
 
+// SetPersistence changes the Ensemble, WriteQuorum and AckQuorum of the ledgers created
+// from now on (data ledgers at the next rollover, cursor ledgers at their next switch); the
+// ledgers already created keep theirs.
+func (m *ManagedLedger) SetPersistence(ctx context.Context, ensemble, writeQuorum, ackQuorum int) error {
+	q := Config{Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum}
+	if err := q.validate(); err != nil {
+		return err
+	}
+	return do0(ctx, m, func(c *core, reply func(error)) {
+		c.cfg.Ensemble, c.cfg.WriteQuorum, c.cfg.AckQuorum = ensemble, writeQuorum, ackQuorum
+		reply(nil)
+	})
+}
+
 // events is the owner goroutine's event queue: unbounded, so that completions posted from
 // other goroutines never block.
 type events = inbox.Queue[func()]

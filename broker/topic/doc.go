@@ -43,7 +43,8 @@
 //   - Policies (policy.go) are events too: SetPolicies and SetQuotaBlock run on the topic
 //     goroutine, which passes the limits on to each subscription's goroutine. The publish
 //     rate's held SENDs and their release timer belong to the topic goroutine; the timer
-//     only posts an event.
+//     only posts an event, as the timed deduplication snapshots' timer does. The subscribe
+//     rate's per-consumer windows belong to the topic goroutine.
 //
 // # States
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/proto/pulsar"
@@ -67,6 +68,52 @@ func parseMeta(data []byte) (*pb.MessageMetadata, error) {
 	}
 	return m, nil
 }
+
+// metaTimes scans the MessageMetadata of an entry for its publish_time and deliver_at_time
+// (Unix ms; 0 if absent or malformed) without decoding the rest or allocating: the SEND
+// path's max delivery delay check.
+func metaTimes(data []byte) (publish, deliverAt int64) {
+	_, _, data = splitTxn(data)
+	if len(data) < checksumBlockLen || binary.BigEndian.Uint16(data) != pulsar.MagicCRC32C {
+		return 0, 0
+	}
+	n := uint64(binary.BigEndian.Uint32(data[6:]))
+	if n > uint64(len(data)-checksumBlockLen) {
+		return 0, 0
+	}
+	b := data[checksumBlockLen : checksumBlockLen+int(n)]
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return 0, 0
+		}
+		b = b[l:]
+		if typ == protowire.VarintType && (num == metaPublishTime || num == metaDeliverAtTime) {
+			v, l := protowire.ConsumeVarint(b)
+			if l < 0 {
+				return 0, 0
+			}
+			if num == metaPublishTime {
+				publish = int64(v)
+			} else {
+				deliverAt = int64(v)
+			}
+			b = b[l:]
+			continue
+		}
+		if l = protowire.ConsumeFieldValue(num, typ, b); l < 0 {
+			return 0, 0
+		}
+		b = b[l:]
+	}
+	return publish, deliverAt
+}
+
+// Field numbers of MessageMetadata (PulsarApi.proto).
+const (
+	metaPublishTime   protowire.Number = 3
+	metaDeliverAtTime protowire.Number = 19
+)
 
 // entryInfo is what dispatching needs to know about an entry.
 type entryInfo struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
@@ -35,6 +36,21 @@ type Policies struct {
 	// NoAutoSubscriptionCreation refuses consumers of durable subscriptions that do not
 	// exist (SubscriptionNotFound); NoDelayedDelivery delivers delayed messages at once.
 	NoAutoSubscriptionCreation, NoDelayedDelivery bool
+	// DelayedTickMs is the delayed-delivery tick time (tickTime): a delayed message due
+	// within it is delivered now (0: exact). MaxDeliveryDelayMs refuses SENDs delayed by
+	// more (maxDeliveryDelayInMillis, NotAllowedError; 0: any delay).
+	DelayedTickMs, MaxDeliveryDelayMs int64
+	// SubscribeRate subscribes per SubscribeRatePeriod are allowed per consumer (its
+	// client host, name and id, as Pulsar's SubscribeRateLimiter keys them); beyond, a
+	// subscribe is refused with NotAllowed (0: unlimited).
+	SubscribeRate       int
+	SubscribeRatePeriod time.Duration
+	// Dedup, if set, turns message deduplication on or off on the live topic: enabling
+	// starts from an empty state (as Pulsar's new deduplication cursor does), disabling
+	// forgets it. DedupSnapshotInterval records a deduplication snapshot that often when
+	// entries were stored since the last one (0: by entry count only).
+	Dedup                 *bool
+	DedupSnapshotInterval time.Duration
 	// BacklogQuotaLimitSize (bytes) and BacklogQuotaLimitTime (seconds) are shown in the
 	// statistics (-1: none); the broker's backlog-quota checker enforces them.
 	BacklogQuotaLimitSize, BacklogQuotaLimitTime int64
@@ -77,7 +93,37 @@ func (t *Topic) SetPolicies(p Policies) {
 			s.setPolicies(p)
 		}
 		t.releaseThrottled()
+		if p.Dedup != nil {
+			t.setDedup(*p.Dedup)
+		}
+		t.armDedupSnapshots(p.DedupSnapshotInterval)
 	})
+}
+
+// armDedupSnapshots (re)starts the timed deduplication snapshots at interval d (0: none).
+func (t *Topic) armDedupSnapshots(d time.Duration) {
+	if d == t.dedupInterval {
+		return
+	}
+	t.dedupInterval = d
+	if t.dedupTimer != nil {
+		t.dedupTimer.Stop()
+		t.dedupTimer = nil
+	}
+	if d <= 0 {
+		return
+	}
+	var tick func()
+	tick = func() {
+		t.post(func() {
+			if t.dedupInterval != d || t.state == StateClosed {
+				return
+			}
+			t.snapshotDedupNow()
+			t.dedupTimer = time.AfterFunc(d, tick)
+		})
+	}
+	t.dedupTimer = time.AfterFunc(d, tick)
 }
 
 // SetQuotaBlock sets what the backlog quota does to producers. Entering a block closes the
@@ -113,7 +159,11 @@ func (c *topicCore) admitProducer() error {
 
 // admitSubscribe refuses a consumer the topic's limits do not allow (nil: admitted); it
 // runs on the topic goroutine.
-func (t *Topic) admitSubscribe(sub string) error {
+func (t *Topic) admitSubscribe(sub string, c *Consumer) error {
+	if t.pol.SubscribeRate > 0 && !t.subscribeRate.take(keyOf(c), t.pol.SubscribeRate, t.pol.SubscribeRatePeriod, time.Now()) {
+		t.m.subscribeRateLimited.Inc()
+		return fmt.Errorf("%w: %w", ErrNotAllowed, errSubscribeRate)
+	}
 	if t.pol.MaxConsumers > 0 {
 		n := 0
 		for _, s := range t.subs {
@@ -131,6 +181,59 @@ func (t *Topic) admitSubscribe(sub string) error {
 	return nil
 }
 
+//lint:ignore ST1005 Pulsar's message
+var errSubscribeRate = errors.New("Subscribe limited by subscribe rate limit per consumer.")
+
+// subscribeWindows counts each consumer's subscribes in its current rate period (owned by
+// the topic goroutine).
+type subscribeWindows map[consumerKey]*subscribeWindow
+
+// consumerKey identifies a consumer across reconnections as Pulsar's ConsumerIdentifier
+// does: client host, consumer name and id.
+type consumerKey struct {
+	host, name string
+	id         uint64
+}
+
+type subscribeWindow struct {
+	start time.Time
+	n     int
+}
+
+func keyOf(c *Consumer) consumerKey {
+	host := c.Conn.RemoteAddr()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return consumerKey{host: host, name: c.Name, id: c.ID}
+}
+
+// take counts a subscribe of consumer k; false if it already made rate subscribes in its
+// current period (at least a second).
+func (w *subscribeWindows) take(k consumerKey, rate int, period time.Duration, now time.Time) bool {
+	if *w == nil {
+		*w = subscribeWindows{}
+	}
+	period = max(period, time.Second)
+	if len(*w) > 256 { // forget the consumers whose period ended
+		for k, win := range *w {
+			if now.Sub(win.start) >= period {
+				delete(*w, k)
+			}
+		}
+	}
+	win := (*w)[k]
+	if win == nil || now.Sub(win.start) >= period {
+		win = &subscribeWindow{start: now}
+		(*w)[k] = win
+	}
+	if win.n >= rate {
+		return false
+	}
+	win.n++
+	return true
+}
+
 // setPolicies applies the subscription's part of p (an event for its goroutine).
 func (s *Subscription) setPolicies(p Policies) {
 	s.post(func() {
@@ -139,6 +242,7 @@ func (s *Subscription) setPolicies(p Policies) {
 		s.dispBytes.set(p.SubDispatchRateBytes, now)
 		s.maxConsumers, s.noDelay = p.MaxConsumersPerSubscription, p.NoDelayedDelivery
 		s.d.SetUnackedLimits(p.MaxUnackedPerConsumer, p.MaxUnackedPerSubscription)
+		s.d.SetDelayedTick(p.DelayedTickMs)
 		s.flush()
 	})
 }
@@ -195,6 +299,12 @@ func (t *Topic) onSend(p *Producer, m Message) {
 		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_NotAllowedError, "Exceed maximum message size"))
 		return
 	}
+	if t.pol.MaxDeliveryDelayMs > 0 && !t.pol.NoDelayedDelivery && t.tooDelayed(m) {
+		t.pubDone(p, m)
+		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_NotAllowedError,
+			fmt.Sprintf("Exceeds max allowed delivery delay of %d milliseconds", t.pol.MaxDeliveryDelayMs)))
+		return
+	}
 	if t.msgLimit.rate == 0 && t.byteLimit.rate == 0 && len(t.throttled) == 0 {
 		t.onPublish(p, m)
 		return
@@ -209,6 +319,13 @@ func (t *Topic) onSend(p *Producer, m Message) {
 	}
 	t.throttled = append(t.throttled, heldSend{p, m})
 	t.armThrottle()
+}
+
+// tooDelayed reports whether m is to be delivered later after its publish time than the
+// max delivery delay allows (as Pulsar's isExceedMaximumDeliveryDelay).
+func (t *Topic) tooDelayed(m Message) bool {
+	publish, deliverAt := metaTimes(m.Data)
+	return deliverAt > 0 && deliverAt-publish > t.pol.MaxDeliveryDelayMs
 }
 
 // admitRate takes m's messages and bytes from the buckets if both have tokens.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
@@ -42,7 +43,9 @@ func BenchmarkPublishPolicies(b *testing.B) {
 	b.Run("all", func(b *testing.B) {
 		benchPublish(b, &topic.Policies{MaxProducers: 100, MaxConsumers: 100, MaxConsumersPerSubscription: 100,
 			MaxSubscriptions: 100, MaxUnackedPerConsumer: 1 << 30, MaxUnackedPerSubscription: 1 << 30, MaxMessageSize: 1 << 20,
-			PublishRateMsgs: 1 << 40, PublishRateBytes: 1 << 50, BacklogQuotaLimitSize: 1 << 40, BacklogQuotaLimitTime: 1 << 20})
+			PublishRateMsgs: 1 << 40, PublishRateBytes: 1 << 50, BacklogQuotaLimitSize: 1 << 40, BacklogQuotaLimitTime: 1 << 20,
+			SubscribeRate: 1 << 20, SubscribeRatePeriod: time.Second, DelayedTickMs: 1000, MaxDeliveryDelayMs: 1 << 40,
+			DedupSnapshotInterval: 2 * time.Minute})
 	})
 }
 

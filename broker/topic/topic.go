@@ -89,6 +89,11 @@ type Topic struct {
 	throttled           []heldSend
 	throttleTimer       *time.Timer
 	rateLimited         int64
+	// dedupTimer takes the timed deduplication snapshots every dedupInterval (policy.go).
+	dedupTimer    *time.Timer
+	dedupInterval time.Duration
+	// subscribeRate counts the consumers' subscribes (the subscribe rate, policy.go).
+	subscribeRate subscribeWindows
 	// dispatch is the topic dispatch rate, shared by the subscriptions' goroutines.
 	dispatch struct {
 		sync.Mutex

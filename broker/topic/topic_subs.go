@@ -44,7 +44,7 @@ func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
 		done(ErrClosed)
 		return
 	}
-	if err := t.admitSubscribe(req.Subscription); err != nil {
+	if err := t.admitSubscribe(req.Subscription, req.Consumer); err != nil {
 		done(err)
 		return
 	}

@@ -631,9 +631,30 @@ func (c *topicCore) maybeSnapshotDedup() {
 	if c.dedup.sinceSnapshot < c.dedupEvery || c.dedupTag != 0 {
 		return
 	}
+	c.takeDedupSnapshot()
+}
+
+// snapshotDedupNow records a deduplication snapshot if entries were stored since the last
+// one (the timed snapshots).
+func (c *topicCore) snapshotDedupNow() {
+	if c.dedup.on && c.dedup.sinceSnapshot > 0 && c.dedupTag == 0 {
+		c.takeDedupSnapshot()
+	}
+}
+
+func (c *topicCore) takeDedupSnapshot() {
 	c.dedup.sinceSnapshot = 0
 	c.dedupTag = c.nextTag()
 	c.ready.props = append(c.ready.props, propWrite{key: propDedup, value: c.dedup.snapshot(c.last), tag: c.dedupTag})
+}
+
+// setDedup turns deduplication on (from an empty state) or off on the live topic.
+func (c *topicCore) setDedup(on bool) {
+	if on == c.dedup.on {
+		return
+	}
+	c.dedup.init(on)
+	c.dedup.sinceSnapshot = 0
 }
 
 // finalSnapshot returns the deduplication snapshot to record on close ("" if none is due).

@@ -49,6 +49,15 @@ func (p *policyFlags) add(f *pflag.FlagSet) {
 		"delete_when_no_subscriptions or delete_when_subscriptions_caught_up")
 	f.DurationVar(&p.deleteInactive, "broker-delete-inactive-topics-max-inactive-duration", time.Minute, "inactive for this long")
 	f.DurationVar(&p.deleteFreq, "broker-delete-inactive-topics-frequency", time.Minute, "how often inactive topics are looked for")
+	f.IntVar(&d.SubscriptionExpirationTimeMinutes, "subscription-expiration-time-minutes", 0,
+		"default subscription expiration time: subscriptions without consumers for longer are deleted (0: never)")
+	f.DurationVar(&d.SubscriptionExpiryCheckInterval, "subscription-expiry-check-interval", 5*time.Minute, "how often expired subscriptions are looked for")
+	f.IntVar(&d.SubscribeThrottlingRatePerConsumer, "subscribe-throttling-rate-per-consumer", 0, "default subscribes per consumer per period (0: unlimited)")
+	f.DurationVar(&d.SubscribeRatePeriodPerConsumer, "subscribe-rate-period-per-consumer", 30*time.Second, "period of the subscribe rate")
+	f.DurationVar(&d.DeduplicationSnapshotInterval, "broker-deduplication-snapshot-interval", 120*time.Second,
+		"how often a topic's deduplication snapshot is taken when it stored entries since the last (0: by entry count only)")
+	f.StringVar(&d.AutoTopicCreationType, "allow-auto-topic-creation-type", "non-partitioned", "what auto topic creation creates: non-partitioned or partitioned")
+	f.IntVar(&d.DefaultNumPartitions, "default-num-partitions", 1, "partitions of an auto-created partitioned topic")
 }
 
 // apply puts the defaults into a broker configuration.
@@ -104,4 +113,11 @@ var policyKeys = []config.Key{
 	{Name: "brokerDeleteInactiveTopicsMode", Flag: "broker-delete-inactive-topics-mode"},
 	{Name: "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds", Flag: "broker-delete-inactive-topics-max-inactive-duration", Map: config.Seconds},
 	{Name: "brokerDeleteInactiveTopicsFrequencySeconds", Flag: "broker-delete-inactive-topics-frequency", Map: config.Seconds},
+	{Name: "subscriptionExpirationTimeMinutes", Flag: "subscription-expiration-time-minutes"},
+	{Name: "subscriptionExpiryCheckIntervalInMinutes", Flag: "subscription-expiry-check-interval", Map: minutes},
+	{Name: "subscribeThrottlingRatePerConsumer", Flag: "subscribe-throttling-rate-per-consumer"},
+	{Name: "subscribeRatePeriodPerConsumerInSecond", Flag: "subscribe-rate-period-per-consumer", Map: config.Seconds},
+	{Name: "brokerDeduplicationSnapshotIntervalSeconds", Flag: "broker-deduplication-snapshot-interval", Map: config.Seconds},
+	{Name: "allowAutoTopicCreationType", Flag: "allow-auto-topic-creation-type"},
+	{Name: "defaultNumPartitions", Flag: "default-num-partitions"},
 }

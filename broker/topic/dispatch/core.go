@@ -296,6 +296,9 @@ type Core struct {
 	// maxUnackedConsumer and maxUnackedSub bound the unacknowledged messages of a consumer
 	// and of the subscription (0: unlimited): at the bound, dispatch stops until acks come.
 	maxUnackedConsumer, maxUnackedSub int
+	// delayTick (ms) is the delayed-delivery tick time (Pulsar's tickTime, not strict): an
+	// entry due within it of now is delivered now, so the timer fires no more precisely.
+	delayTick int64
 }
 
 // New returns a core with no consumers.
@@ -337,8 +340,8 @@ func (d *Core) timerAt() int64 {
 		return 0
 	}
 	at := d.retryAt
-	if len(d.delayed) > 0 && (at == 0 || d.delayed[0].at < at) {
-		at = d.delayed[0].at
+	if len(d.delayed) > 0 && (at == 0 || d.delayed[0].at-d.delayTick < at) {
+		at = d.delayed[0].at - d.delayTick
 	}
 	return at
 }
@@ -622,6 +625,13 @@ func (d *Core) SetUnackedLimits(perConsumer, perSubscription int) {
 	d.dispatch()
 }
 
+// SetDelayedTick sets the delayed-delivery tick time in ms (0: exact): entries due within it
+// are delivered at once, and the delayed ones that become due within it are released.
+func (d *Core) SetDelayedTick(ms int64) {
+	d.delayTick = max(ms, 0)
+	d.Tick(d.now)
+}
+
 // Blocked reports whether consumer id (or, with id 0, the subscription) is at its
 // unacknowledged-message limit.
 func (d *Core) Blocked(id CID) bool {
@@ -845,7 +855,7 @@ func (d *Core) offer(e Entry, info Info, replayed bool) bool {
 		return false // already with a consumer
 	}
 	shared := d.typ == Shared || d.typ == KeyShared
-	if shared && info.DeliverAt > d.now && !replayed {
+	if shared && info.DeliverAt > d.now+d.delayTick && !replayed {
 		heap.Push(&d.delayed, delayedEntry{at: info.DeliverAt, pos: e.Pos, info: info})
 		return false
 	}
@@ -948,7 +958,7 @@ func (d *Core) Tick(now int64) {
 	if d.retryAt != 0 && d.retryAt <= now {
 		d.retryAt = 0
 	}
-	for len(d.delayed) > 0 && d.delayed[0].at <= now {
+	for len(d.delayed) > 0 && d.delayed[0].at <= now+d.delayTick {
 		e := heap.Pop(&d.delayed).(delayedEntry)
 		e.info.DeliverAt = 0
 		d.addReplay(e.pos, e.info)
