@@ -15,6 +15,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/config"
 )
 
@@ -34,6 +35,7 @@ func newBrokerCmd() *cobra.Command {
 		tf                                                          tlsFlags
 		bf                                                          bookieClientFlags
 		pf                                                          policyFlags
+		lf                                                          *loadmgr.Flags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -91,6 +93,7 @@ func newBrokerCmd() *cobra.Command {
 				bc.ListenTLS, bc.TLS = tf.listen, ts.Config()
 			}
 			pf.apply(&bc)
+			lf.Apply(&bc.LoadManager)
 			svc, err := broker.Start(ctx, bc)
 			if err != nil {
 				if errors.Is(err, syscall.EADDRINUSE) {
@@ -132,7 +135,9 @@ func newBrokerCmd() *cobra.Command {
 	tf.add(f, "listen-tls")
 	bf.add(f)
 	pf.add(f)
-	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys), authSecretFlags...)
+	lf = loadmgr.AddFlags(f)
+	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys, loadmgr.ConfigKeys),
+		authSecretFlags...)
 }
 
 // brokerKeys are the broker.conf keys the broker has.
