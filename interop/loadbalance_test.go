@@ -37,13 +37,7 @@ func fastLoadManager(cfg *broker.Config, tweak func(*loadmgr.Thresholds)) {
 // pollFor is waitFor for conditions that cost a round of requests: it checks every 100 ms.
 func pollFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitEvery(t, d, 100*time.Millisecond, what, cond)
 }
 
 // addBroker starts one more broker in the cluster.

@@ -25,23 +25,7 @@ import (
 
 // lookups sums the LOOKUP answers of the running brokers (magnetar_broker_lookups_total).
 func (m *multiBroker) lookups() float64 {
-	var sum float64
-	for _, nd := range m.nodes {
-		svc := nd.svc.Load()
-		if svc == nil {
-			continue
-		}
-		mfs, err := svc.Registry().Gather()
-		if err != nil {
-			m.t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "magnetar_broker_lookups_total" {
-				sum += mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return counterSum(m.t, m, "magnetar_broker_lookups_total", "")
 }
 
 // ownerNode returns the in-process node that owns topic's bundle.
