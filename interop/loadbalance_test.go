@@ -105,16 +105,16 @@ func topicsPerBundle(t *testing.T, svc *broker.Service, bundles, n int) []string
 // TestLoadBalanceSpread: all the load starts on one broker; two more join; within a few
 // shedding periods the leader moves bundles (transfers: no send fails) until no broker's own
 // load report carries more than 1.5× the mean message rate. MAGNETAR_RATE sets each topic's
-// rate (msg/s, default 25; 24 topics over 12 bundles).
+// rate (msg/s, default 50; a topic in each of 12 bundles).
 func TestLoadBalanceSpread(t *testing.T) {
-	const bundles, perBundle = 12, 2
+	const bundles, perBundle = 12, 1
 	m := newMultiBroker(t, 1, mbOpts{tweak: func(cfg *broker.Config) {
 		cfg.DefaultNumberOfNamespaceBundles = bundles
 		fastLoadManager(cfg, nil)
 	}})
 	first := m.nodes[0]
 	topics := topicsPerBundle(t, first.svc.Load(), bundles, perBundle)
-	rate := envInt("MAGNETAR_RATE", 25)
+	rate := envInt("MAGNETAR_RATE", 50)
 	offered := float64(rate * len(topics))
 	cl := m.clientOf(first.url)
 	ctx, stop := context.WithCancel(context.Background())
