@@ -488,6 +488,7 @@ func (m *Manager) applyLoadBalance(ev metadata.Event) {
 			var b Broker
 			if err := json.Unmarshal(ev.KV.Value, &b); err == nil && b.ID != "" {
 				m.leader.Store(&b)
+				m.signal()
 			}
 		}
 		if ev.Type == metadata.EventDelete {
