@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
 )
 
 // BrokersService is implemented by services that share namespaces with other brokers
@@ -29,6 +31,13 @@ type BrokersService interface {
 
 var _ BrokersService = (*broker.Service)(nil)
 
+// LoadReporter is implemented by services with a load manager (*broker.Service).
+type LoadReporter interface {
+	LoadReport(ctx context.Context) (*loadmgr.Report, error)
+}
+
+var _ LoadReporter = (*broker.Service)(nil)
+
 func (h *handler) clusterRoutes(cs BrokersService, route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
 	none := func(*http.Request) scope { return scope{} }
 	route("GET /admin/v2/brokers/leaderBroker", func(w http.ResponseWriter, r *http.Request) error {
@@ -38,6 +47,17 @@ func (h *handler) clusterRoutes(cs BrokersService, route routeFunc, nsScope, top
 		}
 		return ok(w, map[string]string{"serviceUrl": bi.HTTPURL, "brokerId": bi.ID})
 	}, none)
+	if lr, isLM := cs.(LoadReporter); isLM {
+		// Pulsar's broker-stats/load-report: this broker's last load report
+		// (LocalBrokerData's JSON).
+		route("GET /admin/v2/broker-stats/load-report", func(w http.ResponseWriter, r *http.Request) error {
+			rep, err := lr.LoadReport(r.Context())
+			if err != nil {
+				return err
+			}
+			return ok(w, rep)
+		}, none)
+	}
 	route("GET /admin/v2/brokers/ready", func(w http.ResponseWriter, r *http.Request) error {
 		return h.health(w, r)
 	}, none)
@@ -172,7 +192,8 @@ func forwardUnload(r *http.Request, owner broker.BrokerInfo, ns, bundle string) 
 
 // lookupAssigned answers an HTTP lookup with the cluster service: a bundle assigned to
 // another broker is redirected (307) there with authoritative=true, so that broker takes
-// it; otherwise it is answered with the owner.
+// it; an unowned bundle the load manager's leader assigns, to the leader with
+// authoritative=false; otherwise it is answered with the owner.
 func (h *handler) lookupAssigned(cs BrokersService, w http.ResponseWriter, r *http.Request) error {
 	n, err := checkTopic(r)
 	if err != nil {
@@ -186,9 +207,9 @@ func (h *handler) lookupAssigned(cs BrokersService, w http.ResponseWriter, r *ht
 	if err != nil {
 		return err
 	}
-	if res.Assigned && res.HTTPURL != "" {
+	if (res.Assigned || res.ToLeader) && res.HTTPURL != "" {
 		q := r.URL.Query()
-		q.Set("authoritative", "true")
+		q.Set("authoritative", strconv.FormatBool(res.Assigned)) // the leader chooses the owner
 		http.Redirect(w, r, strings.TrimSuffix(res.HTTPURL, "/")+r.URL.Path+"?"+q.Encode(), http.StatusTemporaryRedirect)
 		return nil
 	}

@@ -139,6 +139,9 @@ type LookupResult struct {
 	// Assigned reports that the bundle was unowned and BrokerInfo's broker was chosen for
 	// it: a lookup redirected there (authoritative) makes it take the bundle.
 	Assigned bool
+	// ToLeader reports that the bundle is unowned and BrokerInfo is the load manager's
+	// leader, which assigns it: the lookup is redirected there, not authoritatively.
+	ToLeader bool
 }
 
 // Statistics types, JSON-compatible with Pulsar's admin v2 responses (see broker/topic).

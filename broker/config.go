@@ -9,6 +9,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -54,9 +55,16 @@ type Config struct {
 	// DefaultNumberOfNamespaceBundles is the bundle count of a namespace created without
 	// bundles (Pulsar's defaultNumberOfNamespaceBundles). Default 4.
 	DefaultNumberOfNamespaceBundles int
-	// BrokerSelector assigns unowned bundles (the load manager); nil: the live broker owning
-	// the fewest bundles.
+	// BrokerSelector assigns unowned bundles in place of the load manager (LoadManager is
+	// then ignored).
 	BrokerSelector BrokerSelector
+	// LoadManager configures the load manager (package loadmgr): the broker reports its
+	// load, the elected leader assigns unowned bundles to the least loaded broker, sheds load
+	// from overloaded brokers and splits hot bundles. The broker sets Store, Self,
+	// SessionTTL and BundleStats, and Metrics, Logger and Executor if nil. Disabled
+	// (loadBalancerEnabled=false) runs none: an unowned bundle goes to the live broker owning
+	// the fewest bundles.
+	LoadManager loadmgr.Config
 
 	// MaxMessageSize is the max_message_size advertised in CONNECTED and the largest
 	// metadata+payload accepted. Default 1 MiB.

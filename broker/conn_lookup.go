@@ -38,7 +38,7 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 		if r.ServiceURLTLS != "" {
 			resp.BrokerServiceUrlTls = &r.ServiceURLTLS
 		}
-		resp.Authoritative = proto.Bool(true)
+		resp.Authoritative = proto.Bool(!r.ToLeader) // to the leader: it chooses the owner
 		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	}
 	c.Send(pulsar.Wrap(resp))

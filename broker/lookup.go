@@ -11,7 +11,9 @@ import (
 // of the topic's bundle answers for itself (Connect); another broker redirects to the owner
 // (or, during a hand-over, to the destination); an unowned bundle goes to the broker the
 // BrokerSelector chooses, which acquires it when the redirected (authoritative) lookup
-// arrives. Ownership records are read from the watched cache.
+// arrives. With the load manager, a broker other than its leader redirects the lookup of an
+// unowned bundle to the leader (not authoritatively), which chooses: its placement then
+// counts every assignment of a burst. Ownership records are read from the watched cache.
 
 func (s *Service) lookup(ctx context.Context, topic string) (LookupResult, error) {
 	return s.lookupTopic(ctx, topic, false)
@@ -65,6 +67,9 @@ func (s *Service) lookupBundle(ctx context.Context, topic string, authoritative 
 		return LookupResult{BrokerInfo: r.BrokerInfo}, nil
 	}
 	if r == nil && !authoritative {
+		if ld, ok := s.assigningLeader(ctx); ok {
+			return LookupResult{BrokerInfo: ld, ToLeader: true}, nil
+		}
 		id, err := s.selector().SelectBroker(ctx, b.String())
 		if err != nil {
 			return LookupResult{}, err

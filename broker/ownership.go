@@ -31,8 +31,8 @@ var ErrBundleNotFound = errors.New("broker: namespace bundle not found")
 
 // BrokerSelector chooses the broker that gets an unowned bundle. bundle is
 // "tenant/ns/0x00000000_0x40000000"; the answer is a BrokerInfo.ID of a live broker. The
-// load manager implements it; by default (Config.BrokerSelector nil) the live broker owning
-// the fewest bundles is chosen, ties broken by id.
+// load manager implements it (the default, Config.LoadManager); without one the live broker
+// owning the fewest bundles is chosen, ties broken by id.
 type BrokerSelector interface {
 	SelectBroker(ctx context.Context, bundle string) (brokerID string, err error)
 }
@@ -112,7 +112,7 @@ func newOwnership(s *Service) *ownership {
 	return o
 }
 
-// start runs the caches and the transfer watcher until ctx ends; wg counts them.
+// start runs the caches until ctx ends; wg counts them.
 func (o *ownership) start(ctx context.Context, wg *sync.WaitGroup) {
 	for _, c := range []*watchCache{o.owners, o.policies, o.partitioned, o.brokers} {
 		wg.Add(1)
@@ -121,6 +121,11 @@ func (o *ownership) start(ctx context.Context, wg *sync.WaitGroup) {
 			c.run(ctx)
 		}()
 	}
+}
+
+// startTransfers runs the transfer watcher until ctx ends, once the broker knows its id;
+// wg counts it.
+func (o *ownership) startTransfers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -735,6 +740,9 @@ func (o *ownership) liveBrokers() []BrokerInfo {
 func (s *Service) selector() BrokerSelector {
 	if s.cfg.BrokerSelector != nil {
 		return s.cfg.BrokerSelector
+	}
+	if s.lm != nil {
+		return s.lm
 	}
 	return s.own.sel
 }

@@ -19,6 +19,7 @@ import (
 
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -40,8 +41,9 @@ type Service struct {
 	tm      *topic.Metrics
 	res     *resources
 	schemas *schemaRegistry
-	txn     *txnService // nil: transactions are off
-	own     *ownership  // bundle ownership and the watched caches (ownership.go)
+	txn     *txnService      // nil: transactions are off
+	own     *ownership       // bundle ownership and the watched caches (ownership.go)
+	lm      *loadmgr.Manager // the load manager (loadbalance.go); nil if off
 	factory *mledger.Factory
 	// compactors maps loaded persistent topics' names to their *compaction.Manager
 	// (compaction.go).
@@ -135,11 +137,15 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		bid = adv
 	}
 	s.info.ID, s.info.Cluster, s.info.StartedAt = bid, cfg.Cluster, time.Now().UnixMilli()
+	s.own.startTransfers(s.ctx, &s.wg)
 	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.session = sess
+	if err := s.startLoadManager(ctx); err != nil {
+		return nil, err
+	}
 
 	s.wg.Add(3) // keepSession, compactionMonitor, policyMonitor
 	for _, l := range s.listeners() {
@@ -260,6 +266,9 @@ func (s *Service) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.handOverAll(ctx) // ownership.go
+	if s.lm != nil {
+		s.lm.Close() // its report and leadership go at once
+	}
 	for _, l := range s.listeners() {
 		l.Close()
 	}

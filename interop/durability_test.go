@@ -25,12 +25,18 @@ import (
 // every 20 ms until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitEvery(t, d, 20*time.Millisecond, what, cond)
+}
+
+// waitEvery waits up to d for cond, checking it every interval.
+func waitEvery(t *testing.T, d, every time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 

@@ -1,9 +1,9 @@
 // Package loadmgr is the brokers' load manager, after Pulsar's modular load manager
 // (ModularLoadManagerImpl, LoadManagerShared, ThresholdShedder, LeastLongTermMessageRate,
-// BundleSplitterTask): every broker reports its load to the metadata store; any broker picks
-// the least loaded broker for an unowned bundle; one elected leader moves bundles off
-// overloaded brokers and splits hot bundles, through Pulsar's admin REST API on the bundle's
-// owner.
+// BundleSplitterTask): every broker reports its load to the metadata store; one elected
+// leader picks the least loaded broker for an unowned bundle (the brokers send such lookups
+// to Leader), moves bundles off overloaded brokers and splits hot bundles, through Pulsar's
+// admin REST API on the bundle's owner.
 //
 // # Usage (package broker)
 //
@@ -71,9 +71,11 @@
 // Deviations from Pulsar: the shedder balances message rate shares as well as resource
 // usage (so co-located brokers, whose host CPU is one, still balance), keeps no history
 // (the rates are already averaged by the broker), and names the destination
-// (destinationBroker) instead of leaving it to the next lookup. Any broker answers
-// SelectBroker from its own view; the ownership record's "must not exist" put settles two
-// brokers choosing at once.
+// (destinationBroker) instead of leaving it to the next lookup. SelectBroker answers from
+// this manager's view; package broker redirects the lookups of unowned bundles to the
+// leader (as Pulsar's centralized load manager does), so that one view counts every
+// assignment of a burst. While no leader is known any broker decides; the ownership
+// record's "must not exist" put settles two brokers choosing at once.
 //
 // # Goroutines
 //
@@ -83,10 +85,12 @@
 //     and Reports requests, and the closures its helpers post. It does no I/O itself.
 //   - helpers (short-lived, via goIO): one per report (it calls BundleStats and Resources,
 //     compares with the last written report and writes), election attempt, new session,
-//     resync after a watch ended, and plan execution (its actions one after the other through
-//     the Executor). They touch no state: they post a closure that run executes.
+//     resync after a watch ended, and plan execution (its actions through the Executor, up to
+//     maxParallelActions at once on goroutines of their own). They touch no state: they post
+//     a closure that run executes.
 //
-// Manager.role is an atomic mirror of the role for Role(); no other state is shared.
+// Manager.role is an atomic mirror of the role for Role(), Manager.leader of the leader
+// key's holder for Leader(); no other state is shared.
 //
 // # Invariants
 //

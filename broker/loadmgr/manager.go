@@ -169,7 +169,8 @@ type Manager struct {
 	done    chan struct{}
 	wg      sync.WaitGroup // run and helpers
 	once    sync.Once
-	role    atomic.Int32 // mirror of roleOwned for Role()
+	role    atomic.Int32           // mirror of roleOwned for Role()
+	leader  atomic.Pointer[Broker] // the holder of the leader key as last seen; nil: none
 
 	// Owned by run.
 	st          *State
@@ -218,6 +219,27 @@ func Start(ctx context.Context, cfg Config) (*Manager, error) {
 
 // Role returns the manager's current role.
 func (m *Manager) Role() Role { return Role(m.role.Load()) }
+
+// Leader returns the load balance leader as this manager last saw the leader key (false if
+// none holds it). While a leader is known, the broker sends the lookups of unowned bundles
+// to it (Pulsar's centralized assignment), so that its placement sees every assignment.
+func (m *Manager) Leader() (Broker, bool) {
+	if m.Role() == RoleLeader {
+		return m.cfg.Self, true
+	}
+	if b := m.leader.Load(); b != nil {
+		return *b, true
+	}
+	return Broker{}, false
+}
+
+// LocalReport returns this broker's last written load report (nil before the first; for
+// the admin API's broker-stats/load-report). It must not be modified.
+func (m *Manager) LocalReport(ctx context.Context) (*Report, error) {
+	var r *Report
+	err := m.do(ctx, func() { r = m.lastReport })
+	return r, err
+}
 
 // SelectBroker picks the broker for an unowned bundle ("tenant/ns/0x…_0x…"): the least
 // loaded live broker as this broker sees the reports, counting the bundles it assigned
@@ -398,8 +420,9 @@ func (m *Manager) sync(ctx context.Context) (func(), error) {
 				m.applyBroker(metadata.BrokerKey(id), false, nil)
 			}
 		}
-		reports := map[string]bool{}
+		reports, leader := map[string]bool{}, false
 		for _, kv := range lbs {
+			leader = leader || kv.Key == metadata.LoadBalanceLeaderKey
 			if id, ok := strings.CutPrefix(kv.Key, metadata.PrefixLoadReports); ok {
 				reports[id] = true
 			}
@@ -409,6 +432,9 @@ func (m *Manager) sync(ctx context.Context) (func(), error) {
 			if !reports[id] {
 				m.st.Observe(id, nil)
 			}
+		}
+		if !leader {
+			m.leader.Store(nil)
 		}
 	}, nil
 }
@@ -458,7 +484,15 @@ func (m *Manager) applyBroker(key string, put bool, value []byte) {
 func (m *Manager) applyLoadBalance(ev metadata.Event) {
 	key := ev.KV.Key
 	if key == metadata.LoadBalanceLeaderKey {
+		if ev.Type == metadata.EventPut {
+			var b Broker
+			if err := json.Unmarshal(ev.KV.Value, &b); err == nil && b.ID != "" {
+				m.leader.Store(&b)
+				m.signal()
+			}
+		}
 		if ev.Type == metadata.EventDelete {
+			m.leader.Store(nil)
 			// A follower runs for the key; a leader checks it is still its own (the event may
 			// be its predecessor's, delivered after this manager took the key).
 			m.claim()
@@ -616,7 +650,12 @@ func (m *Manager) report() {
 // adminTimeout bounds one admin request of the executor.
 const adminTimeout = 30 * time.Second
 
-// decide runs the core on the leader and executes its plan, one action after the other.
+// maxParallelActions bounds the actions of a plan executed at once: each is a bundle's
+// transfer or split on its owner, independent of the others.
+const maxParallelActions = 4
+
+// decide runs the core on the leader and executes its plan, up to maxParallelActions
+// actions at once.
 func (m *Manager) decide() {
 	if m.cfg.Disabled || m.roleOwned != RoleLeader || m.executing {
 		return
@@ -643,11 +682,19 @@ func (m *Manager) decide() {
 	exec := m.cfg.Executor
 	m.goIO(func(ctx context.Context) func() {
 		errs := make([]error, len(acts))
+		sem := make(chan struct{}, maxParallelActions)
+		var wg sync.WaitGroup
 		for i, a := range acts {
-			actx, cancel := context.WithTimeout(ctx, adminTimeout)
-			errs[i] = exec.Execute(actx, urls[i], a)
-			cancel()
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				actx, cancel := context.WithTimeout(ctx, adminTimeout)
+				errs[i] = exec.Execute(actx, urls[i], a)
+				cancel()
+			}()
 		}
+		wg.Wait()
 		return func() {
 			m.executing = false
 			for i, a := range acts {

@@ -215,7 +215,18 @@ func TestLeaderElection(t *testing.T) {
 		b, _ := leaderKey()
 		return len(ls) == 1 && ls[0] != cur && b.ID == ls[0].cfg.Self.ID
 	})
-	t.Logf("leaders: %s, after revocation %s, after close %s", first.cfg.Self.ID, cur.cfg.Self.ID, leaders()[0].cfg.Self.ID)
+	// Every manager left knows the new leader (the brokers send it the lookups of unowned
+	// bundles).
+	next := leaders()[0].cfg.Self.ID
+	waitUntil(t, changed, "the new leader known to all", func() bool {
+		for _, m := range ms {
+			if ld, ok := m.Leader(); m != cur && (!ok || ld.ID != next) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("leaders: %s, after revocation %s, after close %s", first.cfg.Self.ID, cur.cfg.Self.ID, next)
 }
 
 // TestSelectBroker: an unowned bundle goes to the least loaded registered broker, and a

@@ -29,8 +29,8 @@ func (r *rate) add(msgs, bytes int64) {
 
 // rates returns the current estimates, starting a new window when the last one is over.
 func (r *rate) rates(now time.Time) (msgRate, byteRate float64) {
-	if r.lastAt.IsZero() {
-		r.lastAt = now
+	if r.lastAt.IsZero() { // the first window starts now: what came before is not in it
+		r.lastAt, r.lastMsgs, r.lastBytes = now, r.msgs, r.bytes
 		return 0, 0
 	}
 	if d := now.Sub(r.lastAt); d >= rateWindow || (r.msgRate == 0 && d >= time.Second) {

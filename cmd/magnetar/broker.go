@@ -15,6 +15,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/config"
 )
 
@@ -34,6 +35,8 @@ func newBrokerCmd() *cobra.Command {
 		tf                                                          tlsFlags
 		bf                                                          bookieClientFlags
 		pf                                                          policyFlags
+		lf                                                          *loadmgr.Flags
+		brokerAuth                                                  = clientSecurity{hostnameVerification: true}
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -91,6 +94,15 @@ func newBrokerCmd() *cobra.Command {
 				bc.ListenTLS, bc.TLS = tf.listen, ts.Config()
 			}
 			pf.apply(&bc)
+			lf.Apply(&bc.LoadManager)
+			// The load manager's transfers and splits: admin requests to the other brokers,
+			// with the broker's own credentials (Pulsar's brokerClientAuthentication*).
+			hc, err := brokerAuth.httpClient()
+			if err != nil {
+				return usageError{fmt.Errorf("--broker-client-auth-plugin/--broker-client-auth-params: %w", err)}
+			}
+			hc.Timeout = time.Minute
+			bc.LoadManager.Executor = &loadmgr.Executor{Client: hc}
 			svc, err := broker.Start(ctx, bc)
 			if err != nil {
 				if errors.Is(err, syscall.EADDRINUSE) {
@@ -132,7 +144,19 @@ func newBrokerCmd() *cobra.Command {
 	tf.add(f, "listen-tls")
 	bf.add(f)
 	pf.add(f)
-	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys), authSecretFlags...)
+	lf = loadmgr.AddFlags(f)
+	f.StringVar(&brokerAuth.authPlugin, "broker-client-auth-plugin", "",
+		"the broker's own authentication in its admin requests to other brokers (load manager): token or basic")
+	f.StringVar(&brokerAuth.authParams, "broker-client-auth-params", "", "those credentials: token:JWT or file:///path (token); u:p (basic)")
+	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys, loadmgr.ConfigKeys,
+		brokerClientKeys), append(slices.Clone(authSecretFlags), "broker-client-auth-params")...)
+}
+
+// brokerClientKeys are broker.conf's keys of the broker's credentials towards the other
+// brokers.
+var brokerClientKeys = []config.Key{
+	{Name: "brokerClientAuthenticationPlugin", Flag: "broker-client-auth-plugin"},
+	{Name: "brokerClientAuthenticationParameters", Flag: "broker-client-auth-params", Secret: true},
 }
 
 // brokerKeys are the broker.conf keys the broker has.

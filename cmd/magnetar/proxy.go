@@ -159,7 +159,7 @@ Brokers are found in the metadata store (--metadata-url) or given (--broker-serv
 		f.MarkHidden(n) //nolint:errcheck // the flags exist
 	}
 	tf.add(f, "listen-tls")
-	return withConfig(c, slices.Concat(proxyKeys, proxyAuthKeys(), proxyTLSKeys()),
+	return withConfig(c, slices.Concat(proxyKeys, brokerClientKeys, proxyAuthKeys(), proxyTLSKeys()),
 		append(slices.Clone(authSecretFlags), "broker-client-auth-params")...)
 }
 
@@ -175,8 +175,6 @@ var proxyKeys = []config.Key{
 	{Name: "maxConcurrentLookupRequests", Flag: "max-concurrent-lookup-requests"},
 	{Name: "maxConcurrentInboundConnections", Flag: "max-concurrent-inbound-connections"},
 	{Name: "forwardAuthorizationCredentials", Flag: "forward-authorization-credentials"},
-	{Name: "brokerClientAuthenticationPlugin", Flag: "broker-client-auth-plugin"},
-	{Name: "brokerClientAuthenticationParameters", Flag: "broker-client-auth-params", Secret: true},
 }
 
 // proxyAuthKeys are the authentication keys the proxy shares with the broker (not its

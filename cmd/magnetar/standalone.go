@@ -21,6 +21,7 @@ import (
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/bookie/journal"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/config"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -34,6 +35,7 @@ type standaloneFlags struct {
 	maxMessageSize                                                         int
 	noAutoCreate, noDedup, txn                                             bool
 	pol                                                                    policyFlags
+	lb                                                                     *loadmgr.Flags
 	auth                                                                   authFlags
 	tls                                                                    tlsFlags
 }
@@ -80,7 +82,9 @@ func newStandaloneCmd() *cobra.Command {
 	fl.auth.add(f)
 	fl.tls.add(f, "broker-listen-tls")
 	fl.pol.add(f)
-	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys), authSecretFlags...)
+	fl.lb = loadmgr.AddFlags(f)
+	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys, loadmgr.ConfigKeys),
+		authSecretFlags...)
 }
 
 // standaloneKeys are the standalone.conf keys standalone has. The managed-ledger quorum keys
@@ -171,6 +175,9 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		bc.ListenTLS, bc.TLS = fl.tls.listen, ts.Config()
 	}
 	fl.pol.apply(&bc)
+	if fl.lb != nil {
+		fl.lb.Apply(&bc.LoadManager)
+	}
 	svc, err := broker.Start(ctx, bc)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
