@@ -59,8 +59,9 @@ func TestTxnBenchmark(t *testing.T) {
 	const total = 200_000
 
 	// 1. Plain and transactional async produce: 16 clients (MAGNETAR_BENCH_TXN_CLIENTS) with a producer each on one topic,
-	// each sending its share; in transactions of 100 (a batch each), each committed before
-	// its next one starts. (pulsar-client-go serializes a client's requests to one
+	// each sending its share; in transactions of 100 (a batch each, flushed after its last
+	// message as an application does before it commits), each committed before its next one
+	// starts. (pulsar-client-go serializes a client's requests to one
 	// transaction coordinator, so one client alone is bound by their round trips.)
 	producers := 16
 	if n, err := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_TXN_CLIENTS")); err == nil && n > 0 {
@@ -117,6 +118,12 @@ func TestTxnBenchmark(t *testing.T) {
 					}
 					sent += n
 					if tx != nil {
+						// The batch of the transaction's last message goes now, not at the
+						// client's next batching tick (BatchingMaxPublishDelay, 10 ms).
+						if err := p.FlushWithCtx(ctx); err != nil {
+							t.Error(err)
+							return
+						}
 						sends.Wait()
 						t2 := time.Now()
 						phaseSend.Add(int64(t2.Sub(t1)))
