@@ -42,6 +42,7 @@ type Service struct {
 	schemas *schemaRegistry
 	txn     *txnService // nil: transactions are off
 	own     *ownership  // bundle ownership and the watched caches (ownership.go)
+	scal    *scalableTopics // scalable topics' controllers (scalable.go)
 	factory *mledger.Factory
 	// compactors maps loaded persistent topics' names to their *compaction.Manager
 	// (compaction.go).
@@ -152,6 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	go s.compactionMonitor()
 	go s.policyMonitor()
+	s.scal = startScalable(s)
 	ok = true
 	s.log.Info("broker started", "listen", s.Addr().String(), "serviceUrl", s.info.ServiceURL,
 		"serviceUrlTls", s.info.ServiceURLTLS, "id", bid)
@@ -259,6 +261,7 @@ func (s *Service) Close() error {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s.scal.close() // resign the scalable topics' leaderships first
 	s.handOverAll(ctx) // ownership.go
 	for _, l := range s.listeners() {
 		l.Close()
