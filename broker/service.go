@@ -42,7 +42,6 @@ type Service struct {
 	schemas *schemaRegistry
 	txn     *txnService // nil: transactions are off
 	own     *ownership  // bundle ownership and the watched caches (ownership.go)
-	scal    *scalableTopics // scalable topics' controllers (scalable.go)
 	factory *mledger.Factory
 	// compactors maps loaded persistent topics' names to their *compaction.Manager
 	// (compaction.go).
@@ -51,6 +50,8 @@ type Service struct {
 	// policyapply.go).
 	applied sync.Map
 	closers []func() // what Start created, closed in reverse order
+	// scal runs the scalable topics' controllers (scalable.go).
+	scal *scalableTopics
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -261,7 +262,7 @@ func (s *Service) Close() error {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.scal.close() // resign the scalable topics' leaderships first
+	s.scal.close()     // resign the scalable topics' leaderships first
 	s.handOverAll(ctx) // ownership.go
 	for _, l := range s.listeners() {
 		l.Close()
@@ -434,7 +435,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		if pols.autoCreate != nil {
 			auto = *pols.autoCreate
 		}
-		if !create || (!auto && !force) {
+		if !create || (!auto && !force) || (name.IsSegment() && !force) { // segments: only their controller creates them
 			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 		}
 		if !name.IsPartition() {
