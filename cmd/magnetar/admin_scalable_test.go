@@ -47,7 +47,9 @@ func TestScalableTopicTools(t *testing.T) {
 		}
 		return out
 	}
-	adm := func(args ...string) string { return cli(append([]string{"admin", "--url", web.URL, "scalable-topics"}, args...)...) }
+	adm := func(args ...string) string {
+		return cli(append([]string{"admin", "--url", web.URL, "scalable-topics"}, args...)...)
+	}
 	adm("create", tp, "--segments", "2")
 	if out := adm("list", "public/default"); strings.TrimSpace(out) != tp {
 		t.Fatalf("list: %q", out)
