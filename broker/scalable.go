@@ -44,6 +44,9 @@ type ScalableConfig struct {
 	ConsumerGrace time.Duration
 	// Policy is the auto-scale policy (scalable.DefaultPolicy, off, if zero).
 	Policy scalable.Policy
+	// SampleInterval is how often the leader samples its active segments' load for the
+	// policy, when it is enabled (default 10 s).
+	SampleInterval time.Duration
 }
 
 func (c ScalableConfig) withDefaults() ScalableConfig {
@@ -58,6 +61,9 @@ func (c ScalableConfig) withDefaults() ScalableConfig {
 	}
 	if c.Policy == (scalable.Policy{}) {
 		c.Policy = scalable.DefaultPolicy()
+	}
+	if c.SampleInterval <= 0 {
+		c.SampleInterval = 10 * time.Second
 	}
 	return c
 }
@@ -78,14 +84,14 @@ type ScalableStats struct {
 }
 
 // scalableTopics is the broker's part of scalable topics. Goroutines: run (the watch of the
-// layout records; it starts and closes the controllers) and the controllers' own; close
-// stops them all.
+// layout records; it starts and closes the controllers), sample (with an auto-scale policy:
+// the leader's load samples) and the controllers' own; close stops them all.
 type scalableTopics struct {
 	s      *Service
 	cfg    ScalableConfig
 	http   *http.Client
 	cancel context.CancelFunc
-	done   chan struct{}
+	wg     sync.WaitGroup
 	m      scalableMetrics
 
 	mu struct {
@@ -104,6 +110,7 @@ type scalableTopic struct {
 	polled  map[[2]string]time.Time           // when each consumer last polled (liveness)
 	session map[[2]string]uint64
 	changed chan struct{} // closed and replaced at every new assignment
+	loads   map[layout.SegmentID]scalable.LoadSample
 }
 
 type scalableMetrics struct {
@@ -112,8 +119,7 @@ type scalableMetrics struct {
 
 func startScalable(s *Service) *scalableTopics {
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &scalableTopics{s: s, cfg: s.cfg.Scalable.withDefaults(), cancel: cancel, done: make(chan struct{}),
-		http: &http.Client{Timeout: 30 * time.Second}}
+	st := &scalableTopics{s: s, cfg: s.cfg.Scalable.withDefaults(), cancel: cancel, http: &http.Client{Timeout: 30 * time.Second}}
 	st.mu.ctls = map[layout.Topic]*scalableTopic{}
 	c := func(name, help string) prometheus.Counter {
 		ctr := prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_scalable_" + name, Help: help})
@@ -126,7 +132,14 @@ func startScalable(s *Service) *scalableTopics {
 		prunes:      c("prunes_total", "Sealed segments pruned from layouts by the controllers this broker led."),
 		assignments: c("assignment_changes_total", "Stream-consumer assignments published by the controllers this broker led."),
 	}
-	go st.run(ctx)
+	if err := st.cfg.Policy.Validate(); st.cfg.Policy.Enabled && err != nil {
+		s.log.Warn("scalable topics: auto-scale policy off", "err", err)
+		st.cfg.Policy.Enabled = false
+	}
+	st.wg.Go(func() { st.run(ctx) })
+	if st.cfg.Policy.Enabled {
+		st.wg.Go(func() { st.sample(ctx) })
+	}
 	return st
 }
 
@@ -136,7 +149,7 @@ func (st *scalableTopics) close() {
 		return
 	}
 	st.cancel()
-	<-st.done
+	st.wg.Wait()
 	st.mu.Lock()
 	ctls := st.mu.ctls
 	st.mu.ctls = map[layout.Topic]*scalableTopic{}
@@ -150,7 +163,6 @@ func (st *scalableTopics) close() {
 
 // run keeps a controller running for every layout record: list, then watch from there.
 func (st *scalableTopics) run(ctx context.Context) {
-	defer close(st.done)
 	sweep := time.NewTicker(st.cfg.TickInterval)
 	defer sweep.Stop()
 	for ctx.Err() == nil {
@@ -253,6 +265,85 @@ func (st *scalableTopics) topic(t layout.Topic) *scalableTopic {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.mu.ctls[t]
+}
+
+// leading returns the topics this broker leads.
+func (st *scalableTopics) leading() []*scalableTopic {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []*scalableTopic
+	for _, t := range st.mu.ctls {
+		if t.ctl.Leading() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// sample feeds the load of the led topics' active segments to their auto-scale policy every
+// SampleInterval. A sample's ChangedMs moves only when a rate changed by more than a
+// quarter (upstream's reporting band), so a segment counts as cold once it stayed cold.
+func (st *scalableTopics) sample(ctx context.Context) {
+	tick := time.NewTicker(st.cfg.SampleInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		for _, t := range st.leading() {
+			t.mu.Lock()
+			l := t.last
+			if t.loads == nil {
+				t.loads = map[layout.SegmentID]scalable.LoadSample{}
+			}
+			t.mu.Unlock()
+			if l == nil {
+				continue
+			}
+			tp := t.ctl.Topic()
+			for _, seg := range l.Active() {
+				var ts TopicStats
+				name := tp.SegmentName(seg)
+				if err := st.segmentStats(ctx, name, &ts); err != nil {
+					continue
+				}
+				now := time.Now().UnixMilli()
+				next := scalable.LoadSample{MsgRateIn: ts.MsgRateIn, BytesRateIn: ts.MsgThroughputIn, MsgRateOut: ts.MsgRateOut,
+					BytesRateOut: ts.MsgThroughputOut, ChangedMs: now}
+				t.mu.Lock()
+				if prev, ok := t.loads[seg.ID]; ok && !movedBand(prev, next) {
+					next.ChangedMs = prev.ChangedMs
+				}
+				t.loads[seg.ID] = next
+				t.mu.Unlock()
+				_ = t.ctl.Sample(ctx, seg.ID, next)
+			}
+		}
+	}
+}
+
+// movedBand reports whether a rate moved by more than 25% (or from zero to more than 1/s).
+func movedBand(a, b scalable.LoadSample) bool {
+	moved := func(x, y float64) bool {
+		if x < 1 {
+			return y >= 1
+		}
+		d := y - x
+		return d > x/4 || -d > x/4
+	}
+	return moved(a.MsgRateIn, b.MsgRateIn) || moved(a.BytesRateIn, b.BytesRateIn) ||
+		moved(a.MsgRateOut, b.MsgRateOut) || moved(a.BytesRateOut, b.BytesRateOut)
+}
+
+// segmentStats reads a segment's statistics from the broker serving it.
+func (st *scalableTopics) segmentStats(ctx context.Context, name string, out *TopicStats) error {
+	return st.onOwner(ctx, name, "stats", nil, out, func() error {
+		var err error
+		*out, err = st.s.TopicStats(ctx, name)
+		return err
+	})
 }
 
 // sweepConsumers reports the stream consumers that stopped polling for their assignment as
@@ -756,12 +847,7 @@ func (s *Service) ScalableTopicStats(ctx context.Context, name string) (Scalable
 		}
 		segName := t.SegmentName(seg)
 		var ts TopicStats
-		err := s.scal.onOwner(ctx, segName, "stats", nil, &ts, func() error {
-			var err error
-			ts, err = s.TopicStats(ctx, segName)
-			return err
-		})
-		if err != nil {
+		if err := s.scal.segmentStats(ctx, segName, &ts); err != nil {
 			return ScalableStats{}, fmt.Errorf("segment %s: %w", segName, err)
 		}
 		out.Segments[segName] = ts
