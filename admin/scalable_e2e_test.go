@@ -3,12 +3,8 @@ package admin
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +14,7 @@ import (
 	"github.com/magnetar-io/magnetar/pulsarclient"
 	"github.com/magnetar-io/magnetar/scalable"
 	"github.com/magnetar-io/magnetar/scalable/layout"
+	"github.com/magnetar-io/magnetar/scalable/scalabletest"
 )
 
 // scalableCluster is an embedded etcd, one bookie and n brokers, each with the admin API on
@@ -58,199 +55,23 @@ func startScalableCluster(t *testing.T, n int, sc broker.ScalableConfig) *scalab
 	return c
 }
 
-// call sends an admin request to broker i, retrying while the controller is not ready
-// (503), and fails the test unless the answer is 2xx.
 func (c *scalableCluster) call(t *testing.T, i int, method, path string) []byte {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest(method, c.urls[i]+path, strings.NewReader(""))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 == 2 {
-			return b
-		}
-		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
-	}
+	return scalabletest.Call(t, c.urls[i], method, path)
 }
 
 func (c *scalableCluster) layout(t *testing.T, path string) layout.Layout {
 	t.Helper()
-	l, err := layout.Unmarshal(c.call(t, 0, "GET", path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return scalabletest.Layout(t, c.urls[0], path)
 }
 
-// scalableLoad runs producers on many keys and stream consumers of subscription s on a
-// scalable topic, and checks that each key's messages are consumed in the order produced.
-type scalableLoad struct {
-	t     *testing.T
-	c     *scalableCluster
-	cl    *pulsarclient.Client
-	topic string
-	ctx   context.Context
-
-	mu       sync.Mutex
-	seen     map[string][]int // key → sequence numbers consumed for the first time, in order
-	got      map[string]bool
-	orderErr string
-	sent     map[string]int // key → messages acknowledged to the producer
-	prodErr  error
-
-	stop      chan struct{}
-	pwg, cwg  sync.WaitGroup
-	consumers []*pulsarclient.ScalableConsumer
-}
-
-func newScalableLoad(t *testing.T, ctx context.Context, c *scalableCluster, topic string) *scalableLoad {
+func (c *scalableCluster) load(t *testing.T, ctx context.Context, topic string) *scalabletest.Load {
 	cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + c.brokers[0].Addr().String(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	return &scalableLoad{t: t, c: c, cl: cl, topic: topic, ctx: ctx, seen: map[string][]int{}, got: map[string]bool{},
-		sent: map[string]int{}, stop: make(chan struct{})}
-}
-
-// addConsumer starts stream consumer name (its admin calls go to broker i).
-func (ld *scalableLoad) addConsumer(name string, i int) *pulsarclient.ScalableConsumer {
-	sc, err := ld.cl.SubscribeStream(ld.ctx, pulsarclient.ScalableConsumerOptions{Topic: ld.topic, Subscription: "s", Name: name,
-		ScalableOptions: pulsarclient.ScalableOptions{AdminURL: ld.c.urls[i%len(ld.c.urls)]}, PollWait: time.Second})
-	if err != nil {
-		ld.t.Fatal(err)
-	}
-	ld.consumers = append(ld.consumers, sc)
-	ld.cwg.Go(func() {
-		for {
-			m, err := sc.Receive(ld.ctx)
-			if err != nil {
-				return
-			}
-			key, seqText, _ := strings.Cut(string(m.Payload), ":")
-			seq, _ := strconv.Atoi(seqText)
-			ld.mu.Lock()
-			if !ld.got[string(m.Payload)] {
-				ld.got[string(m.Payload)] = true
-				if n := len(ld.seen[key]); seq != n && ld.orderErr == "" {
-					ld.orderErr = fmt.Sprintf("key %s: got seq %d after %d messages (%v)", key, seq, n, ld.seen[key])
-				}
-				ld.seen[key] = append(ld.seen[key], seq)
-			}
-			ld.mu.Unlock()
-			_ = sc.Ack(m) // after processing: a segment is drained only once its messages are
-		}
-	})
-	return sc
-}
-
-// produce starts n producers, each sending its 8 keys' sequence numbers in turn, one at a
-// time.
-func (ld *scalableLoad) produce(n int) {
-	for g := range n {
-		pr, err := ld.cl.CreateScalableProducer(ld.ctx, pulsarclient.ScalableProducerOptions{Topic: ld.topic,
-			ScalableOptions: pulsarclient.ScalableOptions{AdminURL: ld.c.urls[g%len(ld.c.urls)]}})
-		if err != nil {
-			ld.t.Fatal(err)
-		}
-		ld.pwg.Go(func() {
-			defer pr.Close(context.Background())
-			for i := 0; ; i++ {
-				select {
-				case <-ld.stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("k%d-%d", g, i%8)
-				seq := i / 8
-				_, _, err := pr.Send(ld.ctx, &pulsarclient.ProducerMessage{Key: key, Payload: []byte(key + ":" + strconv.Itoa(seq))})
-				ld.mu.Lock()
-				if err != nil {
-					ld.prodErr = err
-				} else {
-					ld.sent[key] = seq + 1
-				}
-				ld.mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-}
-
-func (ld *scalableLoad) total() int {
-	ld.mu.Lock()
-	defer ld.mu.Unlock()
-	n := 0
-	for _, v := range ld.sent {
-		n += v
-	}
-	return n
-}
-
-// waitSent waits until the producers got n messages acknowledged.
-func (ld *scalableLoad) waitSent(n int) {
-	ld.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for ld.total() < n {
-		ld.mu.Lock()
-		err := ld.prodErr
-		ld.mu.Unlock()
-		if err != nil || time.Now().After(deadline) {
-			ld.t.Fatalf("only %d messages sent (%v)", ld.total(), err)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
-	}
-}
-
-// finish stops the producers, waits until every acknowledged message is consumed and checks
-// each key's order; it returns the number of messages.
-func (ld *scalableLoad) finish(path string) int {
-	t := ld.t
-	t.Helper()
-	close(ld.stop)
-	ld.pwg.Wait()
-	if ld.prodErr != nil {
-		t.Fatalf("produce: %v", ld.prodErr)
-	}
-	want := ld.total()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ld.mu.Lock()
-		n, bad := len(ld.got), ld.orderErr
-		ld.mu.Unlock()
-		if bad != "" {
-			t.Fatal(bad)
-		}
-		if n >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consumed %d of %d messages; layout:\n%s", n, want, ld.c.layout(t, path).Tree())
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
-	}
-	for _, sc := range ld.consumers {
-		sc.Close(context.Background())
-	}
-	ld.cwg.Wait()
-	ld.mu.Lock()
-	defer ld.mu.Unlock()
-	for key, n := range ld.sent {
-		if len(ld.seen[key]) != n {
-			t.Errorf("key %s: %d sent, %d consumed", key, n, len(ld.seen[key]))
-		}
-	}
-	return want
+	return scalabletest.NewLoad(t, ctx, cl, topic, c.urls)
 }
 
 // TestScalableTopicEndToEnd: 3 brokers, producers on many keys and stream consumers (one
@@ -264,20 +85,20 @@ func TestScalableTopicEndToEnd(t *testing.T) {
 	const p = "/admin/v2/scalable/public/default/orders"
 	c.call(t, 1, "PUT", p+"?segments=2")
 	c.call(t, 2, "PUT", p+"/subscription/s")
-	ld := newScalableLoad(t, ctx, c, "topic://public/default/orders")
-	ld.addConsumer("c0", 0)
-	c1 := ld.addConsumer("c1", 1)
-	ld.produce(4)
+	ld := c.load(t, ctx, "topic://public/default/orders")
+	ld.AddConsumer("c0", 0)
+	c1 := ld.AddConsumer("c1", 1)
+	ld.Produce(4)
 
-	ld.waitSent(200)
+	ld.WaitSent(200)
 	c.call(t, 2, "POST", p+"/split/0") // [0000-7fff] → 2, 3
-	ld.waitSent(400)
+	ld.WaitSent(400)
 	c.call(t, 0, "POST", p+"/split/3?at=6000") // [4000-7fff] → [4000-5fff] 4, [6000-7fff] 5
-	ld.waitSent(600)
+	ld.WaitSent(600)
 	c1.Close(ctx) // c1 leaves: its segments go to c0
 	c.call(t, 1, "POST", p+"/merge/4/5")
-	ld.waitSent(800)
-	n := ld.finish(p)
+	ld.WaitSent(800)
+	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
 
 	l := c.layout(t, p)
 	if merged, _ := l.Segment(6); len(l.Active()) != 3 || merged.State != layout.StateActive ||
@@ -302,9 +123,9 @@ func TestScalableTopicAutoScale(t *testing.T) {
 	const p = "/admin/v2/scalable/public/default/auto"
 	c.call(t, 0, "PUT", p)
 	c.call(t, 1, "PUT", p+"/subscription/s")
-	ld := newScalableLoad(t, ctx, c, "topic://public/default/auto")
-	ld.produce(3)
-	cons := []*pulsarclient.ScalableConsumer{ld.addConsumer("c0", 0), ld.addConsumer("c1", 1), ld.addConsumer("c2", 2)}
+	ld := c.load(t, ctx, "topic://public/default/auto")
+	ld.Produce(3)
+	cons := []*pulsarclient.ScalableConsumer{ld.AddConsumer("c0", 0), ld.AddConsumer("c1", 1), ld.AddConsumer("c2", 2)}
 	waitActive := func(n int) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -316,11 +137,11 @@ func TestScalableTopicAutoScale(t *testing.T) {
 		}
 	}
 	waitActive(3)
-	ld.waitSent(ld.total() + 100)
+	ld.WaitSent(ld.Total() + 100)
 	cons[2].Close(ctx)
 	cons[1].Close(ctx)
 	waitActive(1)
-	ld.waitSent(ld.total() + 100)
-	n := ld.finish(p)
+	ld.WaitSent(ld.Total() + 100)
+	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
 	t.Logf("%d messages; layout:\n%s", n, c.layout(t, p).Tree())
 }
