@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -144,4 +145,67 @@ func TestScalableTopicAutoScale(t *testing.T) {
 	ld.WaitSent(ld.Total() + 100)
 	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
 	t.Logf("%d messages; layout:\n%s", n, c.layout(t, p).Tree())
+}
+
+// TestScalableQueueConsumer: a queue consumer reads every segment, sealed and active, without
+// order; an unkeyed producer spreads its messages over the active segments.
+func TestScalableQueueConsumer(t *testing.T) {
+	c := startScalableCluster(t, 1, broker.ScalableConfig{TickInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, p = "topic://public/default/q", "/admin/v2/scalable/public/default/q"
+	c.call(t, 0, "PUT", p+"?segments=2")
+	cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + c.brokers[0].Addr().String(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	opts := pulsarclient.ScalableOptions{AdminURL: c.urls[0]}
+	var qc *pulsarclient.ScalableConsumer
+	deadline := time.Now().Add(30 * time.Second)
+	for qc == nil { // the subscription is created through the controller, which leads asynchronously
+		if qc, err = cl.SubscribeQueue(ctx, pulsarclient.ScalableConsumerOptions{ScalableOptions: opts, Topic: topic,
+			Subscription: "q", PollWait: 500 * time.Millisecond}); err != nil {
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
+		}
+	}
+	defer qc.Close(ctx)
+	pr, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{ScalableOptions: opts, Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close(ctx)
+	send := func(from, to int) map[string]bool {
+		segs := map[string]bool{}
+		for i := from; i < to; i++ {
+			seg, _, err := pr.Send(ctx, &pulsarclient.ProducerMessage{Payload: []byte(strconv.Itoa(i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			segs[seg] = true
+		}
+		return segs
+	}
+	if segs := send(0, 50); len(segs) != 2 {
+		t.Fatalf("unkeyed messages went to %v, want both segments", segs)
+	}
+	c.call(t, 0, "POST", p+"/split/0")
+	send(50, 100)
+	got := map[string]bool{}
+	for len(got) < 100 {
+		m, err := qc.Receive(ctx)
+		if err != nil {
+			t.Fatalf("received %d of 100: %v", len(got), err)
+		}
+		got[string(m.Payload)] = true
+		if err := qc.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if segs := qc.Segments(); len(segs) != 4 {
+		t.Fatalf("queue consumer attached to %v, want the 4 segments", segs)
+	}
 }
