@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,23 @@ func (c *scalableCluster) layout(t *testing.T, path string) layout.Layout {
 	return scalabletest.Layout(t, c.urls[0], path)
 }
 
+// metrics sums the brokers' magnetar_scalable_* counters (by name without the prefix).
+func (c *scalableCluster) metrics(t *testing.T) map[string]float64 {
+	out := map[string]float64{}
+	for _, b := range c.brokers {
+		mfs, err := b.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if name, ok := strings.CutPrefix(mf.GetName(), "magnetar_scalable_"); ok {
+				out[name] += mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
 func (c *scalableCluster) load(t *testing.T, ctx context.Context, topic string) *scalabletest.Load {
 	cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + c.brokers[0].Addr().String(), Logger: testLogger()})
 	if err != nil {
@@ -105,6 +123,10 @@ func TestScalableTopicEndToEnd(t *testing.T) {
 	if merged, _ := l.Segment(6); len(l.Active()) != 3 || merged.State != layout.StateActive ||
 		merged.Range != (layout.HashRange{Start: 0x4000, End: 0x7fff}) {
 		t.Fatalf("layout after split, split, merge: %s", l.Tree())
+	}
+	if m := c.metrics(t); m["splits_total"] != 2 || m["merges_total"] != 1 || m["assignment_changes_total"] < 3 ||
+		m["prunes_total"] != float64(7-len(l.Segments)) {
+		t.Errorf("metrics %v: want 2 splits, 1 merge, %d prunes and assignment changes", m, 7-len(l.Segments))
 	}
 	t.Logf("%d messages; layout:\n%s", n, l.Tree())
 }
