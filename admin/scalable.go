@@ -89,68 +89,62 @@ func (h *handler) scalable() (ScalableService, error) {
 	return svc, nil
 }
 
-func (h *handler) listScalable(w http.ResponseWriter, r *http.Request) error {
+// scalableWrite runs fn on the scalable service and answers 204.
+func (h *handler) scalableWrite(w http.ResponseWriter, fn func(ScalableService) error) error {
 	svc, err := h.scalable()
 	if err != nil {
 		return err
 	}
-	ts, err := svc.ScalableTopics(r.Context(), r.PathValue("tenant")+"/"+r.PathValue("ns"))
+	if err := fn(svc); err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+// scalableRead answers fn's value as JSON.
+func scalableRead[T any](h *handler, w http.ResponseWriter, fn func(ScalableService) (T, error)) error {
+	svc, err := h.scalable()
 	if err != nil {
 		return err
 	}
-	return ok(w, ts)
+	v, err := fn(svc)
+	if err != nil {
+		return err
+	}
+	return ok(w, v)
+}
+
+func (h *handler) listScalable(w http.ResponseWriter, r *http.Request) error {
+	return scalableRead(h, w, func(svc ScalableService) ([]string, error) {
+		return svc.ScalableTopics(r.Context(), r.PathValue("tenant")+"/"+r.PathValue("ns"))
+	})
 }
 
 func (h *handler) createScalable(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
 	n := 1
 	if v := r.URL.Query().Get("segments"); v != "" {
+		var err error
 		if n, err = strconv.Atoi(v); err != nil {
 			return restErr(http.StatusBadRequest, "segments %q is not a number", v)
 		}
 	}
-	if err := svc.CreateScalableTopic(r.Context(), scalableName(r), n); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error { return svc.CreateScalableTopic(r.Context(), scalableName(r), n) })
 }
 
 func (h *handler) deleteScalable(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	if err := svc.DeleteScalableTopic(r.Context(), scalableName(r)); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error { return svc.DeleteScalableTopic(r.Context(), scalableName(r)) })
 }
 
 func (h *handler) scalableLayout(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	l, err := svc.ScalableLayout(r.Context(), scalableName(r))
-	if err != nil {
-		return err
-	}
-	return ok(w, l)
+	return scalableRead(h, w, func(svc ScalableService) (layout.Layout, error) {
+		return svc.ScalableLayout(r.Context(), scalableName(r))
+	})
 }
 
 func (h *handler) scalableStats(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	st, err := svc.ScalableTopicStats(r.Context(), scalableName(r))
-	if err != nil {
-		return err
-	}
-	return ok(w, st)
+	return scalableRead(h, w, func(svc ScalableService) (broker.ScalableStats, error) {
+		return svc.ScalableTopicStats(r.Context(), scalableName(r))
+	})
 }
 
 func pathUint(r *http.Request, name string) (uint64, error) {
@@ -162,10 +156,6 @@ func pathUint(r *http.Request, name string) (uint64, error) {
 }
 
 func (h *handler) splitSegment(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
 	seg, err := pathUint(r, "segment")
 	if err != nil {
 		return err
@@ -176,17 +166,12 @@ func (h *handler) splitSegment(w http.ResponseWriter, r *http.Request) error {
 			return restErr(http.StatusBadRequest, "at %q is not a hash 0001-ffff (hex)", v)
 		}
 	}
-	if err := svc.SplitScalableSegment(r.Context(), scalableName(r), seg, uint16(at)); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.SplitScalableSegment(r.Context(), scalableName(r), seg, uint16(at))
+	})
 }
 
 func (h *handler) mergeSegments(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
 	a, err := pathUint(r, "a")
 	if err != nil {
 		return err
@@ -195,74 +180,47 @@ func (h *handler) mergeSegments(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := svc.MergeScalableSegments(r.Context(), scalableName(r), a, b); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error { return svc.MergeScalableSegments(r.Context(), scalableName(r), a, b) })
 }
 
 func (h *handler) scalableSubscriptions(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	l, err := svc.ScalableLayout(r.Context(), scalableName(r))
-	if err != nil {
-		return err
-	}
-	subs := l.Subscriptions
-	if subs == nil {
-		subs = []string{}
-	}
-	return ok(w, subs)
+	return scalableRead(h, w, func(svc ScalableService) ([]string, error) {
+		l, err := svc.ScalableLayout(r.Context(), scalableName(r))
+		if l.Subscriptions == nil {
+			l.Subscriptions = []string{}
+		}
+		return l.Subscriptions, err
+	})
 }
 
 func (h *handler) createScalableSubscription(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	if err := svc.CreateScalableSubscription(r.Context(), scalableName(r), r.PathValue("sub")); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.CreateScalableSubscription(r.Context(), scalableName(r), r.PathValue("sub"))
+	})
 }
 
 func (h *handler) registerConsumer(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
 	session, err := strconv.ParseUint(r.URL.Query().Get("session"), 10, 64)
 	if err != nil {
 		return restErr(http.StatusBadRequest, "session %q is not a number", r.URL.Query().Get("session"))
 	}
-	if err := svc.RegisterStreamConsumer(r.Context(), scalableName(r), r.PathValue("sub"), r.PathValue("consumer"), session); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.RegisterStreamConsumer(r.Context(), scalableName(r), r.PathValue("sub"), r.PathValue("consumer"), session)
+	})
 }
 
 func (h *handler) unregisterConsumer(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	if err := svc.UnregisterStreamConsumer(r.Context(), scalableName(r), r.PathValue("sub"), r.PathValue("consumer")); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.UnregisterStreamConsumer(r.Context(), scalableName(r), r.PathValue("sub"), r.PathValue("consumer"))
+	})
 }
 
 // assignment answers the consumer's newest assignment once newer than ?after (waiting up
 // to ?wait ms, default 0).
 func (h *handler) assignment(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
 	q := r.URL.Query()
 	var after, wait uint64
+	var err error
 	if v := q.Get("after"); v != "" {
 		if after, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return restErr(http.StatusBadRequest, "after %q is not a version", v)
@@ -273,16 +231,15 @@ func (h *handler) assignment(w http.ResponseWriter, r *http.Request) error {
 			return restErr(http.StatusBadRequest, "wait %q is not a number of milliseconds", v)
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), min(time.Duration(wait)*time.Millisecond, maxAssignmentWait))
-	defer cancel()
-	a, err := svc.StreamAssignment(ctx, scalableName(r), r.PathValue("sub"), r.PathValue("consumer"), after)
-	if err != nil {
-		return err
-	}
-	if a.Segments == nil {
-		a.Segments = []layout.SegmentID{}
-	}
-	return ok(w, a)
+	return scalableRead(h, w, func(svc ScalableService) (scalable.Assignment, error) {
+		ctx, cancel := context.WithTimeout(r.Context(), min(time.Duration(wait)*time.Millisecond, maxAssignmentWait))
+		defer cancel()
+		a, err := svc.StreamAssignment(ctx, scalableName(r), r.PathValue("sub"), r.PathValue("consumer"), after)
+		if a.Segments == nil {
+			a.Segments = []layout.SegmentID{}
+		}
+		return a, err
+	})
 }
 
 // segmentName is the segment:// name of the request's segment descriptor.
@@ -291,55 +248,26 @@ func segmentName(r *http.Request) string {
 }
 
 func (h *handler) segmentCreate(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	if err := svc.SegmentCreate(r.Context(), segmentName(r), r.URL.Query()["sub"]); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.SegmentCreate(r.Context(), segmentName(r), r.URL.Query()["sub"])
+	})
 }
 
 func (h *handler) segmentSeal(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	if err := svc.SegmentSeal(r.Context(), segmentName(r)); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error { return svc.SegmentSeal(r.Context(), segmentName(r)) })
 }
 
 func (h *handler) segmentDelete(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	if err := svc.SegmentDelete(r.Context(), segmentName(r)); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error { return svc.SegmentDelete(r.Context(), segmentName(r)) })
 }
 
 func (h *handler) segmentDrained(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	drained, err := svc.SegmentDrained(r.Context(), segmentName(r), r.URL.Query().Get("sub"))
-	if err != nil {
-		return err
-	}
-	return ok(w, drained)
+	return scalableRead(h, w, func(svc ScalableService) (bool, error) {
+		return svc.SegmentDrained(r.Context(), segmentName(r), r.URL.Query().Get("sub"))
+	})
 }
 
 func (h *handler) segmentReset(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
 	q := r.URL.Query()
 	l, err1 := strconv.ParseInt(q.Get("ledger"), 10, 64)
 	e, err2 := strconv.ParseInt(q.Get("entry"), 10, 64)
@@ -347,20 +275,11 @@ func (h *handler) segmentReset(w http.ResponseWriter, r *http.Request) error {
 		return restErr(http.StatusBadRequest, "want ?ledger=L&entry=E")
 	}
 	id := broker.MessageID{LedgerID: l, EntryID: e, Partition: -1, BatchIndex: -1}
-	if err := svc.ResetCursor(r.Context(), segmentName(r), q.Get("sub"), id); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.scalableWrite(w, func(svc ScalableService) error { return svc.ResetCursor(r.Context(), segmentName(r), q.Get("sub"), id) })
 }
 
 func (h *handler) segmentStats(w http.ResponseWriter, r *http.Request) error {
-	svc, err := h.scalable()
-	if err != nil {
-		return err
-	}
-	st, err := svc.TopicStats(r.Context(), segmentName(r))
-	if err != nil {
-		return err
-	}
-	return ok(w, st)
+	return scalableRead(h, w, func(svc ScalableService) (broker.TopicStats, error) {
+		return svc.TopicStats(r.Context(), segmentName(r))
+	})
 }

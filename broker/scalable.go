@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/scalable"
@@ -168,7 +169,7 @@ func (st *scalableTopics) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		kvs, rev, err := st.s.store.List(ctx, metadata.PrefixScalableTopics)
 		if err != nil {
-			if !sleepCtx(ctx, time.Second) {
+			if !backoff.Sleep(ctx, time.Second) {
 				return
 			}
 			continue
@@ -211,17 +212,6 @@ func (st *scalableTopics) run(ctx context.Context) {
 				return
 			}
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
@@ -111,18 +112,6 @@ func ScalableLayout(ctx context.Context, topic string, o ScalableOptions) (layou
 		return layout.Layout{}, err
 	}
 	return a.layout(ctx)
-}
-
-// sleepCtx waits d, or less if ctx ends first (false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // ScalableProducerOptions configures a ScalableProducer.
@@ -252,7 +241,7 @@ func (p *ScalableProducer) route(ctx context.Context, msg *ProducerMessage, n ui
 // sealed fetches the layout until seg is no longer active in it, and closes the producers of
 // segments that are not active any more.
 func (p *ScalableProducer) sealed(ctx context.Context, seg layout.Segment) error {
-	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
 		p.mu.Lock()
 		l := p.mu.l
 		p.mu.Unlock()
@@ -264,7 +253,7 @@ func (p *ScalableProducer) sealed(ctx context.Context, seg layout.Segment) error
 			p.install(ctx, next)
 			continue
 		}
-		if !sleepCtx(ctx, backoff) {
+		if !backoff.Sleep(ctx, delay) {
 			return ctx.Err()
 		}
 	}
@@ -408,7 +397,7 @@ func (c *ScalableConsumer) register(ctx context.Context) error {
 func (c *ScalableConsumer) run(ctx context.Context) {
 	defer close(c.done)
 	registered := c.stream
-	backoff := 10 * time.Millisecond
+	delay := 10 * time.Millisecond
 	for ctx.Err() == nil {
 		var segs []layout.SegmentID
 		var err error
@@ -433,17 +422,17 @@ func (c *ScalableConsumer) run(ctx context.Context) {
 			}
 		}
 		if err != nil {
-			if !sleepCtx(ctx, backoff) {
+			if !backoff.Sleep(ctx, delay) {
 				return
 			}
-			backoff = min(2*backoff, time.Second)
+			delay = min(2*delay, time.Second)
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		delay = 10 * time.Millisecond
 		if segs != nil {
 			c.attach(ctx, segs)
 		}
-		if !c.stream && !sleepCtx(ctx, c.opts.PollWait/5) {
+		if !c.stream && !backoff.Sleep(ctx, c.opts.PollWait/5) {
 			return
 		}
 	}
@@ -522,11 +511,11 @@ func (c *ScalableConsumer) segment(ctx context.Context, sc *segConsumer, name st
 		typ = Shared
 	}
 	var cons *Consumer
-	for backoff := 10 * time.Millisecond; cons == nil; backoff = min(2*backoff, time.Second) {
+	for delay := 10 * time.Millisecond; cons == nil; delay = min(2*delay, time.Second) {
 		var err error
 		cons, err = c.cl.Subscribe(ctx, ConsumerOptions{Topic: name, Subscription: c.opts.Subscription, Type: typ,
 			Name: c.opts.Name, ReceiverQueueSize: c.opts.ReceiverQueueSize, InitialPosition: Earliest})
-		if err != nil && !sleepCtx(ctx, backoff) {
+		if err != nil && !backoff.Sleep(ctx, delay) {
 			return
 		}
 	}
