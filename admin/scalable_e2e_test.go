@@ -94,7 +94,7 @@ func (c *scalableCluster) load(t *testing.T, ctx context.Context, topic string) 
 }
 
 // TestScalableTopicEndToEnd: 3 brokers, producers on many keys and stream consumers (one
-// leaves midway) on a scalable topic while the admin API splits, splits again and merges
+// joins and one leaves midway) on a scalable topic while the admin API splits, splits again and merges
 // (each call to a different broker, redirected to the controller's leader): every
 // acknowledged message is consumed and each key's messages arrive in the order produced.
 func TestScalableTopicEndToEnd(t *testing.T) {
@@ -111,13 +111,14 @@ func TestScalableTopicEndToEnd(t *testing.T) {
 
 	ld.WaitSent(200)
 	c.call(t, 2, "POST", p+"/split/0") // [0000-7fff] → 2, 3
+	ld.AddConsumer("c2", 2)            // c2 joins: the segments are dealt again
 	ld.WaitSent(400)
 	c.call(t, 0, "POST", p+"/split/3?at=6000") // [4000-7fff] → [4000-5fff] 4, [6000-7fff] 5
 	ld.WaitSent(600)
 	c1.Close(ctx) // c1 leaves: its segments go to c0
 	c.call(t, 1, "POST", p+"/merge/4/5")
 	ld.WaitSent(800)
-	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
+	n := ld.Finish(func() string { return c.layout(t, p).Tree() + string(c.call(t, 0, "GET", p+"/stats")) })
 
 	l := c.layout(t, p)
 	if merged, _ := l.Segment(6); len(l.Active()) != 3 || merged.State != layout.StateActive ||

@@ -202,7 +202,11 @@ func (ld *Load) Finish(describe func() string) int {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("consumed %d of %d messages; %s", n, want, describe())
+			var segs []string
+			for i, sc := range ld.consumers {
+				segs = append(segs, fmt.Sprintf("consumer %d: %v", i, sc.Segments()))
+			}
+			t.Fatalf("consumed %d of %d messages; attached %v; %s", n, want, segs, describe())
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
 	}
