@@ -25,8 +25,7 @@ func TestScalableTopicTools(t *testing.T) {
 	mem := topictest.NewStore()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var web *httptest.Server
-	web = httptest.NewUnstartedServer(nil)
+	web := httptest.NewUnstartedServer(nil)
 	svc, err := broker.Start(ctx, broker.Config{Store: store, Listen: "127.0.0.1:0", HTTPURL: "http://" + web.Listener.Addr().String(),
 		Logger: quiet, Scalable: broker.ScalableConfig{TickInterval: 50 * time.Millisecond},
 		OpenLog: func(_ context.Context, name string) (topic.Log, error) { return mem.Open(name), nil }})
