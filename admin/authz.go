@@ -43,8 +43,9 @@ func requiredOp(pattern string) broker.AdminOp {
 	case strings.Contains(path, "/subscription/"), strings.HasSuffix(path, "/subscriptions"):
 		return broker.OpConsume
 	}
-	if method == "GET" && strings.HasPrefix(path, "/admin/v2/persistent/{tenant}/{ns}/{topic}") {
-		return broker.OpLookup // stats, internal stats, last message id, partitions
+	if method == "GET" && (strings.HasPrefix(path, "/admin/v2/persistent/{tenant}/{ns}/{topic}") ||
+		strings.HasPrefix(path, "/admin/v2/scalable/{tenant}/{ns}/{topic}")) {
+		return broker.OpLookup // stats, internal stats, last message id, partitions, layouts
 	}
 	return broker.OpTenantAdmin
 }

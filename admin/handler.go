@@ -129,6 +129,7 @@ func Handler(svc Service, opts Options) http.Handler {
 	h.compactionRoutes(route, nsScope, topicScope)
 	h.permissionRoutes(route, nsScope, topicScope) // permissions.go
 	h.policyRoutes(route, nsScope, topicScope)     // policies.go
+	h.scalableRoutes(route)                        // scalable.go
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).

@@ -49,6 +49,8 @@ type Config struct {
 	ID string
 	// Cluster is the cluster name. Default "standalone".
 	Cluster string
+	// Scalable configures the scalable topics' controllers (scalable.go).
+	Scalable ScalableConfig
 	// SessionTTL bounds how long ownership of a dead broker's bundles survives it; a broker
 	// whose session is not renewed for two thirds of it stops serving. Default 10s.
 	SessionTTL time.Duration

@@ -294,8 +294,10 @@ func (s *Service) acquireTopic(ctx context.Context, n topicname.Name) (*ownedBun
 	}
 	ob, err := s.own.acquire(ctx, b)
 	var no *NotOwnerError
-	if errors.As(err, &no) {
-		no.Topic = n.String()
+	if errors.As(err, &no) { // a copy: the bundle's error is shared by every waiter
+		named := *no
+		named.Topic = n.String()
+		err = &named
 	}
 	return ob, err
 }

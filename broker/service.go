@@ -52,6 +52,8 @@ type Service struct {
 	// policyapply.go).
 	applied sync.Map
 	closers []func() // what Start created, closed in reverse order
+	// scal runs the scalable topics' controllers (scalable.go).
+	scal *scalableTopics
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -158,6 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	go s.compactionMonitor()
 	go s.policyMonitor()
+	s.scal = startScalable(s)
 	ok = true
 	s.log.Info("broker started", "listen", s.Addr().String(), "serviceUrl", s.info.ServiceURL,
 		"serviceUrlTls", s.info.ServiceURLTLS, "id", bid)
@@ -265,6 +268,7 @@ func (s *Service) Close() error {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s.scal.close()     // resign the scalable topics' leaderships first
 	s.handOverAll(ctx) // ownership.go
 	if s.lm != nil {
 		s.lm.Close() // its report and leadership go at once
@@ -433,7 +437,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		return nil, err
 	}
 	if !exists {
-		if !create || (!s.autoCreateAllowed(pol, pols) && !force) {
+		if !create || (!s.autoCreateAllowed(pol, pols) && !force) || (name.IsSegment() && !force) { // segments: only their controller creates them
 			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 		}
 		if !name.IsPartition() {

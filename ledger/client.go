@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/ledger/quorum"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -216,7 +217,7 @@ func (c *Client) recover(ctx context.Context, m *Metadata, v metadata.Version) (
 	var err error
 	for attempt := 0; attempt < c.opts.RecoveryAttempts; attempt++ {
 		if attempt > 0 {
-			if !sleepCtx(ctx, retryBackoff.Delay(attempt+2)) {
+			if !backoff.Sleep(ctx, retryBackoff.Delay(attempt+2)) {
 				return nil, 0, ctx.Err()
 			}
 			if m, v, err = c.readMeta(ctx, m.LedgerID); err != nil {
@@ -381,7 +382,7 @@ func (c *Client) watchBookies() {
 		rev, err := c.bookies.list(c.ctx, c.store)
 		if err != nil {
 			c.log.Debug("bookie list failed", "err", err)
-			if !sleepCtx(c.ctx, retryBackoff.Delay(attempt)) {
+			if !backoff.Sleep(c.ctx, retryBackoff.Delay(attempt)) {
 				return
 			}
 			continue
@@ -391,7 +392,7 @@ func (c *Client) watchBookies() {
 		for b := range w.C {
 			c.bookies.apply(b.Events)
 		}
-		if !sleepCtx(c.ctx, retryBackoff.Delay(1)) {
+		if !backoff.Sleep(c.ctx, retryBackoff.Delay(1)) {
 			return
 		}
 	}

@@ -271,7 +271,7 @@ func (c *Client) casMeta(ctx context.Context, m MetaWrite) MetaResult {
 	key := metadata.LedgerKey(m.Meta.LedgerID)
 	var lastErr error
 	for attempt := 0; attempt < c.opts.MetadataRetries; attempt++ {
-		if attempt > 0 && !sleepCtx(ctx, retryBackoff.Delay(attempt)) {
+		if attempt > 0 && !backoff.Sleep(ctx, retryBackoff.Delay(attempt)) {
 			break
 		}
 		v, err := c.store.Put(ctx, key, value, m.Expected)
@@ -319,15 +319,3 @@ func (c *Client) readMeta(ctx context.Context, id int64) (*Metadata, metadata.Ve
 // retryBackoff is the delay before retry attempt n of a dial or a metadata operation:
 // 10 ms doubling, at most 640 ms.
 var retryBackoff = backoff.Policy{Base: 10 * time.Millisecond, Max: 640 * time.Millisecond}
-
-// sleepCtx waits d or until ctx ends; it reports whether the full wait happened.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}

@@ -389,6 +389,12 @@ func (pc *partConsumer) subscribe(ctx context.Context) error {
 	}
 	if _, err := c.request(ctx, rid, pulsar.Wrap(sub)); err != nil {
 		c.removeConsumer(pc.id)
+		var se *ServerError
+		if !errors.As(err, &se) {
+			// Given up (ctx) with the SUBSCRIBE sent: the broker may make the consumer, which
+			// would hold an exclusive subscription; closing the id makes it close it.
+			_ = pc.closeOnBroker(context.Background(), c, false)
+		}
 		return fmt.Errorf("subscribe %s on %s: %w", o.Subscription, pc.topic, err)
 	}
 	pc.mu.Lock()

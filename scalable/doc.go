@@ -87,45 +87,46 @@
 // end every acknowledged message consumed by every subscription, nothing pending and every
 // sealed segment pruned and deleted.
 //
-// # Not built yet (issue #17 items 5–7 and the wiring)
+// # The broker, the protocol and the client (broker/scalable.go, admin/scalable.go, pulsarclient/scalable.go)
 //
-// Broker wiring: a broker starts a Controller for every scalable topic whose layout record
-// exists (a watch on metadata.PrefixScalableTopics), implements Segments over its topics —
-// Create through the topic loader with durable cursors at the earliest, Seal as the managed
-// ledger's terminate, Drained as "terminated and the cursor's read position at the end",
-// Fence and Reset in the segment topic's subscription with the per-segment term high-water
-// mark kept in the cursor's properties — and a Listener that pushes layouts to DAG
-// watchers and assignments to registered stream consumers. segment:// names must resolve
-// through the ownership/lookup of cluster mode (bundles) like persistent:// ones; producers
-// on a sealed segment get TopicTerminated. A consumer session survives a reconnect: Disconnected
-// starts its grace period (Config.GraceMs), during which it keeps its assignment, and a
-// Register within it restores the session unchanged. Sessions are not persisted for a new
-// leader (it learns them as consumers re-register, which may reshuffle assignments once);
-// upstream persists them under .../subscriptions/<sub>/consumers/<name> and restarts every
-// grace timer on failover.
+// Every broker runs a Controller for every scalable topic whose layout record exists (a
+// watch on metadata.PrefixScalableTopics); one leads. Its Segments are the broker's: Create
+// through the topic loader (segment:// topics are persistent topics owned through bundles;
+// only their controller creates them, a producer or consumer never auto-creates one) with
+// durable cursors at the earliest, Seal as the managed ledger's terminate, Drained as
+// "terminated and the subscription's backlog 0", Reset as a reset-cursor; on a segment that
+// another broker serves, the leader calls that broker's admin API
+// (/admin/v2/scalable/.../segments/<descriptor>/...). Its Listener keeps the assignments for
+// the consumers' polls and counts splits, merges, prunes and assignment changes. With an
+// auto-scale policy the leader samples its active segments' rates (SampleInterval) into
+// Controller.Sample. Calls that need the leader (split, merge, subscribe, stream consumers)
+// answer 307 to it from any other broker.
 //
-// Protocol (item 5), as far as the reference index shows upstream: BaseCommand types
-// SCALABLE_TOPIC_LOOKUP / _UPDATE / _CLOSE (internals.md: 70, 71, 72), with
-// CommandScalableTopicLookup{session_id, topic, create_if_missing} and
-// CommandScalableTopicClose{session_id}; SCALABLE_TOPIC_SUBSCRIBE / _SUBSCRIBE_RESPONSE
-// {request_id, error, message, assignment} / _ASSIGNMENT_UPDATE {consumer_id, assignment},
-// ScalableConsumerAssignment{layout_epoch, segments: {segment_id, hash_start, hash_end,
-// segment_topic}}, ScalableConsumerType STREAM | CHECKPOINT | QUEUE; WATCH_SCALABLE_TOPICS /
-// _UPDATE / _CLOSE for the namespace watch; FeatureFlags.supports_scalable_topics in
-// CONNECT gates them all. The field numbers of these messages and of the other types were
-// not found and must be taken from upstream's PulsarApi.proto before the wire is built.
-// Upstream orders assignments by layout_epoch; this package orders them by Version (term and
-// sequence), which also orders two assignments of one epoch (a seek, a drain): the wire
-// form must carry it (or an epoch made to move with it).
+// Protocol (item 5): upstream's scalable-topic commands (BaseCommand types 70–72 and the
+// stream-consumer and namespace-watch ones, gated by FeatureFlags.supports_scalable_topics)
+// are not in any released PulsarApi.proto, and their field numbers were not found; Magnetar
+// defines no binary extension either. The client learns the layout and its assignments over
+// the admin API instead: GET .../scalable/<t>/<ns>/<name> (the record, from any broker) and a
+// stream consumer's register (PUT .../subscription/<sub>/consumers/<name>?session=N) and
+// long poll (GET .../assignment?after=V&wait=MS) on the leader. So no broker ever sends a
+// scalable-topic command, and a client that does not support them (pulsar-client-go v0.19)
+// cannot receive one. A consumer that stops polling is reported Disconnected (its grace
+// period starts); a new leader learns the consumers as they register again.
 //
-// Client (item 6): a producer routes murmur3-32(key) >> 16 (upstream's
-// ScalableTopicHashing.segmentHash) with layout.FindActive, round-robin for unkeyed
-// messages, and re-routes after TopicTerminated once the DAG watch brings a newer layout;
-// a stream consumer registers and attaches Exclusive to each assigned segment://, sending
-// its assignment Version; a queue consumer attaches Shared to QueueSegments. Admin (item 7):
-// create (CreateTopic), delete, layout (Layout.Marshal and a tree), split, merge, stats,
-// subscriptions over the Controller; metrics for splits, merges, prunes and assignment
-// changes are to be counted where Results and Assignments leave the core.
+// Client (item 6, package pulsarclient): ScalableProducer routes murmur3-32(key) >> 16
+// (layout.KeyHash, upstream's ScalableTopicHashing.segmentHash) with layout.FindActive,
+// round-robin for unkeyed messages, one send at a time per call: after TopicTerminated it
+// fetches the layout until the segment shows sealed and sends again, so a key's messages
+// sent one after the other keep their order across splits. A stream consumer attaches
+// Exclusive to each assigned segment (detaching the others first); a queue consumer attaches
+// Shared to every segment of the layout. Admin (item 7): create, delete, list, layout, split,
+// merge, stats, subscriptions (docs/TOOLS.md; `magnetar admin scalable-topics`).
+//
+// Not built: a seek or reset through the controller (Fence needs the per-segment term and
+// assignment-version marks in the segment's subscription: the broker's Fence refuses, so a
+// Seek never completes — it is not exposed), the Check term high-water mark (a deposed
+// leader's drain check is not refused), persisted consumer sessions, and the
+// entry-bucket scheme (PIP-486).
 //
 // Replay a failing seed with `go test ./scalable -run 'TestSim$' -seed S -v`; a long run:
 // `go test ./scalable -run 'TestSim$' -seeds 1000000 -timeout 0`. Session 10 ran seeds

@@ -123,6 +123,9 @@ func (c *Controller) Close() error {
 	return nil
 }
 
+// Topic returns the controller's topic.
+func (c *Controller) Topic() layout.Topic { return c.cfg.Core.Topic }
+
 // Leading reports whether this broker leads the topic now, with the record loaded.
 func (c *Controller) Leading() bool { return c.leading.Load() }
 
@@ -161,6 +164,18 @@ func (c *Controller) Disconnected(ctx context.Context, sub, name string, conn ui
 // Unregister removes stream consumer name of sub.
 func (c *Controller) Unregister(ctx context.Context, sub, name string) error {
 	return c.do(ctx, func(core *Core) (uint64, error) { return 0, core.Unregister(sub, name) })
+}
+
+// Sample feeds active segment seg's load to the auto-scale policy (ErrNotLeading on a
+// broker that does not lead).
+func (c *Controller) Sample(ctx context.Context, seg SegmentID, s LoadSample) error {
+	return c.do(ctx, func(core *Core) (uint64, error) {
+		if core.State() != StateReady {
+			return 0, ErrNotLeading
+		}
+		core.Sample(seg, s)
+		return 0, nil
+	})
 }
 
 // Layout returns the leader's view of the layout.

@@ -8,6 +8,11 @@
 //	persistent://tenant/ns/my-topic
 //	persistent://tenant/ns/my-topic-partition-3   (partition 3 of my-topic)
 //	non-persistent://tenant/ns/my-topic            (a non-persistent topic, package broker/nonpersistent)
+//	segment://tenant/ns/my-topic/0000-7fff-1       (segment 1 of scalable topic topic://tenant/ns/my-topic)
+//
+// A segment is a persistent topic (its own managed ledger); its Local is
+// "<scalable topic>/<descriptor>", the one local name with a '/'. Scalable topics themselves
+// (topic://) are not topics a client produces to: package scalable/layout parses them.
 //
 // Rejected: empty parts, v1 names with a cluster (persistent://t/cluster/ns/topic), a
 // '/' in the local name, tenants and namespaces outside [-=:.\w], and other domains.
@@ -30,6 +35,8 @@ const (
 	Persistent = "persistent"
 	// NonPersistent is the domain of topics whose messages are never stored.
 	NonPersistent = "non-persistent"
+	// Segment is the domain of a scalable topic's segments (persistent, package scalable).
+	Segment = "segment"
 
 	partitionSuffix = "-partition-"
 )
@@ -64,6 +71,8 @@ func Parse(s string) (Name, error) {
 	}
 	switch domain {
 	case Persistent, NonPersistent:
+	case Segment:
+		return parseSegment(s, rest)
 	default:
 		return Name{}, fmt.Errorf("%w: %q: unknown domain %q", ErrInvalid, s, domain)
 	}
@@ -89,6 +98,20 @@ func Parse(s string) (Name, error) {
 	}
 	return n, nil
 }
+
+// parseSegment parses the tenant/ns/topic/<hexStart>-<hexEnd>-<id> rest of a segment:// name.
+func parseSegment(s, rest string) (Name, error) {
+	parts := strings.Split(rest, "/")
+	if len(parts) != 4 || parts[2] == "" || !segmentDescriptor.MatchString(parts[3]) {
+		return Name{}, fmt.Errorf("%w: %q: want segment://tenant/namespace/topic/<hexStart>-<hexEnd>-<id>", ErrInvalid, s)
+	}
+	if err := CheckNamespace(parts[0], parts[1]); err != nil {
+		return Name{}, fmt.Errorf("%w (in %q)", err, s)
+	}
+	return Name{Domain: Segment, Tenant: parts[0], Namespace: parts[1], Local: parts[2] + "/" + parts[3], Partition: -1}, nil
+}
+
+var segmentDescriptor = regexp.MustCompile(`^[0-9a-f]{4}-[0-9a-f]{4}-[0-9]+$`)
 
 // MustParse is Parse for names known to be valid (tests, constants); it panics otherwise.
 func MustParse(s string) Name {
@@ -138,8 +161,12 @@ func (n Name) String() string {
 // NamespaceName returns "tenant/ns".
 func (n Name) NamespaceName() string { return n.Tenant + "/" + n.Namespace }
 
-// IsPersistent reports whether n is in the persistent domain.
-func (n Name) IsPersistent() bool { return n.Domain == Persistent }
+// IsPersistent reports whether n is stored in a managed ledger: the persistent domain or a
+// scalable topic's segment.
+func (n Name) IsPersistent() bool { return n.Domain == Persistent || n.Domain == Segment }
+
+// IsSegment reports whether n is a scalable topic's segment.
+func (n Name) IsSegment() bool { return n.Domain == Segment }
 
 // IsPartition reports whether n is one partition of a partitioned topic.
 func (n Name) IsPartition() bool { return n.Partition >= 0 }

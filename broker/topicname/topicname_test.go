@@ -58,3 +58,21 @@ func TestPartitionName(t *testing.T) {
 		t.Fatal("ParseNamespace accepted a/b/c")
 	}
 }
+
+func TestSegmentNames(t *testing.T) {
+	n, err := Parse("segment://a/b/t/0000-7fff-1")
+	if err != nil || !n.IsSegment() || !n.IsPersistent() || n.Local != "t/0000-7fff-1" || n.Partition != -1 ||
+		n.String() != "segment://a/b/t/0000-7fff-1" {
+		t.Fatalf("parse: %+v %v", n, err)
+	}
+	back, err := FromManagedLedgerName(n.ManagedLedgerName())
+	if err != nil || back != n {
+		t.Fatalf("managed ledger name %q round trip: %v %v", n.ManagedLedgerName(), back, err)
+	}
+	for _, in := range []string{"segment://a/b/t", "segment://a/b/t/x", "segment://a/b/t/0000-7fff", "segment://a/b//0000-7fff-1",
+		"segment://a/b/t/0000-7fff-1/x", "segment://a/b/t/0000-7FFF-1"} {
+		if _, err := Parse(in); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Parse(%q): err = %v, want ErrInvalid", in, err)
+		}
+	}
+}

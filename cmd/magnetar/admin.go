@@ -199,7 +199,8 @@ func newAdminCmd() *cobra.Command {
 	a.sec.add(c.PersistentFlags())
 	c.PersistentFlags().StringVarP(&a.out.format, "output", "o", "text", "output format: text or json")
 	c.AddCommand(newAdminTenantsCmd(a), newAdminNamespacesCmd(a), newAdminTopicsCmd(a), newAdminSubscriptionsCmd(a),
-		newAdminTransactionsCmd(a), newAdminSchemasCmd(a), newAdminBrokersCmd(a), newAdminClustersCmd(a)) // admin_cluster.go
+		newAdminTransactionsCmd(a), newAdminSchemasCmd(a), newAdminBrokersCmd(a), newAdminClustersCmd(a), // admin_cluster.go
+		newAdminScalableCmd(a)) // admin_scalable.go
 	return c
 }
 

@@ -85,7 +85,7 @@ func newProduceCmd() *cobra.Command {
 			defer cl.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return produce(ctx, cl, args[0], msgs, key, properties, n, out.json(), cmd.OutOrStdout())
+			return produce(ctx, cl, &sf, args[0], msgs, key, properties, n, out.json(), cmd.OutOrStdout())
 		},
 	}
 	addServiceFlags(c, &sf)
@@ -98,9 +98,9 @@ func newProduceCmd() *cobra.Command {
 }
 
 // produce sends each message n times (asynchronously, then waits for every receipt).
-func produce(ctx context.Context, cl *pulsarclient.Client, topic string, msgs []string, key string,
+func produce(ctx context.Context, cl *pulsarclient.Client, sf *serviceFlags, topic string, msgs []string, key string,
 	props map[string]string, n int, asJSON bool, w io.Writer) error {
-	p, err := cl.CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: topic})
+	p, err := createProducer(ctx, cl, sf, pulsarclient.ProducerOptions{Topic: topic})
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func newConsumeCmd() *cobra.Command {
 			defer cl.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return consume(ctx, cl, pulsarclient.ConsumerOptions{Topic: args[0], Subscription: sub, Type: st,
+			return consume(ctx, cl, &sf, pulsarclient.ConsumerOptions{Topic: args[0], Subscription: sub, Type: st,
 				InitialPosition: pos}, n, timeout, out.json(), cmd.OutOrStdout())
 		},
 	}
@@ -200,9 +200,9 @@ type consumedMessage struct {
 }
 
 // consume receives n messages (0: until ctx ends), printing and acknowledging each.
-func consume(ctx context.Context, cl *pulsarclient.Client, opts pulsarclient.ConsumerOptions, n int,
+func consume(ctx context.Context, cl *pulsarclient.Client, sf *serviceFlags, opts pulsarclient.ConsumerOptions, n int,
 	timeout time.Duration, asJSON bool, w io.Writer) error {
-	cons, err := cl.Subscribe(ctx, opts)
+	cons, err := subscribe(ctx, cl, sf, opts, "")
 	if err != nil {
 		return err
 	}

@@ -190,14 +190,16 @@ func (t authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // serviceFlags are the Pulsar tools' connection flags: --url and clientSecurity.
 type serviceFlags struct {
-	url string
-	sec clientSecurity
+	url      string
+	adminURL string // for scalable topics (client_scalable.go)
+	sec      clientSecurity
 }
 
 // addServiceFlags adds --url, the Pulsar service URL every client tool takes, and the
 // credential and TLS flags.
 func addServiceFlags(c *cobra.Command, sf *serviceFlags) {
 	c.Flags().StringVar(&sf.url, "url", "pulsar://127.0.0.1:6650", "Pulsar service URL (pulsar:// or pulsar+ssl://)")
+	c.Flags().StringVar(&sf.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST URL of a broker, for scalable topics (topic://...)")
 	sf.sec.add(c.Flags())
 }
 

@@ -208,6 +208,7 @@ func (w *window) seconds(now time.Time) float64 {
 
 // perfRun is the shared state of one perf run.
 type perfRun struct {
+	sf       *serviceFlags // --admin-url for scalable topics
 	size     int
 	pubWin   window // publish acknowledgements
 	subWin   window // messages received
@@ -251,7 +252,7 @@ func (r *perfRun) report(ctx context.Context, w io.Writer, count *atomic.Int64, 
 // produceLoop publishes from one producer until ctx ends, the window closes, or the total
 // reaches limit (0: none). rate is this producer's msg/s (0: as fast as possible); stamp puts
 // the scheduled send time in the payload's first 8 bytes (for end-to-end latency).
-func (r *perfRun) produceLoop(ctx context.Context, p *pulsarclient.Producer, f *perfProducerFlags, rate float64, limit int64, stamp bool) {
+func (r *perfRun) produceLoop(ctx context.Context, p clientProducer, f *perfProducerFlags, rate float64, limit int64, stamp bool) {
 	payload := make([]byte, f.size)
 	for i := range payload {
 		payload[i] = byte(i)
@@ -331,13 +332,13 @@ func (r *perfRun) produceLoop(ctx context.Context, p *pulsarclient.Producer, f *
 // startProducers creates n producers and runs their loops; wait returns when they are done
 // and flushed.
 func (r *perfRun) startProducers(ctx context.Context, cl []*pulsarclient.Client, topic string, f *perfProducerFlags, stamp bool) (wait func() error, err error) {
-	var prods []*pulsarclient.Producer
+	var prods []clientProducer
 	for i := range f.producers {
 		pending := f.maxPending
 		if f.sync {
 			pending = 1
 		}
-		p, err := cl[i%len(cl)].CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: topic,
+		p, err := createProducer(ctx, cl[i%len(cl)], r.sf, pulsarclient.ProducerOptions{Topic: topic,
 			DisableBatching: f.noBatching, BatchingMaxMessages: f.batchMax, BatchingMaxDelay: f.batchDelay, BatchingMaxInFlight: f.inFlight,
 			MaxPendingMessages: pending})
 		if err != nil {
@@ -420,6 +421,7 @@ func newPerfProduceCmd() *cobra.Command {
 			ctx, cancel, start, end := runContext(cmd.Context(), &f)
 			defer cancel()
 			r := newPerfRun(pf.size, start, end)
+			r.sf = &f.serviceFlags
 			wait, err := r.startProducers(ctx, cls, args[0], &pf, false)
 			if err != nil {
 				return err
@@ -522,7 +524,7 @@ func (f *perfConsumerFlags) options(topic string) (pulsarclient.ConsumerOptions,
 }
 
 // consumeLoop receives and acknowledges until ctx ends or the total reaches limit.
-func (r *perfRun) consumeLoop(ctx context.Context, cons *pulsarclient.Consumer, f *perfConsumerFlags, limit int64, stamped bool, done func()) {
+func (r *perfRun) consumeLoop(ctx context.Context, cons clientConsumer, f *perfConsumerFlags, limit int64, stamped bool, done func()) {
 	for ctx.Err() == nil {
 		m, err := cons.Receive(ctx)
 		if err != nil {
@@ -561,9 +563,9 @@ func (r *perfRun) consumeLoop(ctx context.Context, cons *pulsarclient.Consumer, 
 }
 
 func (r *perfRun) startConsumers(ctx context.Context, cls []*pulsarclient.Client, opts pulsarclient.ConsumerOptions, f *perfConsumerFlags, limit int64, stamped bool, done func()) (func(), error) {
-	var conss []*pulsarclient.Consumer
+	var conss []clientConsumer
 	for i := range f.consumers {
-		cons, err := cls[i%len(cls)].Subscribe(ctx, opts)
+		cons, err := subscribe(ctx, cls[i%len(cls)], r.sf, opts, fmt.Sprintf("perf-%d-%d", os.Getpid(), i))
 		if err != nil {
 			return nil, err
 		}
@@ -614,6 +616,7 @@ func newPerfConsumeCmd() *cobra.Command {
 			ctx, cancel, start, end := runContext(cmd.Context(), &f)
 			defer cancel()
 			r := newPerfRun(0, start, end)
+			r.sf = &f.serviceFlags
 			cctx, stopAll := context.WithCancel(ctx)
 			defer stopAll()
 			wait, err := r.startConsumers(cctx, cls, opts, &cf, messages, false, stopAll)
@@ -665,6 +668,7 @@ func newPerfE2ECmd() *cobra.Command {
 			ctx, cancel, start, end := runContext(cmd.Context(), &f)
 			defer cancel()
 			r := newPerfRun(pf.size, start, end)
+			r.sf = &f.serviceFlags
 			cctx, stopConsumers := context.WithCancel(context.Background())
 			defer stopConsumers()
 			// Consumers first, so that nothing published is missed.

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/scalable/layout"
+)
+
+// scalablePath validates topic://tenant/ns/name and returns its /admin/v2/scalable path.
+func scalablePath(s string) (string, error) {
+	t, err := layout.ParseTopic(s)
+	if err != nil {
+		return "", usageError{err}
+	}
+	return broker.ScalableAdminPath(t), nil
+}
+
+func segmentArg(s string) (string, error) {
+	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+		return "", usageError{fmt.Errorf("segment id %q: want a number", s)}
+	}
+	return s, nil
+}
+
+func newAdminScalableCmd(a *adminClient) *cobra.Command {
+	c := group("scalable-topics", "Create, show, split, merge and delete scalable topics (topic://tenant/ns/name)")
+	var segments int
+	create := leaf("create TOPIC", "Create a scalable topic with --segments initial segments", 1, func(cmd *cobra.Command, args []string) error {
+		p, err := scalablePath(args[0])
+		if err != nil {
+			return err
+		}
+		if err := a.do(cmd.Context(), "PUT", p+"?segments="+strconv.Itoa(segments), nil, nil); err != nil {
+			return err
+		}
+		return a.done(cmd, "created scalable topic "+args[0])
+	})
+	create.Flags().IntVar(&segments, "segments", 1, "initial segments (splitting the hash space evenly)")
+	var at string
+	split := leaf("split TOPIC SEGMENT", "Split an active segment at its midpoint (or --at HASH, hex)", 2, func(cmd *cobra.Command, args []string) error {
+		p, err := scalablePath(args[0])
+		if err != nil {
+			return err
+		}
+		seg, err := segmentArg(args[1])
+		if err != nil {
+			return err
+		}
+		q := ""
+		if at != "" {
+			if _, err := strconv.ParseUint(at, 16, 16); err != nil {
+				return usageError{fmt.Errorf("--at %q: want a hash 0001-ffff in hex", at)}
+			}
+			q = "?at=" + url.QueryEscape(at)
+		}
+		if err := a.do(cmd.Context(), "POST", p+"/split/"+seg+q, nil, nil); err != nil {
+			return err
+		}
+		return a.done(cmd, "split segment "+seg+" of "+args[0])
+	})
+	split.Flags().StringVar(&at, "at", "", "split point: the first hash of the upper child (hex; default the midpoint)")
+	c.AddCommand(create,
+		leaf("delete TOPIC", "Delete a scalable topic and all its segments", 1, func(cmd *cobra.Command, args []string) error {
+			p, err := scalablePath(args[0])
+			if err != nil {
+				return err
+			}
+			if err := a.do(cmd.Context(), "DELETE", p, nil, nil); err != nil {
+				return err
+			}
+			return a.done(cmd, "deleted scalable topic "+args[0])
+		}),
+		leaf("list TENANT/NAMESPACE", "List a namespace's scalable topics", 1, func(cmd *cobra.Command, args []string) error {
+			p, err := namespacePath(args[0])
+			if err != nil {
+				return err
+			}
+			var ts []string
+			if err := a.do(cmd.Context(), "GET", "/admin/v2/scalable/"+p, nil, &ts); err != nil {
+				return err
+			}
+			return a.showList(cmd, ts)
+		}),
+		leaf("layout TOPIC", "Show a topic's segment DAG (a tree; -o json: the layout record)", 1, func(cmd *cobra.Command, args []string) error {
+			p, err := scalablePath(args[0])
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := a.do(cmd.Context(), "GET", p, nil, &raw); err != nil {
+				return err
+			}
+			l, err := layout.Unmarshal(raw)
+			if err != nil {
+				return err
+			}
+			if a.out.json() {
+				return a.show(cmd, l)
+			}
+			fmt.Fprint(cmd.OutOrStdout(), l.Tree())
+			return nil
+		}),
+		split,
+		leaf("merge TOPIC SEGMENT SEGMENT", "Merge two adjacent active segments", 3, func(cmd *cobra.Command, args []string) error {
+			p, err := scalablePath(args[0])
+			if err != nil {
+				return err
+			}
+			s1, err := segmentArg(args[1])
+			if err != nil {
+				return err
+			}
+			s2, err := segmentArg(args[2])
+			if err != nil {
+				return err
+			}
+			if err := a.do(cmd.Context(), "POST", p+"/merge/"+s1+"/"+s2, nil, nil); err != nil {
+				return err
+			}
+			return a.done(cmd, "merged segments "+s1+" and "+s2+" of "+args[0])
+		}),
+		leaf("stats TOPIC", "Show per-segment and aggregate statistics", 1, func(cmd *cobra.Command, args []string) error {
+			p, err := scalablePath(args[0])
+			if err != nil {
+				return err
+			}
+			var st broker.ScalableStats
+			if err := a.do(cmd.Context(), "GET", p+"/stats", nil, &st); err != nil {
+				return err
+			}
+			if a.out.json() {
+				return a.show(cmd, st)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s epoch %d: %d active, %d sealed segments; in %d msgs (%.1f/s), out %d msgs (%.1f/s)\n",
+				st.Topic, st.Epoch, st.Active, st.Sealed, st.MsgIn, st.RateIn, st.MsgOut, st.RateOut)
+			for _, sub := range sortedKeys(st.Backlog) {
+				fmt.Fprintf(w, "  subscription %s: backlog %d\n", sub, st.Backlog[sub])
+			}
+			for _, seg := range sortedKeys(st.Segments) {
+				s := st.Segments[seg]
+				fmt.Fprintf(w, "  %s: in %d, out %d, terminated %v\n", seg, s.MsgInCounter, s.MsgOutCounter, s.Terminated)
+			}
+			return nil
+		}),
+		leaf("subscriptions TOPIC", "List a topic's subscriptions", 1, func(cmd *cobra.Command, args []string) error {
+			p, err := scalablePath(args[0])
+			if err != nil {
+				return err
+			}
+			var subs []string
+			if err := a.do(cmd.Context(), "GET", p+"/subscriptions", nil, &subs); err != nil {
+				return err
+			}
+			return a.showList(cmd, subs)
+		}),
+		leaf("create-subscription TOPIC SUBSCRIPTION", "Add a subscription (a cursor at the earliest of every segment)", 2, func(cmd *cobra.Command, args []string) error {
+			p, err := scalablePath(args[0])
+			if err != nil {
+				return err
+			}
+			if err := a.do(cmd.Context(), "PUT", p+"/subscription/"+url.PathEscape(args[1]), nil, nil); err != nil {
+				return err
+			}
+			return a.done(cmd, "created subscription "+args[1]+" on "+args[0])
+		}),
+	)
+	return c
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

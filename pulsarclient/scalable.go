@@ -1,0 +1,598 @@
+package pulsarclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/magnetar-io/magnetar/internal/backoff"
+	"github.com/magnetar-io/magnetar/scalable/layout"
+)
+
+// Scalable topics (topic://tenant/ns/name, issue #17): a scalable topic is a DAG of
+// segments, each an ordinary topic (segment://tenant/ns/name/<hexStart>-<hexEnd>-<id>). The
+// client learns the layout and a stream consumer's assignments from the brokers' admin API
+// (/admin/v2/scalable/..., any broker; calls for the controller are redirected to its
+// leader) and produces and consumes on the segments over the binary protocol.
+
+// ErrNotScalable is returned for a topic name that is not topic://tenant/ns/name.
+var ErrNotScalable = errors.New("pulsarclient: not a scalable topic name (topic://tenant/namespace/name)")
+
+// IsScalableTopic reports whether name is a scalable topic's (topic://...).
+func IsScalableTopic(name string) bool { return strings.HasPrefix(name, "topic://") }
+
+// ScalableOptions says where the admin API is.
+type ScalableOptions struct {
+	// AdminURL is any broker's admin base URL (http://host:port).
+	AdminURL string
+	// HTTP is the client for it (nil: one with a 60 s timeout). Authentication, if any, is
+	// its transport's.
+	HTTP *http.Client
+}
+
+// scalableAdmin is the admin API of one scalable topic.
+type scalableAdmin struct {
+	base string // .../admin/v2/scalable/<tenant>/<ns>/<name>
+	http *http.Client
+}
+
+func newScalableAdmin(topic string, o ScalableOptions) (*scalableAdmin, layout.Topic, error) {
+	t, err := layout.ParseTopic(topic)
+	if err != nil {
+		return nil, t, fmt.Errorf("%w: %v", ErrNotScalable, err)
+	}
+	if o.AdminURL == "" {
+		return nil, t, errors.New("pulsarclient: ScalableOptions.AdminURL is required for scalable topics")
+	}
+	hc := o.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 60 * time.Second}
+	}
+	base := strings.TrimSuffix(o.AdminURL, "/") + "/admin/v2/scalable/" + url.PathEscape(t.Tenant) + "/" +
+		url.PathEscape(t.Namespace) + "/" + url.PathEscape(t.Name)
+	return &scalableAdmin{base: base, http: hc}, t, nil
+}
+
+// AdminError is a refused admin call.
+type AdminError struct {
+	Status int
+	Reason string
+}
+
+func (e *AdminError) Error() string {
+	return fmt.Sprintf("pulsarclient: admin: %d %s", e.Status, e.Reason)
+}
+
+func (a *scalableAdmin) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(nil))
+	if err != nil {
+		return err
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Reason string }
+		_ = json.Unmarshal(b, &e)
+		if e.Reason == "" {
+			e.Reason = strings.TrimSpace(string(b))
+		}
+		return &AdminError{Status: resp.StatusCode, Reason: e.Reason}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func (a *scalableAdmin) layout(ctx context.Context) (layout.Layout, error) {
+	var l layout.Layout
+	err := a.do(ctx, http.MethodGet, "", &l)
+	return l, err
+}
+
+// ScalableLayout returns the layout of scalable topic topic.
+func ScalableLayout(ctx context.Context, topic string, o ScalableOptions) (layout.Layout, error) {
+	a, _, err := newScalableAdmin(topic, o)
+	if err != nil {
+		return layout.Layout{}, err
+	}
+	return a.layout(ctx)
+}
+
+// ScalableProducerOptions configures a ScalableProducer.
+type ScalableProducerOptions struct {
+	ScalableOptions
+	// Topic is topic://tenant/ns/name.
+	Topic string
+	// Producer configures each segment's producer (its Topic is ignored).
+	Producer ProducerOptions
+}
+
+// ScalableProducer produces to a scalable topic: a keyed message goes to the active segment
+// whose range holds the key's hash (layout.KeyHash, murmur3 as upstream), an unkeyed one to
+// the active segments in turn. When a segment is sealed (TopicTerminated, after a split or
+// merge), the producer fetches the layout until it shows the seal and sends to the new
+// segment: a key's messages sent one after the other keep their order across splits. Safe
+// for concurrent use; the order of messages sent concurrently is the caller's.
+type ScalableProducer struct {
+	cl    *Client
+	adm   *scalableAdmin
+	topic layout.Topic
+	opts  ProducerOptions
+	rr    atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		l      layout.Layout
+		prods  map[layout.SegmentID]*Producer
+		closed bool
+	}
+}
+
+// CreateScalableProducer creates a producer of a scalable topic.
+func (cl *Client) CreateScalableProducer(ctx context.Context, o ScalableProducerOptions) (*ScalableProducer, error) {
+	adm, t, err := newScalableAdmin(o.Topic, o.ScalableOptions)
+	if err != nil {
+		return nil, err
+	}
+	l, err := adm.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &ScalableProducer{cl: cl, adm: adm, topic: t, opts: o.Producer}
+	p.mu.l, p.mu.prods = l, map[layout.SegmentID]*Producer{}
+	return p, nil
+}
+
+// Layout returns the layout the producer routes by.
+func (p *ScalableProducer) Layout() layout.Layout {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.l
+}
+
+// Send sends msg and waits for its receipt; it returns the segment's name with the id.
+func (p *ScalableProducer) Send(ctx context.Context, msg *ProducerMessage) (string, MessageID, error) {
+	n := p.rr.Add(1)
+	for {
+		seg, prod, err := p.route(ctx, msg, n)
+		if err != nil {
+			return "", MessageID{}, err
+		}
+		id, err := prod.Send(ctx, msg)
+		if err == nil {
+			return p.topic.SegmentName(seg), id, nil
+		}
+		if !IsServerError(err, 0) && !errors.Is(err, ErrClosed) && !isTerminated(err) {
+			return "", MessageID{}, err
+		}
+		if !isTerminated(err) && !errors.Is(err, ErrClosed) {
+			return "", MessageID{}, err
+		}
+		if err := p.sealed(ctx, seg); err != nil {
+			return "", MessageID{}, err
+		}
+	}
+}
+
+func isTerminated(err error) bool {
+	var se *ServerError
+	return errors.As(err, &se) && se.Code.String() == "TopicTerminatedError"
+}
+
+// route returns the segment for msg and its producer (created if needed).
+func (p *ScalableProducer) route(ctx context.Context, msg *ProducerMessage, n uint64) (layout.Segment, *Producer, error) {
+	for {
+		p.mu.Lock()
+		if p.mu.closed {
+			p.mu.Unlock()
+			return layout.Segment{}, nil, ErrClosed
+		}
+		var seg layout.Segment
+		if msg.Key != "" {
+			seg, _ = p.mu.l.FindActive(layout.KeyHash([]byte(msg.Key)))
+		} else if act := p.mu.l.Active(); len(act) > 0 {
+			seg = act[n%uint64(len(act))]
+		}
+		prod := p.mu.prods[seg.ID]
+		p.mu.Unlock()
+		if prod != nil {
+			return seg, prod, nil
+		}
+		o := p.opts
+		o.Topic = p.topic.SegmentName(seg)
+		prod, err := p.cl.CreateProducer(ctx, o)
+		if isTerminated(err) {
+			if err := p.sealed(ctx, seg); err != nil {
+				return seg, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return seg, nil, err
+		}
+		p.mu.Lock()
+		if cur := p.mu.prods[seg.ID]; cur != nil || p.mu.closed {
+			p.mu.Unlock()
+			_ = prod.Close(ctx)
+			continue
+		}
+		p.mu.prods[seg.ID] = prod
+		p.mu.Unlock()
+		return seg, prod, nil
+	}
+}
+
+// sealed fetches the layout until seg is no longer active in it, and closes the producers of
+// segments that are not active any more.
+func (p *ScalableProducer) sealed(ctx context.Context, seg layout.Segment) error {
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		p.mu.Lock()
+		l := p.mu.l
+		p.mu.Unlock()
+		if s, ok := l.Segment(seg.ID); !ok || s.State != layout.StateActive {
+			return nil
+		}
+		next, err := p.adm.layout(ctx)
+		if err == nil && next.Epoch > l.Epoch {
+			p.install(ctx, next)
+			continue
+		}
+		if !backoff.Sleep(ctx, delay) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *ScalableProducer) install(ctx context.Context, next layout.Layout) {
+	p.mu.Lock()
+	if next.Epoch <= p.mu.l.Epoch {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.l = next
+	var old []*Producer
+	for id, prod := range p.mu.prods {
+		if s, ok := next.Segment(id); !ok || s.State != layout.StateActive {
+			old = append(old, prod)
+			delete(p.mu.prods, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, prod := range old {
+		_ = prod.Close(ctx)
+	}
+}
+
+// Close closes the segments' producers.
+func (p *ScalableProducer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.mu.closed = true
+	prods := p.mu.prods
+	p.mu.prods = map[layout.SegmentID]*Producer{}
+	p.mu.Unlock()
+	var errs []error
+	for _, prod := range prods {
+		errs = append(errs, prod.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// ScalableConsumerOptions configures a stream or queue consumer of a scalable topic.
+type ScalableConsumerOptions struct {
+	ScalableOptions
+	// Topic is topic://tenant/ns/name; Subscription is created if missing.
+	Topic, Subscription string
+	// Name identifies a stream consumer in its subscription (required for stream consumers:
+	// a reconnect under the same name keeps its assignment).
+	Name string
+	// ReceiverQueueSize is each segment consumer's (default 1000).
+	ReceiverQueueSize int
+	// PollWait is how long an assignment poll waits at the broker (default 5 s).
+	PollWait time.Duration
+}
+
+// ScalableConsumer consumes a scalable topic: a stream consumer (SubscribeStream) reads the
+// segments the topic's controller assigns it, exclusively, and a segment only once every
+// ancestor is drained for the subscription, so a key's messages arrive in order across
+// splits and merges provided the application acknowledges each message after processing it;
+// a queue consumer (SubscribeQueue) reads every segment, shared, without order. Receive and
+// Ack are safe for concurrent use.
+//
+// Goroutines: run (registers the stream consumer and polls its assignment, or polls the
+// layout for a queue consumer) and one per attached segment (subscribes with retries, then
+// moves its messages to Receive's queue); Close stops them all and waits.
+type ScalableConsumer struct {
+	cl      *Client
+	adm     *scalableAdmin
+	topic   layout.Topic
+	opts    ScalableConsumerOptions
+	stream  bool
+	session uint64
+	msgs    chan *Message
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	done    chan struct{}
+
+	mu struct {
+		sync.Mutex
+		segs    map[layout.SegmentID]*segConsumer
+		byTopic map[string]*Consumer
+		version uint64
+	}
+}
+
+type segConsumer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// SubscribeStream creates an ordered (stream) consumer of a scalable topic.
+func (cl *Client) SubscribeStream(ctx context.Context, o ScalableConsumerOptions) (*ScalableConsumer, error) {
+	if o.Name == "" {
+		return nil, errors.New("pulsarclient: a stream consumer needs a Name")
+	}
+	return cl.subscribeScalable(ctx, o, true)
+}
+
+// SubscribeQueue creates an unordered (queue) consumer of a scalable topic.
+func (cl *Client) SubscribeQueue(ctx context.Context, o ScalableConsumerOptions) (*ScalableConsumer, error) {
+	return cl.subscribeScalable(ctx, o, false)
+}
+
+func (cl *Client) subscribeScalable(ctx context.Context, o ScalableConsumerOptions, stream bool) (*ScalableConsumer, error) {
+	if o.Subscription == "" {
+		return nil, errors.New("pulsarclient: a subscription name is required")
+	}
+	if o.PollWait <= 0 {
+		o.PollWait = 5 * time.Second
+	}
+	adm, t, err := newScalableAdmin(o.Topic, o.ScalableOptions)
+	if err != nil {
+		return nil, err
+	}
+	err = adm.do(ctx, http.MethodPut, "/subscription/"+url.PathEscape(o.Subscription), nil)
+	var ae *AdminError
+	if err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusConflict) {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	c := &ScalableConsumer{cl: cl, adm: adm, topic: t, opts: o, stream: stream, session: rand.Uint64() >> 1,
+		msgs: make(chan *Message), cancel: cancel, done: make(chan struct{})}
+	c.mu.segs, c.mu.byTopic = map[layout.SegmentID]*segConsumer{}, map[string]*Consumer{}
+	if stream {
+		if err := c.register(ctx); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	go c.run(rctx)
+	return c, nil
+}
+
+func (c *ScalableConsumer) consumerPath() string {
+	return "/subscription/" + url.PathEscape(c.opts.Subscription) + "/consumers/" + url.PathEscape(c.opts.Name)
+}
+
+func (c *ScalableConsumer) register(ctx context.Context) error {
+	return c.adm.do(ctx, http.MethodPut, c.consumerPath()+"?session="+strconv.FormatUint(c.session, 10), nil)
+}
+
+// run follows the assignment (stream) or the layout (queue) until Close.
+func (c *ScalableConsumer) run(ctx context.Context) {
+	defer close(c.done)
+	registered := c.stream
+	delay := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		var segs []layout.SegmentID
+		var err error
+		if c.stream {
+			if !registered {
+				if err = c.register(ctx); err == nil {
+					registered = true
+				}
+			}
+			if err == nil {
+				segs, err = c.poll(ctx)
+			}
+			if err != nil {
+				registered = false // the leader may have changed: register again
+			}
+		} else {
+			var l layout.Layout
+			if l, err = c.adm.layout(ctx); err == nil {
+				for _, s := range l.Segments {
+					segs = append(segs, s.ID)
+				}
+			}
+		}
+		if err != nil {
+			if !backoff.Sleep(ctx, delay) {
+				return
+			}
+			delay = min(2*delay, time.Second)
+			continue
+		}
+		delay = 10 * time.Millisecond
+		if segs != nil {
+			c.attach(ctx, segs)
+		}
+		if !c.stream && !backoff.Sleep(ctx, c.opts.PollWait/5) {
+			return
+		}
+	}
+}
+
+// poll returns the assigned segments once they change (nil: no change).
+func (c *ScalableConsumer) poll(ctx context.Context) ([]layout.SegmentID, error) {
+	c.mu.Lock()
+	after := c.mu.version
+	c.mu.Unlock()
+	var a struct {
+		Version  uint64
+		Segments []layout.SegmentID
+	}
+	q := "?after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatInt(c.opts.PollWait.Milliseconds(), 10)
+	if err := c.adm.do(ctx, http.MethodGet, c.consumerPath()+"/assignment"+q, &a); err != nil {
+		return nil, err
+	}
+	if a.Version <= after {
+		return nil, nil
+	}
+	c.mu.Lock()
+	c.mu.version = a.Version
+	c.mu.Unlock()
+	if a.Segments == nil {
+		a.Segments = []layout.SegmentID{}
+	}
+	return a.Segments, nil
+}
+
+// attach makes the attached segments exactly segs: it detaches the others first.
+func (c *ScalableConsumer) attach(ctx context.Context, segs []layout.SegmentID) {
+	want := map[layout.SegmentID]bool{}
+	for _, id := range segs {
+		want[id] = true
+	}
+	c.mu.Lock()
+	var gone []*segConsumer
+	for id, sc := range c.mu.segs {
+		if !want[id] {
+			gone = append(gone, sc)
+			delete(c.mu.segs, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, sc := range gone {
+		sc.cancel()
+		<-sc.done
+	}
+	l, err := c.adm.layout(ctx) // the segments' ranges, for their names
+	if err != nil {
+		return
+	}
+	for _, id := range segs {
+		s, ok := l.Segment(id)
+		c.mu.Lock()
+		have := c.mu.segs[id] != nil
+		if ok && !have {
+			sctx, cancel := context.WithCancel(ctx)
+			sc := &segConsumer{cancel: cancel, done: make(chan struct{})}
+			c.mu.segs[id] = sc
+			c.wg.Add(1)
+			go c.segment(sctx, sc, c.topic.SegmentName(s))
+		}
+		c.mu.Unlock()
+	}
+}
+
+// segment subscribes to one segment (retrying: its previous consumer may still hold it) and
+// moves its messages to Receive until ctx ends.
+func (c *ScalableConsumer) segment(ctx context.Context, sc *segConsumer, name string) {
+	defer c.wg.Done()
+	defer close(sc.done)
+	typ := Exclusive
+	if !c.stream {
+		typ = Shared
+	}
+	var cons *Consumer
+	for delay := 10 * time.Millisecond; cons == nil; delay = min(2*delay, time.Second) {
+		var err error
+		cons, err = c.cl.Subscribe(ctx, ConsumerOptions{Topic: name, Subscription: c.opts.Subscription, Type: typ,
+			Name: c.opts.Name, ReceiverQueueSize: c.opts.ReceiverQueueSize, InitialPosition: Earliest})
+		if err != nil && !backoff.Sleep(ctx, delay) {
+			return
+		}
+	}
+	c.mu.Lock()
+	c.mu.byTopic[name] = cons
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.mu.byTopic, name)
+		c.mu.Unlock()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = cons.Close(cctx)
+		cancel()
+	}()
+	for {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			return
+		}
+		select {
+		case c.msgs <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Receive returns the next message (its Topic is its segment's name).
+func (c *ScalableConsumer) Receive(ctx context.Context) (*Message, error) {
+	select {
+	case m := <-c.msgs:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, ErrClosed
+	}
+}
+
+// Ack acknowledges m on its segment; a message of a segment no longer attached is not
+// acknowledged (ErrClosed: it is delivered again to whoever reads the segment now).
+func (c *ScalableConsumer) Ack(m *Message) error {
+	c.mu.Lock()
+	cons := c.mu.byTopic[m.Topic]
+	c.mu.Unlock()
+	if cons == nil {
+		return ErrClosed
+	}
+	return cons.Ack(m)
+}
+
+// Segments returns the segments attached now.
+func (c *ScalableConsumer) Segments() []layout.SegmentID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]layout.SegmentID, 0, len(c.mu.segs))
+	for id := range c.mu.segs {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Close detaches every segment and, for a stream consumer, unregisters it (its segments go
+// to the subscription's other consumers at once).
+func (c *ScalableConsumer) Close(ctx context.Context) error {
+	c.cancel()
+	<-c.done
+	c.mu.Lock()
+	segs := c.mu.segs
+	c.mu.segs = map[layout.SegmentID]*segConsumer{}
+	c.mu.Unlock()
+	for _, sc := range segs {
+		sc.cancel()
+	}
+	c.wg.Wait()
+	if c.stream {
+		return c.adm.do(ctx, http.MethodDelete, c.consumerPath(), nil)
+	}
+	return nil
+}
