@@ -658,7 +658,9 @@ func (s *Service) ExpireMessages(ctx context.Context, topicName, sub string, sec
 // and no subscriptions or none with a backlog, by its mode) for the policy's duration.
 func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r resolved, idle map[string]time.Time) {
 	name := t.Name().String()
-	if !r.inactive.DeleteWhileInactive {
+	// A scalable topic's segments live and die by its controller (garbage collection),
+	// never by inactivity, as upstream excludes them.
+	if !r.inactive.DeleteWhileInactive || t.Name().IsSegment() {
 		delete(idle, name)
 		return
 	}
