@@ -56,7 +56,10 @@ func TestTxnBenchmark(t *testing.T) {
 		return cl
 	}
 	payload := make([]byte, 100)
-	const total = 200_000
+	total := 200_000 // messages per produce phase (MAGNETAR_BENCH_TXN_TOTAL)
+	if n, err := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_TXN_TOTAL")); err == nil && n > 0 {
+		total = n
+	}
 
 	// 1. Plain and transactional async produce: 16 clients (MAGNETAR_BENCH_TXN_CLIENTS) with a producer each on one topic,
 	// each sending its share; in transactions of 100 (a batch each, flushed after its last
