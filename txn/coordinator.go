@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"container/heap"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,6 +88,11 @@ type Core struct {
 	open int
 	// byTag maps a write or get in flight to its transaction (0: the sequence record).
 	byTag map[uint64]uint64
+	// timers is nextTimer's heap; touched the entries changed since its last call;
+	// timersStale asks for a rebuild.
+	timers      timerHeap
+	touched     []uint64
+	timersStale bool
 
 	seqNext, seqEnd uint64
 	seqVer          metadata.Version
@@ -383,6 +389,7 @@ func (c *Core) enqueue(seq uint64, o *op) {
 		return
 	}
 	e.queue = append(e.queue, o)
+	c.touch(seq)
 	c.pump(e)
 }
 
@@ -390,6 +397,7 @@ func (c *Core) enqueue(seq uint64, o *op) {
 // are checked for garbage collection.
 func (c *Core) Tick(now int64) {
 	c.now = now
+	c.timersStale = true
 	if c.state != CoreReady {
 		return
 	}
@@ -461,25 +469,85 @@ func (c *Core) sortedSeqs() []uint64 {
 	return out
 }
 
+// timerOf is when Tick must next look at e (0: nothing to do). Only what Tick would act on:
+// a deadline whose abort is under way, or a check waiting for a write in flight, would fire
+// the timer in a loop.
+func timerOf(e *entry) int64 {
+	switch {
+	case e.unstored && e.tag == 0, (e.ver != 0 || e.stale) && e.hdr.Status == Open && !e.hasTimeout():
+		return e.hdr.TimeoutAtMs
+	case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0 && e.tag == 0:
+		return e.gcAt
+	}
+	return 0
+}
+
+// touch notes that a step changed entry seq: nextTimer takes its time again.
+func (c *Core) touch(seq uint64) { c.touched = append(c.touched, seq) }
+
+// nextTimer is the earliest timerOf over the transactions. A min-heap of (time, sequence)
+// holds each entry's time as of its last change; entries touched since the last call are
+// pushed again, and a top that no longer matches its entry (gone, or its time changed) is
+// dropped. Steps that change many entries (Load, Tick) rebuild it.
 func (c *Core) nextTimer() int64 {
+	if c.timersStale || len(c.timers) > 4*len(c.txns)+64 {
+		c.timers = c.timers[:0]
+		for seq, e := range c.txns {
+			if t := timerOf(e); t != 0 {
+				c.timers = append(c.timers, timerAt{t, seq})
+			}
+		}
+		heap.Init(&c.timers)
+		c.timersStale, c.touched = false, c.touched[:0]
+	}
+	for _, seq := range c.touched {
+		if e := c.txns[seq]; e != nil {
+			if t := timerOf(e); t != 0 {
+				heap.Push(&c.timers, timerAt{t, seq})
+			}
+		}
+	}
+	c.touched = c.touched[:0]
+	for len(c.timers) > 0 {
+		top := c.timers[0]
+		if e := c.txns[top.seq]; e != nil && timerOf(e) == top.at {
+			return top.at
+		}
+		heap.Pop(&c.timers)
+	}
+	return 0
+}
+
+// scanTimer is nextTimer by a scan of every transaction (the simulation checks the heap
+// against it).
+func (c *Core) scanTimer() int64 {
 	var at int64
 	for _, e := range c.txns {
-		var t int64
-		// Only what Tick would act on: a deadline whose abort is under way, or a check
-		// waiting for a write in flight, would fire the timer in a loop.
-		switch {
-		case e.unstored && e.tag == 0, (e.ver != 0 || e.stale) && e.hdr.Status == Open && !e.hasTimeout():
-			t = e.hdr.TimeoutAtMs
-		case e.ver != 0 && e.gcAt != 0 && e.gcTag == 0 && e.tag == 0:
-			t = e.gcAt
-		default:
-			continue
-		}
-		if at == 0 || t < at {
+		if t := timerOf(e); t != 0 && (at == 0 || t < at) {
 			at = t
 		}
 	}
 	return at
+}
+
+// timerAt is one entry's time in the timer heap.
+type timerAt struct {
+	at  int64
+	seq uint64
+}
+
+// timerHeap is a min-heap of timerAt by time (container/heap).
+type timerHeap []timerAt
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerAt)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Sequence numbers.
@@ -490,6 +558,7 @@ func (c *Core) pumpNew() {
 		c.waitingNew = c.waitingNew[1:]
 		seq := c.seqNext
 		c.seqNext++
+		c.touch(seq)
 		c.txns[seq] = &entry{seq: seq, unstored: true,
 			hdr: Header{Status: Open, OpenedMs: c.now, TimeoutAtMs: c.now + o.timeout, Owner: c.cfg.Owner}}
 		c.reply(o, c.id(seq), nil)
@@ -665,6 +734,7 @@ func (c *Core) WriteDone(tag uint64, ver metadata.Version, err error) {
 		return
 	}
 	delete(c.byTag, tag)
+	c.touch(seq)
 	if seq == 0 {
 		if tag == c.seqTag {
 			c.seqWritten(ver, err)
@@ -721,6 +791,7 @@ func (c *Core) GetDone(tag uint64, kv *metadata.KV, err error) {
 		return
 	}
 	delete(c.byTag, tag)
+	c.touch(seq)
 	if seq == 0 {
 		if tag == c.seqTag {
 			c.seqLoaded(kv, err)
@@ -784,6 +855,7 @@ func (c *Core) Checked(tag uint64, pending bool, err error) {
 		return
 	}
 	delete(c.byTag, tag)
+	c.touch(seq)
 	e := c.txns[seq]
 	if e == nil || tag != e.gcTag {
 		return

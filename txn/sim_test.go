@@ -388,7 +388,12 @@ func (w *simWorld) input(inc *simInc, name string, fn func(c *Core)) {
 	}
 	w.s.Tracef(" %s", name)
 	fn(inc.c)
-	w.perform(inc, inc.c.TakeReady())
+	r := inc.c.TakeReady()
+	if want := inc.c.scanTimer(); r.TimerAt != want {
+		w.failf("after %s: next timer %d, a scan of the transactions says %d", name, r.TimerAt, want)
+		return
+	}
+	w.perform(inc, r)
 	w.check()
 }
 
