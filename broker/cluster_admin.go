@@ -207,8 +207,7 @@ func (s *Service) SplitBundle(ctx context.Context, ns, bundle string, unload boo
 	if err != nil {
 		return err
 	}
-	bounds, err := splitBoundaries(bs, b)
-	if err != nil {
+	if _, err := splitBoundaries(bs, b); err != nil { // refused early: b is not splittable
 		return err
 	}
 	mid := b.Lower + (b.Upper-b.Lower)/2
@@ -220,7 +219,7 @@ func (s *Service) SplitBundle(ctx context.Context, ns, bundle string, unload boo
 			return fmt.Errorf("split %s: acquire %s: %w", b, h, err)
 		}
 	}
-	v, err := s.setBoundaries(ctx, t, n, bounds)
+	v, err := s.setBoundaries(ctx, t, n, func(bs []Bundle) ([]string, error) { return splitBoundaries(bs, b) })
 	if err != nil {
 		for _, h := range halves {
 			s.own.release(ctx, h, nil) //nolint:errcheck // undoing
@@ -243,37 +242,53 @@ func (s *Service) SplitBundle(ctx context.Context, ns, bundle string, unload boo
 	return nil
 }
 
-// setBoundaries writes the bundles of namespace t/n (compare-and-swap on its record).
-func (s *Service) setBoundaries(ctx context.Context, t, n string, bounds []string) (metadata.Version, error) {
+// setBoundaries rewrites the bundles of namespace t/n by compare-and-swap on its record:
+// change computes the new boundaries from the bundles the record holds as read (not from a
+// cache: two splits of one namespace at once must both land). A concurrent change is
+// retried a few times.
+func (s *Service) setBoundaries(ctx context.Context, t, n string, change func([]Bundle) ([]string, error)) (metadata.Version, error) {
 	key := metadata.NamespaceKey(t, n)
-	kv, err := s.store.Get(ctx, key)
-	if errors.Is(err, metadata.ErrNotFound) {
-		return 0, fmt.Errorf("%w: %s/%s", ErrNamespaceNotFound, t, n)
-	}
-	if err != nil {
-		return 0, err
-	}
-	var p NamespacePolicies
-	if len(kv.Value) > 0 {
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return 0, fmt.Errorf("namespace %s/%s record: %w", t, n, err)
+	for attempt := 0; ; attempt++ {
+		kv, err := s.store.Get(ctx, key)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return 0, fmt.Errorf("%w: %s/%s", ErrNamespaceNotFound, t, n)
 		}
+		if err != nil {
+			return 0, err
+		}
+		var p NamespacePolicies
+		if len(kv.Value) > 0 {
+			if err := json.Unmarshal(kv.Value, &p); err != nil {
+				return 0, fmt.Errorf("namespace %s/%s record: %w", t, n, err)
+			}
+		}
+		bs, err := namespaceBundles(t+"/"+n, p, s.cfg.DefaultNumberOfNamespaceBundles)
+		if err != nil {
+			return 0, err
+		}
+		bounds, err := change(bs)
+		if err != nil {
+			return 0, err
+		}
+		other := map[string]any{}
+		for k, v := range p.Other {
+			other[k] = v
+		}
+		other["bundles"] = bundlesData{Boundaries: bounds, NumBundles: len(bounds) - 1}
+		p.Other = other
+		b, err := json.Marshal(p)
+		if err != nil {
+			return 0, err
+		}
+		v, err := s.store.Put(ctx, key, b, kv.Version)
+		if errors.Is(err, metadata.ErrBadVersion) {
+			if attempt < 4 {
+				continue
+			}
+			return 0, fmt.Errorf("%w: namespace %s/%s changed concurrently", ErrServiceNotReady, t, n)
+		}
+		return v, err
 	}
-	other := map[string]any{}
-	for k, v := range p.Other {
-		other[k] = v
-	}
-	other["bundles"] = bundlesData{Boundaries: bounds, NumBundles: len(bounds) - 1}
-	p.Other = other
-	b, err := json.Marshal(p)
-	if err != nil {
-		return 0, err
-	}
-	v, err := s.store.Put(ctx, key, b, kv.Version)
-	if errors.Is(err, metadata.ErrBadVersion) {
-		return 0, fmt.Errorf("%w: namespace %s/%s changed concurrently", ErrServiceNotReady, t, n)
-	}
-	return v, err
 }
 
 // Brokers lists the ids of the live brokers of cluster ("" or this broker's cluster).
