@@ -17,25 +17,8 @@ import (
 // when one participant still holds its record, the commit is refused and each is tried
 // alone: the others go, that one stays until its record is gone.
 func TestCoordinatorCollectsTogether(t *testing.T) {
-	st := metadatatest.NewStore(t, metadatatest.Embedded(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := StartCoordinator(ctx, CoordinatorConfig{CoreConfig: CoreConfig{TC: 7, GCDelayMs: 10}, Store: st,
-		Canon: func(s string) (string, error) { return s, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	call := func(f func(done func(ID, error))) ID {
-		t.Helper()
-		ch := make(chan error, 1)
-		var got ID
-		f(func(id ID, err error) { got = id; ch <- err })
-		if err := <-ch; err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	st, c, ctx := startTestCoordinator(t, CoreConfig{TC: 7, GCDelayMs: 10})
+	call := func(f func(done func(ID, error))) ID { return callCoordinator(t, f) }
 	var ids []ID
 	for i := 0; i < 3; i++ {
 		id := call(func(d func(ID, error)) { c.NewTxn(time.Minute, d) })
@@ -198,25 +181,8 @@ func benchCoordinator(b *testing.B, st metadata.Store) {
 // TestCoordinatorAddsManyPartitions: one ADD of 200 partitions (more operations than etcd's
 // default limit per commit) creates the header and every participant's record.
 func TestCoordinatorAddsManyPartitions(t *testing.T) {
-	st := metadatatest.NewStore(t, metadatatest.Embedded(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := StartCoordinator(ctx, CoordinatorConfig{CoreConfig: CoreConfig{TC: 3}, Store: st,
-		Canon: func(s string) (string, error) { return s, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	call := func(f func(done func(ID, error))) ID {
-		t.Helper()
-		ch := make(chan error, 1)
-		var got ID
-		f(func(id ID, err error) { got = id; ch <- err })
-		if err := <-ch; err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	st, c, ctx := startTestCoordinator(t, CoreConfig{TC: 3})
+	call := func(f func(done func(ID, error))) ID { return callCoordinator(t, f) }
 	id := call(func(d func(ID, error)) { c.NewTxn(time.Minute, d) })
 	topics := make([]string, 200)
 	for i := range topics {
@@ -228,4 +194,31 @@ func TestCoordinatorAddsManyPartitions(t *testing.T) {
 			t.Fatalf("record of %s: %v", tp, err)
 		}
 	}
+}
+
+// startTestCoordinator starts a coordinator on a fresh embedded etcd; it closes on cleanup.
+func startTestCoordinator(t *testing.T, cfg CoreConfig) (metadata.Store, *Coordinator, context.Context) {
+	t.Helper()
+	st := metadatatest.NewStore(t, metadatatest.Embedded(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	c, err := StartCoordinator(ctx, CoordinatorConfig{CoreConfig: cfg, Store: st,
+		Canon: func(s string) (string, error) { return s, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return st, c, ctx
+}
+
+// callCoordinator runs one request and waits for its answer, failing the test on an error.
+func callCoordinator(t *testing.T, f func(done func(ID, error))) ID {
+	t.Helper()
+	ch := make(chan error, 1)
+	var got ID
+	f(func(id ID, err error) { got = id; ch <- err })
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
