@@ -187,17 +187,7 @@ func (s *Service) cachedPartitions(ctx context.Context, n topicname.Name) (int, 
 		}
 		err = nil
 	}
-	if errors.Is(err, metadata.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	var m PartitionedTopicMetadata
-	if err := json.Unmarshal(kv.Value, &m); err != nil {
-		return 0, fmt.Errorf("partitioned topic %s record: %w", n, err)
-	}
-	return m.Partitions, nil
+	return partitionsOf(n, kv, err)
 }
 
 // bundlesOf returns the bundles of namespace tenant/ns; a namespace without a record has

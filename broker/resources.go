@@ -376,6 +376,12 @@ func (r *resources) deleteTopicRecord(ctx context.Context, n topicname.Name) err
 // partitionCount returns the partition count of n's partitioned topic (0: not partitioned).
 func (r *resources) partitionCount(ctx context.Context, n topicname.Name) (int, error) {
 	kv, err := r.store.Get(ctx, partitionedKey(n))
+	return partitionsOf(n, kv, err)
+}
+
+// partitionsOf decodes the partition count from the result of reading n's partitioned-topic
+// record (0 if there is none).
+func partitionsOf(n topicname.Name, kv metadata.KV, err error) (int, error) {
 	if errors.Is(err, metadata.ErrNotFound) {
 		return 0, nil
 	}
