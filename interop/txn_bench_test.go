@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"sync"
@@ -41,7 +42,7 @@ func TestTxnBenchmark(t *testing.T) {
 		defer os.RemoveAll(dir)
 	}
 	etcd, bk, brk, web := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
-	itest.Start(t, "standalone", "standalone", "--data-dir", filepath.Join(dir, "data"),
+	proc := itest.Start(t, "standalone", "standalone", "--data-dir", filepath.Join(dir, "data"),
 		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", brk, "--http", web,
 		"--transaction-coordinator-enabled", "--log-level", "warn")
 	itest.WaitTCP(t, brk, 60*time.Second)
@@ -73,8 +74,14 @@ func TestTxnBenchmark(t *testing.T) {
 	// Where a transaction's time goes, summed over all of them: NEW_TXN, the sends (with
 	// ADD_PARTITION_TO_TXN) until their receipts, END_TXN.
 	var phaseNew, phaseAdd, phaseSend, phaseCommit, txns atomic.Int64
+	// CPU per message of each phase, the standalone's and the clients' (this process): less
+	// changed by a busy machine than the throughput.
+	type cpuUse struct{ server, client time.Duration }
+	var cpu = map[int]cpuUse{}
 	produce := func(topic string, perTxn int) float64 {
 		ctx := ctxT(t, 10*time.Minute)
+		s0, c0 := proc.CPUTime(), itest.SelfCPUTime()
+		defer func() { cpu[perTxn] = cpuUse{proc.CPUTime() - s0, itest.SelfCPUTime() - c0} }()
 		var failed atomic.Int64
 		var wg sync.WaitGroup
 		start := time.Now()
@@ -147,17 +154,30 @@ func TestTxnBenchmark(t *testing.T) {
 		}
 		return float64(total) / time.Since(start).Seconds()
 	}
-	// MAGNETAR_BENCH_PROFILE=dir: a 5 s CPU profile of the standalone in each phase, and its
-	// etcd's metrics after it.
+	// MAGNETAR_BENCH_PROFILE=dir: a CPU profile (5 s, MAGNETAR_BENCH_PROFILE_SECONDS) of the standalone in each phase, and its
+	// etcd's metrics after it (one profile at a time: a phase shorter than its profile
+	// delays the next phase's).
+	var profiling sync.Mutex
 	profile := func(name string) {
 		dir := os.Getenv("MAGNETAR_BENCH_PROFILE")
 		if dir == "" {
 			return
 		}
+		secs := "5" // MAGNETAR_BENCH_PROFILE_SECONDS
+		if v := os.Getenv("MAGNETAR_BENCH_PROFILE_SECONDS"); v != "" {
+			secs = v
+		}
 		go func() {
 			time.Sleep(2 * time.Second) // into the phase: pacing, not synchronisation
+			profiling.Lock()
+			defer profiling.Unlock()
+			if f, err := os.Create(filepath.Join(dir, name+".client.cpu")); err == nil { // the clients' (this process)
+				if pprof.StartCPUProfile(f) == nil {
+					defer func() { pprof.StopCPUProfile(); f.Close() }()
+				}
+			}
 			for _, f := range []struct{ url, file string }{
-				{"http://" + web + "/debug/pprof/profile?seconds=5", name + ".cpu"},
+				{"http://" + web + "/debug/pprof/profile?seconds=" + secs, name + ".cpu"},
 				{"http://" + web + "/metrics", name + ".metrics"},
 				{"http://" + etcd + "/metrics", name + ".etcd"}} { // the embedded etcd's own
 				resp, err := http.Get(f.url)
@@ -177,6 +197,19 @@ func TestTxnBenchmark(t *testing.T) {
 	plain := produce("persistent://public/default/bench-plain", 0)
 	profile("txn100")
 	txn100 := produce("persistent://public/default/bench-txn", 100)
+	perMsg := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(total) }
+	t.Logf("plain produce:                 %9.0f msg/s", plain)
+	t.Logf("transactional (100 per txn):   %9.0f msg/s   ratio %.2f (target >= 0.5)", txn100, txn100/plain)
+	t.Logf("  CPU per message: plain %.1f µs server + %.1f µs clients; transactional %.1f + %.1f µs",
+		perMsg(cpu[0].server), perMsg(cpu[0].client), perMsg(cpu[100].server), perMsg(cpu[100].client))
+	if n := txns.Load(); n > 0 {
+		avg := func(v *atomic.Int64) time.Duration { return time.Duration(v.Load() / n) }
+		t.Logf("  per transaction: new %v, sends until receipts %v (of which the first send, with the add, %v), commit %v",
+			avg(&phaseNew), avg(&phaseSend), avg(&phaseAdd), avg(&phaseCommit))
+	}
+	if os.Getenv("MAGNETAR_BENCH_TXN_PRODUCE_ONLY") != "" {
+		return
+	}
 
 	// 2. Committed transactions per second: 10 clients, 1 message each.
 	commitLoop := func(clients int, d time.Duration, rate float64) (int, []time.Duration) {
@@ -287,13 +320,6 @@ func TestTxnBenchmark(t *testing.T) {
 		t.Logf("etcd puts, %d writers:        %9.0f put/s", n, float64(puts.Load())/10)
 	}
 
-	t.Logf("plain produce:                 %9.0f msg/s", plain)
-	t.Logf("transactional (100 per txn):   %9.0f msg/s   ratio %.2f (target >= 0.5)", txn100, txn100/plain)
-	if n := txns.Load(); n > 0 {
-		avg := func(v *atomic.Int64) time.Duration { return time.Duration(v.Load() / n) }
-		t.Logf("  per transaction: new %v, sends until receipts %v (of which the first send, with the add, %v), commit %v",
-			avg(&phaseNew), avg(&phaseSend), avg(&phaseAdd), avg(&phaseCommit))
-	}
 	t.Logf("commits, 10 clients x 1 msg:   %9.0f txn/s   (%.3f txn per etcd put/s)", commits, commits/etcdRate)
 	t.Logf("commit latency at %4.0f txn/s:  p50 %v  p99 %v  max %v", commits/2, pct(0.5), pct(0.99), lat[len(lat)-1])
 	t.Logf("etcd puts, 10 writers:         %9.0f put/s", etcdRate)

@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -184,4 +186,44 @@ func WaitTCP(t testing.TB, addr string, d time.Duration) {
 		case <-time.After(20 * time.Millisecond): // retry interval of a connection attempt
 		}
 	}
+}
+
+// CPUTime returns the CPU time (user and system) the running process has used so far, from
+// /proc (0 if it cannot be read): benchmarks report CPU per operation, which a busy machine
+// changes less than throughput.
+func (p *Proc) CPUTime() time.Duration {
+	if p.cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	return statCPU(b)
+}
+
+// SelfCPUTime returns the CPU time (user and system) of this process so far.
+func SelfCPUTime() time.Duration {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	return statCPU(b)
+}
+
+// statCPU parses utime and stime (fields 14 and 15, in clock ticks of 10 ms) of a
+// /proc/<pid>/stat line; the command name before them may contain spaces, so fields are
+// counted after its closing parenthesis.
+func statCPU(b []byte) time.Duration {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
