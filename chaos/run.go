@@ -494,6 +494,11 @@ func (c *cluster) workload(ctx context.Context, faults []Fault) (Verdict, []stri
 		}
 		if time.Now().After(catchUp) {
 			stuck = append(stuck, "c0")
+			// The evidence of where delivery stopped, taken while the consumer is connected.
+			statsFile := filepath.Join(c.dir, "stats.txt")
+			if _, err := c.runClientOnce(ctx, "stats", ClientSpec{Role: roleStats, Out: statsFile}, 90*time.Second); err != nil {
+				c.note("stats: %v", err)
+			}
 			break
 		}
 		select {

@@ -33,6 +33,7 @@ const (
 	roleConsumer = "consumer" // consume a durable subscription, ack each message
 	roleReader   = "reader"   // read every partition from the earliest message to the end
 	roleTxn      = "txn"      // produce in transactions, commit or abort each
+	roleStats    = "stats"    // write every partition's stats and internal stats (a stuck run's evidence)
 )
 
 // ClientSpec is what one client process does. Each client is its own process in its own
@@ -92,6 +93,8 @@ func runClient(ctx context.Context, s ClientSpec) error {
 		return readAll(ctx, s)
 	case roleTxn:
 		return produceTxn(ctx, s)
+	case roleStats:
+		return dumpStats(ctx, s)
 	}
 	return fmt.Errorf("unknown role %q", s.Role)
 }
@@ -160,6 +163,40 @@ func setupTopic(ctx context.Context, s ClientSpec) error {
 		case <-time.After(200 * time.Millisecond): // retry interval
 		}
 	}
+}
+
+// dumpStats writes to s.Out each partition's topic stats and internal stats, as the first
+// admin URL that answers gives them (redirects to the owner are followed).
+func dumpStats(ctx context.Context, s ClientSpec) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	f, err := os.Create(s.Out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	name := strings.TrimPrefix(s.Topic, "persistent://")
+	for i := range s.Partitions {
+		for _, what := range []string{"stats", "internalStats"} {
+			path := fmt.Sprintf("/admin/v2/persistent/%s-partition-%d/%s", name, i, what)
+			fmt.Fprintf(f, "== %s\n", path)
+			for _, u := range s.AdminURLs {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+path, nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					fmt.Fprintf(f, "%s: %v\n", u, err)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				fmt.Fprintf(f, "%s: %s\n%s\n", u, resp.Status, b)
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // holdSubscription creates the durable subscription "hold" that nobody consumes: it keeps
