@@ -43,6 +43,7 @@ type childBroker struct {
 	Listen    string
 	HTTP      string
 	TTL       time.Duration
+	Txn       bool // transactions on (4 coordinators)
 }
 
 // runBrokerChild runs a broker until the process is killed (or SIGTERM: a clean stop).
@@ -60,7 +61,11 @@ func runBrokerChild(arg string) int {
 	}
 	n := &mbNode{id: cb.ID, listen: cb.Listen, httpAddr: cb.HTTP}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := n.startInProcess(ctx, brokerConfig(store, cb.ID, cb.TTL, log)); err != nil {
+	cfg := brokerConfig(store, cb.ID, cb.TTL, log)
+	if cb.Txn {
+		cfg.TransactionCoordinatorEnabled, cfg.TransactionCoordinators = true, 4
+	}
+	if err := n.startInProcess(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -130,6 +135,7 @@ func (n *mbNode) stop() {
 type mbOpts struct {
 	ttl      time.Duration
 	children bool // brokers run as child processes
+	txn      bool // children: transactions on
 	eps      []string
 	tweak    func(*broker.Config)
 }
@@ -195,7 +201,8 @@ func (m *multiBroker) start(nd *mbNode) {
 		}
 		return
 	}
-	arg, _ := json.Marshal(childBroker{Endpoints: m.eps, Namespace: m.ns, ID: nd.id, Listen: nd.listen, HTTP: nd.httpAddr, TTL: m.o.ttl})
+	arg, _ := json.Marshal(childBroker{Endpoints: m.eps, Namespace: m.ns, ID: nd.id, Listen: nd.listen, HTTP: nd.httpAddr, TTL: m.o.ttl,
+		Txn: m.o.txn})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), brokerChildEnv+"="+string(arg))
 	logf, err := os.OpenFile(filepath.Join(m.logDir, nd.id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
