@@ -30,11 +30,30 @@ func (m *multiBroker) pause(nd *mbNode, d time.Duration) {
 }
 
 // TestMultiBrokerPausedOwnerFailover (chaos seed 1071): the broker owning the partitions of a
-// Failover subscription is paused past its session TTL while producers keep sending; once
-// it resumes it has lost its bundles, the partitions move, the producers resend what they
-// had pending in a burst and the consumer reconnects. Every acknowledged message must reach
-// the consumer. MAGNETAR_PAUSES (default 2) repeats the pause.
+// Failover subscription is paused past its session TTL (just after another broker was
+// killed) while producers keep sending; once it resumes it has lost its bundles, the
+// partitions move, the producers resend what they had pending in a burst and the consumer
+// reconnects. Every acknowledged message (and every committed transaction's) must reach the
+// consumer. MAGNETAR_PAUSES (default 2) repeats the round.
 func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
+	pausedOwner(t, envInt("MAGNETAR_PAUSES", 2), false)
+}
+
+// TestMultiBrokerPausedCoordinatorAbort: the same rounds, more of them (the pauses move the
+// transaction coordinators too), checking that no message of a transaction the client
+// aborted reaches the consumer. Found in 1 of 13 runs of the test above with 4 to 6 rounds:
+// the 5 messages of a transaction whose END_TXN(abort) succeeded were delivered. A known
+// bug (MAGNETAR_CHAOS_KNOWN_BUGS=1 runs it); MAGNETAR_PAUSES (default 6) sets the rounds.
+func TestMultiBrokerPausedCoordinatorAbort(t *testing.T) {
+	if os.Getenv("MAGNETAR_CHAOS_KNOWN_BUGS") != "1" {
+		t.Skip("known bug (an aborted transaction's messages delivered after coordinator moves); MAGNETAR_CHAOS_KNOWN_BUGS=1 runs it")
+	}
+	pausedOwner(t, envInt("MAGNETAR_PAUSES", 6), true)
+}
+
+// pausedOwner runs rounds of kill-then-pause under load; atomic also checks that no aborted
+// transaction's message is delivered.
+func pausedOwner(t *testing.T, rounds int, atomic bool) {
 	if testing.Short() {
 		t.Skip("pauses brokers past their session TTL")
 	}
@@ -50,6 +69,7 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 
 	var mu sync.Mutex
 	got := map[string]bool{}
+	gotID := map[string]string{} // payload: the message id it arrived under
 	lastID := make([]string, parts)
 	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "chaos", Type: pulsar.Failover,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
@@ -67,6 +87,7 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 			}
 			mu.Lock()
 			got[string(msg.Payload())] = true
+			gotID[string(msg.Payload())] = fmt.Sprint(msg.ID())
 			lastID[msg.ID().PartitionIdx()] = fmt.Sprint(msg.ID())
 			mu.Unlock()
 			cons.Ack(msg) //nolint:errcheck // best effort, as the chaos consumer
@@ -91,6 +112,11 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); ps.run(ctx, p, 40, fmt.Sprintf("p%d-", i)) }()
 	}
+	// A transactional producer, as the chaos workload's: 5 messages per transaction, every
+	// fourth transaction aborted; committed ones must arrive, aborted ones never.
+	tx := &txnLoad{committed: map[string]bool{}, aborted: map[string]bool{}, ids: map[string]string{}}
+	wg.Add(1)
+	go func() { defer wg.Done(); tx.run(ctx, t, m.serviceURL(), topic) }()
 	waitFor(t, 30*time.Second, "every producer publishing", func() bool {
 		for _, ps := range pss {
 			if ps.count() < 20 {
@@ -99,9 +125,8 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 		}
 		return true
 	})
-	pauses := envInt("MAGNETAR_PAUSES", 2)
 	paused := map[string]bool{}
-	for k := 0; k < pauses; k++ {
+	for k := 0; k < rounds; k++ {
 		// As seed 1071: another broker is killed (restarted 6 s later) just before the owner
 		// is paused.
 		victim := m.mostBundles(t)
@@ -143,6 +168,11 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 	}
 	var acked []string
 	failed := 0
+	tx.mu.Lock()
+	for k := range tx.committed {
+		acked = append(acked, k)
+	}
+	tx.mu.Unlock()
 	for _, ps := range pss {
 		ps.mu.Lock()
 		for k := range ps.acked {
@@ -175,5 +205,81 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged messages never reached the Failover consumer (last ids per partition: %s), e.g. %v",
 			len(missing), len(acked), last, missing[:min(10, len(missing))])
 	}
-	t.Logf("%d acknowledged, all consumed; %d sends failed", len(acked), failed)
+	mu.Lock()
+	defer mu.Unlock()
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	for k := range tx.aborted {
+		if got[k] && atomic {
+			t.Errorf("%s of aborted transaction %s was delivered as %s", k, tx.ids[k], gotID[k])
+		}
+	}
+	t.Logf("%d acknowledged (%d in %d committed transactions, %d aborted), all consumed; %d sends failed",
+		len(acked), len(tx.committed), tx.commits, tx.aborts, failed)
+}
+
+// txnLoad produces in transactions until ctx ends: committed and aborted hold the payloads
+// of the transactions whose outcome the client learnt (an unknown outcome counts for
+// neither).
+type txnLoad struct {
+	mu                 sync.Mutex
+	committed, aborted map[string]bool
+	ids                map[string]string // payload: its transaction's id
+	commits, aborts    int
+}
+
+func (tl *txnLoad) run(ctx context.Context, t *testing.T, url, topic string) {
+	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: clientLogger(), EnableTransaction: true})
+	if err != nil {
+		t.Errorf("transactional client: %v", err)
+		return
+	}
+	defer cl.Close()
+	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "t0", SendTimeout: 30 * time.Second,
+		BatchingMaxPublishDelay: time.Millisecond})
+	if err != nil {
+		t.Errorf("transactional producer: %v", err)
+		return
+	}
+	defer p.Close()
+	for n := 0; ctx.Err() == nil; n++ {
+		txn, err := cl.NewTransaction(10 * time.Second)
+		if err != nil {
+			continue // a coordinator's broker is down: try again
+		}
+		var payloads []string
+		ok := true
+		for i := range 5 {
+			s := fmt.Sprintf("t0-%d-%d", n, i)
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(s), Transaction: txn}); err != nil {
+				ok = false
+				break
+			}
+			payloads = append(payloads, s)
+		}
+		commit := ok && n%4 != 3
+		end := txn.Abort
+		if commit {
+			end = txn.Commit
+		}
+		err = end(context.Background())
+		tl.mu.Lock()
+		switch {
+		case err == nil && commit:
+			tl.commits++
+			for _, s := range payloads {
+				tl.committed[s] = true
+			}
+		case err == nil:
+			tl.aborts++
+			for _, s := range payloads {
+				tl.aborted[s] = true
+			}
+		}
+		for _, s := range payloads {
+			tl.ids[s] = fmt.Sprintf("%v (ended %s)", txn.GetTxnID(), time.Now().Format("15:04:05.000"))
+		}
+		tl.mu.Unlock()
+	}
 }
