@@ -70,7 +70,7 @@ func pausedOwner(t *testing.T, rounds int, atomic bool) {
 
 	var mu sync.Mutex
 	got := map[string]bool{}
-	gotID := map[string]string{} // payload: the message id it arrived under
+	gotID := map[string]string{} // payload: the message id it arrived under, and when
 	lastID := make([]string, parts)
 	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "chaos", Type: pulsar.Failover,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
@@ -88,7 +88,7 @@ func pausedOwner(t *testing.T, rounds int, atomic bool) {
 			}
 			mu.Lock()
 			got[string(msg.Payload())] = true
-			gotID[string(msg.Payload())] = fmt.Sprint(msg.ID())
+			gotID[string(msg.Payload())] = fmt.Sprintf("%v at %s", msg.ID(), time.Now().Format("15:04:05.000"))
 			lastID[msg.ID().PartitionIdx()] = fmt.Sprint(msg.ID())
 			mu.Unlock()
 			cons.Ack(msg) //nolint:errcheck // best effort, as the chaos consumer
