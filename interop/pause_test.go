@@ -41,7 +41,7 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 
 // TestMultiBrokerPausedCoordinatorAbort: the same rounds, more of them (the pauses move the
 // transaction coordinators too), checking that no message of a transaction the client
-// aborted reaches the consumer. It fails in about 1 run of 10 (session 12: 2 of 20): the 5
+// aborted reaches the consumer. It fails in about 1 run of 10 (session 12: 2 of 32): the 5
 // messages of a transaction whose END_TXN(abort) succeeded are delivered (docs/CHAOS.md,
 // what the runs found, item 6). A known bug (MAGNETAR_CHAOS_KNOWN_BUGS=1 runs it; loop it
 // to reproduce); MAGNETAR_PAUSES (default 6) sets the rounds.
