@@ -128,6 +128,9 @@ type Mutation struct {
 	SkipAbortRecord bool
 	// ApplyWithInflight applies an outcome while the transaction's appends are in flight.
 	ApplyWithInflight bool
+	// ForgetApplying lets Knows forget a transaction whose apply write is in flight, so the
+	// owner drops its open record before the aborted record is durable.
+	ForgetApplying bool
 }
 
 // maxApplyBatch bounds the transactions one apply write makes durable: at most two writes
@@ -249,8 +252,17 @@ func (c *Core) TakeReady() Ready {
 // Open returns the number of transactions not applied yet.
 func (c *Core) Open() int { return len(c.txns) }
 
-// Knows tells whether id is registered here (or registering) and not yet applied.
-func (c *Core) Knows(id txn.ID) bool { return c.txns[id] != nil }
+// Knows tells whether id is registered here (or registering), or ended and its outcome not
+// yet durably applied. The owner drops the open record of a transaction the buffer does not
+// know when the coordinator says it ended (so its header can be collected): during the apply
+// write that record is all a reload would have to learn the outcome, since the core has
+// already forgotten the transaction in memory.
+func (c *Core) Knows(id txn.ID) bool {
+	if c.txns[id] != nil {
+		return true
+	}
+	return !c.mut.ForgetApplying && slices.Contains(c.applyQ, id)
+}
 
 // Aborted returns a copy of the aborted set.
 func (c *Core) Aborted() map[txn.ID]Position {

@@ -26,6 +26,10 @@
 //     Written; after a refused watermark compare-and-swap, feed the stored watermark with
 //     WatermarkReloaded first;
 //   - readers read only entries before MaxRead and skip those whose transaction IsAborted;
+//   - when the coordinator says a transaction ended, drop the open record it created for
+//     this topic only if the buffer does not Know the transaction (never registered here);
+//     a transaction being applied is known until its apply write is durable, since until
+//     then that record is what tells a reload to filter its entries;
 //   - Trimmed when the log's first entry moves; Tick at TimerAt.
 //
 // # Invariants (DESIGN.md T1–T4)

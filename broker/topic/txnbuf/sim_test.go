@@ -133,7 +133,7 @@ type simInc struct {
 
 type simStats struct {
 	Appended, Committed, Aborted, TimedOut, Holds, Rejected, RegFailed, Refused, Crashes, Trims,
-	Pruned, LateWrites, Ambiguous, WatermarkCAS, Reloaded, GCed, EndedUnknown, Visible, Orphans int
+	Pruned, LateWrites, Ambiguous, WatermarkCAS, Reloaded, GCed, EndedUnknown, Visible, Orphans, Dropped int
 }
 
 type simWorld struct {
@@ -629,8 +629,29 @@ func (w *simWorld) endTxn(id txn.ID, s txn.Status) bool {
 	if inc := w.inc; inc.awaiting[id] {
 		w.notify(inc, id)
 	}
+	w.endedNotice(id)
 	w.gc(id, w.s.Between(time.Millisecond, 20*time.Millisecond))
 	return true
+}
+
+// endedNotice is the coordinator's broker telling the loaded topic that id ended
+// (Topic.TxnEnded): a topic whose buffer does not know id drops its open record, so that a
+// participant that never wrote lets the header be collected.
+func (w *simWorld) endedNotice(id txn.ID) {
+	w.s.After(w.delay(), "ended notice "+id.String(), func() {
+		inc := w.inc
+		w.input(inc, fmt.Sprintf("ended notice %v", id), func(c *Core) {
+			if c.State() == StateReady && !c.Knows(id) {
+				w.storeOp(inc, "drop open record "+id.String(), func() {
+					if w.open[id] {
+						w.stats.Dropped++
+					}
+					delete(w.open, id)
+					delete(w.orphans, id)
+				}, func(error) {})
+			}
+		})
+	})
 }
 
 // gc deletes the header once the topic's open record is gone (checking with backoff).
@@ -895,7 +916,8 @@ func TestSim(t *testing.T) {
 		"failed registrations": st.RegFailed, "refused sends": st.Refused, "crashes": st.Crashes, "trims": st.Trims,
 		"pruned records": st.Pruned, "late writes": st.LateWrites, "ambiguous writes": st.Ambiguous,
 		"watermark moves": st.WatermarkCAS, "watermark reloads": st.Reloaded, "collected headers": st.GCed,
-		"outcomes of collected headers": st.EndedUnknown, "visible transactional entries": st.Visible})
+		"outcomes of collected headers": st.EndedUnknown, "visible transactional entries": st.Visible,
+		"dropped open records": st.Dropped})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
@@ -913,6 +935,7 @@ var simMutants = []sim.Mutant[Mutation]{
 	{Name: "no pin at a transaction found open at recovery", Mut: Mutation{NoPinAtRecovery: true}},
 	{Name: "the watermark past an abort without its aborted record", Mut: Mutation{SkipAbortRecord: true}},
 	{Name: "an outcome applied with appends in flight", Mut: Mutation{ApplyWithInflight: true}},
+	{Name: "the open record dropped while its apply is in flight", Mut: Mutation{ForgetApplying: true}},
 }
 
 // TestSimCatchesMutations proves the checkers can fail: each deliberately broken core is
