@@ -113,18 +113,22 @@ func pausedOwner(t *testing.T, rounds int, atomic bool) {
 		wg.Add(1)
 		go func() { defer wg.Done(); ps.run(ctx, p, 40, fmt.Sprintf("p%d-", i)) }()
 	}
-	// A transactional producer, as the chaos workload's: 5 messages per transaction, every
-	// fourth transaction aborted; committed ones must arrive, aborted ones never.
+	// Two transactional producers, as the chaos workload's: 5 messages per transaction, every
+	// other transaction aborted; committed ones must arrive, aborted ones never.
 	tx := &txnLoad{committed: map[string]bool{}, aborted: map[string]bool{}, ids: map[string]string{}}
-	wg.Add(1)
-	go func() { defer wg.Done(); tx.run(ctx, t, m.serviceURL(), topic) }()
-	waitFor(t, 30*time.Second, "every producer publishing", func() bool {
+	for i := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); tx.run(ctx, t, m.serviceURL(), topic, fmt.Sprintf("t%d", i)) }()
+	}
+	waitFor(t, 60*time.Second, "every producer publishing, and transactions ending", func() bool {
 		for _, ps := range pss {
 			if ps.count() < 20 {
 				return false
 			}
 		}
-		return true
+		tx.mu.Lock()
+		defer tx.mu.Unlock()
+		return tx.commits > 0 && tx.aborts > 0
 	})
 	paused := map[string]bool{}
 	for k := 0; k < rounds; k++ {
@@ -229,7 +233,7 @@ type txnLoad struct {
 	commits, aborts    int
 }
 
-func (tl *txnLoad) run(ctx context.Context, t *testing.T, url, topic string) {
+func (tl *txnLoad) run(ctx context.Context, t *testing.T, url, topic, name string) {
 	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second,
 		ConnectionTimeout: 5 * time.Second, Logger: clientLogger(), EnableTransaction: true})
 	if err != nil {
@@ -237,11 +241,18 @@ func (tl *txnLoad) run(ctx context.Context, t *testing.T, url, topic string) {
 		return
 	}
 	defer cl.Close()
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "t0", SendTimeout: 30 * time.Second,
-		BatchingMaxPublishDelay: time.Millisecond})
-	if err != nil {
-		t.Errorf("transactional producer: %v", err)
-		return
+	// The producer may be created while a broker is down: try again until the test ends.
+	var p pulsar.Producer
+	for p == nil {
+		if p, err = cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: name, SendTimeout: 30 * time.Second,
+			BatchingMaxPublishDelay: time.Millisecond}); err != nil {
+			t.Logf("transactional producer %s: %v (retrying)", name, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond): // retry pacing
+			}
+		}
 	}
 	defer p.Close()
 	for n := 0; ctx.Err() == nil; n++ {
@@ -252,14 +263,14 @@ func (tl *txnLoad) run(ctx context.Context, t *testing.T, url, topic string) {
 		var payloads []string
 		ok := true
 		for i := range 5 {
-			s := fmt.Sprintf("t0-%d-%d", n, i)
+			s := fmt.Sprintf("%s-%d-%d", name, n, i)
 			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(s), Transaction: txn}); err != nil {
 				ok = false
 				break
 			}
 			payloads = append(payloads, s)
 		}
-		commit := ok && n%4 != 3
+		commit := ok && n%2 == 0
 		end := txn.Abort
 		if commit {
 			end = txn.Commit
