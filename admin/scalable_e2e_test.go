@@ -232,3 +232,38 @@ func TestScalableQueueConsumer(t *testing.T) {
 		t.Fatalf("queue consumer attached to %v, want the 4 segments", segs)
 	}
 }
+
+// TestScalableLayoutPushed: a split requested on one broker reaches a client connected to
+// another through its DAG watch session within a deadline, with no request of the client's.
+func TestScalableLayoutPushed(t *testing.T) {
+	c := startScalableCluster(t, 3, broker.ScalableConfig{TickInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, p = "topic://public/default/pushed", "/admin/v2/scalable/public/default/pushed"
+	c.call(t, 1, "PUT", p+"?segments=1")
+	cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + c.brokers[0].Addr().String(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pr, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close(ctx)
+	for round, seg := range []string{"0", "1"} {
+		before := pr.Layout()
+		start := time.Now()
+		c.call(t, 2, "POST", p+"/split/"+seg) // answered once the new layout is committed
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := pr.WaitLayout(wctx, before.Epoch)
+		wcancel()
+		if err != nil {
+			t.Fatalf("split %d not pushed within 5 s: %v", round, err)
+		}
+		if len(l.Active()) != len(before.Active())+1 {
+			t.Fatalf("layout after split %d: %+v", round, l)
+		}
+		t.Logf("split %d seen by the client %v after the request", round, time.Since(start))
+	}
+}

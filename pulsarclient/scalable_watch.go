@@ -435,3 +435,9 @@ func (a *assignmentWatch) session(ctx context.Context) error {
 		}
 	}
 }
+
+// WaitLayout waits until the producer's layout has an epoch above epoch (the DAG watch
+// pushes every change) and returns it. Safe for concurrent use.
+func (p *ScalableProducer) WaitLayout(ctx context.Context, epoch int64) (layout.Layout, error) {
+	return p.watch.newer(ctx, epoch)
+}
