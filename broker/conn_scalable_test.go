@@ -2,7 +2,9 @@ package broker_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -291,4 +293,37 @@ func TestScalableNamespaceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.quiet("after a delete with the watch closed")
+}
+
+// TestScalableMalformedCommandClosesConnection: a SCALABLE_TOPIC_SUBSCRIBE lacking a
+// required field (consumer_name) is a malformed frame: the broker closes the connection.
+func TestScalableMalformedCommandClosesConnection(t *testing.T) {
+	const name = "topic://public/default/malformed"
+	svc, _ := scalableBroker(t, name, 1, "")
+	c := dialScalable(t, svc)
+	topic, sub := name, "s"
+	cmd := mp.Wrap(&pb.CommandScalableTopicSubscribe{RequestId: proto.Uint64(1), Topic: &topic, Subscription: &sub,
+		ConsumerId: proto.Uint64(1)})
+	body, err := proto.MarshalOptions{AllowPartial: true}.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)+4))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(body)))
+	if _, err := c.nc.Write(append(frame, body...)); err != nil {
+		t.Fatal(err)
+	}
+	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // bounds the wait
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the connection stayed open after a malformed command")
+			}
+			return // closed
+		}
+		if f.Cmd.GetType() != pb.BaseCommand_PING {
+			t.Fatalf("answer to a malformed command: %v", f.Cmd)
+		}
+	}
 }
