@@ -109,7 +109,9 @@
 // Any broker serves a DAG watch (SCALABLE_TOPIC_LOOKUP/UPDATE/CLOSE) from the metadata
 // store: a watch on the topic's keys pushes the DAG (segments, the brokers serving them, the
 // controller's URL) at every change of the layout record or of the controller's election;
-// the session dies with the connection or on CLOSE. SCALABLE_TOPIC_SUBSCRIBE registers a
+// the session dies with the connection or on CLOSE. The segments' broker addresses are
+// those of the push (a bundle that moves later is not pushed: clients look segments up as
+// for any topic). SCALABLE_TOPIC_SUBSCRIBE registers a
 // stream consumer with the controller's leader (here, or forwarded to the leader's admin
 // API, as the HTTP calls are redirected) and answers its assignment; the session long-polls
 // the leader and pushes SCALABLE_TOPIC_ASSIGNMENT_UPDATE at every newer one, which also
