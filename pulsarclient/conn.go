@@ -70,7 +70,8 @@ type conn struct {
 		consumers  map[uint64]connConsumer
 	}
 
-	scal scalableHandlers // the scalable-topic sessions (scalable_watch.go)
+	scal       scalableHandlers // the scalable-topic sessions (scalable_watch.go)
+	scalableOK bool             // CONNECTED set supports_scalable_topics (set before readLoop)
 }
 
 // dial connects to addr (host:port) and performs the CONNECT/CONNECTED handshake.
@@ -149,6 +150,7 @@ func (c *conn) handshake(ctx context.Context, clientVersion string) error {
 	switch f.Cmd.GetType() {
 	case pb.BaseCommand_CONNECTED:
 		c.maxMessageSize = int(f.Cmd.Connected.GetMaxMessageSize())
+		c.scalableOK = f.Cmd.Connected.GetFeatureFlags().GetSupportsScalableTopics()
 		if c.maxMessageSize <= 0 {
 			c.maxMessageSize = pulsar.MaxMessageSizeDefault
 		}

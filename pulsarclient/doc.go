@@ -46,7 +46,9 @@
 //     partition's queued, unacknowledged messages are dropped: the broker redelivers them).
 //
 //   - Scalable topics (scalable.go, scalable_producer.go, scalable_watch.go): the CONNECT
-//     sets FeatureFlags.supports_scalable_topics. A layoutWatch goroutine keeps a DAG watch
+//     sets FeatureFlags.supports_scalable_topics, and the scalable-topic commands are sent
+//     only on a connection whose CONNECTED set it too (else ErrScalableUnsupported: e.g.
+//     through Magnetar's proxy, which does not forward them). A layoutWatch goroutine keeps a DAG watch
 //     session (SCALABLE_TOPIC_LOOKUP, then the broker's SCALABLE_TOPIC_UPDATE pushes) open
 //     on the service URL's connection and publishes each newer layout; an assignmentWatch
 //     goroutine keeps a stream consumer subscribed (SCALABLE_TOPIC_SUBSCRIBE, then

@@ -45,6 +45,7 @@ type fakeBroker struct {
 	onSend       func(fc *fakeConn, seq uint64)          // test hook
 	onScalable   func(fc *fakeConn, cmd *pb.BaseCommand) // test hook: types 70..78
 	connectFlags []*pb.FeatureFlags                      // every CONNECT's
+	noScalable   bool                                    // CONNECTED without supports_scalable_topics
 }
 
 type heldReceipt struct {
@@ -181,9 +182,11 @@ func (fc *fakeConn) handle(f *pulsar.Frame) bool {
 	case pb.BaseCommand_CONNECT:
 		b.mu.Lock()
 		b.connectFlags = append(b.connectFlags, cmd.Connect.GetFeatureFlags())
+		noScalable := b.noScalable
 		b.mu.Unlock()
 		fc.write(pulsar.Wrap(&pb.CommandConnected{ServerVersion: proto.String("fake"),
-			ProtocolVersion: proto.Int32(pulsar.ProtocolVersion), MaxMessageSize: proto.Int32(pulsar.MaxMessageSizeDefault)}))
+			ProtocolVersion: proto.Int32(pulsar.ProtocolVersion), MaxMessageSize: proto.Int32(pulsar.MaxMessageSizeDefault),
+			FeatureFlags: &pb.FeatureFlags{SupportsScalableTopics: proto.Bool(!noScalable)}}))
 	case pb.BaseCommand_SCALABLE_TOPIC_LOOKUP, pb.BaseCommand_SCALABLE_TOPIC_CLOSE, pb.BaseCommand_SCALABLE_TOPIC_SUBSCRIBE:
 		if b.onScalable != nil {
 			b.onScalable(fc, cmd)

@@ -15,7 +15,8 @@ import (
 )
 
 // The scalable-topic protocol (proto/pulsar/doc.go, BaseCommand types 70..78), which the
-// client speaks because its CONNECT sets FeatureFlags.supports_scalable_topics:
+// client speaks because its CONNECT sets FeatureFlags.supports_scalable_topics, and only to a
+// broker whose CONNECTED sets it too (else ErrScalableUnsupported):
 //
 //   - layoutWatch follows a topic's layout over a DAG watch session
 //     (SCALABLE_TOPIC_LOOKUP, then every SCALABLE_TOPIC_UPDATE the broker pushes), on the
@@ -220,7 +221,7 @@ func (w *layoutWatch) run(ctx context.Context) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := w.session(ctx)
 		var se *ServerError
-		if errors.As(err, &se) {
+		if errors.As(err, &se) || errors.Is(err, ErrScalableUnsupported) {
 			w.publish(layout.Layout{}, err)
 			return
 		}
@@ -239,6 +240,9 @@ func (w *layoutWatch) session(ctx context.Context) error {
 	c, err := w.cl.getConn(ctx, w.cl.svcAddr)
 	if err != nil {
 		return err
+	}
+	if !c.scalableOK {
+		return ErrScalableUnsupported
 	}
 	id := w.cl.nextID()
 	box := newMailbox[*pb.CommandScalableTopicUpdate]()
@@ -353,7 +357,8 @@ func (a *assignmentWatch) run(ctx context.Context) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := a.session(ctx)
 		var se *ServerError
-		if !a.reportedFirst && errors.As(err, &se) && se.Code != pb.ServerError_ServiceNotReady {
+		final := errors.Is(err, ErrScalableUnsupported) || (errors.As(err, &se) && se.Code != pb.ServerError_ServiceNotReady)
+		if !a.reportedFirst && final {
 			a.reportedFirst = true // refused: no leader-election or connection trouble
 			a.firstErr <- err
 			return
@@ -374,6 +379,9 @@ func (a *assignmentWatch) session(ctx context.Context) error {
 	c, err := a.cl.getConn(ctx, a.cl.svcAddr)
 	if err != nil {
 		return err
+	}
+	if !c.scalableOK {
+		return ErrScalableUnsupported
 	}
 	cid, rid := a.cl.nextID(), a.cl.nextID()
 	box := newMailbox[*pb.ScalableConsumerAssignment]()

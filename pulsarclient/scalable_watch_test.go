@@ -221,3 +221,23 @@ func TestAssignmentWatch(t *testing.T) {
 		t.Fatalf("refused subscribe: %v", r.err)
 	}
 }
+
+// TestScalableNeedsBrokerSupport: against a broker whose CONNECTED lacks
+// supports_scalable_topics the client sends no scalable-topic command and fails the DAG
+// watch and the stream subscribe with ErrScalableUnsupported.
+func TestScalableNeedsBrokerSupport(t *testing.T) {
+	fb := startFakeBroker(t)
+	fb.mu.Lock()
+	fb.noScalable = true
+	fb.mu.Unlock()
+	fb.onScalable = func(_ *fakeConn, cmd *pb.BaseCommand) { t.Errorf("the client sent %v", cmd.GetType()) }
+	cl := newTestClient(t, fb.url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cl.watchLayout(ctx, layout.Topic{Tenant: "public", Namespace: "default", Name: "w"}); !errors.Is(err, ErrScalableUnsupported) {
+		t.Fatalf("DAG watch: %v", err)
+	}
+	if _, err := cl.watchAssignment(ctx, ctx, "topic://public/default/w", "s", "c1"); !errors.Is(err, ErrScalableUnsupported) {
+		t.Fatalf("stream subscribe: %v", err)
+	}
+}
