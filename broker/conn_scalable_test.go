@@ -327,3 +327,34 @@ func TestScalableMalformedCommandClosesConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestScalableDAGWatchFollowsController: a DAG watch on one broker pushes the controller's
+// new URL when leadership moves to it from a broker that closes.
+func TestScalableDAGWatchFollowsController(t *testing.T) {
+	eps := metadatatest.Embedded(t)
+	ns := metadatatest.RandomNamespace()
+	mem := topictest.NewStore()
+	fast := func(c *broker.Config) { c.Scalable.TickInterval = 50 * time.Millisecond }
+	b1 := startServiceWith(t, metadatatest.OpenStore(t, eps, ns), mem, "b1", fast)
+	ctx := testCtx(t)
+	const name = "topic://public/default/moving"
+	if err := b1.CreateScalableTopic(ctx, name, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Succeeds only on the leader: b1 leads.
+	waitLeader(t, "subscribe on b1", func() error { return b1.CreateScalableSubscription(ctx, name, "s") })
+	b2 := startServiceWith(t, metadatatest.OpenStore(t, eps, ns), mem, "b2", fast)
+	c := dialScalable(t, b2)
+	topic := name
+	c.push(&pb.CommandScalableTopicLookup{SessionId: proto.Uint64(1), Topic: &topic})
+	url1, url2 := "pulsar://"+b1.Addr().String(), "pulsar://"+b2.Addr().String()
+	c.until("b1 as the controller", 10*time.Second, func(cmd *pb.BaseCommand) bool {
+		return cmd.GetScalableTopicUpdate().GetDag().GetControllerBrokerUrl() == url1
+	})
+	b1.Close()
+	start := time.Now()
+	c.until("b2 as the controller", 20*time.Second, func(cmd *pb.BaseCommand) bool {
+		return cmd.GetScalableTopicUpdate().GetDag().GetControllerBrokerUrl() == url2
+	})
+	t.Logf("new controller pushed %v after the old one closed", time.Since(start))
+}
