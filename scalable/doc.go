@@ -117,7 +117,11 @@
 // the leader and pushes SCALABLE_TOPIC_ASSIGNMENT_UPDATE at every newer one, which also
 // keeps the consumer alive at the controller; when the connection ends the polls stop and
 // the consumer is reported Disconnected after a while (its grace period starts); a leader
-// change registers it again. WATCH_SCALABLE_TOPICS answers a snapshot of the namespace's
+// change registers it again. The protocol (70..78) has no unsubscribe: a client closing a
+// stream consumer unregisters it over the admin API, which ends the broker's session at its
+// next poll; if that call fails while the client's connection stays up, the session keeps
+// the consumer registered (and its segments assigned) until the connection ends.
+// WATCH_SCALABLE_TOPICS answers a snapshot of the namespace's
 // scalable topics, then diffs (property filters are refused: topics have no properties).
 // The admin API stays for administration (create, delete, layout, split, merge, stats,
 // subscriptions) and the consumers' HTTP register and poll remain for other tools.
