@@ -318,6 +318,11 @@ func (c *conn) streamSession(ctx context.Context, rid, cid uint64, t layout.Topi
 		fail(err)
 		return
 	}
+	defer func() {
+		if c.s.ctx.Err() == nil && leader == c.s.info.ID {
+			c.s.streamGone(name, sub, consumer, session) // the connection or the session ended
+		}
+	}()
 	a, err := c.s.streamAssignment(ctx, leader, name, sub, consumer, 0, streamWait)
 	if err != nil && ctx.Err() == nil {
 		fail(err)
@@ -364,6 +369,33 @@ func (c *conn) streamSession(ctx context.Context, rid, cid uint64, t layout.Topi
 		}
 		c.Send(pulsar.Wrap(&pb.CommandScalableTopicAssignmentUpdate{ConsumerId: &cid, Assignment: pa}))
 	}
+}
+
+// streamGone reports stream consumer consumer of sub, session session, disconnected at once
+// (its grace period starts) when this broker leads the topic; otherwise the leader notices
+// its polls stopped (sweepConsumers). A newer session of the consumer is left alone.
+func (s *Service) streamGone(name, sub, consumer string, session uint64) {
+	t, err := s.scalableTopic(name)
+	if err != nil {
+		return
+	}
+	sct := s.scal.topic(t)
+	if sct == nil || !sct.ctl.Leading() {
+		return
+	}
+	k := [2]string{sub, consumer}
+	sct.mu.Lock()
+	mine := sct.session[k] == session
+	if mine {
+		delete(sct.polled, k)
+	}
+	sct.mu.Unlock()
+	if !mine {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	_ = sct.ctl.Disconnected(ctx, sub, consumer, session)
 }
 
 // assignmentProto is assignment a with its segments' ranges and names (from the stored

@@ -358,3 +358,43 @@ func TestScalableDAGWatchFollowsController(t *testing.T) {
 	})
 	t.Logf("new controller pushed %v after the old one closed", time.Since(start))
 }
+
+// TestScalableStreamConsumerConnectionLost: two stream consumers share a 2-segment topic;
+// when one's connection ends, the controller learns it at once (not after its polls are
+// found stale) and, after the grace period, pushes both segments to the other.
+func TestScalableStreamConsumerConnectionLost(t *testing.T) {
+	const name = "topic://public/default/lost"
+	store := metadatatest.NewStore(t, metadatatest.Embedded(t))
+	svc := startServiceWith(t, store, topictest.NewStore(), "b1", func(c *broker.Config) {
+		c.Scalable.TickInterval = 50 * time.Millisecond
+		c.Scalable.ConsumerGrace = 200 * time.Millisecond
+	})
+	ctx := testCtx(t)
+	if err := svc.CreateScalableTopic(ctx, name, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, "subscribe", func() error { return svc.CreateScalableSubscription(ctx, name, "s") })
+	topic, sub := name, "s"
+	subscribe := func(c *rawClient, cname string, cid uint64) int {
+		t.Helper()
+		got := c.roundTrip(&pb.CommandScalableTopicSubscribe{RequestId: proto.Uint64(cid), Topic: &topic, Subscription: &sub,
+			ConsumerName: &cname, ConsumerId: &cid})
+		r := got.GetScalableTopicSubscribeResponse()
+		if r == nil || r.Error != nil {
+			t.Fatalf("subscribe %s: %v", cname, got)
+		}
+		return len(r.GetAssignment().GetSegments())
+	}
+	segs := func(cmd *pb.BaseCommand) int {
+		return len(cmd.GetScalableTopicAssignmentUpdate().GetAssignment().GetSegments())
+	}
+	c1, c2 := dialScalable(t, svc), dialScalable(t, svc)
+	subscribe(c1, "a", 1)
+	if subscribe(c2, "b", 2) != 1 {
+		c2.until("one segment for b", 10*time.Second, func(cmd *pb.BaseCommand) bool { return segs(cmd) == 1 })
+	}
+	c1.nc.Close()
+	start := time.Now()
+	c2.until("both segments for b", 5*time.Second, func(cmd *pb.BaseCommand) bool { return segs(cmd) == 2 })
+	t.Logf("b got both segments %v after a's connection closed", time.Since(start))
+}

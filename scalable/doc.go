@@ -115,9 +115,10 @@
 // stream consumer with the controller's leader (here, or forwarded to the leader's admin
 // API, as the HTTP calls are redirected) and answers its assignment; the session long-polls
 // the leader and pushes SCALABLE_TOPIC_ASSIGNMENT_UPDATE at every newer one, which also
-// keeps the consumer alive at the controller; when the connection ends the polls stop and
-// the consumer is reported Disconnected after a while (its grace period starts); a leader
-// change registers it again. The protocol (70..78) has no unsubscribe: a client closing a
+// keeps the consumer alive at the controller; when the connection ends the session reports
+// the consumer Disconnected at once if this broker leads (its grace period starts), and
+// otherwise its polls stop and the leader reports it after a while; a leader change
+// registers it again. The protocol (70..78) has no unsubscribe: a client closing a
 // stream consumer unregisters it over the admin API, which ends the broker's session at its
 // next poll; if that call fails while the client's connection stays up, the session keeps
 // the consumer registered (and its segments assigned) until the connection ends.
