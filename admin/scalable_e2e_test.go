@@ -232,3 +232,87 @@ func TestScalableQueueConsumer(t *testing.T) {
 		t.Fatalf("queue consumer attached to %v, want the 4 segments", segs)
 	}
 }
+
+// TestScalableLayoutPushed: a split requested on one broker reaches a client connected to
+// another through its DAG watch session within a deadline, with no request of the client's.
+func TestScalableLayoutPushed(t *testing.T) {
+	c := startScalableCluster(t, 3, broker.ScalableConfig{TickInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, p = "topic://public/default/pushed", "/admin/v2/scalable/public/default/pushed"
+	c.call(t, 1, "PUT", p+"?segments=1")
+	cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + c.brokers[0].Addr().String(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pr, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close(ctx)
+	for round, seg := range []string{"0", "1"} {
+		before := pr.Layout()
+		start := time.Now()
+		c.call(t, 2, "POST", p+"/split/"+seg) // answered once the new layout is committed
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := pr.WaitLayout(wctx, before.Epoch)
+		wcancel()
+		if err != nil {
+			t.Fatalf("split %d not pushed within 5 s: %v", round, err)
+		}
+		if len(l.Active()) != len(before.Active())+1 {
+			t.Fatalf("layout after split %d: %+v", round, l)
+		}
+		t.Logf("split %d seen by the client %v after the request", round, time.Since(start))
+	}
+}
+
+// TestScalableStreamSubscribeAnyBroker: three stream consumers, each connected to a
+// different broker (so at least two subscribe through a broker that forwards to the
+// controller's leader), share a 3-segment topic: each gets one segment, all different.
+func TestScalableStreamSubscribeAnyBroker(t *testing.T) {
+	c := startScalableCluster(t, 3, broker.ScalableConfig{TickInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, p = "topic://public/default/anybroker", "/admin/v2/scalable/public/default/anybroker"
+	c.call(t, 0, "PUT", p+"?segments=3")
+	c.call(t, 0, "PUT", p+"/subscription/s")
+	var consumers []*pulsarclient.ScalableConsumer
+	for i := range 3 {
+		cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + c.brokers[i].Addr().String(), Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		sc, err := cl.SubscribeStream(ctx, pulsarclient.ScalableConsumerOptions{ScalableOptions: pulsarclient.ScalableOptions{AdminURL: c.urls[i]},
+			Topic: topic, Subscription: "s", Name: fmt.Sprintf("c%d", i)})
+		if err != nil {
+			t.Fatalf("consumer %d: %v", i, err)
+		}
+		defer sc.Close(ctx)
+		consumers = append(consumers, sc)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		seen := map[layout.SegmentID]int{}
+		ok := true
+		for _, sc := range consumers {
+			segs := sc.Segments()
+			ok = ok && len(segs) == 1
+			for _, id := range segs {
+				seen[id]++
+			}
+		}
+		if ok && len(seen) == 3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for i, sc := range consumers {
+				t.Logf("consumer %d: %v", i, sc.Segments())
+			}
+			t.Fatal("the three consumers did not get one segment each")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
+	}
+}

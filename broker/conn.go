@@ -76,6 +76,9 @@ type conn struct {
 	consumers *registry[*topic.Consumer]
 
 	auth connAuth // conn_auth.go
+
+	scalableOK bool             // CONNECT set supports_scalable_topics (written before serving)
+	scal       scalableSessions // conn_scalable.go
 }
 
 func newConn(s *Service, nc net.Conn) *conn {
@@ -233,6 +236,11 @@ func (c *conn) handle(f pulsar.Frame) error {
 		go c.handleGetSchema(cmd.GetGetSchema())
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
 		go c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
+	case pb.BaseCommand_SCALABLE_TOPIC_LOOKUP, pb.BaseCommand_SCALABLE_TOPIC_UPDATE, pb.BaseCommand_SCALABLE_TOPIC_CLOSE,
+		pb.BaseCommand_SCALABLE_TOPIC_SUBSCRIBE, pb.BaseCommand_SCALABLE_TOPIC_SUBSCRIBE_RESPONSE,
+		pb.BaseCommand_SCALABLE_TOPIC_ASSIGNMENT_UPDATE, pb.BaseCommand_WATCH_SCALABLE_TOPICS,
+		pb.BaseCommand_WATCH_SCALABLE_TOPICS_UPDATE, pb.BaseCommand_WATCH_SCALABLE_TOPICS_CLOSE:
+		c.handleScalable(cmd) // conn_scalable.go
 	default:
 		// Commands Magnetar does not serve (transactions, topic watchers, ...): answer the
 		// request, if it is one, so the client does not wait for its timeout.
@@ -247,6 +255,7 @@ func (c *conn) handle(f pulsar.Frame) error {
 
 func (c *conn) handleConnect(cmd *pb.CommandConnect) error {
 	c.clientVersion = cmd.GetClientVersion()
+	c.scalableOK = cmd.GetFeatureFlags().GetSupportsScalableTopics()
 	if err := c.authenticate(cmd); err != nil {
 		c.close("authentication failed") // after the AuthenticationError answer
 		return nil
@@ -254,7 +263,7 @@ func (c *conn) handleConnect(cmd *pb.CommandConnect) error {
 	pv := min(cmd.GetProtocolVersion(), pulsar.ProtocolVersion)
 	sv, mms := serverVersion, int32(c.s.cfg.MaxMessageSize)
 	c.Send(pulsar.Wrap(&pb.CommandConnected{ServerVersion: &sv, ProtocolVersion: &pv, MaxMessageSize: &mms,
-		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: proto.Bool(false)}}))
+		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: proto.Bool(false), SupportsScalableTopics: proto.Bool(true)}}))
 	c.state = connConnected
 	c.log.Debug("client connected", "client", c.clientVersion, "protocol", cmd.GetProtocolVersion())
 	return nil

@@ -165,6 +165,12 @@
 //     only when Ready. A malformed, oversized or
 //     out-of-order frame closes that connection only, with a logged reason and a
 //     magnetar_broker_bad_frames_total{reason} count.
+//   - Scalable-topic sessions (conn_scalable.go), only for a client whose CONNECT set
+//     supports_scalable_topics: each DAG watch, stream consumer and namespace watch is one
+//     goroutine owning what it last sent, keyed by its id in a leaf-locked map of the
+//     connection, and ending with the connection or its close command. A DAG watch and a
+//     namespace watch follow a metadata-store watch; a stream session long-polls the
+//     controller's leader (here, or its admin API) and pushes each newer assignment.
 //   - Topic (broker/topic): one goroutine per loaded topic owns the topic State
 //     (Active, Terminating, Terminated, Fenced, Closing, Closed), its producers (access modes,
 //     topic epoch, the WaitForExclusive queue), the deduplication state and the publish

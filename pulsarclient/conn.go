@@ -69,6 +69,9 @@ type conn struct {
 		producers  map[uint64]connProducer
 		consumers  map[uint64]connConsumer
 	}
+
+	scal       scalableHandlers // the scalable-topic sessions (scalable_watch.go)
+	scalableOK bool             // CONNECTED set supports_scalable_topics (set before readLoop)
 }
 
 // dial connects to addr (host:port) and performs the CONNECT/CONNECTED handshake.
@@ -120,7 +123,7 @@ func (c *conn) handshake(ctx context.Context, clientVersion string) error {
 		ClientVersion:   proto.String(clientVersion),
 		ProtocolVersion: proto.Int32(pulsar.ProtocolVersion),
 		AuthMethodName:  proto.String(""),
-		FeatureFlags:    &pb.FeatureFlags{SupportsBrokerEntryMetadata: proto.Bool(true)},
+		FeatureFlags:    &pb.FeatureFlags{SupportsBrokerEntryMetadata: proto.Bool(true), SupportsScalableTopics: proto.Bool(true)},
 	}
 	if c.auth != nil {
 		data, err := c.auth.Data()
@@ -147,6 +150,7 @@ func (c *conn) handshake(ctx context.Context, clientVersion string) error {
 	switch f.Cmd.GetType() {
 	case pb.BaseCommand_CONNECTED:
 		c.maxMessageSize = int(f.Cmd.Connected.GetMaxMessageSize())
+		c.scalableOK = f.Cmd.Connected.GetFeatureFlags().GetSupportsScalableTopics()
 		if c.maxMessageSize <= 0 {
 			c.maxMessageSize = pulsar.MaxMessageSizeDefault
 		}
@@ -208,6 +212,7 @@ func (c *conn) close(err error) {
 	for _, cons := range consumers {
 		cons.onClosed(c, err)
 	}
+	c.scal.closeAll(err)
 }
 
 // Close closes the connection and waits for its goroutines.
@@ -451,6 +456,9 @@ func (c *conn) dispatch(f *pulsar.Frame) {
 			c.removeConsumer(id)
 			cons.onClosed(c, errClosedByBroker)
 		}
+	case pb.BaseCommand_SCALABLE_TOPIC_UPDATE, pb.BaseCommand_SCALABLE_TOPIC_SUBSCRIBE_RESPONSE,
+		pb.BaseCommand_SCALABLE_TOPIC_ASSIGNMENT_UPDATE:
+		c.scal.dispatch(c, cmd)
 	case pb.BaseCommand_PING:
 		_ = c.write(pulsar.Wrap(&pb.CommandPong{}))
 	case pb.BaseCommand_AUTH_CHALLENGE:

@@ -31,17 +31,36 @@
 //     consumers; writeLoop drains the outbound buffer (appended to under a leaf mutex by any
 //     goroutine) in large writes. Pending requests and the producer/consumer registries are
 //     a mutex-guarded leaf map.
+//
 //   - partProducer (one per topic or partition): run owns the state (Ready, Reconnecting,
 //     Closed), the current batch, the sequence ids and the FIFO of entries sent and not yet
 //     acknowledged. SendAsync feeds sendc; the conn reader feeds events (receipts, send
 //     errors, connection lost); a reconnect goroutine, started on connection loss, looks the
 //     topic up again, registers the producer with the next epoch and reports back as an
 //     event, after which run re-sends every pending entry in order.
+//
 //   - partConsumer (one per topic or partition): a small mutex-guarded state (Subscribing,
 //     Ready, Reconnecting, Closed), the permits counter and the grouped acknowledgements.
 //     The conn reader decodes MESSAGE frames straight into the Consumer's queue; a
 //     reconnect goroutine subscribes again after CLOSE_CONSUMER or a lost connection (the
 //     partition's queued, unacknowledged messages are dropped: the broker redelivers them).
+//
+//   - Scalable topics (scalable.go, scalable_producer.go, scalable_watch.go): the CONNECT
+//     sets FeatureFlags.supports_scalable_topics, and the scalable-topic commands are sent
+//     only on a connection whose CONNECTED set it too (else ErrScalableUnsupported: e.g.
+//     through Magnetar's proxy, which does not forward them). A layoutWatch goroutine keeps a DAG watch
+//     session (SCALABLE_TOPIC_LOOKUP, then the broker's SCALABLE_TOPIC_UPDATE pushes) open
+//     on the service URL's connection and publishes each newer layout; an assignmentWatch
+//     goroutine keeps a stream consumer subscribed (SCALABLE_TOPIC_SUBSCRIBE, then
+//     SCALABLE_TOPIC_ASSIGNMENT_UPDATE pushes) and hands each assignment to the
+//     ScalableConsumer's run goroutine, which attaches one ordinary consumer per segment.
+//     The conn reader puts pushes in a one-value mailbox (a layout or assignment is whole)
+//     and never blocks; a closed connection ends the sessions, which open new ones. The
+//     producer routes by the newest pushed layout and, after TopicTerminated, waits for the
+//     one showing the seal. HTTP (ScalableOptions.AdminURL) remains only for admin calls:
+//     ScalableLayout, creating a consumer's subscription, and unregistering a closed stream
+//     consumer (the protocol has no command for it; without it the broker's grace period
+//     would hand its segments on later).
 //
 // Lock order: partConsumer.mu, then conn.mu / conn.out. The conn never calls a producer or
 // consumer while holding its own locks.

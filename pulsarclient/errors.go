@@ -27,6 +27,10 @@ var (
 	// ErrUnsupportedCompression is wrapped when a consumer receives an entry compressed with
 	// a codec this client does not know (with compression.ErrUnsupported).
 	ErrUnsupportedCompression = errors.New("pulsarclient: unsupported compression")
+	// ErrScalableUnsupported is returned for a scalable topic when the broker's CONNECTED
+	// did not set FeatureFlags.supports_scalable_topics (e.g. through a proxy that does not
+	// forward the scalable-topic commands): the client then sends none of them.
+	ErrScalableUnsupported = errors.New("pulsarclient: the broker does not support scalable topics")
 )
 
 // ServerError is an error the broker answered with (CommandError, CommandSendError, a

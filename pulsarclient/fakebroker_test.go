@@ -31,18 +31,21 @@ type fakeBroker struct {
 	partitions   map[string]int
 	lastSeq      map[string]uint64 // producer name → highest persisted sequence id + 1
 	nextName     int
-	holdReceipts bool                           // store but do not answer sends
-	held         []heldReceipt                  // the receipts holdReceipts kept back
-	dropAfter    int                            // close the connection after this many SENDs (0: never)
-	sends        int                            // SEND frames seen
-	acks         []*pb.CommandAck               // every ACK
-	flows        []uint32                       // every FLOW's permits
-	terminated   map[string]bool                // topics answering SEND_ERROR TopicTerminatedError
-	prodTopic    map[uint64]string              // producer id → topic
-	cursors      map[string]int                 // "topic/subscription" → next entry, kept by closeConsumers
-	seqEntry     map[string]int                 // "name/seq" → entry index, for duplicates
-	subErr       map[string]pb.ServerError      // subscription → error for SUBSCRIBE
-	onSend       func(fc *fakeConn, seq uint64) // test hook
+	holdReceipts bool                                    // store but do not answer sends
+	held         []heldReceipt                           // the receipts holdReceipts kept back
+	dropAfter    int                                     // close the connection after this many SENDs (0: never)
+	sends        int                                     // SEND frames seen
+	acks         []*pb.CommandAck                        // every ACK
+	flows        []uint32                                // every FLOW's permits
+	terminated   map[string]bool                         // topics answering SEND_ERROR TopicTerminatedError
+	prodTopic    map[uint64]string                       // producer id → topic
+	cursors      map[string]int                          // "topic/subscription" → next entry, kept by closeConsumers
+	seqEntry     map[string]int                          // "name/seq" → entry index, for duplicates
+	subErr       map[string]pb.ServerError               // subscription → error for SUBSCRIBE
+	onSend       func(fc *fakeConn, seq uint64)          // test hook
+	onScalable   func(fc *fakeConn, cmd *pb.BaseCommand) // test hook: types 70..78
+	connectFlags []*pb.FeatureFlags                      // every CONNECT's
+	noScalable   bool                                    // CONNECTED without supports_scalable_topics
 }
 
 type heldReceipt struct {
@@ -177,8 +180,17 @@ func (fc *fakeConn) handle(f *pulsar.Frame) bool {
 	cmd := f.Cmd
 	switch cmd.GetType() {
 	case pb.BaseCommand_CONNECT:
+		b.mu.Lock()
+		b.connectFlags = append(b.connectFlags, cmd.Connect.GetFeatureFlags())
+		noScalable := b.noScalable
+		b.mu.Unlock()
 		fc.write(pulsar.Wrap(&pb.CommandConnected{ServerVersion: proto.String("fake"),
-			ProtocolVersion: proto.Int32(pulsar.ProtocolVersion), MaxMessageSize: proto.Int32(pulsar.MaxMessageSizeDefault)}))
+			ProtocolVersion: proto.Int32(pulsar.ProtocolVersion), MaxMessageSize: proto.Int32(pulsar.MaxMessageSizeDefault),
+			FeatureFlags: &pb.FeatureFlags{SupportsScalableTopics: proto.Bool(!noScalable)}}))
+	case pb.BaseCommand_SCALABLE_TOPIC_LOOKUP, pb.BaseCommand_SCALABLE_TOPIC_CLOSE, pb.BaseCommand_SCALABLE_TOPIC_SUBSCRIBE:
+		if b.onScalable != nil {
+			b.onScalable(fc, cmd)
+		}
 	case pb.BaseCommand_PARTITIONED_METADATA:
 		b.mu.Lock()
 		n := b.partitions[cmd.PartitionMetadata.GetTopic()]

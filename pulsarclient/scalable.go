@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,9 +19,11 @@ import (
 
 // Scalable topics (topic://tenant/ns/name, issue #17): a scalable topic is a DAG of
 // segments, each an ordinary topic (segment://tenant/ns/name/<hexStart>-<hexEnd>-<id>). The
-// client learns the layout and a stream consumer's assignments from the brokers' admin API
-// (/admin/v2/scalable/..., any broker; calls for the controller are redirected to its
-// leader) and produces and consumes on the segments over the binary protocol.
+// client learns the layout (DAG watch) and a stream consumer's assignments (stream
+// subscribe) over the binary protocol (scalable_watch.go), and produces and consumes on the
+// segments. The admin API (/admin/v2/scalable/...) serves ScalableLayout, creating a
+// consumer's subscription and unregistering a closed stream consumer (the protocol has no
+// command for that).
 
 // ErrNotScalable is returned for a topic name that is not topic://tenant/ns/name.
 var ErrNotScalable = errors.New("pulsarclient: not a scalable topic name (topic://tenant/namespace/name)")
@@ -123,7 +123,7 @@ type ScalableConsumerOptions struct {
 	Name string
 	// ReceiverQueueSize is each segment consumer's (default 1000).
 	ReceiverQueueSize int
-	// PollWait is how long an assignment poll waits at the broker (default 5 s).
+	// PollWait is unused: assignments and layouts are pushed by the broker.
 	PollWait time.Duration
 }
 
@@ -134,26 +134,26 @@ type ScalableConsumerOptions struct {
 // a queue consumer (SubscribeQueue) reads every segment, shared, without order. Receive and
 // Ack are safe for concurrent use.
 //
-// Goroutines: run (registers the stream consumer and polls its assignment, or polls the
-// layout for a queue consumer) and one per attached segment (subscribes with retries, then
+// Goroutines: run (follows the stream consumer's pushed assignments, or the queue
+// consumer's DAG watch), the watch's own, and one per attached segment (subscribes with retries, then
 // moves its messages to Receive's queue); Close stops them all and waits.
 type ScalableConsumer struct {
-	cl      *Client
-	adm     *scalableAdmin
-	topic   layout.Topic
-	opts    ScalableConsumerOptions
-	stream  bool
-	session uint64
-	msgs    chan *Message
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	done    chan struct{}
+	cl     *Client
+	adm    *scalableAdmin
+	topic  layout.Topic
+	opts   ScalableConsumerOptions
+	stream bool
+	assign *assignmentWatch // stream consumers
+	watch  *layoutWatch     // queue consumers
+	msgs   chan *Message
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
 
 	mu struct {
 		sync.Mutex
 		segs    map[layout.SegmentID]*segConsumer
 		byTopic map[string]*Consumer
-		version uint64
 	}
 }
 
@@ -179,9 +179,6 @@ func (cl *Client) subscribeScalable(ctx context.Context, o ScalableConsumerOptio
 	if o.Subscription == "" {
 		return nil, errors.New("pulsarclient: a subscription name is required")
 	}
-	if o.PollWait <= 0 {
-		o.PollWait = 5 * time.Second
-	}
 	adm, t, err := newScalableAdmin(o.Topic, o.ScalableOptions)
 	if err != nil {
 		return nil, err
@@ -192,14 +189,17 @@ func (cl *Client) subscribeScalable(ctx context.Context, o ScalableConsumerOptio
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
-	c := &ScalableConsumer{cl: cl, adm: adm, topic: t, opts: o, stream: stream, session: rand.Uint64() >> 1,
+	c := &ScalableConsumer{cl: cl, adm: adm, topic: t, opts: o, stream: stream,
 		msgs: make(chan *Message), cancel: cancel, done: make(chan struct{})}
 	c.mu.segs, c.mu.byTopic = map[layout.SegmentID]*segConsumer{}, map[string]*Consumer{}
 	if stream {
-		if err := c.register(ctx); err != nil {
-			cancel()
-			return nil, err
-		}
+		c.assign, err = cl.watchAssignment(ctx, rctx, t.String(), o.Subscription, o.Name)
+	} else {
+		c.watch, err = cl.watchLayout(ctx, t)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
 	}
 	go c.run(rctx)
 	return c, nil
@@ -209,85 +209,35 @@ func (c *ScalableConsumer) consumerPath() string {
 	return "/subscription/" + url.PathEscape(c.opts.Subscription) + "/consumers/" + url.PathEscape(c.opts.Name)
 }
 
-func (c *ScalableConsumer) register(ctx context.Context) error {
-	return c.adm.do(ctx, http.MethodPut, c.consumerPath()+"?session="+strconv.FormatUint(c.session, 10), nil)
-}
-
 // run follows the assignment (stream) or the layout (queue) until Close.
 func (c *ScalableConsumer) run(ctx context.Context) {
 	defer close(c.done)
-	registered := c.stream
-	delay := 10 * time.Millisecond
-	for ctx.Err() == nil {
-		var segs []layout.SegmentID
-		var err error
-		if c.stream {
-			if !registered {
-				if err = c.register(ctx); err == nil {
-					registered = true
-				}
-			}
-			if err == nil {
-				segs, err = c.poll(ctx)
-			}
-			if err != nil {
-				registered = false // the leader may have changed: register again
-			}
-		} else {
-			var l layout.Layout
-			if l, err = c.adm.layout(ctx); err == nil {
-				for _, s := range l.Segments {
-					segs = append(segs, s.ID)
-				}
-			}
-		}
-		if err != nil {
-			if !backoff.Sleep(ctx, delay) {
-				return
-			}
-			delay = min(2*delay, time.Second)
-			continue
-		}
-		delay = 10 * time.Millisecond
-		if segs != nil {
+	if c.stream {
+		for segs := range c.assign.out {
 			c.attach(ctx, segs)
 		}
-		if !c.stream && !backoff.Sleep(ctx, c.opts.PollWait/5) {
+		return
+	}
+	defer c.watch.Close()
+	for epoch := int64(-1); ; {
+		l, err := c.watch.newer(ctx, epoch)
+		if err != nil {
 			return
 		}
+		epoch = l.Epoch
+		segs := make([]assignedSegment, 0, len(l.Segments))
+		for _, s := range l.Segments {
+			segs = append(segs, assignedSegment{id: s.ID, topic: c.topic.SegmentName(s)})
+		}
+		c.attach(ctx, segs)
 	}
-}
-
-// poll returns the assigned segments once they change (nil: no change).
-func (c *ScalableConsumer) poll(ctx context.Context) ([]layout.SegmentID, error) {
-	c.mu.Lock()
-	after := c.mu.version
-	c.mu.Unlock()
-	var a struct {
-		Version  uint64
-		Segments []layout.SegmentID
-	}
-	q := "?after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatInt(c.opts.PollWait.Milliseconds(), 10)
-	if err := c.adm.do(ctx, http.MethodGet, c.consumerPath()+"/assignment"+q, &a); err != nil {
-		return nil, err
-	}
-	if a.Version <= after {
-		return nil, nil
-	}
-	c.mu.Lock()
-	c.mu.version = a.Version
-	c.mu.Unlock()
-	if a.Segments == nil {
-		a.Segments = []layout.SegmentID{}
-	}
-	return a.Segments, nil
 }
 
 // attach makes the attached segments exactly segs: it detaches the others first.
-func (c *ScalableConsumer) attach(ctx context.Context, segs []layout.SegmentID) {
+func (c *ScalableConsumer) attach(ctx context.Context, segs []assignedSegment) {
 	want := map[layout.SegmentID]bool{}
-	for _, id := range segs {
-		want[id] = true
+	for _, s := range segs {
+		want[s.id] = true
 	}
 	c.mu.Lock()
 	var gone []*segConsumer
@@ -302,20 +252,14 @@ func (c *ScalableConsumer) attach(ctx context.Context, segs []layout.SegmentID) 
 		sc.cancel()
 		<-sc.done
 	}
-	l, err := c.adm.layout(ctx) // the segments' ranges, for their names
-	if err != nil {
-		return
-	}
-	for _, id := range segs {
-		s, ok := l.Segment(id)
+	for _, s := range segs {
 		c.mu.Lock()
-		have := c.mu.segs[id] != nil
-		if ok && !have {
+		if c.mu.segs[s.id] == nil && ctx.Err() == nil {
 			sctx, cancel := context.WithCancel(ctx)
 			sc := &segConsumer{cancel: cancel, done: make(chan struct{})}
-			c.mu.segs[id] = sc
+			c.mu.segs[s.id] = sc
 			c.wg.Add(1)
-			go c.segment(sctx, sc, c.topic.SegmentName(s))
+			go c.segment(sctx, sc, s.topic)
 		}
 		c.mu.Unlock()
 	}

@@ -3,6 +3,7 @@ package pulsarclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,12 +24,12 @@ type ScalableProducerOptions struct {
 // ScalableProducer produces to a scalable topic: a keyed message goes to the active segment
 // whose range holds the key's hash (layout.KeyHash, murmur3 as upstream), an unkeyed one to
 // the active segments in turn. When a segment is sealed (TopicTerminated, after a split or
-// merge), the producer fetches the layout until it shows the seal and sends to the new
-// segment: a key's messages sent one after the other keep their order across splits. Safe
+// merge), the producer waits for the layout showing the seal (its DAG watch session
+// pushes every change) and sends to the new segment: a key's messages sent one after the other keep their order across splits. Safe
 // for concurrent use; the order of messages sent concurrently is the caller's.
 type ScalableProducer struct {
 	cl    *Client
-	adm   *scalableAdmin
+	watch *layoutWatch // the DAG watch (scalable_watch.go)
 	topic layout.Topic
 	opts  ProducerOptions
 	rr    atomic.Uint64
@@ -43,16 +44,16 @@ type ScalableProducer struct {
 
 // CreateScalableProducer creates a producer of a scalable topic.
 func (cl *Client) CreateScalableProducer(ctx context.Context, o ScalableProducerOptions) (*ScalableProducer, error) {
-	adm, t, err := newScalableAdmin(o.Topic, o.ScalableOptions)
+	t, err := layout.ParseTopic(o.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotScalable, err)
+	}
+	w, err := cl.watchLayout(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	l, err := adm.layout(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p := &ScalableProducer{cl: cl, adm: adm, topic: t, opts: o.Producer}
-	p.mu.l, p.mu.prods = l, map[layout.SegmentID]*Producer{}
+	p := &ScalableProducer{cl: cl, watch: w, topic: t, opts: o.Producer}
+	p.mu.l, p.mu.prods = w.Layout(), map[layout.SegmentID]*Producer{}
 	return p, nil
 }
 
@@ -135,8 +136,8 @@ func (p *ScalableProducer) route(ctx context.Context, msg *ProducerMessage, n ui
 	}
 }
 
-// sealed fetches the layout until seg is no longer active in it, and closes the producers of
-// segments that are not active any more.
+// sealed waits for a layout (pushed by the DAG watch) in which seg is no longer active, and
+// closes the producers of segments that are not active any more.
 func (p *ScalableProducer) sealed(ctx context.Context, seg layout.Segment) error {
 	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
 		p.mu.Lock()
@@ -145,8 +146,8 @@ func (p *ScalableProducer) sealed(ctx context.Context, seg layout.Segment) error
 		if s, ok := l.Segment(seg.ID); !ok || s.State != layout.StateActive {
 			return nil
 		}
-		next, err := p.adm.layout(ctx)
-		if err == nil && next.Epoch > l.Epoch {
+		next, err := p.watch.newer(ctx, l.Epoch)
+		if err == nil {
 			p.install(ctx, next)
 			continue
 		}
@@ -178,6 +179,7 @@ func (p *ScalableProducer) install(ctx context.Context, next layout.Layout) {
 
 // Close closes the segments' producers.
 func (p *ScalableProducer) Close(ctx context.Context) error {
+	p.watch.Close()
 	p.mu.Lock()
 	p.mu.closed = true
 	prods := p.mu.prods

@@ -102,21 +102,35 @@
 // Controller.Sample. Calls that need the leader (split, merge, subscribe, stream consumers)
 // answer 307 to it from any other broker.
 //
-// Protocol (item 5): upstream's scalable-topic commands (BaseCommand types 70–72 and the
-// stream-consumer and namespace-watch ones, gated by FeatureFlags.supports_scalable_topics)
-// are not in any released PulsarApi.proto, and their field numbers were not found; Magnetar
-// defines no binary extension either. The client learns the layout and its assignments over
-// the admin API instead: GET .../scalable/<t>/<ns>/<name> (the record, from any broker) and a
-// stream consumer's register (PUT .../subscription/<sub>/consumers/<name>?session=N) and
-// long poll (GET .../assignment?after=V&wait=MS) on the leader. So no broker ever sends a
-// scalable-topic command, and a client that does not support them (pulsar-client-go v0.19)
-// cannot receive one. A consumer that stops polling is reported Disconnected (its grace
-// period starts); a new leader learns the consumers as they register again.
+// Protocol (item 5, broker/conn_scalable.go): upstream's scalable-topic commands,
+// BaseCommand types 70..78 (proto/pulsar/doc.go says what was checked against upstream),
+// served only to clients whose CONNECT set FeatureFlags.supports_scalable_topics; any other
+// client (pulsar-client-go v0.19) gets ERROR NotAllowedError for one and is never sent one.
+// Any broker serves a DAG watch (SCALABLE_TOPIC_LOOKUP/UPDATE/CLOSE) from the metadata
+// store: a watch on the topic's keys pushes the DAG (segments, the brokers serving them, the
+// controller's URL) at every change of the layout record or of the controller's election;
+// the session dies with the connection or on CLOSE. The segments' broker addresses are
+// those of the push (a bundle that moves later is not pushed: clients look segments up as
+// for any topic). SCALABLE_TOPIC_SUBSCRIBE registers a
+// stream consumer with the controller's leader (here, or forwarded to the leader's admin
+// API, as the HTTP calls are redirected) and answers its assignment; the session long-polls
+// the leader and pushes SCALABLE_TOPIC_ASSIGNMENT_UPDATE at every newer one, which also
+// keeps the consumer alive at the controller; when the connection ends the session reports
+// the consumer Disconnected at once if this broker leads (its grace period starts), and
+// otherwise its polls stop and the leader reports it after a while; a leader change
+// registers it again. The protocol (70..78) has no unsubscribe: a client closing a
+// stream consumer unregisters it over the admin API, which ends the broker's session at its
+// next poll; if that call fails while the client's connection stays up, the session keeps
+// the consumer registered (and its segments assigned) until the connection ends.
+// WATCH_SCALABLE_TOPICS answers a snapshot of the namespace's
+// scalable topics, then diffs (property filters are refused: topics have no properties).
+// The admin API stays for administration (create, delete, layout, split, merge, stats,
+// subscriptions) and the consumers' HTTP register and poll remain for other tools.
 //
 // Client (item 6, package pulsarclient): ScalableProducer routes murmur3-32(key) >> 16
 // (layout.KeyHash, upstream's ScalableTopicHashing.segmentHash) with layout.FindActive,
 // round-robin for unkeyed messages, one send at a time per call: after TopicTerminated it
-// fetches the layout until the segment shows sealed and sends again, so a key's messages
+// waits for the pushed layout showing the segment sealed and sends again, so a key's messages
 // sent one after the other keep their order across splits. A stream consumer attaches
 // Exclusive to each assigned segment (detaching the others first); a queue consumer attaches
 // Shared to every segment of the layout. Admin (item 7): create, delete, list, layout, split,

@@ -569,6 +569,118 @@ func (TxnAction) EnumDescriptor() ([]byte, []int) {
 	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{6}
 }
 
+type SegmentState int32
+
+const (
+	SegmentState_ACTIVE SegmentState = 0
+	SegmentState_SEALED SegmentState = 1
+)
+
+// Enum value maps for SegmentState.
+var (
+	SegmentState_name = map[int32]string{
+		0: "ACTIVE",
+		1: "SEALED",
+	}
+	SegmentState_value = map[string]int32{
+		"ACTIVE": 0,
+		"SEALED": 1,
+	}
+)
+
+func (x SegmentState) Enum() *SegmentState {
+	p := new(SegmentState)
+	*p = x
+	return p
+}
+
+func (x SegmentState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SegmentState) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_pulsar_pulsar_proto_enumTypes[7].Descriptor()
+}
+
+func (SegmentState) Type() protoreflect.EnumType {
+	return &file_proto_pulsar_pulsar_proto_enumTypes[7]
+}
+
+func (x SegmentState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *SegmentState) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = SegmentState(num)
+	return nil
+}
+
+// Deprecated: Use SegmentState.Descriptor instead.
+func (SegmentState) EnumDescriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{7}
+}
+
+type ScalableConsumerType int32
+
+const (
+	ScalableConsumerType_STREAM     ScalableConsumerType = 0
+	ScalableConsumerType_CHECKPOINT ScalableConsumerType = 1
+)
+
+// Enum value maps for ScalableConsumerType.
+var (
+	ScalableConsumerType_name = map[int32]string{
+		0: "STREAM",
+		1: "CHECKPOINT",
+	}
+	ScalableConsumerType_value = map[string]int32{
+		"STREAM":     0,
+		"CHECKPOINT": 1,
+	}
+)
+
+func (x ScalableConsumerType) Enum() *ScalableConsumerType {
+	p := new(ScalableConsumerType)
+	*p = x
+	return p
+}
+
+func (x ScalableConsumerType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScalableConsumerType) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_pulsar_pulsar_proto_enumTypes[8].Descriptor()
+}
+
+func (ScalableConsumerType) Type() protoreflect.EnumType {
+	return &file_proto_pulsar_pulsar_proto_enumTypes[8]
+}
+
+func (x ScalableConsumerType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *ScalableConsumerType) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = ScalableConsumerType(num)
+	return nil
+}
+
+// Deprecated: Use ScalableConsumerType.Descriptor instead.
+func (ScalableConsumerType) EnumDescriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{8}
+}
+
 type Schema_Type int32
 
 const (
@@ -656,11 +768,11 @@ func (x Schema_Type) String() string {
 }
 
 func (Schema_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[7].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[9].Descriptor()
 }
 
 func (Schema_Type) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[7]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[9]
 }
 
 func (x Schema_Type) Number() protoreflect.EnumNumber {
@@ -712,11 +824,11 @@ func (x CommandPartitionedTopicMetadataResponse_LookupType) String() string {
 }
 
 func (CommandPartitionedTopicMetadataResponse_LookupType) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[8].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[10].Descriptor()
 }
 
 func (CommandPartitionedTopicMetadataResponse_LookupType) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[8]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[10]
 }
 
 func (x CommandPartitionedTopicMetadataResponse_LookupType) Number() protoreflect.EnumNumber {
@@ -771,11 +883,11 @@ func (x CommandLookupTopicResponse_LookupType) String() string {
 }
 
 func (CommandLookupTopicResponse_LookupType) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[9].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[11].Descriptor()
 }
 
 func (CommandLookupTopicResponse_LookupType) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[9]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[11]
 }
 
 func (x CommandLookupTopicResponse_LookupType) Number() protoreflect.EnumNumber {
@@ -830,11 +942,11 @@ func (x CommandGetTopicsOfNamespace_Mode) String() string {
 }
 
 func (CommandGetTopicsOfNamespace_Mode) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[10].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[12].Descriptor()
 }
 
 func (CommandGetTopicsOfNamespace_Mode) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[10]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[12]
 }
 
 func (x CommandGetTopicsOfNamespace_Mode) Number() protoreflect.EnumNumber {
@@ -886,11 +998,11 @@ func (x CommandTopicMigrated_ResourceType) String() string {
 }
 
 func (CommandTopicMigrated_ResourceType) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[11].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[13].Descriptor()
 }
 
 func (CommandTopicMigrated_ResourceType) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[11]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[13]
 }
 
 func (x CommandTopicMigrated_ResourceType) Number() protoreflect.EnumNumber {
@@ -948,11 +1060,11 @@ func (x CommandSubscribe_SubType) String() string {
 }
 
 func (CommandSubscribe_SubType) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[12].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[14].Descriptor()
 }
 
 func (CommandSubscribe_SubType) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[12]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[14]
 }
 
 func (x CommandSubscribe_SubType) Number() protoreflect.EnumNumber {
@@ -1004,11 +1116,11 @@ func (x CommandSubscribe_InitialPosition) String() string {
 }
 
 func (CommandSubscribe_InitialPosition) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[13].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[15].Descriptor()
 }
 
 func (CommandSubscribe_InitialPosition) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[13]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[15]
 }
 
 func (x CommandSubscribe_InitialPosition) Number() protoreflect.EnumNumber {
@@ -1060,11 +1172,11 @@ func (x CommandAck_AckType) String() string {
 }
 
 func (CommandAck_AckType) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[14].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[16].Descriptor()
 }
 
 func (CommandAck_AckType) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[14]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[16]
 }
 
 func (x CommandAck_AckType) Number() protoreflect.EnumNumber {
@@ -1125,11 +1237,11 @@ func (x CommandAck_ValidationError) String() string {
 }
 
 func (CommandAck_ValidationError) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[15].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[17].Descriptor()
 }
 
 func (CommandAck_ValidationError) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[15]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[17]
 }
 
 func (x CommandAck_ValidationError) Number() protoreflect.EnumNumber {
@@ -1194,25 +1306,34 @@ const (
 	BaseCommand_GET_OR_CREATE_SCHEMA              BaseCommand_Type = 39
 	BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE     BaseCommand_Type = 40
 	// 41..49 are unassigned.
-	BaseCommand_NEW_TXN                          BaseCommand_Type = 50
-	BaseCommand_NEW_TXN_RESPONSE                 BaseCommand_Type = 51
-	BaseCommand_ADD_PARTITION_TO_TXN             BaseCommand_Type = 52
-	BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE    BaseCommand_Type = 53
-	BaseCommand_ADD_SUBSCRIPTION_TO_TXN          BaseCommand_Type = 54
-	BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE BaseCommand_Type = 55
-	BaseCommand_END_TXN                          BaseCommand_Type = 56
-	BaseCommand_END_TXN_RESPONSE                 BaseCommand_Type = 57
-	BaseCommand_END_TXN_ON_PARTITION             BaseCommand_Type = 58
-	BaseCommand_END_TXN_ON_PARTITION_RESPONSE    BaseCommand_Type = 59
-	BaseCommand_END_TXN_ON_SUBSCRIPTION          BaseCommand_Type = 60
-	BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE BaseCommand_Type = 61
-	BaseCommand_TC_CLIENT_CONNECT_REQUEST        BaseCommand_Type = 62
-	BaseCommand_TC_CLIENT_CONNECT_RESPONSE       BaseCommand_Type = 63
-	BaseCommand_WATCH_TOPIC_LIST                 BaseCommand_Type = 64
-	BaseCommand_WATCH_TOPIC_LIST_SUCCESS         BaseCommand_Type = 65
-	BaseCommand_WATCH_TOPIC_UPDATE               BaseCommand_Type = 66
-	BaseCommand_WATCH_TOPIC_LIST_CLOSE           BaseCommand_Type = 67
-	BaseCommand_TOPIC_MIGRATED                   BaseCommand_Type = 68
+	BaseCommand_NEW_TXN                           BaseCommand_Type = 50
+	BaseCommand_NEW_TXN_RESPONSE                  BaseCommand_Type = 51
+	BaseCommand_ADD_PARTITION_TO_TXN              BaseCommand_Type = 52
+	BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE     BaseCommand_Type = 53
+	BaseCommand_ADD_SUBSCRIPTION_TO_TXN           BaseCommand_Type = 54
+	BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE  BaseCommand_Type = 55
+	BaseCommand_END_TXN                           BaseCommand_Type = 56
+	BaseCommand_END_TXN_RESPONSE                  BaseCommand_Type = 57
+	BaseCommand_END_TXN_ON_PARTITION              BaseCommand_Type = 58
+	BaseCommand_END_TXN_ON_PARTITION_RESPONSE     BaseCommand_Type = 59
+	BaseCommand_END_TXN_ON_SUBSCRIPTION           BaseCommand_Type = 60
+	BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE  BaseCommand_Type = 61
+	BaseCommand_TC_CLIENT_CONNECT_REQUEST         BaseCommand_Type = 62
+	BaseCommand_TC_CLIENT_CONNECT_RESPONSE        BaseCommand_Type = 63
+	BaseCommand_WATCH_TOPIC_LIST                  BaseCommand_Type = 64
+	BaseCommand_WATCH_TOPIC_LIST_SUCCESS          BaseCommand_Type = 65
+	BaseCommand_WATCH_TOPIC_UPDATE                BaseCommand_Type = 66
+	BaseCommand_WATCH_TOPIC_LIST_CLOSE            BaseCommand_Type = 67
+	BaseCommand_TOPIC_MIGRATED                    BaseCommand_Type = 68
+	BaseCommand_SCALABLE_TOPIC_LOOKUP             BaseCommand_Type = 70
+	BaseCommand_SCALABLE_TOPIC_UPDATE             BaseCommand_Type = 71
+	BaseCommand_SCALABLE_TOPIC_CLOSE              BaseCommand_Type = 72
+	BaseCommand_SCALABLE_TOPIC_SUBSCRIBE          BaseCommand_Type = 73
+	BaseCommand_SCALABLE_TOPIC_SUBSCRIBE_RESPONSE BaseCommand_Type = 74
+	BaseCommand_SCALABLE_TOPIC_ASSIGNMENT_UPDATE  BaseCommand_Type = 75
+	BaseCommand_WATCH_SCALABLE_TOPICS             BaseCommand_Type = 76
+	BaseCommand_WATCH_SCALABLE_TOPICS_UPDATE      BaseCommand_Type = 77
+	BaseCommand_WATCH_SCALABLE_TOPICS_CLOSE       BaseCommand_Type = 78
 )
 
 // Enum value maps for BaseCommand_Type.
@@ -1276,6 +1397,15 @@ var (
 		66: "WATCH_TOPIC_UPDATE",
 		67: "WATCH_TOPIC_LIST_CLOSE",
 		68: "TOPIC_MIGRATED",
+		70: "SCALABLE_TOPIC_LOOKUP",
+		71: "SCALABLE_TOPIC_UPDATE",
+		72: "SCALABLE_TOPIC_CLOSE",
+		73: "SCALABLE_TOPIC_SUBSCRIBE",
+		74: "SCALABLE_TOPIC_SUBSCRIBE_RESPONSE",
+		75: "SCALABLE_TOPIC_ASSIGNMENT_UPDATE",
+		76: "WATCH_SCALABLE_TOPICS",
+		77: "WATCH_SCALABLE_TOPICS_UPDATE",
+		78: "WATCH_SCALABLE_TOPICS_CLOSE",
 	}
 	BaseCommand_Type_value = map[string]int32{
 		"CONNECT":                           2,
@@ -1336,6 +1466,15 @@ var (
 		"WATCH_TOPIC_UPDATE":                66,
 		"WATCH_TOPIC_LIST_CLOSE":            67,
 		"TOPIC_MIGRATED":                    68,
+		"SCALABLE_TOPIC_LOOKUP":             70,
+		"SCALABLE_TOPIC_UPDATE":             71,
+		"SCALABLE_TOPIC_CLOSE":              72,
+		"SCALABLE_TOPIC_SUBSCRIBE":          73,
+		"SCALABLE_TOPIC_SUBSCRIBE_RESPONSE": 74,
+		"SCALABLE_TOPIC_ASSIGNMENT_UPDATE":  75,
+		"WATCH_SCALABLE_TOPICS":             76,
+		"WATCH_SCALABLE_TOPICS_UPDATE":      77,
+		"WATCH_SCALABLE_TOPICS_CLOSE":       78,
 	}
 )
 
@@ -1350,11 +1489,11 @@ func (x BaseCommand_Type) String() string {
 }
 
 func (BaseCommand_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pulsar_pulsar_proto_enumTypes[16].Descriptor()
+	return file_proto_pulsar_pulsar_proto_enumTypes[18].Descriptor()
 }
 
 func (BaseCommand_Type) Type() protoreflect.EnumType {
-	return &file_proto_pulsar_pulsar_proto_enumTypes[16]
+	return &file_proto_pulsar_pulsar_proto_enumTypes[18]
 }
 
 func (x BaseCommand_Type) Number() protoreflect.EnumNumber {
@@ -1373,7 +1512,7 @@ func (x *BaseCommand_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use BaseCommand_Type.Descriptor instead.
 func (BaseCommand_Type) EnumDescriptor() ([]byte, []int) {
-	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{71, 0}
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{87, 0}
 }
 
 type Schema struct {
@@ -1798,8 +1937,13 @@ type MessageMetadata struct {
 	TotalChunkMsgSize *int32  `protobuf:"varint,28,opt,name=total_chunk_msg_size,json=totalChunkMsgSize" json:"total_chunk_msg_size,omitempty"`
 	ChunkId           *int32  `protobuf:"varint,29,opt,name=chunk_id,json=chunkId" json:"chunk_id,omitempty"`
 	NullPartitionKey  *bool   `protobuf:"varint,30,opt,name=null_partition_key,json=nullPartitionKey,def=0" json:"null_partition_key,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Fields 31 and 32 are assigned upstream (compacted batch indexes, schema id) and not
+	// defined here. Scalable topics: the entry's effective key-hash range (inclusive, 16-bit
+	// hash space), set by segment producers.
+	EntryHashMin  *uint32 `protobuf:"varint,33,opt,name=entry_hash_min,json=entryHashMin" json:"entry_hash_min,omitempty"`
+	EntryHashMax  *uint32 `protobuf:"varint,34,opt,name=entry_hash_max,json=entryHashMax" json:"entry_hash_max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 // Default values for MessageMetadata fields.
@@ -2038,6 +2182,20 @@ func (x *MessageMetadata) GetNullPartitionKey() bool {
 		return *x.NullPartitionKey
 	}
 	return Default_MessageMetadata_NullPartitionKey
+}
+
+func (x *MessageMetadata) GetEntryHashMin() uint32 {
+	if x != nil && x.EntryHashMin != nil {
+		return *x.EntryHashMin
+	}
+	return 0
+}
+
+func (x *MessageMetadata) GetEntryHashMax() uint32 {
+	if x != nil && x.EntryHashMax != nil {
+		return *x.EntryHashMax
+	}
+	return 0
 }
 
 // Header of one message inside a batch payload: [u32 size][SingleMessageMetadata][payload].
@@ -2291,8 +2449,12 @@ type FeatureFlags struct {
 	SupportsBrokerEntryMetadata *bool                  `protobuf:"varint,2,opt,name=supports_broker_entry_metadata,json=supportsBrokerEntryMetadata,def=0" json:"supports_broker_entry_metadata,omitempty"`
 	SupportsPartialProducer     *bool                  `protobuf:"varint,3,opt,name=supports_partial_producer,json=supportsPartialProducer,def=0" json:"supports_partial_producer,omitempty"`
 	SupportsTopicWatchers       *bool                  `protobuf:"varint,4,opt,name=supports_topic_watchers,json=supportsTopicWatchers,def=0" json:"supports_topic_watchers,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// Fields 5-7 and 9 are assigned upstream and not defined here.
+	// The peer speaks the scalable-topic commands (BaseCommand types 70-78); a broker sends
+	// them only to a client whose CONNECT set this.
+	SupportsScalableTopics *bool `protobuf:"varint,8,opt,name=supports_scalable_topics,json=supportsScalableTopics,def=0" json:"supports_scalable_topics,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 // Default values for FeatureFlags fields.
@@ -2301,6 +2463,7 @@ const (
 	Default_FeatureFlags_SupportsBrokerEntryMetadata = bool(false)
 	Default_FeatureFlags_SupportsPartialProducer     = bool(false)
 	Default_FeatureFlags_SupportsTopicWatchers       = bool(false)
+	Default_FeatureFlags_SupportsScalableTopics      = bool(false)
 )
 
 func (x *FeatureFlags) Reset() {
@@ -2359,6 +2522,13 @@ func (x *FeatureFlags) GetSupportsTopicWatchers() bool {
 		return *x.SupportsTopicWatchers
 	}
 	return Default_FeatureFlags_SupportsTopicWatchers
+}
+
+func (x *FeatureFlags) GetSupportsScalableTopics() bool {
+	if x != nil && x.SupportsScalableTopics != nil {
+		return *x.SupportsScalableTopics
+	}
+	return Default_FeatureFlags_SupportsScalableTopics
 }
 
 type AuthData struct {
@@ -6955,6 +7125,1118 @@ func (x *CommandEndTxnOnSubscriptionResponse) GetMessage() string {
 	return ""
 }
 
+// One segment of a scalable topic's layout. Hash ranges are inclusive in 0x0000-0xFFFF.
+type SegmentInfoProto struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId         *uint64                `protobuf:"varint,1,req,name=segment_id,json=segmentId" json:"segment_id,omitempty"`
+	HashStart         *uint32                `protobuf:"varint,2,req,name=hash_start,json=hashStart" json:"hash_start,omitempty"`
+	HashEnd           *uint32                `protobuf:"varint,3,req,name=hash_end,json=hashEnd" json:"hash_end,omitempty"`
+	State             *SegmentState          `protobuf:"varint,4,req,name=state,enum=magnetar.pulsar.SegmentState" json:"state,omitempty"`
+	ParentIds         []uint64               `protobuf:"varint,5,rep,name=parent_ids,json=parentIds" json:"parent_ids,omitempty"`
+	ChildIds          []uint64               `protobuf:"varint,6,rep,name=child_ids,json=childIds" json:"child_ids,omitempty"`
+	CreatedAtEpoch    *uint64                `protobuf:"varint,7,opt,name=created_at_epoch,json=createdAtEpoch" json:"created_at_epoch,omitempty"`
+	SealedAtEpoch     *uint64                `protobuf:"varint,8,opt,name=sealed_at_epoch,json=sealedAtEpoch" json:"sealed_at_epoch,omitempty"`
+	CreatedAtMs       *uint64                `protobuf:"varint,9,opt,name=created_at_ms,json=createdAtMs" json:"created_at_ms,omitempty"`
+	SealedAtMs        *uint64                `protobuf:"varint,10,opt,name=sealed_at_ms,json=sealedAtMs" json:"sealed_at_ms,omitempty"`
+	LegacyTopicName   *string                `protobuf:"bytes,11,opt,name=legacy_topic_name,json=legacyTopicName" json:"legacy_topic_name,omitempty"`
+	EntryBucketSplits []uint32               `protobuf:"varint,12,rep,name=entry_bucket_splits,json=entryBucketSplits" json:"entry_bucket_splits,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SegmentInfoProto) Reset() {
+	*x = SegmentInfoProto{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentInfoProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentInfoProto) ProtoMessage() {}
+
+func (x *SegmentInfoProto) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentInfoProto.ProtoReflect.Descriptor instead.
+func (*SegmentInfoProto) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *SegmentInfoProto) GetSegmentId() uint64 {
+	if x != nil && x.SegmentId != nil {
+		return *x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentInfoProto) GetHashStart() uint32 {
+	if x != nil && x.HashStart != nil {
+		return *x.HashStart
+	}
+	return 0
+}
+
+func (x *SegmentInfoProto) GetHashEnd() uint32 {
+	if x != nil && x.HashEnd != nil {
+		return *x.HashEnd
+	}
+	return 0
+}
+
+func (x *SegmentInfoProto) GetState() SegmentState {
+	if x != nil && x.State != nil {
+		return *x.State
+	}
+	return SegmentState_ACTIVE
+}
+
+func (x *SegmentInfoProto) GetParentIds() []uint64 {
+	if x != nil {
+		return x.ParentIds
+	}
+	return nil
+}
+
+func (x *SegmentInfoProto) GetChildIds() []uint64 {
+	if x != nil {
+		return x.ChildIds
+	}
+	return nil
+}
+
+func (x *SegmentInfoProto) GetCreatedAtEpoch() uint64 {
+	if x != nil && x.CreatedAtEpoch != nil {
+		return *x.CreatedAtEpoch
+	}
+	return 0
+}
+
+func (x *SegmentInfoProto) GetSealedAtEpoch() uint64 {
+	if x != nil && x.SealedAtEpoch != nil {
+		return *x.SealedAtEpoch
+	}
+	return 0
+}
+
+func (x *SegmentInfoProto) GetCreatedAtMs() uint64 {
+	if x != nil && x.CreatedAtMs != nil {
+		return *x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *SegmentInfoProto) GetSealedAtMs() uint64 {
+	if x != nil && x.SealedAtMs != nil {
+		return *x.SealedAtMs
+	}
+	return 0
+}
+
+func (x *SegmentInfoProto) GetLegacyTopicName() string {
+	if x != nil && x.LegacyTopicName != nil {
+		return *x.LegacyTopicName
+	}
+	return ""
+}
+
+func (x *SegmentInfoProto) GetEntryBucketSplits() []uint32 {
+	if x != nil {
+		return x.EntryBucketSplits
+	}
+	return nil
+}
+
+// The broker serving one segment's topic.
+type SegmentBrokerAddress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     *uint64                `protobuf:"varint,1,req,name=segment_id,json=segmentId" json:"segment_id,omitempty"`
+	BrokerUrl     *string                `protobuf:"bytes,2,req,name=broker_url,json=brokerUrl" json:"broker_url,omitempty"`
+	BrokerUrlTls  *string                `protobuf:"bytes,3,opt,name=broker_url_tls,json=brokerUrlTls" json:"broker_url_tls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentBrokerAddress) Reset() {
+	*x = SegmentBrokerAddress{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentBrokerAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentBrokerAddress) ProtoMessage() {}
+
+func (x *SegmentBrokerAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentBrokerAddress.ProtoReflect.Descriptor instead.
+func (*SegmentBrokerAddress) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SegmentBrokerAddress) GetSegmentId() uint64 {
+	if x != nil && x.SegmentId != nil {
+		return *x.SegmentId
+	}
+	return 0
+}
+
+func (x *SegmentBrokerAddress) GetBrokerUrl() string {
+	if x != nil && x.BrokerUrl != nil {
+		return *x.BrokerUrl
+	}
+	return ""
+}
+
+func (x *SegmentBrokerAddress) GetBrokerUrlTls() string {
+	if x != nil && x.BrokerUrlTls != nil {
+		return *x.BrokerUrlTls
+	}
+	return ""
+}
+
+// A scalable topic's whole layout, with where each segment and the controller are served.
+type ScalableTopicDAG struct {
+	state                  protoimpl.MessageState  `protogen:"open.v1"`
+	Epoch                  *uint64                 `protobuf:"varint,1,req,name=epoch" json:"epoch,omitempty"`
+	Segments               []*SegmentInfoProto     `protobuf:"bytes,2,rep,name=segments" json:"segments,omitempty"`
+	SegmentBrokers         []*SegmentBrokerAddress `protobuf:"bytes,3,rep,name=segment_brokers,json=segmentBrokers" json:"segment_brokers,omitempty"`
+	ControllerBrokerUrl    *string                 `protobuf:"bytes,4,opt,name=controller_broker_url,json=controllerBrokerUrl" json:"controller_broker_url,omitempty"`
+	ControllerBrokerUrlTls *string                 `protobuf:"bytes,5,opt,name=controller_broker_url_tls,json=controllerBrokerUrlTls" json:"controller_broker_url_tls,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *ScalableTopicDAG) Reset() {
+	*x = ScalableTopicDAG{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScalableTopicDAG) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScalableTopicDAG) ProtoMessage() {}
+
+func (x *ScalableTopicDAG) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScalableTopicDAG.ProtoReflect.Descriptor instead.
+func (*ScalableTopicDAG) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ScalableTopicDAG) GetEpoch() uint64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
+}
+
+func (x *ScalableTopicDAG) GetSegments() []*SegmentInfoProto {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+func (x *ScalableTopicDAG) GetSegmentBrokers() []*SegmentBrokerAddress {
+	if x != nil {
+		return x.SegmentBrokers
+	}
+	return nil
+}
+
+func (x *ScalableTopicDAG) GetControllerBrokerUrl() string {
+	if x != nil && x.ControllerBrokerUrl != nil {
+		return *x.ControllerBrokerUrl
+	}
+	return ""
+}
+
+func (x *ScalableTopicDAG) GetControllerBrokerUrlTls() string {
+	if x != nil && x.ControllerBrokerUrlTls != nil {
+		return *x.ControllerBrokerUrlTls
+	}
+	return ""
+}
+
+// Opens a DAG watch session: the broker answers and pushes CommandScalableTopicUpdate.
+type CommandScalableTopicLookup struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       *uint64                `protobuf:"varint,1,req,name=session_id,json=sessionId" json:"session_id,omitempty"`
+	Topic           *string                `protobuf:"bytes,2,req,name=topic" json:"topic,omitempty"`
+	CreateIfMissing *bool                  `protobuf:"varint,3,opt,name=create_if_missing,json=createIfMissing,def=1" json:"create_if_missing,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+// Default values for CommandScalableTopicLookup fields.
+const (
+	Default_CommandScalableTopicLookup_CreateIfMissing = bool(true)
+)
+
+func (x *CommandScalableTopicLookup) Reset() {
+	*x = CommandScalableTopicLookup{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandScalableTopicLookup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandScalableTopicLookup) ProtoMessage() {}
+
+func (x *CommandScalableTopicLookup) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandScalableTopicLookup.ProtoReflect.Descriptor instead.
+func (*CommandScalableTopicLookup) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *CommandScalableTopicLookup) GetSessionId() uint64 {
+	if x != nil && x.SessionId != nil {
+		return *x.SessionId
+	}
+	return 0
+}
+
+func (x *CommandScalableTopicLookup) GetTopic() string {
+	if x != nil && x.Topic != nil {
+		return *x.Topic
+	}
+	return ""
+}
+
+func (x *CommandScalableTopicLookup) GetCreateIfMissing() bool {
+	if x != nil && x.CreateIfMissing != nil {
+		return *x.CreateIfMissing
+	}
+	return Default_CommandScalableTopicLookup_CreateIfMissing
+}
+
+// The session's current layout (dag), or why it failed (error, message).
+type CommandScalableTopicUpdate struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	SessionId         *uint64                `protobuf:"varint,1,req,name=session_id,json=sessionId" json:"session_id,omitempty"`
+	Dag               *ScalableTopicDAG      `protobuf:"bytes,2,opt,name=dag" json:"dag,omitempty"`
+	Error             *ServerError           `protobuf:"varint,3,opt,name=error,enum=magnetar.pulsar.ServerError" json:"error,omitempty"`
+	Message           *string                `protobuf:"bytes,4,opt,name=message" json:"message,omitempty"`
+	ResolvedTopicName *string                `protobuf:"bytes,5,opt,name=resolved_topic_name,json=resolvedTopicName" json:"resolved_topic_name,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CommandScalableTopicUpdate) Reset() {
+	*x = CommandScalableTopicUpdate{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandScalableTopicUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandScalableTopicUpdate) ProtoMessage() {}
+
+func (x *CommandScalableTopicUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandScalableTopicUpdate.ProtoReflect.Descriptor instead.
+func (*CommandScalableTopicUpdate) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *CommandScalableTopicUpdate) GetSessionId() uint64 {
+	if x != nil && x.SessionId != nil {
+		return *x.SessionId
+	}
+	return 0
+}
+
+func (x *CommandScalableTopicUpdate) GetDag() *ScalableTopicDAG {
+	if x != nil {
+		return x.Dag
+	}
+	return nil
+}
+
+func (x *CommandScalableTopicUpdate) GetError() ServerError {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return ServerError_UnknownError
+}
+
+func (x *CommandScalableTopicUpdate) GetMessage() string {
+	if x != nil && x.Message != nil {
+		return *x.Message
+	}
+	return ""
+}
+
+func (x *CommandScalableTopicUpdate) GetResolvedTopicName() string {
+	if x != nil && x.ResolvedTopicName != nil {
+		return *x.ResolvedTopicName
+	}
+	return ""
+}
+
+type CommandScalableTopicClose struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     *uint64                `protobuf:"varint,1,req,name=session_id,json=sessionId" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandScalableTopicClose) Reset() {
+	*x = CommandScalableTopicClose{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandScalableTopicClose) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandScalableTopicClose) ProtoMessage() {}
+
+func (x *CommandScalableTopicClose) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandScalableTopicClose.ProtoReflect.Descriptor instead.
+func (*CommandScalableTopicClose) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *CommandScalableTopicClose) GetSessionId() uint64 {
+	if x != nil && x.SessionId != nil {
+		return *x.SessionId
+	}
+	return 0
+}
+
+// Registers a stream consumer with the topic's controller.
+type CommandScalableTopicSubscribe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
+	Topic         *string                `protobuf:"bytes,2,req,name=topic" json:"topic,omitempty"`
+	Subscription  *string                `protobuf:"bytes,3,req,name=subscription" json:"subscription,omitempty"`
+	ConsumerName  *string                `protobuf:"bytes,4,req,name=consumer_name,json=consumerName" json:"consumer_name,omitempty"`
+	ConsumerId    *uint64                `protobuf:"varint,5,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
+	ConsumerType  *ScalableConsumerType  `protobuf:"varint,6,opt,name=consumer_type,json=consumerType,enum=magnetar.pulsar.ScalableConsumerType,def=0" json:"consumer_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for CommandScalableTopicSubscribe fields.
+const (
+	Default_CommandScalableTopicSubscribe_ConsumerType = ScalableConsumerType_STREAM
+)
+
+func (x *CommandScalableTopicSubscribe) Reset() {
+	*x = CommandScalableTopicSubscribe{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandScalableTopicSubscribe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandScalableTopicSubscribe) ProtoMessage() {}
+
+func (x *CommandScalableTopicSubscribe) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandScalableTopicSubscribe.ProtoReflect.Descriptor instead.
+func (*CommandScalableTopicSubscribe) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *CommandScalableTopicSubscribe) GetRequestId() uint64 {
+	if x != nil && x.RequestId != nil {
+		return *x.RequestId
+	}
+	return 0
+}
+
+func (x *CommandScalableTopicSubscribe) GetTopic() string {
+	if x != nil && x.Topic != nil {
+		return *x.Topic
+	}
+	return ""
+}
+
+func (x *CommandScalableTopicSubscribe) GetSubscription() string {
+	if x != nil && x.Subscription != nil {
+		return *x.Subscription
+	}
+	return ""
+}
+
+func (x *CommandScalableTopicSubscribe) GetConsumerName() string {
+	if x != nil && x.ConsumerName != nil {
+		return *x.ConsumerName
+	}
+	return ""
+}
+
+func (x *CommandScalableTopicSubscribe) GetConsumerId() uint64 {
+	if x != nil && x.ConsumerId != nil {
+		return *x.ConsumerId
+	}
+	return 0
+}
+
+func (x *CommandScalableTopicSubscribe) GetConsumerType() ScalableConsumerType {
+	if x != nil && x.ConsumerType != nil {
+		return *x.ConsumerType
+	}
+	return Default_CommandScalableTopicSubscribe_ConsumerType
+}
+
+type ScalableAssignedSegment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SegmentId     *uint64                `protobuf:"varint,1,req,name=segment_id,json=segmentId" json:"segment_id,omitempty"`
+	HashStart     *uint32                `protobuf:"varint,2,req,name=hash_start,json=hashStart" json:"hash_start,omitempty"`
+	HashEnd       *uint32                `protobuf:"varint,3,req,name=hash_end,json=hashEnd" json:"hash_end,omitempty"`
+	SegmentTopic  *string                `protobuf:"bytes,4,req,name=segment_topic,json=segmentTopic" json:"segment_topic,omitempty"`
+	BucketRanges  []*IntRange            `protobuf:"bytes,5,rep,name=bucket_ranges,json=bucketRanges" json:"bucket_ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScalableAssignedSegment) Reset() {
+	*x = ScalableAssignedSegment{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScalableAssignedSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScalableAssignedSegment) ProtoMessage() {}
+
+func (x *ScalableAssignedSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScalableAssignedSegment.ProtoReflect.Descriptor instead.
+func (*ScalableAssignedSegment) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ScalableAssignedSegment) GetSegmentId() uint64 {
+	if x != nil && x.SegmentId != nil {
+		return *x.SegmentId
+	}
+	return 0
+}
+
+func (x *ScalableAssignedSegment) GetHashStart() uint32 {
+	if x != nil && x.HashStart != nil {
+		return *x.HashStart
+	}
+	return 0
+}
+
+func (x *ScalableAssignedSegment) GetHashEnd() uint32 {
+	if x != nil && x.HashEnd != nil {
+		return *x.HashEnd
+	}
+	return 0
+}
+
+func (x *ScalableAssignedSegment) GetSegmentTopic() string {
+	if x != nil && x.SegmentTopic != nil {
+		return *x.SegmentTopic
+	}
+	return ""
+}
+
+func (x *ScalableAssignedSegment) GetBucketRanges() []*IntRange {
+	if x != nil {
+		return x.BucketRanges
+	}
+	return nil
+}
+
+type ScalableConsumerAssignment struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	LayoutEpoch   *uint64                    `protobuf:"varint,1,req,name=layout_epoch,json=layoutEpoch" json:"layout_epoch,omitempty"`
+	Segments      []*ScalableAssignedSegment `protobuf:"bytes,2,rep,name=segments" json:"segments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScalableConsumerAssignment) Reset() {
+	*x = ScalableConsumerAssignment{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScalableConsumerAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScalableConsumerAssignment) ProtoMessage() {}
+
+func (x *ScalableConsumerAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScalableConsumerAssignment.ProtoReflect.Descriptor instead.
+func (*ScalableConsumerAssignment) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ScalableConsumerAssignment) GetLayoutEpoch() uint64 {
+	if x != nil && x.LayoutEpoch != nil {
+		return *x.LayoutEpoch
+	}
+	return 0
+}
+
+func (x *ScalableConsumerAssignment) GetSegments() []*ScalableAssignedSegment {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+type CommandScalableTopicSubscribeResponse struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	RequestId     *uint64                     `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
+	Error         *ServerError                `protobuf:"varint,2,opt,name=error,enum=magnetar.pulsar.ServerError" json:"error,omitempty"`
+	Message       *string                     `protobuf:"bytes,3,opt,name=message" json:"message,omitempty"`
+	Assignment    *ScalableConsumerAssignment `protobuf:"bytes,4,opt,name=assignment" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandScalableTopicSubscribeResponse) Reset() {
+	*x = CommandScalableTopicSubscribeResponse{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandScalableTopicSubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandScalableTopicSubscribeResponse) ProtoMessage() {}
+
+func (x *CommandScalableTopicSubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandScalableTopicSubscribeResponse.ProtoReflect.Descriptor instead.
+func (*CommandScalableTopicSubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CommandScalableTopicSubscribeResponse) GetRequestId() uint64 {
+	if x != nil && x.RequestId != nil {
+		return *x.RequestId
+	}
+	return 0
+}
+
+func (x *CommandScalableTopicSubscribeResponse) GetError() ServerError {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return ServerError_UnknownError
+}
+
+func (x *CommandScalableTopicSubscribeResponse) GetMessage() string {
+	if x != nil && x.Message != nil {
+		return *x.Message
+	}
+	return ""
+}
+
+func (x *CommandScalableTopicSubscribeResponse) GetAssignment() *ScalableConsumerAssignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+// Pushed to a subscribed stream consumer whenever its assignment changes.
+type CommandScalableTopicAssignmentUpdate struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	ConsumerId    *uint64                     `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
+	Assignment    *ScalableConsumerAssignment `protobuf:"bytes,2,req,name=assignment" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) Reset() {
+	*x = CommandScalableTopicAssignmentUpdate{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandScalableTopicAssignmentUpdate) ProtoMessage() {}
+
+func (x *CommandScalableTopicAssignmentUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandScalableTopicAssignmentUpdate.ProtoReflect.Descriptor instead.
+func (*CommandScalableTopicAssignmentUpdate) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) GetConsumerId() uint64 {
+	if x != nil && x.ConsumerId != nil {
+		return *x.ConsumerId
+	}
+	return 0
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) GetAssignment() *ScalableConsumerAssignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+// Watches the scalable topics of a namespace: a snapshot, then diffs.
+type CommandWatchScalableTopics struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	WatchId         *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
+	Namespace       *string                `protobuf:"bytes,2,req,name=namespace" json:"namespace,omitempty"`
+	PropertyFilters []*KeyValue            `protobuf:"bytes,3,rep,name=property_filters,json=propertyFilters" json:"property_filters,omitempty"`
+	CurrentHash     *string                `protobuf:"bytes,4,opt,name=current_hash,json=currentHash" json:"current_hash,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CommandWatchScalableTopics) Reset() {
+	*x = CommandWatchScalableTopics{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandWatchScalableTopics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandWatchScalableTopics) ProtoMessage() {}
+
+func (x *CommandWatchScalableTopics) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandWatchScalableTopics.ProtoReflect.Descriptor instead.
+func (*CommandWatchScalableTopics) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *CommandWatchScalableTopics) GetWatchId() uint64 {
+	if x != nil && x.WatchId != nil {
+		return *x.WatchId
+	}
+	return 0
+}
+
+func (x *CommandWatchScalableTopics) GetNamespace() string {
+	if x != nil && x.Namespace != nil {
+		return *x.Namespace
+	}
+	return ""
+}
+
+func (x *CommandWatchScalableTopics) GetPropertyFilters() []*KeyValue {
+	if x != nil {
+		return x.PropertyFilters
+	}
+	return nil
+}
+
+func (x *CommandWatchScalableTopics) GetCurrentHash() string {
+	if x != nil && x.CurrentHash != nil {
+		return *x.CurrentHash
+	}
+	return ""
+}
+
+type ScalableTopicsSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        []string               `protobuf:"bytes,1,rep,name=topics" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScalableTopicsSnapshot) Reset() {
+	*x = ScalableTopicsSnapshot{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScalableTopicsSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScalableTopicsSnapshot) ProtoMessage() {}
+
+func (x *ScalableTopicsSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScalableTopicsSnapshot.ProtoReflect.Descriptor instead.
+func (*ScalableTopicsSnapshot) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ScalableTopicsSnapshot) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type ScalableTopicsDiff struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Added         []string               `protobuf:"bytes,1,rep,name=added" json:"added,omitempty"`
+	Removed       []string               `protobuf:"bytes,2,rep,name=removed" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScalableTopicsDiff) Reset() {
+	*x = ScalableTopicsDiff{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScalableTopicsDiff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScalableTopicsDiff) ProtoMessage() {}
+
+func (x *ScalableTopicsDiff) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScalableTopicsDiff.ProtoReflect.Descriptor instead.
+func (*ScalableTopicsDiff) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ScalableTopicsDiff) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *ScalableTopicsDiff) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+type CommandWatchScalableTopicsUpdate struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	WatchId *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*CommandWatchScalableTopicsUpdate_Snapshot
+	//	*CommandWatchScalableTopicsUpdate_Diff
+	Event         isCommandWatchScalableTopicsUpdate_Event `protobuf_oneof:"event"`
+	Error         *ServerError                             `protobuf:"varint,4,opt,name=error,enum=magnetar.pulsar.ServerError" json:"error,omitempty"`
+	Message       *string                                  `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandWatchScalableTopicsUpdate) Reset() {
+	*x = CommandWatchScalableTopicsUpdate{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandWatchScalableTopicsUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandWatchScalableTopicsUpdate) ProtoMessage() {}
+
+func (x *CommandWatchScalableTopicsUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandWatchScalableTopicsUpdate.ProtoReflect.Descriptor instead.
+func (*CommandWatchScalableTopicsUpdate) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *CommandWatchScalableTopicsUpdate) GetWatchId() uint64 {
+	if x != nil && x.WatchId != nil {
+		return *x.WatchId
+	}
+	return 0
+}
+
+func (x *CommandWatchScalableTopicsUpdate) GetEvent() isCommandWatchScalableTopicsUpdate_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *CommandWatchScalableTopicsUpdate) GetSnapshot() *ScalableTopicsSnapshot {
+	if x != nil {
+		if x, ok := x.Event.(*CommandWatchScalableTopicsUpdate_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
+func (x *CommandWatchScalableTopicsUpdate) GetDiff() *ScalableTopicsDiff {
+	if x != nil {
+		if x, ok := x.Event.(*CommandWatchScalableTopicsUpdate_Diff); ok {
+			return x.Diff
+		}
+	}
+	return nil
+}
+
+func (x *CommandWatchScalableTopicsUpdate) GetError() ServerError {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return ServerError_UnknownError
+}
+
+func (x *CommandWatchScalableTopicsUpdate) GetMessage() string {
+	if x != nil && x.Message != nil {
+		return *x.Message
+	}
+	return ""
+}
+
+type isCommandWatchScalableTopicsUpdate_Event interface {
+	isCommandWatchScalableTopicsUpdate_Event()
+}
+
+type CommandWatchScalableTopicsUpdate_Snapshot struct {
+	Snapshot *ScalableTopicsSnapshot `protobuf:"bytes,2,opt,name=snapshot,oneof"`
+}
+
+type CommandWatchScalableTopicsUpdate_Diff struct {
+	Diff *ScalableTopicsDiff `protobuf:"bytes,3,opt,name=diff,oneof"`
+}
+
+func (*CommandWatchScalableTopicsUpdate_Snapshot) isCommandWatchScalableTopicsUpdate_Event() {}
+
+func (*CommandWatchScalableTopicsUpdate_Diff) isCommandWatchScalableTopicsUpdate_Event() {}
+
+type CommandWatchScalableTopicsClose struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WatchId       *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandWatchScalableTopicsClose) Reset() {
+	*x = CommandWatchScalableTopicsClose{}
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandWatchScalableTopicsClose) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandWatchScalableTopicsClose) ProtoMessage() {}
+
+func (x *CommandWatchScalableTopicsClose) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandWatchScalableTopicsClose.ProtoReflect.Descriptor instead.
+func (*CommandWatchScalableTopicsClose) Descriptor() ([]byte, []int) {
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *CommandWatchScalableTopicsClose) GetWatchId() uint64 {
+	if x != nil && x.WatchId != nil {
+		return *x.WatchId
+	}
+	return 0
+}
+
 type BaseCommand struct {
 	state                           protoimpl.MessageState                   `protogen:"open.v1"`
 	Type                            *BaseCommand_Type                        `protobuf:"varint,1,req,name=type,enum=magnetar.pulsar.BaseCommand_Type" json:"type,omitempty"`
@@ -7016,13 +8298,22 @@ type BaseCommand struct {
 	WatchTopicUpdate                *CommandWatchTopicUpdate                 `protobuf:"bytes,66,opt,name=watchTopicUpdate" json:"watchTopicUpdate,omitempty"`
 	WatchTopicListClose             *CommandWatchTopicListClose              `protobuf:"bytes,67,opt,name=watchTopicListClose" json:"watchTopicListClose,omitempty"`
 	TopicMigrated                   *CommandTopicMigrated                    `protobuf:"bytes,68,opt,name=topicMigrated" json:"topicMigrated,omitempty"`
+	ScalableTopicLookup             *CommandScalableTopicLookup              `protobuf:"bytes,70,opt,name=scalableTopicLookup" json:"scalableTopicLookup,omitempty"`
+	ScalableTopicUpdate             *CommandScalableTopicUpdate              `protobuf:"bytes,71,opt,name=scalableTopicUpdate" json:"scalableTopicUpdate,omitempty"`
+	ScalableTopicClose              *CommandScalableTopicClose               `protobuf:"bytes,72,opt,name=scalableTopicClose" json:"scalableTopicClose,omitempty"`
+	ScalableTopicSubscribe          *CommandScalableTopicSubscribe           `protobuf:"bytes,73,opt,name=scalableTopicSubscribe" json:"scalableTopicSubscribe,omitempty"`
+	ScalableTopicSubscribeResponse  *CommandScalableTopicSubscribeResponse   `protobuf:"bytes,74,opt,name=scalableTopicSubscribeResponse" json:"scalableTopicSubscribeResponse,omitempty"`
+	ScalableTopicAssignmentUpdate   *CommandScalableTopicAssignmentUpdate    `protobuf:"bytes,75,opt,name=scalableTopicAssignmentUpdate" json:"scalableTopicAssignmentUpdate,omitempty"`
+	WatchScalableTopics             *CommandWatchScalableTopics              `protobuf:"bytes,76,opt,name=watchScalableTopics" json:"watchScalableTopics,omitempty"`
+	WatchScalableTopicsUpdate       *CommandWatchScalableTopicsUpdate        `protobuf:"bytes,77,opt,name=watchScalableTopicsUpdate" json:"watchScalableTopicsUpdate,omitempty"`
+	WatchScalableTopicsClose        *CommandWatchScalableTopicsClose         `protobuf:"bytes,78,opt,name=watchScalableTopicsClose" json:"watchScalableTopicsClose,omitempty"`
 	unknownFields                   protoimpl.UnknownFields
 	sizeCache                       protoimpl.SizeCache
 }
 
 func (x *BaseCommand) Reset() {
 	*x = BaseCommand{}
-	mi := &file_proto_pulsar_pulsar_proto_msgTypes[71]
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7034,7 +8325,7 @@ func (x *BaseCommand) String() string {
 func (*BaseCommand) ProtoMessage() {}
 
 func (x *BaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pulsar_pulsar_proto_msgTypes[71]
+	mi := &file_proto_pulsar_pulsar_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7047,7 +8338,7 @@ func (x *BaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseCommand.ProtoReflect.Descriptor instead.
 func (*BaseCommand) Descriptor() ([]byte, []int) {
-	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{71}
+	return file_proto_pulsar_pulsar_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *BaseCommand) GetType() BaseCommand_Type {
@@ -7463,6 +8754,69 @@ func (x *BaseCommand) GetTopicMigrated() *CommandTopicMigrated {
 	return nil
 }
 
+func (x *BaseCommand) GetScalableTopicLookup() *CommandScalableTopicLookup {
+	if x != nil {
+		return x.ScalableTopicLookup
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetScalableTopicUpdate() *CommandScalableTopicUpdate {
+	if x != nil {
+		return x.ScalableTopicUpdate
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetScalableTopicClose() *CommandScalableTopicClose {
+	if x != nil {
+		return x.ScalableTopicClose
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetScalableTopicSubscribe() *CommandScalableTopicSubscribe {
+	if x != nil {
+		return x.ScalableTopicSubscribe
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetScalableTopicSubscribeResponse() *CommandScalableTopicSubscribeResponse {
+	if x != nil {
+		return x.ScalableTopicSubscribeResponse
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetScalableTopicAssignmentUpdate() *CommandScalableTopicAssignmentUpdate {
+	if x != nil {
+		return x.ScalableTopicAssignmentUpdate
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetWatchScalableTopics() *CommandWatchScalableTopics {
+	if x != nil {
+		return x.WatchScalableTopics
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetWatchScalableTopicsUpdate() *CommandWatchScalableTopicsUpdate {
+	if x != nil {
+		return x.WatchScalableTopicsUpdate
+	}
+	return nil
+}
+
+func (x *BaseCommand) GetWatchScalableTopicsClose() *CommandWatchScalableTopicsClose {
+	if x != nil {
+		return x.WatchScalableTopicsClose
+	}
+	return nil
+}
+
 var File_proto_pulsar_pulsar_proto protoreflect.FileDescriptor
 
 const file_proto_pulsar_pulsar_proto_rawDesc = "" +
@@ -7523,7 +8877,8 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"\x0eEncryptionKeys\x12\x10\n" +
 	"\x03key\x18\x01 \x02(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x02(\fR\x05value\x125\n" +
-	"\bmetadata\x18\x03 \x03(\v2\x19.magnetar.pulsar.KeyValueR\bmetadata\"\xda\t\n" +
+	"\bmetadata\x18\x03 \x03(\v2\x19.magnetar.pulsar.KeyValueR\bmetadata\"\xa6\n" +
+	"\n" +
 	"\x0fMessageMetadata\x12#\n" +
 	"\rproducer_name\x18\x01 \x02(\tR\fproducerName\x12\x1f\n" +
 	"\vsequence_id\x18\x02 \x02(\x04R\n" +
@@ -7558,7 +8913,9 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"\x13num_chunks_from_msg\x18\x1b \x01(\x05R\x10numChunksFromMsg\x12/\n" +
 	"\x14total_chunk_msg_size\x18\x1c \x01(\x05R\x11totalChunkMsgSize\x12\x19\n" +
 	"\bchunk_id\x18\x1d \x01(\x05R\achunkId\x123\n" +
-	"\x12null_partition_key\x18\x1e \x01(\b:\x05falseR\x10nullPartitionKey\"\xc9\x03\n" +
+	"\x12null_partition_key\x18\x1e \x01(\b:\x05falseR\x10nullPartitionKey\x12$\n" +
+	"\x0eentry_hash_min\x18! \x01(\rR\fentryHashMin\x12$\n" +
+	"\x0eentry_hash_max\x18\" \x01(\rR\fentryHashMax\"\xc9\x03\n" +
 	"\x15SingleMessageMetadata\x129\n" +
 	"\n" +
 	"properties\x18\x01 \x03(\v2\x19.magnetar.pulsar.KeyValueR\n" +
@@ -7584,12 +8941,13 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"\n" +
 	"hashRanges\x18\x03 \x03(\v2\x19.magnetar.pulsar.IntRangeR\n" +
 	"hashRanges\x12?\n" +
-	"\x17allowOutOfOrderDelivery\x18\x04 \x01(\b:\x05falseR\x17allowOutOfOrderDelivery\"\x97\x02\n" +
+	"\x17allowOutOfOrderDelivery\x18\x04 \x01(\b:\x05falseR\x17allowOutOfOrderDelivery\"\xd8\x02\n" +
 	"\fFeatureFlags\x129\n" +
 	"\x15supports_auth_refresh\x18\x01 \x01(\b:\x05falseR\x13supportsAuthRefresh\x12J\n" +
 	"\x1esupports_broker_entry_metadata\x18\x02 \x01(\b:\x05falseR\x1bsupportsBrokerEntryMetadata\x12A\n" +
 	"\x19supports_partial_producer\x18\x03 \x01(\b:\x05falseR\x17supportsPartialProducer\x12=\n" +
-	"\x17supports_topic_watchers\x18\x04 \x01(\b:\x05falseR\x15supportsTopicWatchers\"Q\n" +
+	"\x17supports_topic_watchers\x18\x04 \x01(\b:\x05falseR\x15supportsTopicWatchers\x12?\n" +
+	"\x18supports_scalable_topics\x18\b \x01(\b:\x05falseR\x16supportsScalableTopics\"Q\n" +
 	"\bAuthData\x12(\n" +
 	"\x10auth_method_name\x18\x01 \x01(\tR\x0eauthMethodName\x12\x1b\n" +
 	"\tauth_data\x18\x02 \x01(\fR\bauthData\"\xec\x03\n" +
@@ -8079,7 +9437,105 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
 	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x122\n" +
 	"\x05error\x18\x04 \x01(\x0e2\x1c.magnetar.pulsar.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xaa0\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xd0\x03\n" +
+	"\x10SegmentInfoProto\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x02(\x04R\tsegmentId\x12\x1d\n" +
+	"\n" +
+	"hash_start\x18\x02 \x02(\rR\thashStart\x12\x19\n" +
+	"\bhash_end\x18\x03 \x02(\rR\ahashEnd\x123\n" +
+	"\x05state\x18\x04 \x02(\x0e2\x1d.magnetar.pulsar.SegmentStateR\x05state\x12\x1d\n" +
+	"\n" +
+	"parent_ids\x18\x05 \x03(\x04R\tparentIds\x12\x1b\n" +
+	"\tchild_ids\x18\x06 \x03(\x04R\bchildIds\x12(\n" +
+	"\x10created_at_epoch\x18\a \x01(\x04R\x0ecreatedAtEpoch\x12&\n" +
+	"\x0fsealed_at_epoch\x18\b \x01(\x04R\rsealedAtEpoch\x12\"\n" +
+	"\rcreated_at_ms\x18\t \x01(\x04R\vcreatedAtMs\x12 \n" +
+	"\fsealed_at_ms\x18\n" +
+	" \x01(\x04R\n" +
+	"sealedAtMs\x12*\n" +
+	"\x11legacy_topic_name\x18\v \x01(\tR\x0flegacyTopicName\x12.\n" +
+	"\x13entry_bucket_splits\x18\f \x03(\rR\x11entryBucketSplits\"z\n" +
+	"\x14SegmentBrokerAddress\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x02(\x04R\tsegmentId\x12\x1d\n" +
+	"\n" +
+	"broker_url\x18\x02 \x02(\tR\tbrokerUrl\x12$\n" +
+	"\x0ebroker_url_tls\x18\x03 \x01(\tR\fbrokerUrlTls\"\xa6\x02\n" +
+	"\x10ScalableTopicDAG\x12\x14\n" +
+	"\x05epoch\x18\x01 \x02(\x04R\x05epoch\x12=\n" +
+	"\bsegments\x18\x02 \x03(\v2!.magnetar.pulsar.SegmentInfoProtoR\bsegments\x12N\n" +
+	"\x0fsegment_brokers\x18\x03 \x03(\v2%.magnetar.pulsar.SegmentBrokerAddressR\x0esegmentBrokers\x122\n" +
+	"\x15controller_broker_url\x18\x04 \x01(\tR\x13controllerBrokerUrl\x129\n" +
+	"\x19controller_broker_url_tls\x18\x05 \x01(\tR\x16controllerBrokerUrlTls\"\x83\x01\n" +
+	"\x1aCommandScalableTopicLookup\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x02(\x04R\tsessionId\x12\x14\n" +
+	"\x05topic\x18\x02 \x02(\tR\x05topic\x120\n" +
+	"\x11create_if_missing\x18\x03 \x01(\b:\x04trueR\x0fcreateIfMissing\"\xee\x01\n" +
+	"\x1aCommandScalableTopicUpdate\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x02(\x04R\tsessionId\x123\n" +
+	"\x03dag\x18\x02 \x01(\v2!.magnetar.pulsar.ScalableTopicDAGR\x03dag\x122\n" +
+	"\x05error\x18\x03 \x01(\x0e2\x1c.magnetar.pulsar.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
+	"\x13resolved_topic_name\x18\x05 \x01(\tR\x11resolvedTopicName\":\n" +
+	"\x19CommandScalableTopicClose\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x02(\x04R\tsessionId\"\x92\x02\n" +
+	"\x1dCommandScalableTopicSubscribe\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x14\n" +
+	"\x05topic\x18\x02 \x02(\tR\x05topic\x12\"\n" +
+	"\fsubscription\x18\x03 \x02(\tR\fsubscription\x12#\n" +
+	"\rconsumer_name\x18\x04 \x02(\tR\fconsumerName\x12\x1f\n" +
+	"\vconsumer_id\x18\x05 \x02(\x04R\n" +
+	"consumerId\x12R\n" +
+	"\rconsumer_type\x18\x06 \x01(\x0e2%.magnetar.pulsar.ScalableConsumerType:\x06STREAMR\fconsumerType\"\xd7\x01\n" +
+	"\x17ScalableAssignedSegment\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x02(\x04R\tsegmentId\x12\x1d\n" +
+	"\n" +
+	"hash_start\x18\x02 \x02(\rR\thashStart\x12\x19\n" +
+	"\bhash_end\x18\x03 \x02(\rR\ahashEnd\x12#\n" +
+	"\rsegment_topic\x18\x04 \x02(\tR\fsegmentTopic\x12>\n" +
+	"\rbucket_ranges\x18\x05 \x03(\v2\x19.magnetar.pulsar.IntRangeR\fbucketRanges\"\x85\x01\n" +
+	"\x1aScalableConsumerAssignment\x12!\n" +
+	"\flayout_epoch\x18\x01 \x02(\x04R\vlayoutEpoch\x12D\n" +
+	"\bsegments\x18\x02 \x03(\v2(.magnetar.pulsar.ScalableAssignedSegmentR\bsegments\"\xe1\x01\n" +
+	"%CommandScalableTopicSubscribeResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x122\n" +
+	"\x05error\x18\x02 \x01(\x0e2\x1c.magnetar.pulsar.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12K\n" +
+	"\n" +
+	"assignment\x18\x04 \x01(\v2+.magnetar.pulsar.ScalableConsumerAssignmentR\n" +
+	"assignment\"\x94\x01\n" +
+	"$CommandScalableTopicAssignmentUpdate\x12\x1f\n" +
+	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
+	"consumerId\x12K\n" +
+	"\n" +
+	"assignment\x18\x02 \x02(\v2+.magnetar.pulsar.ScalableConsumerAssignmentR\n" +
+	"assignment\"\xbe\x01\n" +
+	"\x1aCommandWatchScalableTopics\x12\x19\n" +
+	"\bwatch_id\x18\x01 \x02(\x04R\awatchId\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x02(\tR\tnamespace\x12D\n" +
+	"\x10property_filters\x18\x03 \x03(\v2\x19.magnetar.pulsar.KeyValueR\x0fpropertyFilters\x12!\n" +
+	"\fcurrent_hash\x18\x04 \x01(\tR\vcurrentHash\"0\n" +
+	"\x16ScalableTopicsSnapshot\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"D\n" +
+	"\x12ScalableTopicsDiff\x12\x14\n" +
+	"\x05added\x18\x01 \x03(\tR\x05added\x12\x18\n" +
+	"\aremoved\x18\x02 \x03(\tR\aremoved\"\x96\x02\n" +
+	" CommandWatchScalableTopicsUpdate\x12\x19\n" +
+	"\bwatch_id\x18\x01 \x02(\x04R\awatchId\x12E\n" +
+	"\bsnapshot\x18\x02 \x01(\v2'.magnetar.pulsar.ScalableTopicsSnapshotH\x00R\bsnapshot\x129\n" +
+	"\x04diff\x18\x03 \x01(\v2#.magnetar.pulsar.ScalableTopicsDiffH\x00R\x04diff\x122\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1c.magnetar.pulsar.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessageB\a\n" +
+	"\x05event\"<\n" +
+	"\x1fCommandWatchScalableTopicsClose\x12\x19\n" +
+	"\bwatch_id\x18\x01 \x02(\x04R\awatchId\"\x80:\n" +
 	"\vBaseCommand\x125\n" +
 	"\x04type\x18\x01 \x02(\x0e2!.magnetar.pulsar.BaseCommand.TypeR\x04type\x129\n" +
 	"\aconnect\x18\x02 \x01(\v2\x1f.magnetar.pulsar.CommandConnectR\aconnect\x12?\n" +
@@ -8141,8 +9597,16 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"\x15watchTopicListSuccess\x18A \x01(\v2-.magnetar.pulsar.CommandWatchTopicListSuccessR\x15watchTopicListSuccess\x12T\n" +
 	"\x10watchTopicUpdate\x18B \x01(\v2(.magnetar.pulsar.CommandWatchTopicUpdateR\x10watchTopicUpdate\x12]\n" +
 	"\x13watchTopicListClose\x18C \x01(\v2+.magnetar.pulsar.CommandWatchTopicListCloseR\x13watchTopicListClose\x12K\n" +
-	"\rtopicMigrated\x18D \x01(\v2%.magnetar.pulsar.CommandTopicMigratedR\rtopicMigrated\"\x9a\n" +
-	"\n" +
+	"\rtopicMigrated\x18D \x01(\v2%.magnetar.pulsar.CommandTopicMigratedR\rtopicMigrated\x12]\n" +
+	"\x13scalableTopicLookup\x18F \x01(\v2+.magnetar.pulsar.CommandScalableTopicLookupR\x13scalableTopicLookup\x12]\n" +
+	"\x13scalableTopicUpdate\x18G \x01(\v2+.magnetar.pulsar.CommandScalableTopicUpdateR\x13scalableTopicUpdate\x12Z\n" +
+	"\x12scalableTopicClose\x18H \x01(\v2*.magnetar.pulsar.CommandScalableTopicCloseR\x12scalableTopicClose\x12f\n" +
+	"\x16scalableTopicSubscribe\x18I \x01(\v2..magnetar.pulsar.CommandScalableTopicSubscribeR\x16scalableTopicSubscribe\x12~\n" +
+	"\x1escalableTopicSubscribeResponse\x18J \x01(\v26.magnetar.pulsar.CommandScalableTopicSubscribeResponseR\x1escalableTopicSubscribeResponse\x12{\n" +
+	"\x1dscalableTopicAssignmentUpdate\x18K \x01(\v25.magnetar.pulsar.CommandScalableTopicAssignmentUpdateR\x1dscalableTopicAssignmentUpdate\x12]\n" +
+	"\x13watchScalableTopics\x18L \x01(\v2+.magnetar.pulsar.CommandWatchScalableTopicsR\x13watchScalableTopics\x12o\n" +
+	"\x19watchScalableTopicsUpdate\x18M \x01(\v21.magnetar.pulsar.CommandWatchScalableTopicsUpdateR\x19watchScalableTopicsUpdate\x12l\n" +
+	"\x18watchScalableTopicsClose\x18N \x01(\v20.magnetar.pulsar.CommandWatchScalableTopicsCloseR\x18watchScalableTopicsClose\"\xb3\f\n" +
 	"\x04Type\x12\v\n" +
 	"\aCONNECT\x10\x02\x12\r\n" +
 	"\tCONNECTED\x10\x03\x12\r\n" +
@@ -8205,7 +9669,16 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"\x18WATCH_TOPIC_LIST_SUCCESS\x10A\x12\x16\n" +
 	"\x12WATCH_TOPIC_UPDATE\x10B\x12\x1a\n" +
 	"\x16WATCH_TOPIC_LIST_CLOSE\x10C\x12\x12\n" +
-	"\x0eTOPIC_MIGRATED\x10D*D\n" +
+	"\x0eTOPIC_MIGRATED\x10D\x12\x19\n" +
+	"\x15SCALABLE_TOPIC_LOOKUP\x10F\x12\x19\n" +
+	"\x15SCALABLE_TOPIC_UPDATE\x10G\x12\x18\n" +
+	"\x14SCALABLE_TOPIC_CLOSE\x10H\x12\x1c\n" +
+	"\x18SCALABLE_TOPIC_SUBSCRIBE\x10I\x12%\n" +
+	"!SCALABLE_TOPIC_SUBSCRIBE_RESPONSE\x10J\x12$\n" +
+	" SCALABLE_TOPIC_ASSIGNMENT_UPDATE\x10K\x12\x19\n" +
+	"\x15WATCH_SCALABLE_TOPICS\x10L\x12 \n" +
+	"\x1cWATCH_SCALABLE_TOPICS_UPDATE\x10M\x12\x1f\n" +
+	"\x1bWATCH_SCALABLE_TOPICS_CLOSE\x10N*D\n" +
 	"\x0fCompressionType\x12\b\n" +
 	"\x04NONE\x10\x00\x12\a\n" +
 	"\x03LZ4\x10\x01\x12\b\n" +
@@ -8283,7 +9756,17 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"\tTxnAction\x12\n" +
 	"\n" +
 	"\x06COMMIT\x10\x00\x12\t\n" +
-	"\x05ABORT\x10\x01B1Z/github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"\x05ABORT\x10\x01*&\n" +
+	"\fSegmentState\x12\n" +
+	"\n" +
+	"\x06ACTIVE\x10\x00\x12\n" +
+	"\n" +
+	"\x06SEALED\x10\x01*2\n" +
+	"\x14ScalableConsumerType\x12\n" +
+	"\n" +
+	"\x06STREAM\x10\x00\x12\x0e\n" +
+	"\n" +
+	"CHECKPOINT\x10\x01B1Z/github.com/magnetar-io/magnetar/proto/pulsar/pb"
 
 var (
 	file_proto_pulsar_pulsar_proto_rawDescOnce sync.Once
@@ -8297,228 +9780,270 @@ func file_proto_pulsar_pulsar_proto_rawDescGZIP() []byte {
 	return file_proto_pulsar_pulsar_proto_rawDescData
 }
 
-var file_proto_pulsar_pulsar_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
-var file_proto_pulsar_pulsar_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_proto_pulsar_pulsar_proto_enumTypes = make([]protoimpl.EnumInfo, 19)
+var file_proto_pulsar_pulsar_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_proto_pulsar_pulsar_proto_goTypes = []any{
-	(CompressionType)(0),    // 0: magnetar.pulsar.CompressionType
-	(ProducerAccessMode)(0), // 1: magnetar.pulsar.ProducerAccessMode
-	(ServerError)(0),        // 2: magnetar.pulsar.ServerError
-	(AuthMethod)(0),         // 3: magnetar.pulsar.AuthMethod
-	(ProtocolVersion)(0),    // 4: magnetar.pulsar.ProtocolVersion
-	(KeySharedMode)(0),      // 5: magnetar.pulsar.KeySharedMode
-	(TxnAction)(0),          // 6: magnetar.pulsar.TxnAction
-	(Schema_Type)(0),        // 7: magnetar.pulsar.Schema.Type
-	(CommandPartitionedTopicMetadataResponse_LookupType)(0), // 8: magnetar.pulsar.CommandPartitionedTopicMetadataResponse.LookupType
-	(CommandLookupTopicResponse_LookupType)(0),              // 9: magnetar.pulsar.CommandLookupTopicResponse.LookupType
-	(CommandGetTopicsOfNamespace_Mode)(0),                   // 10: magnetar.pulsar.CommandGetTopicsOfNamespace.Mode
-	(CommandTopicMigrated_ResourceType)(0),                  // 11: magnetar.pulsar.CommandTopicMigrated.ResourceType
-	(CommandSubscribe_SubType)(0),                           // 12: magnetar.pulsar.CommandSubscribe.SubType
-	(CommandSubscribe_InitialPosition)(0),                   // 13: magnetar.pulsar.CommandSubscribe.InitialPosition
-	(CommandAck_AckType)(0),                                 // 14: magnetar.pulsar.CommandAck.AckType
-	(CommandAck_ValidationError)(0),                         // 15: magnetar.pulsar.CommandAck.ValidationError
-	(BaseCommand_Type)(0),                                   // 16: magnetar.pulsar.BaseCommand.Type
-	(*Schema)(nil),                                          // 17: magnetar.pulsar.Schema
-	(*MessageIdData)(nil),                                   // 18: magnetar.pulsar.MessageIdData
-	(*KeyValue)(nil),                                        // 19: magnetar.pulsar.KeyValue
-	(*KeyLongValue)(nil),                                    // 20: magnetar.pulsar.KeyLongValue
-	(*IntRange)(nil),                                        // 21: magnetar.pulsar.IntRange
-	(*EncryptionKeys)(nil),                                  // 22: magnetar.pulsar.EncryptionKeys
-	(*MessageMetadata)(nil),                                 // 23: magnetar.pulsar.MessageMetadata
-	(*SingleMessageMetadata)(nil),                           // 24: magnetar.pulsar.SingleMessageMetadata
-	(*BrokerEntryMetadata)(nil),                             // 25: magnetar.pulsar.BrokerEntryMetadata
-	(*KeySharedMeta)(nil),                                   // 26: magnetar.pulsar.KeySharedMeta
-	(*FeatureFlags)(nil),                                    // 27: magnetar.pulsar.FeatureFlags
-	(*AuthData)(nil),                                        // 28: magnetar.pulsar.AuthData
-	(*CommandConnect)(nil),                                  // 29: magnetar.pulsar.CommandConnect
-	(*CommandConnected)(nil),                                // 30: magnetar.pulsar.CommandConnected
-	(*CommandAuthChallenge)(nil),                            // 31: magnetar.pulsar.CommandAuthChallenge
-	(*CommandAuthResponse)(nil),                             // 32: magnetar.pulsar.CommandAuthResponse
-	(*CommandPing)(nil),                                     // 33: magnetar.pulsar.CommandPing
-	(*CommandPong)(nil),                                     // 34: magnetar.pulsar.CommandPong
-	(*CommandPartitionedTopicMetadata)(nil),                 // 35: magnetar.pulsar.CommandPartitionedTopicMetadata
-	(*CommandPartitionedTopicMetadataResponse)(nil),         // 36: magnetar.pulsar.CommandPartitionedTopicMetadataResponse
-	(*CommandLookupTopic)(nil),                              // 37: magnetar.pulsar.CommandLookupTopic
-	(*CommandLookupTopicResponse)(nil),                      // 38: magnetar.pulsar.CommandLookupTopicResponse
-	(*CommandGetTopicsOfNamespace)(nil),                     // 39: magnetar.pulsar.CommandGetTopicsOfNamespace
-	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 40: magnetar.pulsar.CommandGetTopicsOfNamespaceResponse
-	(*CommandWatchTopicList)(nil),                           // 41: magnetar.pulsar.CommandWatchTopicList
-	(*CommandWatchTopicListSuccess)(nil),                    // 42: magnetar.pulsar.CommandWatchTopicListSuccess
-	(*CommandWatchTopicUpdate)(nil),                         // 43: magnetar.pulsar.CommandWatchTopicUpdate
-	(*CommandWatchTopicListClose)(nil),                      // 44: magnetar.pulsar.CommandWatchTopicListClose
-	(*CommandTopicMigrated)(nil),                            // 45: magnetar.pulsar.CommandTopicMigrated
-	(*CommandProducer)(nil),                                 // 46: magnetar.pulsar.CommandProducer
-	(*CommandProducerSuccess)(nil),                          // 47: magnetar.pulsar.CommandProducerSuccess
-	(*CommandSend)(nil),                                     // 48: magnetar.pulsar.CommandSend
-	(*CommandSendReceipt)(nil),                              // 49: magnetar.pulsar.CommandSendReceipt
-	(*CommandSendError)(nil),                                // 50: magnetar.pulsar.CommandSendError
-	(*CommandCloseProducer)(nil),                            // 51: magnetar.pulsar.CommandCloseProducer
-	(*CommandSubscribe)(nil),                                // 52: magnetar.pulsar.CommandSubscribe
-	(*CommandFlow)(nil),                                     // 53: magnetar.pulsar.CommandFlow
-	(*CommandMessage)(nil),                                  // 54: magnetar.pulsar.CommandMessage
-	(*CommandAck)(nil),                                      // 55: magnetar.pulsar.CommandAck
-	(*CommandAckResponse)(nil),                              // 56: magnetar.pulsar.CommandAckResponse
-	(*CommandActiveConsumerChange)(nil),                     // 57: magnetar.pulsar.CommandActiveConsumerChange
-	(*CommandUnsubscribe)(nil),                              // 58: magnetar.pulsar.CommandUnsubscribe
-	(*CommandSeek)(nil),                                     // 59: magnetar.pulsar.CommandSeek
-	(*CommandReachedEndOfTopic)(nil),                        // 60: magnetar.pulsar.CommandReachedEndOfTopic
-	(*CommandCloseConsumer)(nil),                            // 61: magnetar.pulsar.CommandCloseConsumer
-	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 62: magnetar.pulsar.CommandRedeliverUnacknowledgedMessages
-	(*CommandConsumerStats)(nil),                            // 63: magnetar.pulsar.CommandConsumerStats
-	(*CommandConsumerStatsResponse)(nil),                    // 64: magnetar.pulsar.CommandConsumerStatsResponse
-	(*CommandGetLastMessageId)(nil),                         // 65: magnetar.pulsar.CommandGetLastMessageId
-	(*CommandGetLastMessageIdResponse)(nil),                 // 66: magnetar.pulsar.CommandGetLastMessageIdResponse
-	(*CommandSuccess)(nil),                                  // 67: magnetar.pulsar.CommandSuccess
-	(*CommandError)(nil),                                    // 68: magnetar.pulsar.CommandError
-	(*CommandGetSchema)(nil),                                // 69: magnetar.pulsar.CommandGetSchema
-	(*CommandGetSchemaResponse)(nil),                        // 70: magnetar.pulsar.CommandGetSchemaResponse
-	(*CommandGetOrCreateSchema)(nil),                        // 71: magnetar.pulsar.CommandGetOrCreateSchema
-	(*CommandGetOrCreateSchemaResponse)(nil),                // 72: magnetar.pulsar.CommandGetOrCreateSchemaResponse
-	(*Subscription)(nil),                                    // 73: magnetar.pulsar.Subscription
-	(*CommandTcClientConnectRequest)(nil),                   // 74: magnetar.pulsar.CommandTcClientConnectRequest
-	(*CommandTcClientConnectResponse)(nil),                  // 75: magnetar.pulsar.CommandTcClientConnectResponse
-	(*CommandNewTxn)(nil),                                   // 76: magnetar.pulsar.CommandNewTxn
-	(*CommandNewTxnResponse)(nil),                           // 77: magnetar.pulsar.CommandNewTxnResponse
-	(*CommandAddPartitionToTxn)(nil),                        // 78: magnetar.pulsar.CommandAddPartitionToTxn
-	(*CommandAddPartitionToTxnResponse)(nil),                // 79: magnetar.pulsar.CommandAddPartitionToTxnResponse
-	(*CommandAddSubscriptionToTxn)(nil),                     // 80: magnetar.pulsar.CommandAddSubscriptionToTxn
-	(*CommandAddSubscriptionToTxnResponse)(nil),             // 81: magnetar.pulsar.CommandAddSubscriptionToTxnResponse
-	(*CommandEndTxn)(nil),                                   // 82: magnetar.pulsar.CommandEndTxn
-	(*CommandEndTxnResponse)(nil),                           // 83: magnetar.pulsar.CommandEndTxnResponse
-	(*CommandEndTxnOnPartition)(nil),                        // 84: magnetar.pulsar.CommandEndTxnOnPartition
-	(*CommandEndTxnOnPartitionResponse)(nil),                // 85: magnetar.pulsar.CommandEndTxnOnPartitionResponse
-	(*CommandEndTxnOnSubscription)(nil),                     // 86: magnetar.pulsar.CommandEndTxnOnSubscription
-	(*CommandEndTxnOnSubscriptionResponse)(nil),             // 87: magnetar.pulsar.CommandEndTxnOnSubscriptionResponse
-	(*BaseCommand)(nil),                                     // 88: magnetar.pulsar.BaseCommand
+	(CompressionType)(0),      // 0: magnetar.pulsar.CompressionType
+	(ProducerAccessMode)(0),   // 1: magnetar.pulsar.ProducerAccessMode
+	(ServerError)(0),          // 2: magnetar.pulsar.ServerError
+	(AuthMethod)(0),           // 3: magnetar.pulsar.AuthMethod
+	(ProtocolVersion)(0),      // 4: magnetar.pulsar.ProtocolVersion
+	(KeySharedMode)(0),        // 5: magnetar.pulsar.KeySharedMode
+	(TxnAction)(0),            // 6: magnetar.pulsar.TxnAction
+	(SegmentState)(0),         // 7: magnetar.pulsar.SegmentState
+	(ScalableConsumerType)(0), // 8: magnetar.pulsar.ScalableConsumerType
+	(Schema_Type)(0),          // 9: magnetar.pulsar.Schema.Type
+	(CommandPartitionedTopicMetadataResponse_LookupType)(0), // 10: magnetar.pulsar.CommandPartitionedTopicMetadataResponse.LookupType
+	(CommandLookupTopicResponse_LookupType)(0),              // 11: magnetar.pulsar.CommandLookupTopicResponse.LookupType
+	(CommandGetTopicsOfNamespace_Mode)(0),                   // 12: magnetar.pulsar.CommandGetTopicsOfNamespace.Mode
+	(CommandTopicMigrated_ResourceType)(0),                  // 13: magnetar.pulsar.CommandTopicMigrated.ResourceType
+	(CommandSubscribe_SubType)(0),                           // 14: magnetar.pulsar.CommandSubscribe.SubType
+	(CommandSubscribe_InitialPosition)(0),                   // 15: magnetar.pulsar.CommandSubscribe.InitialPosition
+	(CommandAck_AckType)(0),                                 // 16: magnetar.pulsar.CommandAck.AckType
+	(CommandAck_ValidationError)(0),                         // 17: magnetar.pulsar.CommandAck.ValidationError
+	(BaseCommand_Type)(0),                                   // 18: magnetar.pulsar.BaseCommand.Type
+	(*Schema)(nil),                                          // 19: magnetar.pulsar.Schema
+	(*MessageIdData)(nil),                                   // 20: magnetar.pulsar.MessageIdData
+	(*KeyValue)(nil),                                        // 21: magnetar.pulsar.KeyValue
+	(*KeyLongValue)(nil),                                    // 22: magnetar.pulsar.KeyLongValue
+	(*IntRange)(nil),                                        // 23: magnetar.pulsar.IntRange
+	(*EncryptionKeys)(nil),                                  // 24: magnetar.pulsar.EncryptionKeys
+	(*MessageMetadata)(nil),                                 // 25: magnetar.pulsar.MessageMetadata
+	(*SingleMessageMetadata)(nil),                           // 26: magnetar.pulsar.SingleMessageMetadata
+	(*BrokerEntryMetadata)(nil),                             // 27: magnetar.pulsar.BrokerEntryMetadata
+	(*KeySharedMeta)(nil),                                   // 28: magnetar.pulsar.KeySharedMeta
+	(*FeatureFlags)(nil),                                    // 29: magnetar.pulsar.FeatureFlags
+	(*AuthData)(nil),                                        // 30: magnetar.pulsar.AuthData
+	(*CommandConnect)(nil),                                  // 31: magnetar.pulsar.CommandConnect
+	(*CommandConnected)(nil),                                // 32: magnetar.pulsar.CommandConnected
+	(*CommandAuthChallenge)(nil),                            // 33: magnetar.pulsar.CommandAuthChallenge
+	(*CommandAuthResponse)(nil),                             // 34: magnetar.pulsar.CommandAuthResponse
+	(*CommandPing)(nil),                                     // 35: magnetar.pulsar.CommandPing
+	(*CommandPong)(nil),                                     // 36: magnetar.pulsar.CommandPong
+	(*CommandPartitionedTopicMetadata)(nil),                 // 37: magnetar.pulsar.CommandPartitionedTopicMetadata
+	(*CommandPartitionedTopicMetadataResponse)(nil),         // 38: magnetar.pulsar.CommandPartitionedTopicMetadataResponse
+	(*CommandLookupTopic)(nil),                              // 39: magnetar.pulsar.CommandLookupTopic
+	(*CommandLookupTopicResponse)(nil),                      // 40: magnetar.pulsar.CommandLookupTopicResponse
+	(*CommandGetTopicsOfNamespace)(nil),                     // 41: magnetar.pulsar.CommandGetTopicsOfNamespace
+	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 42: magnetar.pulsar.CommandGetTopicsOfNamespaceResponse
+	(*CommandWatchTopicList)(nil),                           // 43: magnetar.pulsar.CommandWatchTopicList
+	(*CommandWatchTopicListSuccess)(nil),                    // 44: magnetar.pulsar.CommandWatchTopicListSuccess
+	(*CommandWatchTopicUpdate)(nil),                         // 45: magnetar.pulsar.CommandWatchTopicUpdate
+	(*CommandWatchTopicListClose)(nil),                      // 46: magnetar.pulsar.CommandWatchTopicListClose
+	(*CommandTopicMigrated)(nil),                            // 47: magnetar.pulsar.CommandTopicMigrated
+	(*CommandProducer)(nil),                                 // 48: magnetar.pulsar.CommandProducer
+	(*CommandProducerSuccess)(nil),                          // 49: magnetar.pulsar.CommandProducerSuccess
+	(*CommandSend)(nil),                                     // 50: magnetar.pulsar.CommandSend
+	(*CommandSendReceipt)(nil),                              // 51: magnetar.pulsar.CommandSendReceipt
+	(*CommandSendError)(nil),                                // 52: magnetar.pulsar.CommandSendError
+	(*CommandCloseProducer)(nil),                            // 53: magnetar.pulsar.CommandCloseProducer
+	(*CommandSubscribe)(nil),                                // 54: magnetar.pulsar.CommandSubscribe
+	(*CommandFlow)(nil),                                     // 55: magnetar.pulsar.CommandFlow
+	(*CommandMessage)(nil),                                  // 56: magnetar.pulsar.CommandMessage
+	(*CommandAck)(nil),                                      // 57: magnetar.pulsar.CommandAck
+	(*CommandAckResponse)(nil),                              // 58: magnetar.pulsar.CommandAckResponse
+	(*CommandActiveConsumerChange)(nil),                     // 59: magnetar.pulsar.CommandActiveConsumerChange
+	(*CommandUnsubscribe)(nil),                              // 60: magnetar.pulsar.CommandUnsubscribe
+	(*CommandSeek)(nil),                                     // 61: magnetar.pulsar.CommandSeek
+	(*CommandReachedEndOfTopic)(nil),                        // 62: magnetar.pulsar.CommandReachedEndOfTopic
+	(*CommandCloseConsumer)(nil),                            // 63: magnetar.pulsar.CommandCloseConsumer
+	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 64: magnetar.pulsar.CommandRedeliverUnacknowledgedMessages
+	(*CommandConsumerStats)(nil),                            // 65: magnetar.pulsar.CommandConsumerStats
+	(*CommandConsumerStatsResponse)(nil),                    // 66: magnetar.pulsar.CommandConsumerStatsResponse
+	(*CommandGetLastMessageId)(nil),                         // 67: magnetar.pulsar.CommandGetLastMessageId
+	(*CommandGetLastMessageIdResponse)(nil),                 // 68: magnetar.pulsar.CommandGetLastMessageIdResponse
+	(*CommandSuccess)(nil),                                  // 69: magnetar.pulsar.CommandSuccess
+	(*CommandError)(nil),                                    // 70: magnetar.pulsar.CommandError
+	(*CommandGetSchema)(nil),                                // 71: magnetar.pulsar.CommandGetSchema
+	(*CommandGetSchemaResponse)(nil),                        // 72: magnetar.pulsar.CommandGetSchemaResponse
+	(*CommandGetOrCreateSchema)(nil),                        // 73: magnetar.pulsar.CommandGetOrCreateSchema
+	(*CommandGetOrCreateSchemaResponse)(nil),                // 74: magnetar.pulsar.CommandGetOrCreateSchemaResponse
+	(*Subscription)(nil),                                    // 75: magnetar.pulsar.Subscription
+	(*CommandTcClientConnectRequest)(nil),                   // 76: magnetar.pulsar.CommandTcClientConnectRequest
+	(*CommandTcClientConnectResponse)(nil),                  // 77: magnetar.pulsar.CommandTcClientConnectResponse
+	(*CommandNewTxn)(nil),                                   // 78: magnetar.pulsar.CommandNewTxn
+	(*CommandNewTxnResponse)(nil),                           // 79: magnetar.pulsar.CommandNewTxnResponse
+	(*CommandAddPartitionToTxn)(nil),                        // 80: magnetar.pulsar.CommandAddPartitionToTxn
+	(*CommandAddPartitionToTxnResponse)(nil),                // 81: magnetar.pulsar.CommandAddPartitionToTxnResponse
+	(*CommandAddSubscriptionToTxn)(nil),                     // 82: magnetar.pulsar.CommandAddSubscriptionToTxn
+	(*CommandAddSubscriptionToTxnResponse)(nil),             // 83: magnetar.pulsar.CommandAddSubscriptionToTxnResponse
+	(*CommandEndTxn)(nil),                                   // 84: magnetar.pulsar.CommandEndTxn
+	(*CommandEndTxnResponse)(nil),                           // 85: magnetar.pulsar.CommandEndTxnResponse
+	(*CommandEndTxnOnPartition)(nil),                        // 86: magnetar.pulsar.CommandEndTxnOnPartition
+	(*CommandEndTxnOnPartitionResponse)(nil),                // 87: magnetar.pulsar.CommandEndTxnOnPartitionResponse
+	(*CommandEndTxnOnSubscription)(nil),                     // 88: magnetar.pulsar.CommandEndTxnOnSubscription
+	(*CommandEndTxnOnSubscriptionResponse)(nil),             // 89: magnetar.pulsar.CommandEndTxnOnSubscriptionResponse
+	(*SegmentInfoProto)(nil),                                // 90: magnetar.pulsar.SegmentInfoProto
+	(*SegmentBrokerAddress)(nil),                            // 91: magnetar.pulsar.SegmentBrokerAddress
+	(*ScalableTopicDAG)(nil),                                // 92: magnetar.pulsar.ScalableTopicDAG
+	(*CommandScalableTopicLookup)(nil),                      // 93: magnetar.pulsar.CommandScalableTopicLookup
+	(*CommandScalableTopicUpdate)(nil),                      // 94: magnetar.pulsar.CommandScalableTopicUpdate
+	(*CommandScalableTopicClose)(nil),                       // 95: magnetar.pulsar.CommandScalableTopicClose
+	(*CommandScalableTopicSubscribe)(nil),                   // 96: magnetar.pulsar.CommandScalableTopicSubscribe
+	(*ScalableAssignedSegment)(nil),                         // 97: magnetar.pulsar.ScalableAssignedSegment
+	(*ScalableConsumerAssignment)(nil),                      // 98: magnetar.pulsar.ScalableConsumerAssignment
+	(*CommandScalableTopicSubscribeResponse)(nil),           // 99: magnetar.pulsar.CommandScalableTopicSubscribeResponse
+	(*CommandScalableTopicAssignmentUpdate)(nil),            // 100: magnetar.pulsar.CommandScalableTopicAssignmentUpdate
+	(*CommandWatchScalableTopics)(nil),                      // 101: magnetar.pulsar.CommandWatchScalableTopics
+	(*ScalableTopicsSnapshot)(nil),                          // 102: magnetar.pulsar.ScalableTopicsSnapshot
+	(*ScalableTopicsDiff)(nil),                              // 103: magnetar.pulsar.ScalableTopicsDiff
+	(*CommandWatchScalableTopicsUpdate)(nil),                // 104: magnetar.pulsar.CommandWatchScalableTopicsUpdate
+	(*CommandWatchScalableTopicsClose)(nil),                 // 105: magnetar.pulsar.CommandWatchScalableTopicsClose
+	(*BaseCommand)(nil),                                     // 106: magnetar.pulsar.BaseCommand
 }
 var file_proto_pulsar_pulsar_proto_depIdxs = []int32{
-	7,   // 0: magnetar.pulsar.Schema.type:type_name -> magnetar.pulsar.Schema.Type
-	19,  // 1: magnetar.pulsar.Schema.properties:type_name -> magnetar.pulsar.KeyValue
-	18,  // 2: magnetar.pulsar.MessageIdData.first_chunk_message_id:type_name -> magnetar.pulsar.MessageIdData
-	19,  // 3: magnetar.pulsar.EncryptionKeys.metadata:type_name -> magnetar.pulsar.KeyValue
-	19,  // 4: magnetar.pulsar.MessageMetadata.properties:type_name -> magnetar.pulsar.KeyValue
+	9,   // 0: magnetar.pulsar.Schema.type:type_name -> magnetar.pulsar.Schema.Type
+	21,  // 1: magnetar.pulsar.Schema.properties:type_name -> magnetar.pulsar.KeyValue
+	20,  // 2: magnetar.pulsar.MessageIdData.first_chunk_message_id:type_name -> magnetar.pulsar.MessageIdData
+	21,  // 3: magnetar.pulsar.EncryptionKeys.metadata:type_name -> magnetar.pulsar.KeyValue
+	21,  // 4: magnetar.pulsar.MessageMetadata.properties:type_name -> magnetar.pulsar.KeyValue
 	0,   // 5: magnetar.pulsar.MessageMetadata.compression:type_name -> magnetar.pulsar.CompressionType
-	22,  // 6: magnetar.pulsar.MessageMetadata.encryption_keys:type_name -> magnetar.pulsar.EncryptionKeys
-	19,  // 7: magnetar.pulsar.SingleMessageMetadata.properties:type_name -> magnetar.pulsar.KeyValue
+	24,  // 6: magnetar.pulsar.MessageMetadata.encryption_keys:type_name -> magnetar.pulsar.EncryptionKeys
+	21,  // 7: magnetar.pulsar.SingleMessageMetadata.properties:type_name -> magnetar.pulsar.KeyValue
 	5,   // 8: magnetar.pulsar.KeySharedMeta.keySharedMode:type_name -> magnetar.pulsar.KeySharedMode
-	21,  // 9: magnetar.pulsar.KeySharedMeta.hashRanges:type_name -> magnetar.pulsar.IntRange
+	23,  // 9: magnetar.pulsar.KeySharedMeta.hashRanges:type_name -> magnetar.pulsar.IntRange
 	3,   // 10: magnetar.pulsar.CommandConnect.auth_method:type_name -> magnetar.pulsar.AuthMethod
-	27,  // 11: magnetar.pulsar.CommandConnect.feature_flags:type_name -> magnetar.pulsar.FeatureFlags
-	27,  // 12: magnetar.pulsar.CommandConnected.feature_flags:type_name -> magnetar.pulsar.FeatureFlags
-	28,  // 13: magnetar.pulsar.CommandAuthChallenge.challenge:type_name -> magnetar.pulsar.AuthData
-	28,  // 14: magnetar.pulsar.CommandAuthResponse.response:type_name -> magnetar.pulsar.AuthData
-	8,   // 15: magnetar.pulsar.CommandPartitionedTopicMetadataResponse.response:type_name -> magnetar.pulsar.CommandPartitionedTopicMetadataResponse.LookupType
+	29,  // 11: magnetar.pulsar.CommandConnect.feature_flags:type_name -> magnetar.pulsar.FeatureFlags
+	29,  // 12: magnetar.pulsar.CommandConnected.feature_flags:type_name -> magnetar.pulsar.FeatureFlags
+	30,  // 13: magnetar.pulsar.CommandAuthChallenge.challenge:type_name -> magnetar.pulsar.AuthData
+	30,  // 14: magnetar.pulsar.CommandAuthResponse.response:type_name -> magnetar.pulsar.AuthData
+	10,  // 15: magnetar.pulsar.CommandPartitionedTopicMetadataResponse.response:type_name -> magnetar.pulsar.CommandPartitionedTopicMetadataResponse.LookupType
 	2,   // 16: magnetar.pulsar.CommandPartitionedTopicMetadataResponse.error:type_name -> magnetar.pulsar.ServerError
-	19,  // 17: magnetar.pulsar.CommandLookupTopic.properties:type_name -> magnetar.pulsar.KeyValue
-	9,   // 18: magnetar.pulsar.CommandLookupTopicResponse.response:type_name -> magnetar.pulsar.CommandLookupTopicResponse.LookupType
+	21,  // 17: magnetar.pulsar.CommandLookupTopic.properties:type_name -> magnetar.pulsar.KeyValue
+	11,  // 18: magnetar.pulsar.CommandLookupTopicResponse.response:type_name -> magnetar.pulsar.CommandLookupTopicResponse.LookupType
 	2,   // 19: magnetar.pulsar.CommandLookupTopicResponse.error:type_name -> magnetar.pulsar.ServerError
-	10,  // 20: magnetar.pulsar.CommandGetTopicsOfNamespace.mode:type_name -> magnetar.pulsar.CommandGetTopicsOfNamespace.Mode
-	11,  // 21: magnetar.pulsar.CommandTopicMigrated.resource_type:type_name -> magnetar.pulsar.CommandTopicMigrated.ResourceType
-	19,  // 22: magnetar.pulsar.CommandProducer.metadata:type_name -> magnetar.pulsar.KeyValue
-	17,  // 23: magnetar.pulsar.CommandProducer.schema:type_name -> magnetar.pulsar.Schema
+	12,  // 20: magnetar.pulsar.CommandGetTopicsOfNamespace.mode:type_name -> magnetar.pulsar.CommandGetTopicsOfNamespace.Mode
+	13,  // 21: magnetar.pulsar.CommandTopicMigrated.resource_type:type_name -> magnetar.pulsar.CommandTopicMigrated.ResourceType
+	21,  // 22: magnetar.pulsar.CommandProducer.metadata:type_name -> magnetar.pulsar.KeyValue
+	19,  // 23: magnetar.pulsar.CommandProducer.schema:type_name -> magnetar.pulsar.Schema
 	1,   // 24: magnetar.pulsar.CommandProducer.producer_access_mode:type_name -> magnetar.pulsar.ProducerAccessMode
-	18,  // 25: magnetar.pulsar.CommandSend.message_id:type_name -> magnetar.pulsar.MessageIdData
-	18,  // 26: magnetar.pulsar.CommandSendReceipt.message_id:type_name -> magnetar.pulsar.MessageIdData
+	20,  // 25: magnetar.pulsar.CommandSend.message_id:type_name -> magnetar.pulsar.MessageIdData
+	20,  // 26: magnetar.pulsar.CommandSendReceipt.message_id:type_name -> magnetar.pulsar.MessageIdData
 	2,   // 27: magnetar.pulsar.CommandSendError.error:type_name -> magnetar.pulsar.ServerError
-	12,  // 28: magnetar.pulsar.CommandSubscribe.subType:type_name -> magnetar.pulsar.CommandSubscribe.SubType
-	18,  // 29: magnetar.pulsar.CommandSubscribe.start_message_id:type_name -> magnetar.pulsar.MessageIdData
-	19,  // 30: magnetar.pulsar.CommandSubscribe.metadata:type_name -> magnetar.pulsar.KeyValue
-	17,  // 31: magnetar.pulsar.CommandSubscribe.schema:type_name -> magnetar.pulsar.Schema
-	13,  // 32: magnetar.pulsar.CommandSubscribe.initialPosition:type_name -> magnetar.pulsar.CommandSubscribe.InitialPosition
-	26,  // 33: magnetar.pulsar.CommandSubscribe.keySharedMeta:type_name -> magnetar.pulsar.KeySharedMeta
-	19,  // 34: magnetar.pulsar.CommandSubscribe.subscription_properties:type_name -> magnetar.pulsar.KeyValue
-	18,  // 35: magnetar.pulsar.CommandMessage.message_id:type_name -> magnetar.pulsar.MessageIdData
-	14,  // 36: magnetar.pulsar.CommandAck.ack_type:type_name -> magnetar.pulsar.CommandAck.AckType
-	18,  // 37: magnetar.pulsar.CommandAck.message_id:type_name -> magnetar.pulsar.MessageIdData
-	15,  // 38: magnetar.pulsar.CommandAck.validation_error:type_name -> magnetar.pulsar.CommandAck.ValidationError
-	20,  // 39: magnetar.pulsar.CommandAck.properties:type_name -> magnetar.pulsar.KeyLongValue
+	14,  // 28: magnetar.pulsar.CommandSubscribe.subType:type_name -> magnetar.pulsar.CommandSubscribe.SubType
+	20,  // 29: magnetar.pulsar.CommandSubscribe.start_message_id:type_name -> magnetar.pulsar.MessageIdData
+	21,  // 30: magnetar.pulsar.CommandSubscribe.metadata:type_name -> magnetar.pulsar.KeyValue
+	19,  // 31: magnetar.pulsar.CommandSubscribe.schema:type_name -> magnetar.pulsar.Schema
+	15,  // 32: magnetar.pulsar.CommandSubscribe.initialPosition:type_name -> magnetar.pulsar.CommandSubscribe.InitialPosition
+	28,  // 33: magnetar.pulsar.CommandSubscribe.keySharedMeta:type_name -> magnetar.pulsar.KeySharedMeta
+	21,  // 34: magnetar.pulsar.CommandSubscribe.subscription_properties:type_name -> magnetar.pulsar.KeyValue
+	20,  // 35: magnetar.pulsar.CommandMessage.message_id:type_name -> magnetar.pulsar.MessageIdData
+	16,  // 36: magnetar.pulsar.CommandAck.ack_type:type_name -> magnetar.pulsar.CommandAck.AckType
+	20,  // 37: magnetar.pulsar.CommandAck.message_id:type_name -> magnetar.pulsar.MessageIdData
+	17,  // 38: magnetar.pulsar.CommandAck.validation_error:type_name -> magnetar.pulsar.CommandAck.ValidationError
+	22,  // 39: magnetar.pulsar.CommandAck.properties:type_name -> magnetar.pulsar.KeyLongValue
 	2,   // 40: magnetar.pulsar.CommandAckResponse.error:type_name -> magnetar.pulsar.ServerError
-	18,  // 41: magnetar.pulsar.CommandSeek.message_id:type_name -> magnetar.pulsar.MessageIdData
-	18,  // 42: magnetar.pulsar.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> magnetar.pulsar.MessageIdData
+	20,  // 41: magnetar.pulsar.CommandSeek.message_id:type_name -> magnetar.pulsar.MessageIdData
+	20,  // 42: magnetar.pulsar.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> magnetar.pulsar.MessageIdData
 	2,   // 43: magnetar.pulsar.CommandConsumerStatsResponse.error_code:type_name -> magnetar.pulsar.ServerError
-	18,  // 44: magnetar.pulsar.CommandGetLastMessageIdResponse.last_message_id:type_name -> magnetar.pulsar.MessageIdData
-	18,  // 45: magnetar.pulsar.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> magnetar.pulsar.MessageIdData
-	17,  // 46: magnetar.pulsar.CommandSuccess.schema:type_name -> magnetar.pulsar.Schema
+	20,  // 44: magnetar.pulsar.CommandGetLastMessageIdResponse.last_message_id:type_name -> magnetar.pulsar.MessageIdData
+	20,  // 45: magnetar.pulsar.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> magnetar.pulsar.MessageIdData
+	19,  // 46: magnetar.pulsar.CommandSuccess.schema:type_name -> magnetar.pulsar.Schema
 	2,   // 47: magnetar.pulsar.CommandError.error:type_name -> magnetar.pulsar.ServerError
 	2,   // 48: magnetar.pulsar.CommandGetSchemaResponse.error_code:type_name -> magnetar.pulsar.ServerError
-	17,  // 49: magnetar.pulsar.CommandGetSchemaResponse.schema:type_name -> magnetar.pulsar.Schema
-	17,  // 50: magnetar.pulsar.CommandGetOrCreateSchema.schema:type_name -> magnetar.pulsar.Schema
+	19,  // 49: magnetar.pulsar.CommandGetSchemaResponse.schema:type_name -> magnetar.pulsar.Schema
+	19,  // 50: magnetar.pulsar.CommandGetOrCreateSchema.schema:type_name -> magnetar.pulsar.Schema
 	2,   // 51: magnetar.pulsar.CommandGetOrCreateSchemaResponse.error_code:type_name -> magnetar.pulsar.ServerError
 	2,   // 52: magnetar.pulsar.CommandTcClientConnectResponse.error:type_name -> magnetar.pulsar.ServerError
 	2,   // 53: magnetar.pulsar.CommandNewTxnResponse.error:type_name -> magnetar.pulsar.ServerError
 	2,   // 54: magnetar.pulsar.CommandAddPartitionToTxnResponse.error:type_name -> magnetar.pulsar.ServerError
-	73,  // 55: magnetar.pulsar.CommandAddSubscriptionToTxn.subscription:type_name -> magnetar.pulsar.Subscription
+	75,  // 55: magnetar.pulsar.CommandAddSubscriptionToTxn.subscription:type_name -> magnetar.pulsar.Subscription
 	2,   // 56: magnetar.pulsar.CommandAddSubscriptionToTxnResponse.error:type_name -> magnetar.pulsar.ServerError
 	6,   // 57: magnetar.pulsar.CommandEndTxn.txn_action:type_name -> magnetar.pulsar.TxnAction
 	2,   // 58: magnetar.pulsar.CommandEndTxnResponse.error:type_name -> magnetar.pulsar.ServerError
 	6,   // 59: magnetar.pulsar.CommandEndTxnOnPartition.txn_action:type_name -> magnetar.pulsar.TxnAction
 	2,   // 60: magnetar.pulsar.CommandEndTxnOnPartitionResponse.error:type_name -> magnetar.pulsar.ServerError
-	73,  // 61: magnetar.pulsar.CommandEndTxnOnSubscription.subscription:type_name -> magnetar.pulsar.Subscription
+	75,  // 61: magnetar.pulsar.CommandEndTxnOnSubscription.subscription:type_name -> magnetar.pulsar.Subscription
 	6,   // 62: magnetar.pulsar.CommandEndTxnOnSubscription.txn_action:type_name -> magnetar.pulsar.TxnAction
 	2,   // 63: magnetar.pulsar.CommandEndTxnOnSubscriptionResponse.error:type_name -> magnetar.pulsar.ServerError
-	16,  // 64: magnetar.pulsar.BaseCommand.type:type_name -> magnetar.pulsar.BaseCommand.Type
-	29,  // 65: magnetar.pulsar.BaseCommand.connect:type_name -> magnetar.pulsar.CommandConnect
-	30,  // 66: magnetar.pulsar.BaseCommand.connected:type_name -> magnetar.pulsar.CommandConnected
-	52,  // 67: magnetar.pulsar.BaseCommand.subscribe:type_name -> magnetar.pulsar.CommandSubscribe
-	46,  // 68: magnetar.pulsar.BaseCommand.producer:type_name -> magnetar.pulsar.CommandProducer
-	48,  // 69: magnetar.pulsar.BaseCommand.send:type_name -> magnetar.pulsar.CommandSend
-	49,  // 70: magnetar.pulsar.BaseCommand.send_receipt:type_name -> magnetar.pulsar.CommandSendReceipt
-	50,  // 71: magnetar.pulsar.BaseCommand.send_error:type_name -> magnetar.pulsar.CommandSendError
-	54,  // 72: magnetar.pulsar.BaseCommand.message:type_name -> magnetar.pulsar.CommandMessage
-	55,  // 73: magnetar.pulsar.BaseCommand.ack:type_name -> magnetar.pulsar.CommandAck
-	53,  // 74: magnetar.pulsar.BaseCommand.flow:type_name -> magnetar.pulsar.CommandFlow
-	58,  // 75: magnetar.pulsar.BaseCommand.unsubscribe:type_name -> magnetar.pulsar.CommandUnsubscribe
-	67,  // 76: magnetar.pulsar.BaseCommand.success:type_name -> magnetar.pulsar.CommandSuccess
-	68,  // 77: magnetar.pulsar.BaseCommand.error:type_name -> magnetar.pulsar.CommandError
-	51,  // 78: magnetar.pulsar.BaseCommand.close_producer:type_name -> magnetar.pulsar.CommandCloseProducer
-	61,  // 79: magnetar.pulsar.BaseCommand.close_consumer:type_name -> magnetar.pulsar.CommandCloseConsumer
-	47,  // 80: magnetar.pulsar.BaseCommand.producer_success:type_name -> magnetar.pulsar.CommandProducerSuccess
-	33,  // 81: magnetar.pulsar.BaseCommand.ping:type_name -> magnetar.pulsar.CommandPing
-	34,  // 82: magnetar.pulsar.BaseCommand.pong:type_name -> magnetar.pulsar.CommandPong
-	62,  // 83: magnetar.pulsar.BaseCommand.redeliverUnacknowledgedMessages:type_name -> magnetar.pulsar.CommandRedeliverUnacknowledgedMessages
-	35,  // 84: magnetar.pulsar.BaseCommand.partitionMetadata:type_name -> magnetar.pulsar.CommandPartitionedTopicMetadata
-	36,  // 85: magnetar.pulsar.BaseCommand.partitionMetadataResponse:type_name -> magnetar.pulsar.CommandPartitionedTopicMetadataResponse
-	37,  // 86: magnetar.pulsar.BaseCommand.lookupTopic:type_name -> magnetar.pulsar.CommandLookupTopic
-	38,  // 87: magnetar.pulsar.BaseCommand.lookupTopicResponse:type_name -> magnetar.pulsar.CommandLookupTopicResponse
-	63,  // 88: magnetar.pulsar.BaseCommand.consumerStats:type_name -> magnetar.pulsar.CommandConsumerStats
-	64,  // 89: magnetar.pulsar.BaseCommand.consumerStatsResponse:type_name -> magnetar.pulsar.CommandConsumerStatsResponse
-	60,  // 90: magnetar.pulsar.BaseCommand.reachedEndOfTopic:type_name -> magnetar.pulsar.CommandReachedEndOfTopic
-	59,  // 91: magnetar.pulsar.BaseCommand.seek:type_name -> magnetar.pulsar.CommandSeek
-	65,  // 92: magnetar.pulsar.BaseCommand.getLastMessageId:type_name -> magnetar.pulsar.CommandGetLastMessageId
-	66,  // 93: magnetar.pulsar.BaseCommand.getLastMessageIdResponse:type_name -> magnetar.pulsar.CommandGetLastMessageIdResponse
-	57,  // 94: magnetar.pulsar.BaseCommand.active_consumer_change:type_name -> magnetar.pulsar.CommandActiveConsumerChange
-	39,  // 95: magnetar.pulsar.BaseCommand.getTopicsOfNamespace:type_name -> magnetar.pulsar.CommandGetTopicsOfNamespace
-	40,  // 96: magnetar.pulsar.BaseCommand.getTopicsOfNamespaceResponse:type_name -> magnetar.pulsar.CommandGetTopicsOfNamespaceResponse
-	69,  // 97: magnetar.pulsar.BaseCommand.getSchema:type_name -> magnetar.pulsar.CommandGetSchema
-	70,  // 98: magnetar.pulsar.BaseCommand.getSchemaResponse:type_name -> magnetar.pulsar.CommandGetSchemaResponse
-	31,  // 99: magnetar.pulsar.BaseCommand.authChallenge:type_name -> magnetar.pulsar.CommandAuthChallenge
-	32,  // 100: magnetar.pulsar.BaseCommand.authResponse:type_name -> magnetar.pulsar.CommandAuthResponse
-	56,  // 101: magnetar.pulsar.BaseCommand.ackResponse:type_name -> magnetar.pulsar.CommandAckResponse
-	71,  // 102: magnetar.pulsar.BaseCommand.getOrCreateSchema:type_name -> magnetar.pulsar.CommandGetOrCreateSchema
-	72,  // 103: magnetar.pulsar.BaseCommand.getOrCreateSchemaResponse:type_name -> magnetar.pulsar.CommandGetOrCreateSchemaResponse
-	76,  // 104: magnetar.pulsar.BaseCommand.newTxn:type_name -> magnetar.pulsar.CommandNewTxn
-	77,  // 105: magnetar.pulsar.BaseCommand.newTxnResponse:type_name -> magnetar.pulsar.CommandNewTxnResponse
-	78,  // 106: magnetar.pulsar.BaseCommand.addPartitionToTxn:type_name -> magnetar.pulsar.CommandAddPartitionToTxn
-	79,  // 107: magnetar.pulsar.BaseCommand.addPartitionToTxnResponse:type_name -> magnetar.pulsar.CommandAddPartitionToTxnResponse
-	80,  // 108: magnetar.pulsar.BaseCommand.addSubscriptionToTxn:type_name -> magnetar.pulsar.CommandAddSubscriptionToTxn
-	81,  // 109: magnetar.pulsar.BaseCommand.addSubscriptionToTxnResponse:type_name -> magnetar.pulsar.CommandAddSubscriptionToTxnResponse
-	82,  // 110: magnetar.pulsar.BaseCommand.endTxn:type_name -> magnetar.pulsar.CommandEndTxn
-	83,  // 111: magnetar.pulsar.BaseCommand.endTxnResponse:type_name -> magnetar.pulsar.CommandEndTxnResponse
-	84,  // 112: magnetar.pulsar.BaseCommand.endTxnOnPartition:type_name -> magnetar.pulsar.CommandEndTxnOnPartition
-	85,  // 113: magnetar.pulsar.BaseCommand.endTxnOnPartitionResponse:type_name -> magnetar.pulsar.CommandEndTxnOnPartitionResponse
-	86,  // 114: magnetar.pulsar.BaseCommand.endTxnOnSubscription:type_name -> magnetar.pulsar.CommandEndTxnOnSubscription
-	87,  // 115: magnetar.pulsar.BaseCommand.endTxnOnSubscriptionResponse:type_name -> magnetar.pulsar.CommandEndTxnOnSubscriptionResponse
-	74,  // 116: magnetar.pulsar.BaseCommand.tcClientConnectRequest:type_name -> magnetar.pulsar.CommandTcClientConnectRequest
-	75,  // 117: magnetar.pulsar.BaseCommand.tcClientConnectResponse:type_name -> magnetar.pulsar.CommandTcClientConnectResponse
-	41,  // 118: magnetar.pulsar.BaseCommand.watchTopicList:type_name -> magnetar.pulsar.CommandWatchTopicList
-	42,  // 119: magnetar.pulsar.BaseCommand.watchTopicListSuccess:type_name -> magnetar.pulsar.CommandWatchTopicListSuccess
-	43,  // 120: magnetar.pulsar.BaseCommand.watchTopicUpdate:type_name -> magnetar.pulsar.CommandWatchTopicUpdate
-	44,  // 121: magnetar.pulsar.BaseCommand.watchTopicListClose:type_name -> magnetar.pulsar.CommandWatchTopicListClose
-	45,  // 122: magnetar.pulsar.BaseCommand.topicMigrated:type_name -> magnetar.pulsar.CommandTopicMigrated
-	123, // [123:123] is the sub-list for method output_type
-	123, // [123:123] is the sub-list for method input_type
-	123, // [123:123] is the sub-list for extension type_name
-	123, // [123:123] is the sub-list for extension extendee
-	0,   // [0:123] is the sub-list for field type_name
+	7,   // 64: magnetar.pulsar.SegmentInfoProto.state:type_name -> magnetar.pulsar.SegmentState
+	90,  // 65: magnetar.pulsar.ScalableTopicDAG.segments:type_name -> magnetar.pulsar.SegmentInfoProto
+	91,  // 66: magnetar.pulsar.ScalableTopicDAG.segment_brokers:type_name -> magnetar.pulsar.SegmentBrokerAddress
+	92,  // 67: magnetar.pulsar.CommandScalableTopicUpdate.dag:type_name -> magnetar.pulsar.ScalableTopicDAG
+	2,   // 68: magnetar.pulsar.CommandScalableTopicUpdate.error:type_name -> magnetar.pulsar.ServerError
+	8,   // 69: magnetar.pulsar.CommandScalableTopicSubscribe.consumer_type:type_name -> magnetar.pulsar.ScalableConsumerType
+	23,  // 70: magnetar.pulsar.ScalableAssignedSegment.bucket_ranges:type_name -> magnetar.pulsar.IntRange
+	97,  // 71: magnetar.pulsar.ScalableConsumerAssignment.segments:type_name -> magnetar.pulsar.ScalableAssignedSegment
+	2,   // 72: magnetar.pulsar.CommandScalableTopicSubscribeResponse.error:type_name -> magnetar.pulsar.ServerError
+	98,  // 73: magnetar.pulsar.CommandScalableTopicSubscribeResponse.assignment:type_name -> magnetar.pulsar.ScalableConsumerAssignment
+	98,  // 74: magnetar.pulsar.CommandScalableTopicAssignmentUpdate.assignment:type_name -> magnetar.pulsar.ScalableConsumerAssignment
+	21,  // 75: magnetar.pulsar.CommandWatchScalableTopics.property_filters:type_name -> magnetar.pulsar.KeyValue
+	102, // 76: magnetar.pulsar.CommandWatchScalableTopicsUpdate.snapshot:type_name -> magnetar.pulsar.ScalableTopicsSnapshot
+	103, // 77: magnetar.pulsar.CommandWatchScalableTopicsUpdate.diff:type_name -> magnetar.pulsar.ScalableTopicsDiff
+	2,   // 78: magnetar.pulsar.CommandWatchScalableTopicsUpdate.error:type_name -> magnetar.pulsar.ServerError
+	18,  // 79: magnetar.pulsar.BaseCommand.type:type_name -> magnetar.pulsar.BaseCommand.Type
+	31,  // 80: magnetar.pulsar.BaseCommand.connect:type_name -> magnetar.pulsar.CommandConnect
+	32,  // 81: magnetar.pulsar.BaseCommand.connected:type_name -> magnetar.pulsar.CommandConnected
+	54,  // 82: magnetar.pulsar.BaseCommand.subscribe:type_name -> magnetar.pulsar.CommandSubscribe
+	48,  // 83: magnetar.pulsar.BaseCommand.producer:type_name -> magnetar.pulsar.CommandProducer
+	50,  // 84: magnetar.pulsar.BaseCommand.send:type_name -> magnetar.pulsar.CommandSend
+	51,  // 85: magnetar.pulsar.BaseCommand.send_receipt:type_name -> magnetar.pulsar.CommandSendReceipt
+	52,  // 86: magnetar.pulsar.BaseCommand.send_error:type_name -> magnetar.pulsar.CommandSendError
+	56,  // 87: magnetar.pulsar.BaseCommand.message:type_name -> magnetar.pulsar.CommandMessage
+	57,  // 88: magnetar.pulsar.BaseCommand.ack:type_name -> magnetar.pulsar.CommandAck
+	55,  // 89: magnetar.pulsar.BaseCommand.flow:type_name -> magnetar.pulsar.CommandFlow
+	60,  // 90: magnetar.pulsar.BaseCommand.unsubscribe:type_name -> magnetar.pulsar.CommandUnsubscribe
+	69,  // 91: magnetar.pulsar.BaseCommand.success:type_name -> magnetar.pulsar.CommandSuccess
+	70,  // 92: magnetar.pulsar.BaseCommand.error:type_name -> magnetar.pulsar.CommandError
+	53,  // 93: magnetar.pulsar.BaseCommand.close_producer:type_name -> magnetar.pulsar.CommandCloseProducer
+	63,  // 94: magnetar.pulsar.BaseCommand.close_consumer:type_name -> magnetar.pulsar.CommandCloseConsumer
+	49,  // 95: magnetar.pulsar.BaseCommand.producer_success:type_name -> magnetar.pulsar.CommandProducerSuccess
+	35,  // 96: magnetar.pulsar.BaseCommand.ping:type_name -> magnetar.pulsar.CommandPing
+	36,  // 97: magnetar.pulsar.BaseCommand.pong:type_name -> magnetar.pulsar.CommandPong
+	64,  // 98: magnetar.pulsar.BaseCommand.redeliverUnacknowledgedMessages:type_name -> magnetar.pulsar.CommandRedeliverUnacknowledgedMessages
+	37,  // 99: magnetar.pulsar.BaseCommand.partitionMetadata:type_name -> magnetar.pulsar.CommandPartitionedTopicMetadata
+	38,  // 100: magnetar.pulsar.BaseCommand.partitionMetadataResponse:type_name -> magnetar.pulsar.CommandPartitionedTopicMetadataResponse
+	39,  // 101: magnetar.pulsar.BaseCommand.lookupTopic:type_name -> magnetar.pulsar.CommandLookupTopic
+	40,  // 102: magnetar.pulsar.BaseCommand.lookupTopicResponse:type_name -> magnetar.pulsar.CommandLookupTopicResponse
+	65,  // 103: magnetar.pulsar.BaseCommand.consumerStats:type_name -> magnetar.pulsar.CommandConsumerStats
+	66,  // 104: magnetar.pulsar.BaseCommand.consumerStatsResponse:type_name -> magnetar.pulsar.CommandConsumerStatsResponse
+	62,  // 105: magnetar.pulsar.BaseCommand.reachedEndOfTopic:type_name -> magnetar.pulsar.CommandReachedEndOfTopic
+	61,  // 106: magnetar.pulsar.BaseCommand.seek:type_name -> magnetar.pulsar.CommandSeek
+	67,  // 107: magnetar.pulsar.BaseCommand.getLastMessageId:type_name -> magnetar.pulsar.CommandGetLastMessageId
+	68,  // 108: magnetar.pulsar.BaseCommand.getLastMessageIdResponse:type_name -> magnetar.pulsar.CommandGetLastMessageIdResponse
+	59,  // 109: magnetar.pulsar.BaseCommand.active_consumer_change:type_name -> magnetar.pulsar.CommandActiveConsumerChange
+	41,  // 110: magnetar.pulsar.BaseCommand.getTopicsOfNamespace:type_name -> magnetar.pulsar.CommandGetTopicsOfNamespace
+	42,  // 111: magnetar.pulsar.BaseCommand.getTopicsOfNamespaceResponse:type_name -> magnetar.pulsar.CommandGetTopicsOfNamespaceResponse
+	71,  // 112: magnetar.pulsar.BaseCommand.getSchema:type_name -> magnetar.pulsar.CommandGetSchema
+	72,  // 113: magnetar.pulsar.BaseCommand.getSchemaResponse:type_name -> magnetar.pulsar.CommandGetSchemaResponse
+	33,  // 114: magnetar.pulsar.BaseCommand.authChallenge:type_name -> magnetar.pulsar.CommandAuthChallenge
+	34,  // 115: magnetar.pulsar.BaseCommand.authResponse:type_name -> magnetar.pulsar.CommandAuthResponse
+	58,  // 116: magnetar.pulsar.BaseCommand.ackResponse:type_name -> magnetar.pulsar.CommandAckResponse
+	73,  // 117: magnetar.pulsar.BaseCommand.getOrCreateSchema:type_name -> magnetar.pulsar.CommandGetOrCreateSchema
+	74,  // 118: magnetar.pulsar.BaseCommand.getOrCreateSchemaResponse:type_name -> magnetar.pulsar.CommandGetOrCreateSchemaResponse
+	78,  // 119: magnetar.pulsar.BaseCommand.newTxn:type_name -> magnetar.pulsar.CommandNewTxn
+	79,  // 120: magnetar.pulsar.BaseCommand.newTxnResponse:type_name -> magnetar.pulsar.CommandNewTxnResponse
+	80,  // 121: magnetar.pulsar.BaseCommand.addPartitionToTxn:type_name -> magnetar.pulsar.CommandAddPartitionToTxn
+	81,  // 122: magnetar.pulsar.BaseCommand.addPartitionToTxnResponse:type_name -> magnetar.pulsar.CommandAddPartitionToTxnResponse
+	82,  // 123: magnetar.pulsar.BaseCommand.addSubscriptionToTxn:type_name -> magnetar.pulsar.CommandAddSubscriptionToTxn
+	83,  // 124: magnetar.pulsar.BaseCommand.addSubscriptionToTxnResponse:type_name -> magnetar.pulsar.CommandAddSubscriptionToTxnResponse
+	84,  // 125: magnetar.pulsar.BaseCommand.endTxn:type_name -> magnetar.pulsar.CommandEndTxn
+	85,  // 126: magnetar.pulsar.BaseCommand.endTxnResponse:type_name -> magnetar.pulsar.CommandEndTxnResponse
+	86,  // 127: magnetar.pulsar.BaseCommand.endTxnOnPartition:type_name -> magnetar.pulsar.CommandEndTxnOnPartition
+	87,  // 128: magnetar.pulsar.BaseCommand.endTxnOnPartitionResponse:type_name -> magnetar.pulsar.CommandEndTxnOnPartitionResponse
+	88,  // 129: magnetar.pulsar.BaseCommand.endTxnOnSubscription:type_name -> magnetar.pulsar.CommandEndTxnOnSubscription
+	89,  // 130: magnetar.pulsar.BaseCommand.endTxnOnSubscriptionResponse:type_name -> magnetar.pulsar.CommandEndTxnOnSubscriptionResponse
+	76,  // 131: magnetar.pulsar.BaseCommand.tcClientConnectRequest:type_name -> magnetar.pulsar.CommandTcClientConnectRequest
+	77,  // 132: magnetar.pulsar.BaseCommand.tcClientConnectResponse:type_name -> magnetar.pulsar.CommandTcClientConnectResponse
+	43,  // 133: magnetar.pulsar.BaseCommand.watchTopicList:type_name -> magnetar.pulsar.CommandWatchTopicList
+	44,  // 134: magnetar.pulsar.BaseCommand.watchTopicListSuccess:type_name -> magnetar.pulsar.CommandWatchTopicListSuccess
+	45,  // 135: magnetar.pulsar.BaseCommand.watchTopicUpdate:type_name -> magnetar.pulsar.CommandWatchTopicUpdate
+	46,  // 136: magnetar.pulsar.BaseCommand.watchTopicListClose:type_name -> magnetar.pulsar.CommandWatchTopicListClose
+	47,  // 137: magnetar.pulsar.BaseCommand.topicMigrated:type_name -> magnetar.pulsar.CommandTopicMigrated
+	93,  // 138: magnetar.pulsar.BaseCommand.scalableTopicLookup:type_name -> magnetar.pulsar.CommandScalableTopicLookup
+	94,  // 139: magnetar.pulsar.BaseCommand.scalableTopicUpdate:type_name -> magnetar.pulsar.CommandScalableTopicUpdate
+	95,  // 140: magnetar.pulsar.BaseCommand.scalableTopicClose:type_name -> magnetar.pulsar.CommandScalableTopicClose
+	96,  // 141: magnetar.pulsar.BaseCommand.scalableTopicSubscribe:type_name -> magnetar.pulsar.CommandScalableTopicSubscribe
+	99,  // 142: magnetar.pulsar.BaseCommand.scalableTopicSubscribeResponse:type_name -> magnetar.pulsar.CommandScalableTopicSubscribeResponse
+	100, // 143: magnetar.pulsar.BaseCommand.scalableTopicAssignmentUpdate:type_name -> magnetar.pulsar.CommandScalableTopicAssignmentUpdate
+	101, // 144: magnetar.pulsar.BaseCommand.watchScalableTopics:type_name -> magnetar.pulsar.CommandWatchScalableTopics
+	104, // 145: magnetar.pulsar.BaseCommand.watchScalableTopicsUpdate:type_name -> magnetar.pulsar.CommandWatchScalableTopicsUpdate
+	105, // 146: magnetar.pulsar.BaseCommand.watchScalableTopicsClose:type_name -> magnetar.pulsar.CommandWatchScalableTopicsClose
+	147, // [147:147] is the sub-list for method output_type
+	147, // [147:147] is the sub-list for method input_type
+	147, // [147:147] is the sub-list for extension type_name
+	147, // [147:147] is the sub-list for extension extendee
+	0,   // [0:147] is the sub-list for field type_name
 }
 
 func init() { file_proto_pulsar_pulsar_proto_init() }
@@ -8526,13 +10051,17 @@ func file_proto_pulsar_pulsar_proto_init() {
 	if File_proto_pulsar_pulsar_proto != nil {
 		return
 	}
+	file_proto_pulsar_pulsar_proto_msgTypes[85].OneofWrappers = []any{
+		(*CommandWatchScalableTopicsUpdate_Snapshot)(nil),
+		(*CommandWatchScalableTopicsUpdate_Diff)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_pulsar_pulsar_proto_rawDesc), len(file_proto_pulsar_pulsar_proto_rawDesc)),
-			NumEnums:      17,
-			NumMessages:   72,
+			NumEnums:      19,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
