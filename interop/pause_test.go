@@ -3,6 +3,8 @@ package interop
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -207,8 +209,30 @@ func pausedOwner(t *testing.T, rounds int, atomic bool) {
 		mu.Lock()
 		last := strings.Join(lastID, " ")
 		mu.Unlock()
-		t.Fatalf("%d of %d acknowledged messages never reached the Failover consumer (last ids per partition: %s), e.g. %v",
+		t.Errorf("%d of %d acknowledged messages never reached the Failover consumer (last ids per partition: %s), e.g. %v",
 			len(missing), len(acked), last, missing[:min(10, len(missing))])
+		// What the brokers hold of the subscription, taken while the consumer is still
+		// connected: where each partition's cursor and dispatcher stand.
+		for p := 0; p < parts; p++ {
+			for _, kind := range []string{"stats", "internalStats"} {
+				path := fmt.Sprintf("/admin/v2/persistent/public/default/%s-partition-%d/%s", strings.TrimPrefix(topic, "persistent://public/default/"), p, kind)
+				var resp *http.Response
+				var err error
+				for _, nd := range m.nodes { // any live broker: the others redirect to the owner
+					if resp, err = http.Get(nd.httpURL + path); err == nil {
+						break
+					}
+				}
+				if err != nil {
+					t.Logf("%s: %v", path, err)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				t.Logf("%s: %d %s", path, resp.StatusCode, b)
+			}
+		}
+		t.FailNow()
 	}
 	mu.Lock()
 	defer mu.Unlock()
