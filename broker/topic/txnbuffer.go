@@ -349,6 +349,16 @@ func (t *Topic) performTxn() {
 	}
 	tt := t.txn
 	r := tt.core.TakeReady()
+	// The aborted set first: a bound that moves past an aborted transaction's entries lets
+	// the log's readers (other goroutines) read them at once, and they filter by the set
+	// published here (isAborted).
+	if r.AbortedChanged {
+		m := tt.core.Aborted()
+		tt.aborted.Store(&m)
+		if len(m) > 0 {
+			t.pruneAborted()
+		}
+	}
 	if r.BoundChanged {
 		var p *Position
 		if r.MaxRead != nil {
@@ -356,13 +366,6 @@ func (t *Topic) performTxn() {
 			p = &q
 		}
 		t.log.SetMaxRead(p)
-	}
-	if r.AbortedChanged {
-		m := tt.core.Aborted()
-		tt.aborted.Store(&m)
-		if len(m) > 0 {
-			t.pruneAborted()
-		}
 	}
 	for _, reg := range r.Registers {
 		t.register(reg)

@@ -155,7 +155,8 @@ type Ready struct {
 	// Bound changed: MaxRead is the new read bound (nil: unbounded).
 	BoundChanged bool
 	MaxRead      *Before
-	// AbortedChanged: the aborted set changed (readers filter by Aborted).
+	// AbortedChanged: the aborted set changed (readers filter by Aborted). The owner publishes
+	// it to its readers before it moves their bound: an apply moves both at once.
 	AbortedChanged bool
 	// TimerAt asks for a Tick (Unix ms; 0: none).
 	TimerAt int64
