@@ -232,3 +232,39 @@ func TestScalableQueueConsumer(t *testing.T) {
 		t.Fatalf("queue consumer attached to %v, want the 4 segments", segs)
 	}
 }
+
+// TestScalableTopicRateSplit: with the auto-scale policy splitting on message rate only, a
+// load above the threshold on a one-segment topic makes the controller split it (the rates
+// sampled from the real segment topics' statistics), then split a child, under load, keeping
+// each key's order; consumers far below the segments count rule out a consumer-count split.
+func TestScalableTopicRateSplit(t *testing.T) {
+	pol := scalable.Policy{Enabled: true, MinSegments: 1, MaxSegments: 3, MaxDAGDepth: 10,
+		SplitMsgRateIn: 20, SplitBytesRateIn: 1e12, SplitMsgRateOut: 1e9, SplitBytesRateOut: 1e12}
+	c := startScalableCluster(t, 2, broker.ScalableConfig{TickInterval: 50 * time.Millisecond, Retention: 200 * time.Millisecond,
+		Policy: pol, SampleInterval: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const p = "/admin/v2/scalable/public/default/rate"
+	c.call(t, 0, "PUT", p)
+	c.call(t, 1, "PUT", p+"/subscription/s")
+	ld := c.load(t, ctx, "topic://public/default/rate")
+	ld.AddConsumer("c0", 0)
+	if l := c.layout(t, p); len(l.Segments) != 1 {
+		t.Fatalf("layout before any load: %s", l.Tree())
+	}
+	ld.Produce(3)
+	deadline := time.Now().Add(time.Minute)
+	for len(c.layout(t, p).Active()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rate-triggered splits up to 3 segments:\n%s%s", c.layout(t, p).Tree(), c.call(t, 0, "GET", p+"/stats"))
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
+	}
+	ld.WaitSent(ld.Total() + 200)
+	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
+	l := c.layout(t, p)
+	if m := c.metrics(t); m["splits_total"] != 2 || m["merges_total"] != 0 {
+		t.Errorf("metrics %v: want 2 splits and no merge", m)
+	}
+	t.Logf("%d messages; layout:\n%s", n, l.Tree())
+}
