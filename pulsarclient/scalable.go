@@ -334,7 +334,8 @@ func (c *ScalableConsumer) segment(ctx context.Context, sc *segConsumer, name st
 	for delay := 10 * time.Millisecond; cons == nil; delay = min(2*delay, time.Second) {
 		var err error
 		cons, err = c.cl.Subscribe(ctx, ConsumerOptions{Topic: name, Subscription: c.opts.Subscription, Type: typ,
-			Name: c.opts.Name, ReceiverQueueSize: c.opts.ReceiverQueueSize, InitialPosition: Earliest})
+			Name: c.opts.Name, ReceiverQueueSize: c.opts.ReceiverQueueSize, InitialPosition: Earliest,
+			metadata: c.attachMetadata})
 		if err != nil && !backoff.Sleep(ctx, delay) {
 			return
 		}
@@ -361,6 +362,18 @@ func (c *ScalableConsumer) segment(ctx context.Context, sc *segConsumer, name st
 			return
 		}
 	}
+}
+
+// attachMetadata names the newest assignment's version at each (re)subscribe of a segment:
+// a segment's broker refuses it while below the segment's fence (a seek of an ancestor
+// withdrew the segment; layout.AssignmentMetadataKey).
+func (c *ScalableConsumer) attachMetadata() map[string]string {
+	if !c.stream {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return map[string]string{layout.AssignmentMetadataKey: strconv.FormatUint(c.mu.version, 10)}
 }
 
 // Receive returns the next message (its Topic is its segment's name).
