@@ -268,3 +268,32 @@ func TestScalableTopicRateSplit(t *testing.T) {
 	}
 	t.Logf("%d messages; layout:\n%s", n, l.Tree())
 }
+
+// TestScalableTopicPipelinedSplit: producers pipelining up to 64 messages each (SendAsync)
+// on many keys while the admin API splits, splits again and merges: the sealed segments'
+// in-flight messages fail and are re-sent to their children, and every acknowledged
+// message is consumed with each key's messages in the order produced.
+func TestScalableTopicPipelinedSplit(t *testing.T) {
+	c := startScalableCluster(t, 2, broker.ScalableConfig{TickInterval: 50 * time.Millisecond, Retention: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const p = "/admin/v2/scalable/public/default/piped"
+	c.call(t, 0, "PUT", p+"?segments=2")
+	c.call(t, 1, "PUT", p+"/subscription/s")
+	ld := c.load(t, ctx, "topic://public/default/piped")
+	ld.AddConsumer("c0", 0)
+	ld.AddConsumer("c1", 1)
+	ld.ProducePipelined(3, 64)
+	ld.WaitSent(2000)
+	c.call(t, 1, "POST", p+"/split/0")
+	ld.WaitSent(ld.Total() + 2000)
+	c.call(t, 0, "POST", p+"/split/1")
+	ld.WaitSent(ld.Total() + 2000)
+	c.call(t, 1, "POST", p+"/merge/2/3")
+	ld.WaitSent(ld.Total() + 2000)
+	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
+	if m := c.metrics(t); m["splits_total"] != 2 || m["merges_total"] != 1 {
+		t.Errorf("metrics %v: want 2 splits and 1 merge", m)
+	}
+	t.Logf("%d messages; layout:\n%s", n, c.layout(t, p).Tree())
+}
