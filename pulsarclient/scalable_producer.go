@@ -83,6 +83,7 @@ type segSender interface {
 // segOut's queue is in arrival order (n), and its messages are sent from the front.
 type prodState struct {
 	l           layout.Layout
+	active      []layout.Segment // l.Active()
 	segs        map[layout.SegmentID]*segOut
 	n           uint64 // arrival number of the last request
 	rr          uint64 // round-robin for unkeyed messages
@@ -154,7 +155,7 @@ func newScalableProducer(cl *Client, t layout.Topic, o ScalableProducerOptions) 
 }
 
 func (p *ScalableProducer) start(l layout.Layout) {
-	p.st = prodState{l: l, segs: map[layout.SegmentID]*segOut{}}
+	p.st = prodState{l: l, active: l.Active(), segs: map[layout.SegmentID]*segOut{}}
 	p.mu.l = l
 	go p.run()
 }
@@ -346,7 +347,7 @@ func (p *ScalableProducer) target(r *scalReq) (*segOut, error) {
 	var ok bool
 	if r.msg.Key != "" {
 		seg, ok = st.l.FindActive(layout.KeyHash([]byte(r.msg.Key)))
-	} else if act := st.l.Active(); len(act) > 0 {
+	} else if act := st.active; len(act) > 0 {
 		st.rr++
 		seg, ok = act[st.rr%uint64(len(act))], true
 	}
@@ -514,7 +515,7 @@ func (p *ScalableProducer) fetchLayout() {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) { // a layout read is cheap; a seal is waited for
 			next, err := p.fetch(p.ctx)
 			if err == nil && next.Epoch > cur {
 				p.post(func() { p.onLayout(next) })
@@ -531,7 +532,7 @@ func (p *ScalableProducer) onLayout(next layout.Layout) {
 	st := &p.st
 	st.fetching = false
 	if next.Epoch > st.l.Epoch {
-		st.l = next
+		st.l, st.active = next, next.Active()
 		p.mu.Lock()
 		p.mu.l = next
 		p.mu.Unlock()
