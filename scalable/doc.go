@@ -115,9 +115,16 @@
 //
 // Client (item 6, package pulsarclient): ScalableProducer routes murmur3-32(key) >> 16
 // (layout.KeyHash, upstream's ScalableTopicHashing.segmentHash) with layout.FindActive,
-// round-robin for unkeyed messages, one send at a time per call: after TopicTerminated it
-// fetches the layout until the segment shows sealed and sends again, so a key's messages
-// sent one after the other keep their order across splits. A stream consumer attaches
+// round-robin for unkeyed messages, pipelined (SendAsync, a window of MaxPendingMessages,
+// Flush): after TopicTerminated it holds every message for the sealed segment and for the
+// segments overlapping it, fetches the layout until it shows the seal, waits until nothing
+// is in flight to the sealed segment, then re-routes its failed and held messages in their
+// SendAsync order before any later one, so a key's messages keep their SendAsync order
+// across splits and merges (pulsarclient's TestScalableProducerSealInFlight, a seal timed by
+// the test, catches a re-route that does not wait for the in-flight messages, one that puts
+// the held messages before the failed ones and one that lets the children's messages go
+// while the parent is unresolved; admin's TestScalableTopicPipelinedSplit under real
+// brokers). A stream consumer attaches
 // Exclusive to each assigned segment (detaching the others first); a queue consumer attaches
 // Shared to every segment of the layout. Admin (item 7): create, delete, list, layout, split,
 // merge, stats, subscriptions, seek (docs/TOOLS.md; `magnetar admin scalable-topics`).
