@@ -138,7 +138,7 @@
 // the broker refuses an attach below the fence (checked once attached, so a concurrent fence
 // either detaches it or is seen). The drained marks are not persisted: a new leader
 // recomputes them with Check from the cursors, so a rewound segment (backlog > 0) keeps its
-// descendants blocked across a failover; a seek in progress at a failover fails (the caller
+// descendants blocked across a failover (admin's TestScalableSeekSurvivesLeaderFailover); a seek in progress at a failover fails (the caller
 // retries it). The fence marks are in memory on the broker serving the segment: a segment
 // that moves loses them, which leaves only a consumer that has not polled its new
 // assignment yet able to reattach in that window.
