@@ -313,6 +313,15 @@ func (p *ScalableProducer) finish(r *scalReq, seg string, id MessageID, err erro
 	})
 }
 
+// finishAfterStop ends r from a segment producer's goroutine once run has stopped: its
+// callback and its window token only (the flushes are released by shutdown).
+func (p *ScalableProducer) finishAfterStop(r *scalReq, seg string, id MessageID, err error) {
+	if r.cb != nil {
+		r.cb(seg, id, err)
+	}
+	<-p.window
+}
+
 func (p *ScalableProducer) onFlush(ch chan struct{}) {
 	st := &p.st
 	if st.outstanding == 0 || st.closed {
@@ -422,11 +431,11 @@ func (p *ScalableProducer) flush(so *segOut) {
 		so.queue = so.queue[1:]
 		so.inflight++
 		err := so.prod.SendAsync(p.ctx, r.msg, func(id MessageID, err error) {
-			if !p.post(func() { p.onSent(so, r, id, err) }) {
-				if err == nil {
-					p.finish(r, so.name, id, nil)
+			if !p.post(func() { p.onSent(so, r, id, err) }) { // run has stopped: prodState is gone
+				if err != nil {
+					p.finishAfterStop(r, "", MessageID{}, ErrClosed)
 				} else {
-					p.finish(r, "", MessageID{}, ErrClosed)
+					p.finishAfterStop(r, so.name, id, nil)
 				}
 			}
 		})

@@ -86,7 +86,18 @@ func (fp *fakeSegProducer) SendAsync(_ context.Context, msg *ProducerMessage, cb
 	return nil
 }
 
-func (fp *fakeSegProducer) Close(context.Context) error { return nil }
+// Close fails the sends in flight with ErrClosed, as Producer.Close does after its flush.
+func (fp *fakeSegProducer) Close(context.Context) error {
+	fp.f.mu.Lock()
+	s := fp.f.seg(fp.name)
+	pending := s.pending
+	s.pending = nil
+	fp.f.mu.Unlock()
+	for _, x := range pending {
+		x.cb(MessageID{}, ErrClosed)
+	}
+	return nil
+}
 
 // answer answers the oldest send in flight to name: persisted (err nil) or failed.
 func (f *fakeSegs) answer(t *testing.T, name string, err error) {
@@ -251,5 +262,70 @@ func TestScalableProducerSealInFlight(t *testing.T) {
 	}
 	if results[k+":0"] != name(0) {
 		t.Errorf("%s:0 acknowledged as %q", k, results[k+":0"])
+	}
+}
+
+// TestScalableProducerWindowAndClose: SendAsync blocks at MaxPendingMessages until one is
+// acknowledged (or ctx ends); Flush waits for the messages given before it; Close fails the
+// messages still in flight with ErrClosed, and later calls fail with ErrClosed.
+func TestScalableProducerWindowAndClose(t *testing.T) {
+	tp := layout.Topic{Tenant: "t", Namespace: "ns", Name: "w"}
+	seg := layout.Segment{ID: 0, Range: layout.HashRange{Start: 0, End: layout.MaxHash}, State: layout.StateActive}
+	l := layout.Layout{Epoch: 1, Subscriptions: []string{}, Segments: []layout.Segment{seg}}
+	f := newFakeSegs(l)
+	p := newScalableProducer(nil, tp, ScalableProducerOptions{MaxPendingMessages: 2})
+	p.newSeg, p.fetch = f.newSeg, f.fetch
+	p.start(l)
+	name := tp.SegmentName(seg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 10)
+	cb := func(_ string, _ MessageID, err error) { errs <- err }
+	for i := range 2 {
+		if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte{byte(i)}}, cb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := p.SendAsync(short, &ProducerMessage{Payload: []byte{2}}, cb); err != context.DeadlineExceeded {
+		t.Fatalf("a third SendAsync with a window of 2: %v, want to block until ctx ends", err)
+	}
+	waitFor(t, "two sends in flight", func() bool { return f.pending(name) == 2 })
+	f.answer(t, name, nil)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte{3}}, cb); err != nil { // a token is free again
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- p.Flush(ctx) }()
+	waitFor(t, "two sends in flight", func() bool { return f.pending(name) == 2 })
+	f.answer(t, name, nil)
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) with a message in flight", err)
+	case err := <-errs:
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeCtx, cancelClose := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelClose()
+	if err := p.Close(closeCtx); err != nil { // the flush gives up at closeCtx; the rest fails
+		t.Fatal(err)
+	}
+	if err := <-flushed; err != ErrClosed && err != nil {
+		t.Fatalf("Flush across Close: %v", err)
+	}
+	if err := <-errs; err != ErrClosed {
+		t.Fatalf("the message in flight at Close: %v, want ErrClosed", err)
+	}
+	if err := p.SendAsync(ctx, &ProducerMessage{Payload: []byte{4}}, cb); err != ErrClosed {
+		t.Fatalf("SendAsync after Close: %v", err)
+	}
+	if err := p.Flush(ctx); err != ErrClosed {
+		t.Fatalf("Flush after Close: %v", err)
 	}
 }
