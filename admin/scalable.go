@@ -27,13 +27,15 @@ type ScalableService interface {
 	RegisterStreamConsumer(ctx context.Context, topic, sub, consumer string, session uint64) error
 	UnregisterStreamConsumer(ctx context.Context, topic, sub, consumer string) error
 	StreamAssignment(ctx context.Context, topic, sub, consumer string, after uint64) (scalable.Assignment, error)
+	SeekScalableSubscription(ctx context.Context, topic, sub string, seg uint64, to broker.MessageID) error
 
 	SegmentCreate(ctx context.Context, segment string, subs []string) error
 	SegmentSeal(ctx context.Context, segment string) error
 	SegmentDelete(ctx context.Context, segment string) error
 	SegmentDrained(ctx context.Context, segment, sub string) (bool, error)
+	SegmentFence(ctx context.Context, segment, sub string, term, version uint64) error
+	SegmentReset(ctx context.Context, segment, sub string, term uint64, to broker.MessageID) error
 	TopicStats(ctx context.Context, topic string) (broker.TopicStats, error)
-	ResetCursor(ctx context.Context, topic, sub string, to broker.MessageID) error
 }
 
 var _ ScalableService = (*broker.Service)(nil)
@@ -66,6 +68,7 @@ func (h *handler) scalableRoutes(route routeFunc) {
 	route("PUT "+c, h.registerConsumer, sc)
 	route("DELETE "+c, h.unregisterConsumer, sc)
 	route("GET "+c+"/assignment", h.assignment, sc)
+	route("POST "+p+"/subscription/{sub}/seek", h.seekScalable, sc)
 	// The controller leader's effects on a segment, run by the broker serving it.
 	const s = p + "/segments/{segment}"
 	route("POST "+s+"/create", h.segmentCreate, sc)
@@ -73,6 +76,7 @@ func (h *handler) scalableRoutes(route routeFunc) {
 	route("POST "+s+"/delete", h.segmentDelete, sc)
 	route("POST "+s+"/drained", h.segmentDrained, sc)
 	route("POST "+s+"/reset", h.segmentReset, sc)
+	route("POST "+s+"/fence", h.segmentFence, sc)
 	route("POST "+s+"/stats", h.segmentStats, sc)
 	route("GET "+s+"/stats", h.segmentStats, sc)
 }
@@ -271,11 +275,53 @@ func (h *handler) segmentReset(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	l, err1 := strconv.ParseInt(q.Get("ledger"), 10, 64)
 	e, err2 := strconv.ParseInt(q.Get("entry"), 10, 64)
-	if err1 != nil || err2 != nil {
-		return restErr(http.StatusBadRequest, "want ?ledger=L&entry=E")
+	term, err3 := strconv.ParseUint(q.Get("term"), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return restErr(http.StatusBadRequest, "want ?sub=S&term=T&ledger=L&entry=E")
 	}
 	id := broker.MessageID{LedgerID: l, EntryID: e, Partition: -1, BatchIndex: -1}
-	return h.scalableWrite(w, func(svc ScalableService) error { return svc.ResetCursor(r.Context(), segmentName(r), q.Get("sub"), id) })
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.SegmentReset(r.Context(), segmentName(r), q.Get("sub"), term, id)
+	})
+}
+
+func (h *handler) segmentFence(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	term, err1 := strconv.ParseUint(q.Get("term"), 10, 64)
+	version, err2 := strconv.ParseUint(q.Get("version"), 10, 64)
+	if err1 != nil || err2 != nil || q.Get("sub") == "" {
+		return restErr(http.StatusBadRequest, "want ?sub=S&term=T&version=V")
+	}
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.SegmentFence(r.Context(), segmentName(r), q.Get("sub"), term, version)
+	})
+}
+
+// seekScalable rewinds a subscription on one segment through the controller:
+// ?segment=ID and either ?ledger=L&entry=E (a message id of the segment) or ?earliest.
+// The segment's descendants are withdrawn from the stream consumers until it is drained
+// again; the answer comes once the cursor is reset.
+func (h *handler) seekScalable(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	seg, err := strconv.ParseUint(q.Get("segment"), 10, 64)
+	if err != nil {
+		return restErr(http.StatusBadRequest, "want ?segment=ID")
+	}
+	id := broker.MessageID{LedgerID: -1, EntryID: -1, Partition: -1, BatchIndex: -1}
+	switch _, earliest := q["earliest"]; {
+	case earliest && (q.Has("ledger") || q.Has("entry")):
+		return restErr(http.StatusBadRequest, "give either ?earliest or ?ledger=L&entry=E")
+	case !earliest:
+		l, err1 := strconv.ParseInt(q.Get("ledger"), 10, 64)
+		e, err2 := strconv.ParseInt(q.Get("entry"), 10, 64)
+		if err1 != nil || err2 != nil || l < 0 || e < 0 {
+			return restErr(http.StatusBadRequest, "want ?earliest or ?ledger=L&entry=E (non-negative)")
+		}
+		id.LedgerID, id.EntryID = l, e
+	}
+	return h.scalableWrite(w, func(svc ScalableService) error {
+		return svc.SeekScalableSubscription(r.Context(), scalableName(r), r.PathValue("sub"), seg, id)
+	})
 }
 
 func (h *handler) segmentStats(w http.ResponseWriter, r *http.Request) error {

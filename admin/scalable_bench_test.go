@@ -110,3 +110,115 @@ func TestScalableSplitPause(t *testing.T) {
 		t.Errorf("a split paused publishing for %v (> 500 ms)", pauses[len(pauses)-1])
 	}
 }
+
+// TestScalableThroughputRatio measures a scalable topic of 4 segments against a topic of 4
+// partitions on the same 3 brokers (issue #17: at least 0.9×): one pipelined producer per
+// topic (MaxPendingMessages 1000, batching on, 1 KiB unkeyed messages: round-robin over the
+// segments or partitions, as magnetar perf produce sends them) publishes as fast as it can
+// for MAGNETAR_SCALABLE_SECONDS (default 10) per run; the runs alternate scalable and
+// partitioned MAGNETAR_SCALABLE_ROUNDS times (default 3) to spread the machine's noise.
+// A 2 s warm-up of each comes first. Only with MAGNETAR_SCALABLE_BENCH=1.
+func TestScalableThroughputRatio(t *testing.T) {
+	if os.Getenv("MAGNETAR_SCALABLE_BENCH") == "" {
+		t.Skip("a measurement: set MAGNETAR_SCALABLE_BENCH=1")
+	}
+	env := func(k string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+			return v
+		}
+		return def
+	}
+	secs, rounds := env("MAGNETAR_SCALABLE_SECONDS", 10), env("MAGNETAR_SCALABLE_ROUNDS", 3)
+	c := startScalableCluster(t, 3, broker.ScalableConfig{TickInterval: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
+	defer cancel()
+	const scal, part = "topic://public/default/k4", "persistent://public/default/p4"
+	c.call(t, 0, "PUT", "/admin/v2/scalable/public/default/k4?segments=4")
+	if err := c.brokers[0].CreatePartitionedTopic(ctx, part, 4); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + c.brokers[0].Addr().String(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	payload := make([]byte, 1024)
+	const window = 1000
+	// run publishes for secs seconds through sendAsync and returns the acknowledged msg/s.
+	run := func(sendAsync func(msg *pulsarclient.ProducerMessage, cb func(error)) error, flush func() error) float64 {
+		var acked sync.WaitGroup
+		var n int64
+		var mu sync.Mutex
+		var firstErr error
+		start := time.Now()
+		end := start.Add(time.Duration(secs) * time.Second)
+		for time.Now().Before(end) {
+			acked.Add(1)
+			if err := sendAsync(&pulsarclient.ProducerMessage{Payload: payload}, func(err error) {
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil && time.Now().Before(end) {
+					n++
+				}
+				mu.Unlock()
+				acked.Done()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := flush(); err != nil {
+			t.Fatal(err)
+		}
+		acked.Wait()
+		if firstErr != nil {
+			t.Fatal(firstErr)
+		}
+		return float64(n) / float64(secs)
+	}
+	sp, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{Topic: scal, MaxPendingMessages: window,
+		ScalableOptions: pulsarclient.ScalableOptions{AdminURL: c.urls[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close(context.Background())
+	pp, err := cl.CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: part, MaxPendingMessages: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pp.Close(context.Background())
+	scalRun := func() float64 {
+		return run(func(m *pulsarclient.ProducerMessage, cb func(error)) error {
+			return sp.SendAsync(ctx, m, func(_ string, _ pulsarclient.MessageID, err error) { cb(err) })
+		}, func() error { return sp.Flush(ctx) })
+	}
+	partRun := func() float64 {
+		return run(func(m *pulsarclient.ProducerMessage, cb func(error)) error {
+			return pp.SendAsync(ctx, m, func(_ pulsarclient.MessageID, err error) { cb(err) })
+		}, func() error { return pp.Flush(ctx) })
+	}
+	warm := secs
+	secs = 2
+	scalRun() // warm-up (each segment's and partition's producer, ledger and cursor), not counted
+	partRun()
+	secs = warm
+	var sumS, sumP float64
+	for i := range rounds {
+		var s, p float64
+		if i%2 == 0 { // alternate which goes first
+			s = scalRun()
+			p = partRun()
+		} else {
+			p = partRun()
+			s = scalRun()
+		}
+		sumS, sumP = sumS+s, sumP+p
+		t.Logf("round %d: scalable %.0f msg/s, partitioned %.0f msg/s (%.2f×)", i+1, s, p, s/p)
+	}
+	ratio := sumS / sumP
+	t.Logf("K=4, %d rounds of %d s: scalable %.0f msg/s, partitioned %.0f msg/s: %.2f×", rounds, secs, sumS/float64(rounds), sumP/float64(rounds), ratio)
+	if ratio < 0.9 {
+		t.Errorf("a 4-segment scalable topic reached %.2f× a 4-partition topic's throughput (< 0.9×)", ratio)
+	}
+}

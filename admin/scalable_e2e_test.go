@@ -316,3 +316,68 @@ func TestScalableStreamSubscribeAnyBroker(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
 	}
 }
+
+// TestScalableTopicRateSplit: with the auto-scale policy splitting on message rate only, a
+// load above the threshold on a one-segment topic makes the controller split it (the rates
+// sampled from the real segment topics' statistics), then split a child, under load, keeping
+// each key's order; consumers far below the segments count rule out a consumer-count split.
+func TestScalableTopicRateSplit(t *testing.T) {
+	pol := scalable.Policy{Enabled: true, MinSegments: 1, MaxSegments: 3, MaxDAGDepth: 10,
+		SplitMsgRateIn: 20, SplitBytesRateIn: 1e12, SplitMsgRateOut: 1e9, SplitBytesRateOut: 1e12}
+	c := startScalableCluster(t, 2, broker.ScalableConfig{TickInterval: 50 * time.Millisecond, Retention: 200 * time.Millisecond,
+		Policy: pol, SampleInterval: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const p = "/admin/v2/scalable/public/default/rate"
+	c.call(t, 0, "PUT", p)
+	c.call(t, 1, "PUT", p+"/subscription/s")
+	ld := c.load(t, ctx, "topic://public/default/rate")
+	ld.AddConsumer("c0", 0)
+	if l := c.layout(t, p); len(l.Segments) != 1 {
+		t.Fatalf("layout before any load: %s", l.Tree())
+	}
+	ld.Produce(3)
+	deadline := time.Now().Add(time.Minute)
+	for len(c.layout(t, p).Active()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rate-triggered splits up to 3 segments:\n%s%s", c.layout(t, p).Tree(), c.call(t, 0, "GET", p+"/stats"))
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
+	}
+	ld.WaitSent(ld.Total() + 200)
+	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
+	l := c.layout(t, p)
+	if m := c.metrics(t); m["splits_total"] != 2 || m["merges_total"] != 0 {
+		t.Errorf("metrics %v: want 2 splits and no merge", m)
+	}
+	t.Logf("%d messages; layout:\n%s", n, l.Tree())
+}
+
+// TestScalableTopicPipelinedSplit: producers pipelining up to 64 messages each (SendAsync)
+// on many keys while the admin API splits, splits again and merges: the sealed segments'
+// in-flight messages fail and are re-sent to their children, and every acknowledged
+// message is consumed with each key's messages in the order produced.
+func TestScalableTopicPipelinedSplit(t *testing.T) {
+	c := startScalableCluster(t, 2, broker.ScalableConfig{TickInterval: 50 * time.Millisecond, Retention: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const p = "/admin/v2/scalable/public/default/piped"
+	c.call(t, 0, "PUT", p+"?segments=2")
+	c.call(t, 1, "PUT", p+"/subscription/s")
+	ld := c.load(t, ctx, "topic://public/default/piped")
+	ld.AddConsumer("c0", 0)
+	ld.AddConsumer("c1", 1)
+	ld.ProducePipelined(3, 64)
+	ld.WaitSent(2000)
+	c.call(t, 1, "POST", p+"/split/0")
+	ld.WaitSent(ld.Total() + 2000)
+	c.call(t, 0, "POST", p+"/split/1")
+	ld.WaitSent(ld.Total() + 2000)
+	c.call(t, 1, "POST", p+"/merge/2/3")
+	ld.WaitSent(ld.Total() + 2000)
+	n := ld.Finish(func() string { return c.layout(t, p).Tree() })
+	if m := c.metrics(t); m["splits_total"] != 2 || m["merges_total"] != 1 {
+		t.Errorf("metrics %v: want 2 splits and 1 merge", m)
+	}
+	t.Logf("%d messages; layout:\n%s", n, c.layout(t, p).Tree())
+}

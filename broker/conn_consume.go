@@ -54,6 +54,13 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 		req.Start = startPosition(id)
 	}
 	t.Subscribe(req, func(err error) {
+		if err == nil {
+			// A stream consumer of a segment fenced by a seek (scalable_seek.go): checked once
+			// attached, so a concurrent fence either detaches it or is seen here.
+			if err = c.s.checkAttach(t.Name().String(), req.Subscription, cons.Metadata); err != nil {
+				cons.Close(nil)
+			}
+		}
 		if err != nil {
 			fail(err)
 			return

@@ -406,7 +406,7 @@ func (s *Service) assignmentProto(ctx context.Context, t layout.Topic, a scalabl
 		return nil, err
 	}
 	epoch := uint64(l.Epoch)
-	out := &pb.ScalableConsumerAssignment{LayoutEpoch: &epoch}
+	out := &pb.ScalableConsumerAssignment{LayoutEpoch: &epoch, AssignmentVersion: proto.Uint64(a.Version)}
 	for _, id := range a.Segments {
 		seg, ok := l.Segment(id)
 		if !ok {

@@ -94,6 +94,7 @@ type scalableTopics struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	m      scalableMetrics
+	marks  segmentMarks // scalable_seek.go
 
 	mu struct {
 		sync.Mutex
@@ -448,19 +449,25 @@ func (e *segmentEffects) Drained(ctx context.Context, t layout.Topic, _ uint64, 
 	return drained, err
 }
 
-// errFenceUnsupported: fencing stream consumers at an assignment version needs the
-// per-segment term and version marks, which the broker does not keep yet (seeks are off).
-var errFenceUnsupported = fmt.Errorf("%w: fencing a segment's stream consumers (seek) is not supported yet", ErrNotAllowed)
-
-func (e *segmentEffects) Fence(context.Context, layout.Topic, uint64, string, []layout.Segment, uint64) error {
-	return errFenceUnsupported
+func (e *segmentEffects) Fence(ctx context.Context, t layout.Topic, term uint64, sub string, segs []layout.Segment, version uint64) error {
+	for _, seg := range segs {
+		name := t.SegmentName(seg)
+		q := url.Values{"sub": {sub}, "term": {strconv.FormatUint(term, 10)}, "version": {strconv.FormatUint(version, 10)}}
+		if err := e.st.onOwner(ctx, name, "fence", q, nil, func() error {
+			return e.st.s.SegmentFence(ctx, name, sub, term, version)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (e *segmentEffects) Reset(ctx context.Context, t layout.Topic, _ uint64, sub string, seg layout.Segment, to mledger.Position) error {
+func (e *segmentEffects) Reset(ctx context.Context, t layout.Topic, term uint64, sub string, seg layout.Segment, to mledger.Position) error {
 	name := t.SegmentName(seg)
 	id := MessageID{LedgerID: to.LedgerID, EntryID: to.EntryID, Partition: -1, BatchIndex: -1}
-	q := url.Values{"sub": {sub}, "ledger": {strconv.FormatInt(to.LedgerID, 10)}, "entry": {strconv.FormatInt(to.EntryID, 10)}}
-	return e.st.onOwner(ctx, name, "reset", q, nil, func() error { return e.st.s.ResetCursor(ctx, name, sub, id) })
+	q := url.Values{"sub": {sub}, "term": {strconv.FormatUint(term, 10)},
+		"ledger": {strconv.FormatInt(to.LedgerID, 10)}, "entry": {strconv.FormatInt(to.EntryID, 10)}}
+	return e.st.onOwner(ctx, name, "reset", q, nil, func() error { return e.st.s.SegmentReset(ctx, name, sub, term, id) })
 }
 
 // onOwner runs local; if another broker serves the segment it POSTs op to that broker's
@@ -550,7 +557,10 @@ func (s *Service) SegmentDelete(ctx context.Context, segment string) error {
 	}
 	err := s.deleteTopic(ctx, segment, true)
 	if errors.Is(err, ErrTopicNotFound) {
-		return nil
+		err = nil
+	}
+	if err == nil {
+		s.scal.marks.forget(segment)
 	}
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +81,13 @@ type ConsumerOptions struct {
 	// AckGroupingMaxSize sends the collected acknowledgements when this many are waiting.
 	// Default 1000.
 	AckGroupingMaxSize int
+
+	// Properties are the consumer's metadata (CommandSubscribe.metadata), as in
+	// pulsar-client-go's ConsumerOptions.Properties.
+	Properties map[string]string
+	// metadata, if set, gives the consumer metadata of each (re)subscribe: a scalable
+	// topic's stream consumer names the assignment version it holds (scalable.go).
+	metadata func() map[string]string
 }
 
 func (o *ConsumerOptions) setDefaults() error {
@@ -386,6 +395,13 @@ func (pc *partConsumer) subscribe(ctx context.Context) error {
 	}
 	if o.StartMessageID != nil {
 		sub.StartMessageId = o.StartMessageID.entryData()
+	}
+	md := o.Properties
+	if o.metadata != nil {
+		md = o.metadata()
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		sub.Metadata = append(sub.Metadata, &pb.KeyValue{Key: proto.String(k), Value: proto.String(md[k])})
 	}
 	if _, err := c.request(ctx, rid, pulsar.Wrap(sub)); err != nil {
 		c.removeConsumer(pc.id)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -154,6 +155,7 @@ type ScalableConsumer struct {
 		sync.Mutex
 		segs    map[layout.SegmentID]*segConsumer
 		byTopic map[string]*Consumer
+		version uint64 // the newest assignment's (stream consumers)
 	}
 }
 
@@ -213,8 +215,11 @@ func (c *ScalableConsumer) consumerPath() string {
 func (c *ScalableConsumer) run(ctx context.Context) {
 	defer close(c.done)
 	if c.stream {
-		for segs := range c.assign.out {
-			c.attach(ctx, segs)
+		for a := range c.assign.out {
+			c.mu.Lock()
+			c.mu.version = max(c.mu.version, a.version)
+			c.mu.Unlock()
+			c.attach(ctx, a.segs)
 		}
 		return
 	}
@@ -278,7 +283,8 @@ func (c *ScalableConsumer) segment(ctx context.Context, sc *segConsumer, name st
 	for delay := 10 * time.Millisecond; cons == nil; delay = min(2*delay, time.Second) {
 		var err error
 		cons, err = c.cl.Subscribe(ctx, ConsumerOptions{Topic: name, Subscription: c.opts.Subscription, Type: typ,
-			Name: c.opts.Name, ReceiverQueueSize: c.opts.ReceiverQueueSize, InitialPosition: Earliest})
+			Name: c.opts.Name, ReceiverQueueSize: c.opts.ReceiverQueueSize, InitialPosition: Earliest,
+			metadata: c.attachMetadata})
 		if err != nil && !backoff.Sleep(ctx, delay) {
 			return
 		}
@@ -305,6 +311,18 @@ func (c *ScalableConsumer) segment(ctx context.Context, sc *segConsumer, name st
 			return
 		}
 	}
+}
+
+// attachMetadata names the newest assignment's version at each (re)subscribe of a segment:
+// a segment's broker refuses it while below the segment's fence (a seek of an ancestor
+// withdrew the segment; layout.AssignmentMetadataKey).
+func (c *ScalableConsumer) attachMetadata() map[string]string {
+	if !c.stream {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return map[string]string{layout.AssignmentMetadataKey: strconv.FormatUint(c.mu.version, 10)}
 }
 
 // Receive returns the next message (its Topic is its segment's name).

@@ -318,6 +318,13 @@ func dagLayout(d *pb.ScalableTopicDAG) (layout.Layout, error) {
 	return l, nil
 }
 
+// assignment is a stream consumer's assignment: the controller's version of it (named at
+// each segment attach, layout.AssignmentMetadataKey) and its segments.
+type assignment struct {
+	version uint64
+	segs    []assignedSegment
+}
+
 // assignedSegment is one segment of a stream consumer's assignment.
 type assignedSegment struct {
 	id    layout.SegmentID
@@ -329,7 +336,7 @@ type assignedSegment struct {
 type assignmentWatch struct {
 	cl               *Client
 	topic, sub, name string
-	out              chan []assignedSegment
+	out              chan assignment
 	firstErr         chan error // the first subscribe's outcome (cap 1)
 	reportedFirst    bool       // run goroutine only
 }
@@ -337,7 +344,7 @@ type assignmentWatch struct {
 // watchAssignment subscribes stream consumer name of sub on topic and waits for its first
 // assignment, which is the first value on the returned channel; run follows it until ctx ends.
 func (cl *Client) watchAssignment(ctx, runCtx context.Context, topic, sub, name string) (*assignmentWatch, error) {
-	a := &assignmentWatch{cl: cl, topic: topic, sub: sub, name: name, out: make(chan []assignedSegment, 1),
+	a := &assignmentWatch{cl: cl, topic: topic, sub: sub, name: name, out: make(chan assignment, 1),
 		firstErr: make(chan error, 1)}
 	go a.run(runCtx)
 	select {
@@ -410,9 +417,9 @@ func (a *assignmentWatch) session(ctx context.Context) error {
 		a.firstErr <- nil
 	}
 	send := func(as *pb.ScalableConsumerAssignment) bool {
-		segs := []assignedSegment{}
+		segs := assignment{version: as.GetAssignmentVersion(), segs: []assignedSegment{}}
 		for _, s := range as.GetSegments() {
-			segs = append(segs, assignedSegment{id: layout.SegmentID(s.GetSegmentId()), topic: s.GetSegmentTopic()})
+			segs.segs = append(segs.segs, assignedSegment{id: layout.SegmentID(s.GetSegmentId()), topic: s.GetSegmentTopic()})
 		}
 		select { // keep only the newest: drop an unread older one
 		case <-a.out:

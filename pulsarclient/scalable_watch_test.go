@@ -168,8 +168,8 @@ func TestAssignmentWatch(t *testing.T) {
 	recv := func(a *assignmentWatch) []assignedSegment {
 		t.Helper()
 		select {
-		case segs := <-a.out:
-			return segs
+		case a := <-a.out:
+			return a.segs
 		case <-ctx.Done():
 			t.Fatal("no assignment")
 		}

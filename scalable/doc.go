@@ -129,18 +129,37 @@
 //
 // Client (item 6, package pulsarclient): ScalableProducer routes murmur3-32(key) >> 16
 // (layout.KeyHash, upstream's ScalableTopicHashing.segmentHash) with layout.FindActive,
-// round-robin for unkeyed messages, one send at a time per call: after TopicTerminated it
-// waits for the pushed layout showing the segment sealed and sends again, so a key's messages
-// sent one after the other keep their order across splits. A stream consumer attaches
+// round-robin for unkeyed messages, pipelined (SendAsync, a window of MaxPendingMessages,
+// Flush): after TopicTerminated it holds every message for the sealed segment and for the
+// segments overlapping it, waits for the pushed layout showing the seal, waits until nothing
+// is in flight to the sealed segment, then re-routes its failed and held messages in their
+// SendAsync order before any later one, so a key's messages keep their SendAsync order
+// across splits and merges (pulsarclient's TestScalableProducerSealInFlight, a seal timed by
+// the test, catches a re-route that does not wait for the in-flight messages, one that puts
+// the held messages before the failed ones and one that lets the children's messages go
+// while the parent is unresolved; admin's TestScalableTopicPipelinedSplit under real
+// brokers). A stream consumer attaches
 // Exclusive to each assigned segment (detaching the others first); a queue consumer attaches
 // Shared to every segment of the layout. Admin (item 7): create, delete, list, layout, split,
-// merge, stats, subscriptions (docs/TOOLS.md; `magnetar admin scalable-topics`).
+// merge, stats, subscriptions, seek (docs/TOOLS.md; `magnetar admin scalable-topics`).
 //
-// Not built: a seek or reset through the controller (Fence needs the per-segment term and
-// assignment-version marks in the segment's subscription: the broker's Fence refuses, so a
-// Seek never completes — it is not exposed), the Check term high-water mark (a deposed
-// leader's drain check is not refused), persisted consumer sessions, and the
-// entry-bucket scheme (PIP-486).
+// Seek (admin: POST .../subscription/<sub>/seek?segment=ID&earliest|ledger=L&entry=E;
+// `magnetar admin scalable-topics seek|reset-cursor`): the leader's Controller.Seek. The
+// broker keeps, per segment it serves, the highest controller term seen by a Fence or Reset
+// (an older one is refused) and, per subscription, the fence: Fence raises it and detaches
+// the consumers holding an older assignment; a stream consumer names its newest assignment
+// version in its subscribe's metadata (layout.AssignmentMetadataKey, at every reconnect) and
+// the broker refuses an attach below the fence (checked once attached, so a concurrent fence
+// either detaches it or is seen). The drained marks are not persisted: a new leader
+// recomputes them with Check from the cursors, so a rewound segment (backlog > 0) keeps its
+// descendants blocked across a failover (admin's TestScalableSeekSurvivesLeaderFailover); a seek in progress at a failover fails (the caller
+// retries it). The fence marks are in memory on the broker serving the segment: a segment
+// that moves loses them, which leaves only a consumer that has not polled its new
+// assignment yet able to reattach in that window.
+//
+// Not built: the Check term high-water mark (a deposed leader's drain check is not refused),
+// a seek by publish time (the seek takes a message id of the segment), persisted consumer
+// sessions, and the entry-bucket scheme (PIP-486).
 //
 // Replay a failing seed with `go test ./scalable -run 'TestSim$' -seed S -v`; a long run:
 // `go test ./scalable -run 'TestSim$' -seeds 1000000 -timeout 0`. Session 10 ran seeds

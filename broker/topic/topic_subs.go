@@ -431,3 +431,21 @@ func (t *Topic) PendingAckStats(ctx context.Context, name string) (PendingAckSta
 	}
 	return s.PendingAckStats(ctx)
 }
+
+// Disconnect detaches the consumers of subscription name for which stale reports true and
+// tells their clients (CLOSE_CONSUMER: they may reconnect); their unacknowledged entries are
+// redelivered. A subscription without consumers is left as it is.
+func (t *Topic) Disconnect(ctx context.Context, name string, stale func(*Consumer) bool) error {
+	s, err := t.sub(ctx, name)
+	if err != nil {
+		return err
+	}
+	return inbox.Call0(ctx, s.in, s.stopped, ErrClosed, func(reply func(error)) {
+		for _, c := range s.sortedConsumers() {
+			if stale(c) {
+				s.removeConsumer(c, true)
+			}
+		}
+		reply(nil)
+	})
+}

@@ -66,7 +66,39 @@ func newAdminScalableCmd(a *adminClient) *cobra.Command {
 		return a.done(cmd, "split segment "+seg+" of "+args[0])
 	})
 	split.Flags().StringVar(&at, "at", "", "split point: the first hash of the upper child (hex; default the midpoint)")
-	c.AddCommand(create,
+	var seekTo string
+	seek := leaf("seek TOPIC SUBSCRIPTION SEGMENT", "Rewind a subscription on one segment to -m earliest or LEDGER:ENTRY; "+
+		"the segment's descendants are withheld from the stream consumers until it is drained again", 3, func(cmd *cobra.Command, args []string) error {
+		p, err := scalablePath(args[0])
+		if err != nil {
+			return err
+		}
+		seg, err := segmentArg(args[2])
+		if err != nil {
+			return err
+		}
+		if args[1] == "" {
+			return usageError{fmt.Errorf("empty subscription name")}
+		}
+		q := "?segment=" + seg
+		switch id, err := parseMessageID(seekTo); {
+		case err != nil:
+			return err
+		case id["ledgerId"] < 0:
+			q += "&earliest"
+		case id["ledgerId"] == 1<<63-1:
+			return usageError{fmt.Errorf("-m latest: a scalable seek takes earliest or LEDGER:ENTRY")}
+		default:
+			q += "&ledger=" + strconv.FormatInt(id["ledgerId"], 10) + "&entry=" + strconv.FormatInt(id["entryId"], 10)
+		}
+		if err := a.do(cmd.Context(), "POST", p+"/subscription/"+url.PathEscape(args[1])+"/seek"+q, nil, nil); err != nil {
+			return err
+		}
+		return a.done(cmd, "rewound subscription "+args[1]+" on segment "+seg+" of "+args[0])
+	})
+	seek.Aliases = []string{"reset-cursor"}
+	seek.Flags().StringVarP(&seekTo, "message-id", "m", "earliest", "earliest or LEDGER:ENTRY (a message id of the segment)")
+	c.AddCommand(create, seek,
 		leaf("delete TOPIC", "Delete a scalable topic and all its segments", 1, func(cmd *cobra.Command, args []string) error {
 			p, err := scalablePath(args[0])
 			if err != nil {

@@ -13,7 +13,7 @@ import (
 // the layout and assignments from --admin-url and produces and consumes on the segments.
 
 // clientProducer is what the tools need of a producer: a topic's, or a scalable topic's
-// (whose SendAsync is synchronous: a key's order across splits needs one send at a time).
+// (pipelined: its SendAsync keeps a key's order across splits, see ScalableProducer).
 type clientProducer interface {
 	Send(ctx context.Context, msg *pulsarclient.ProducerMessage) (pulsarclient.MessageID, error)
 	SendAsync(ctx context.Context, msg *pulsarclient.ProducerMessage, cb func(pulsarclient.MessageID, error)) error
@@ -40,12 +40,10 @@ func (s scalableProducer) Send(ctx context.Context, msg *pulsarclient.ProducerMe
 }
 
 func (s scalableProducer) SendAsync(ctx context.Context, msg *pulsarclient.ProducerMessage, cb func(pulsarclient.MessageID, error)) error {
-	id, err := s.Send(ctx, msg)
-	cb(id, err)
-	return nil
+	return s.p.SendAsync(ctx, msg, func(_ string, id pulsarclient.MessageID, err error) { cb(id, err) })
 }
 
-func (s scalableProducer) Flush(context.Context) error     { return nil }
+func (s scalableProducer) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
 func (s scalableProducer) Topic() string                   { return s.topic }
 func (s scalableProducer) Close(ctx context.Context) error { return s.p.Close(ctx) }
 func (sf *serviceFlags) scalable() pulsarclient.ScalableOptions {
@@ -57,7 +55,8 @@ func createProducer(ctx context.Context, cl *pulsarclient.Client, sf *serviceFla
 	if !pulsarclient.IsScalableTopic(o.Topic) {
 		return cl.CreateProducer(ctx, o)
 	}
-	p, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{Topic: o.Topic, Producer: o, ScalableOptions: sf.scalable()})
+	p, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{Topic: o.Topic, Producer: o, ScalableOptions: sf.scalable(),
+		MaxPendingMessages: o.MaxPendingMessages})
 	if err != nil {
 		return nil, err
 	}

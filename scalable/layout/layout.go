@@ -13,6 +13,12 @@ import (
 // MaxHash is the largest key hash: the key-hash space is the 16 bits 0x0000–0xFFFF.
 const MaxHash = 0xFFFF
 
+// AssignmentMetadataKey is the consumer-metadata key (CommandSubscribe.metadata) in which a
+// stream consumer attaching to a segment names the version of the assignment it holds (a
+// decimal number): the segment's broker refuses the attach while the version is below the
+// segment's fence for the subscription (a seek of an ancestor fenced it).
+const AssignmentMetadataKey = "magnetar.scalable.assignment"
+
 // Errors. Callers test them with errors.Is.
 var (
 	// ErrInvalid marks a layout that breaks a structural rule (S1 among them); Validate wraps

@@ -121,9 +121,16 @@ func (ld *Load) AddConsumer(name string, i int) *pulsarclient.ScalableConsumer {
 
 // Produce starts n producers, each sending its 8 keys' sequence numbers in turn, one at a
 // time.
-func (ld *Load) Produce(n int) {
+func (ld *Load) Produce(n int) { ld.produce(n, 0) }
+
+// ProducePipelined is Produce with each producer pipelining up to window messages
+// (SendAsync): a key's order across splits is then the producer's re-routing.
+func (ld *Load) ProducePipelined(n, window int) { ld.produce(n, window) }
+
+func (ld *Load) produce(n, window int) {
 	for g := range n {
-		pr, err := ld.cl.CreateScalableProducer(ld.ctx, pulsarclient.ScalableProducerOptions{Topic: ld.topic, ScalableOptions: ld.admin(g)})
+		pr, err := ld.cl.CreateScalableProducer(ld.ctx, pulsarclient.ScalableProducerOptions{Topic: ld.topic,
+			ScalableOptions: ld.admin(g), MaxPendingMessages: max(window, 1)})
 		if err != nil {
 			ld.t.Fatal(err)
 		}
@@ -137,15 +144,25 @@ func (ld *Load) Produce(n int) {
 				}
 				key := fmt.Sprintf("k%d-%d", g, i%8)
 				seq := i / 8
-				_, _, err := pr.Send(ld.ctx, &pulsarclient.ProducerMessage{Key: key, Payload: []byte(key + ":" + strconv.Itoa(seq))})
-				ld.mu.Lock()
-				if err != nil {
-					ld.prodErr = err
-				} else {
-					ld.sent[key] = seq + 1
+				msg := &pulsarclient.ProducerMessage{Key: key, Payload: []byte(key + ":" + strconv.Itoa(seq))}
+				done := func(err error) bool {
+					ld.mu.Lock()
+					defer ld.mu.Unlock()
+					if err != nil {
+						ld.prodErr = err
+					} else {
+						ld.sent[key] = max(ld.sent[key], seq+1)
+					}
+					return err == nil
 				}
-				ld.mu.Unlock()
-				if err != nil {
+				if window == 0 {
+					if _, _, err := pr.Send(ld.ctx, msg); !done(err) {
+						return
+					}
+					continue
+				}
+				if err := pr.SendAsync(ld.ctx, msg, func(_ string, _ pulsarclient.MessageID, err error) { done(err) }); err != nil {
+					done(err)
 					return
 				}
 			}

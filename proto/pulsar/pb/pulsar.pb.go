@@ -7750,11 +7750,15 @@ func (x *ScalableAssignedSegment) GetBucketRanges() []*IntRange {
 }
 
 type ScalableConsumerAssignment struct {
-	state         protoimpl.MessageState     `protogen:"open.v1"`
-	LayoutEpoch   *uint64                    `protobuf:"varint,1,req,name=layout_epoch,json=layoutEpoch" json:"layout_epoch,omitempty"`
-	Segments      []*ScalableAssignedSegment `protobuf:"bytes,2,rep,name=segments" json:"segments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState     `protogen:"open.v1"`
+	LayoutEpoch *uint64                    `protobuf:"varint,1,req,name=layout_epoch,json=layoutEpoch" json:"layout_epoch,omitempty"`
+	Segments    []*ScalableAssignedSegment `protobuf:"bytes,2,rep,name=segments" json:"segments,omitempty"`
+	// Magnetar's, not upstream's: the controller's version of this assignment, which a stream
+	// consumer names when it attaches to a segment (a seek of an ancestor fences the segment's
+	// older assignments). Other clients ignore the unknown field.
+	AssignmentVersion *uint64 `protobuf:"varint,100,opt,name=assignment_version,json=assignmentVersion" json:"assignment_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ScalableConsumerAssignment) Reset() {
@@ -7799,6 +7803,13 @@ func (x *ScalableConsumerAssignment) GetSegments() []*ScalableAssignedSegment {
 		return x.Segments
 	}
 	return nil
+}
+
+func (x *ScalableConsumerAssignment) GetAssignmentVersion() uint64 {
+	if x != nil && x.AssignmentVersion != nil {
+		return *x.AssignmentVersion
+	}
+	return 0
 }
 
 type CommandScalableTopicSubscribeResponse struct {
@@ -9499,10 +9510,11 @@ const file_proto_pulsar_pulsar_proto_rawDesc = "" +
 	"hash_start\x18\x02 \x02(\rR\thashStart\x12\x19\n" +
 	"\bhash_end\x18\x03 \x02(\rR\ahashEnd\x12#\n" +
 	"\rsegment_topic\x18\x04 \x02(\tR\fsegmentTopic\x12>\n" +
-	"\rbucket_ranges\x18\x05 \x03(\v2\x19.magnetar.pulsar.IntRangeR\fbucketRanges\"\x85\x01\n" +
+	"\rbucket_ranges\x18\x05 \x03(\v2\x19.magnetar.pulsar.IntRangeR\fbucketRanges\"\xb4\x01\n" +
 	"\x1aScalableConsumerAssignment\x12!\n" +
 	"\flayout_epoch\x18\x01 \x02(\x04R\vlayoutEpoch\x12D\n" +
-	"\bsegments\x18\x02 \x03(\v2(.magnetar.pulsar.ScalableAssignedSegmentR\bsegments\"\xe1\x01\n" +
+	"\bsegments\x18\x02 \x03(\v2(.magnetar.pulsar.ScalableAssignedSegmentR\bsegments\x12-\n" +
+	"\x12assignment_version\x18d \x01(\x04R\x11assignmentVersion\"\xe1\x01\n" +
 	"%CommandScalableTopicSubscribeResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x122\n" +
