@@ -285,6 +285,8 @@ func (s *Service) managedLedgerConfig(r resolved) mledger.Config {
 	cfg.RetentionTime, cfg.RetentionSize = retentionOf(r.retention)
 	if p := r.persist; p.BookkeeperAckQuorum > 0 {
 		cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum = p.BookkeeperEnsemble, p.BookkeeperWriteQuorum, p.BookkeeperAckQuorum
+		// As in Pulsar, a persistence policy's rate replaces the broker's default (0: unlimited).
+		cfg.MaxMarkDeleteRate = p.ManagedLedgerMaxMarkDeleteRate
 	}
 	return cfg
 }
@@ -411,6 +413,11 @@ type persistenceSetter interface {
 	SetPersistence(ctx context.Context, e, wq, aq int) error
 }
 
+// markDeleteRateSetter is the managed-ledger binding's live change of the mark-delete rate.
+type markDeleteRateSetter interface {
+	SetMarkDeleteRate(ctx context.Context, rate float64) error
+}
+
 // applyPolicies resolves and applies the policies of loaded topic t (an event for its
 // goroutine; retention and persistence go to its managed ledger).
 func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved) {
@@ -427,6 +434,11 @@ func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved)
 			if err := ps.SetPersistence(ctx, cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum); err != nil && !errors.Is(err, mledger.ErrClosed) {
 				s.log.Debug("apply persistence", "topic", t.Name().String(), "err", err)
 			}
+		}
+	}
+	if ms, ok := t.Log().(markDeleteRateSetter); ok {
+		if err := ms.SetMarkDeleteRate(ctx, s.managedLedgerConfig(r).MaxMarkDeleteRate); err != nil && !errors.Is(err, mledger.ErrClosed) {
+			s.log.Debug("apply mark-delete rate", "topic", t.Name().String(), "err", err)
 		}
 	}
 }

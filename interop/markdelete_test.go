@@ -1,0 +1,149 @@
+package interop
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/magnetar-io/magnetar/broker"
+)
+
+// TestPolicyMarkDeleteRate: with a namespace persistence policy of 0.1 mark-deletes a
+// second, a subscription's acknowledgements take effect at once (markDeletePosition) while
+// their persist is held (persistentMarkDeletePosition behind, markDeleteHeld); the flush
+// timer persists the held position within its window; a live change of the rate to
+// unlimited persists at once; an unload persists the held state; after a graceful broker
+// restart nothing acknowledged is delivered again.
+func TestPolicyMarkDeleteRate(t *testing.T) {
+	const flush = 4 * time.Second
+	c := newPolicyCluster(t, func(cfg *broker.Config) { cfg.ManagedLedger.CursorFlushInterval = flush })
+	a := c.admin()
+	if err := a.Namespaces().CreateNamespace("public/md"); err != nil {
+		t.Fatal(err)
+	}
+	setRate := func(r float64) {
+		t.Helper()
+		if err := a.Namespaces().SetPersistence("public/md", utils.NewPersistencePolicies(1, 1, 1, r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRate(0.1)
+	topic := "persistent://public/md/" + sanitize(t.Name())
+	cl := c.client()
+	// Acks go one by one (no grouping), so that the second one finds no token.
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		AckGroupingOptions: &pulsar.AckGroupingOptions{MaxSize: 1}})
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	ctx := ctxT(t, 2*time.Minute)
+	const n = 40
+	for i := 0; i < n; i++ {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cursor := func() broker.CursorStats {
+		t.Helper()
+		var in broker.InternalStats
+		c.getJSON("/admin/v2/persistent/"+strings.TrimPrefix(topic, "persistent://")+"/internalStats", &in)
+		return in.Cursors["s"]
+	}
+	received := 0
+	ackNext := func(k int) string {
+		t.Helper()
+		var last pulsar.MessageID
+		for i := 0; i < k; i++ {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("m-%d", received); string(m.Payload()) != want {
+				t.Fatalf("received %q, want %q", m.Payload(), want)
+			}
+			received++
+			if err := cons.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+			last = m.ID()
+		}
+		return fmt.Sprintf("%d:%d", last.LedgerID(), last.EntryID())
+	}
+	// Held: the flush timer may fire between an ack and the look (each try has a small
+	// chance of it), so try again with the next messages.
+	var held broker.CursorStats
+	for try := 0; ; try++ {
+		pos := ackNext(5)
+		waitFor(t, 10*time.Second, "the acks in memory", func() bool { return cursor().MarkDeletePosition == pos })
+		if held = cursor(); held.MarkDeleteHeld && held.PersistentMarkDeletePosition != held.MarkDeletePosition {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("never held: %+v", held)
+		}
+	}
+	t.Logf("held: markDeletePosition %s, persistentMarkDeletePosition %s", held.MarkDeletePosition, held.PersistentMarkDeletePosition)
+	t0 := time.Now()
+	waitFor(t, flush+10*time.Second, "the flush timer to persist", func() bool {
+		st := cursor()
+		return st.PersistentMarkDeletePosition == held.MarkDeletePosition && !st.MarkDeleteHeld
+	})
+	if d := time.Since(t0); d > flush+5*time.Second {
+		t.Errorf("persisted after %v, the flush period is %v", d, flush)
+	}
+	t.Logf("persisted by the flush timer after %v", time.Since(t0))
+
+	// A live change to unlimited persists the held state without waiting for the timer.
+	for try := 0; ; try++ {
+		ackNext(1) // the token (one per 10 s) may be back
+		pos := ackNext(2)
+		waitFor(t, 10*time.Second, "the acks in memory", func() bool { return cursor().MarkDeletePosition == pos })
+		if held = cursor(); held.MarkDeleteHeld {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("never held: %+v", held)
+		}
+	}
+	setRate(0)
+	if st := cursor(); st.MarkDeleteHeld {
+		t.Fatalf("still held after the rate went unlimited: %+v", st)
+	}
+	waitFor(t, flush/2, "the persist of the unlimited rate", func() bool {
+		return cursor().PersistentMarkDeletePosition == held.MarkDeletePosition
+	})
+
+	// An unload (a graceful close) persists what is held.
+	setRate(0.1)
+	ackNext(1)
+	pos := ackNext(2)
+	waitFor(t, 10*time.Second, "the acks in memory", func() bool { return cursor().MarkDeletePosition == pos })
+	if err := a.Topics().Unload(mustTopic(t, topic)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the reloaded cursor", func() bool { // the consumer reconnects and reloads it
+		st := cursor()
+		return st.MarkDeletePosition == pos && st.PersistentMarkDeletePosition == pos
+	})
+
+	// A graceful restart: nothing acknowledged comes again.
+	ackNext(1)
+	pos = ackNext(3)
+	waitFor(t, 10*time.Second, "the acks in memory", func() bool { return cursor().MarkDeletePosition == pos })
+	cons.Close()
+	c.restartBroker()
+	cl2 := c.client()
+	cons2 := subscribe(t, cl2, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	m, err := cons2.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("m-%d", received); string(m.Payload()) != want {
+		t.Fatalf("after a graceful restart the subscription delivered %q first, want %q (the first unacknowledged)", m.Payload(), want)
+	}
+	if st := cursor(); st.PersistentMarkDeletePosition != pos {
+		t.Errorf("after the restart: %+v, want persisted %s", st, pos)
+	}
+}
