@@ -233,12 +233,16 @@ func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, erro
 	if s.decodeApplied(tr, nr, "publishRate", &pr) {
 		tp.PublishRateMsgs, tp.PublishRateBytes = max(pr.PublishThrottlingRateInMsg, 0), max(pr.PublishThrottlingRateInByte, 0)
 	}
-	for path, to := range map[string][2]*int64{"dispatchRate": {&tp.DispatchRateMsgs, &tp.DispatchRateBytes},
-		"subscriptionDispatchRate": {&tp.SubDispatchRateMsgs, &tp.SubDispatchRateBytes}} {
+	for path, to := range map[string]struct {
+		msgs, bytes *int64
+		relative    *bool
+	}{"dispatchRate": {&tp.DispatchRateMsgs, &tp.DispatchRateBytes, &tp.DispatchRelative},
+		"subscriptionDispatchRate": {&tp.SubDispatchRateMsgs, &tp.SubDispatchRateBytes, &tp.SubDispatchRelative}} {
 		var dr DispatchRate
 		if s.decodeApplied(tr, nr, path, &dr) {
 			period := int64(max(dr.RatePeriodInSecond, 1))
-			*to[0], *to[1] = max(dr.DispatchThrottlingRateInMsg, 0)/period, max(dr.DispatchThrottlingRateInByte, 0)/period
+			*to.msgs, *to.bytes = max(dr.DispatchThrottlingRateInMsg, 0)/period, max(dr.DispatchThrottlingRateInByte, 0)/period
+			*to.relative = dr.RelativeToPublishRate
 		}
 	}
 	s.decodeApplied(tr, nr, "retention", &r.retention)

@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -145,5 +146,79 @@ func TestPolicyMarkDeleteRate(t *testing.T) {
 	}
 	if st := cursor(); st.PersistentMarkDeletePosition != pos {
 		t.Errorf("after the restart: %+v, want persisted %s", st, pos)
+	}
+}
+
+// TestPolicyDispatchRelativeToPublish: a topic dispatch rate of 10 msg/s relative to the
+// publish rate lets a tailing consumer follow a producer publishing about 100 msg/s (the
+// rate is 10 plus the publish rate measured every second); the same rate not relative
+// holds it at 10 msg/s.
+func TestPolicyDispatchRelativeToPublish(t *testing.T) {
+	c, topic, tn := policyTopic(t, nil)
+	a := c.admin()
+	cl := c.client()
+	ctx := ctxT(t, 2*time.Minute)
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	// run publishes about 100 msg/s for d while the consumer receives, and returns how many
+	// were published and received by the end.
+	run := func(d time.Duration) (published, received int) {
+		t.Helper()
+		got := make(chan int)
+		stop := make(chan struct{})
+		go func() {
+			n := 0
+			for {
+				rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				m, err := cons.Receive(rctx)
+				cancel()
+				if err == nil {
+					cons.Ack(m) //nolint:errcheck // acks are not what is tested
+					n++
+				}
+				select {
+				case <-stop:
+					got <- n
+					return
+				default:
+				}
+			}
+		}()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			<-tick.C
+			if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+			published++
+		}
+		close(stop)
+		return published, <-got
+	}
+	set := func(relative bool) {
+		t.Helper()
+		if err := a.Topics().SetDispatchRate(tn, utils.DispatchRateData{DispatchThrottlingRateInMsg: 10,
+			DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1, RelativeToPublishRate: relative}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const d = 6 * time.Second
+	set(true)
+	pub, rec := run(d)
+	t.Logf("relative: %d published, %d received in %v", pub, rec, d)
+	if limit := int(10*d.Seconds()) + 2; rec <= 3*limit || rec < pub/2 {
+		t.Errorf("relative to a publish rate of %.0f msg/s, the consumer got %d of %d in %v (10 msg/s alone allows %d)",
+			float64(pub)/d.Seconds(), rec, pub, d, limit)
+	}
+	// Not relative: 10 msg/s whatever is published (and the backlog left from before).
+	set(false)
+	pub2, rec2 := run(3 * time.Second)
+	t.Logf("not relative: %d published, %d received in 3s", pub2, rec2)
+	// (Plus a read started before the change, within the relative rate's burst of a tenth
+	// of a second: about 11 entries.)
+	if rec2 > 10*3+15 {
+		t.Errorf("not relative: received %d in 3 s at 10 msg/s", rec2)
 	}
 }

@@ -33,6 +33,9 @@ type Policies struct {
 	// beyond them cursor reads wait (nothing is dropped).
 	DispatchRateMsgs, DispatchRateBytes       int64
 	SubDispatchRateMsgs, SubDispatchRateBytes int64
+	// DispatchRelative and SubDispatchRelative (Pulsar's relativeToPublishRate): a set rate
+	// (> 0) is the configured one plus the topic's publish rate, measured every second.
+	DispatchRelative, SubDispatchRelative bool
 	// NoAutoSubscriptionCreation refuses consumers of durable subscriptions that do not
 	// exist (SubscriptionNotFound); NoDelayedDelivery delivers delayed messages at once.
 	NoAutoSubscriptionCreation, NoDelayedDelivery bool
@@ -93,11 +96,80 @@ func (t *Topic) SetPolicies(p Policies) {
 			s.setPolicies(p)
 		}
 		t.releaseThrottled()
+		t.armRelativeDispatch()
 		if p.Dedup != nil {
 			t.setDedup(*p.Dedup)
 		}
 		t.armDedupSnapshots(p.DedupSnapshotInterval)
 	})
+}
+
+// Dispatch rates relative to the publish rate.
+
+// relativeEvery is how often a relative dispatch rate follows the publish rate.
+const relativeEvery = time.Second
+
+// relativeRate is a relative dispatch rate: the configured one plus the measured publish
+// rate, or 0 (unlimited) when none is configured.
+func relativeRate(configured int64, measured float64) float64 {
+	if configured <= 0 {
+		return 0
+	}
+	return float64(configured) + max(measured, 0)
+}
+
+// relativeOn reports whether p has a rate relative to the publish rate.
+func relativeOn(p Policies) bool {
+	return p.DispatchRelative && (p.DispatchRateMsgs > 0 || p.DispatchRateBytes > 0) ||
+		p.SubDispatchRelative && (p.SubDispatchRateMsgs > 0 || p.SubDispatchRateBytes > 0)
+}
+
+// armRelativeDispatch starts the measurement of the publish rate when a relative dispatch
+// rate is set (on the topic goroutine; the tick stops itself once none is).
+func (t *Topic) armRelativeDispatch() {
+	if !relativeOn(t.pol) || t.relative.timer != nil {
+		return
+	}
+	t.relative.msgs, t.relative.bytes, t.relative.at = t.rateIn.msgs, t.rateIn.bytes, time.Now().UnixNano()
+	var tick func()
+	tick = func() {
+		t.post(func() {
+			t.relative.timer = nil
+			if t.state == StateClosed || !relativeOn(t.pol) {
+				return
+			}
+			t.relativeTick(time.Now().UnixNano())
+			t.relative.timer = time.AfterFunc(relativeEvery, tick)
+		})
+	}
+	t.relative.timer = time.AfterFunc(relativeEvery, tick)
+}
+
+// relativeTick measures the publish rate since the last tick and sets the relative
+// dispatch rates to the configured ones plus it.
+func (t *Topic) relativeTick(now int64) {
+	r := &t.relative
+	el := float64(now-r.at) / 1e9
+	if el <= 0 {
+		return
+	}
+	msgRate, byteRate := float64(t.rateIn.msgs-r.msgs)/el, float64(t.rateIn.bytes-r.bytes)/el
+	r.msgs, r.bytes, r.at = t.rateIn.msgs, t.rateIn.bytes, now
+	p := t.pol
+	if p.DispatchRelative {
+		t.dispatch.Lock()
+		t.dispatch.msgs.retune(relativeRate(p.DispatchRateMsgs, msgRate), now)
+		t.dispatch.bytes.retune(relativeRate(p.DispatchRateBytes, byteRate), now)
+		t.dispatch.Unlock()
+	}
+	if p.SubDispatchRelative {
+		for _, s := range t.subs {
+			s.post(func() {
+				s.dispMsgs.retune(relativeRate(p.SubDispatchRateMsgs, msgRate), now)
+				s.dispBytes.retune(relativeRate(p.SubDispatchRateBytes, byteRate), now)
+			})
+		}
+	}
 }
 
 // armDedupSnapshots (re)starts the timed deduplication snapshots at interval d (0: none).
@@ -266,6 +338,17 @@ type tokenBucket struct {
 func (b *tokenBucket) set(rate, now int64) {
 	b.rate, b.last = float64(max(rate, 0)), now
 	b.tokens = b.burst()
+}
+
+// retune changes the rate of a bucket in use, keeping its tokens (refilled at the old rate
+// until now, at most the new burst). A bucket that is off stays off (its policy has no rate).
+func (b *tokenBucket) retune(rate float64, now int64) {
+	if b.rate == 0 || rate <= 0 {
+		return
+	}
+	b.refill(now)
+	b.rate = rate
+	b.tokens = min(b.tokens, b.burst())
 }
 
 // spend takes n units (a bucket that is off stays full).
