@@ -311,3 +311,81 @@ func TestPolicyReplicatorDispatchRate(t *testing.T) {
 		t.Fatalf("applied after both removals: %+v", r)
 	}
 }
+
+// TestMarkDeleteRateTxnCommitDurable: with a mark-delete rate that holds every plain ack
+// (0.001/s, no flush timer within the test), a committed transaction's acks are persisted
+// at once — the commit flushes the cursor before its marker, so a crash can never deliver
+// a committed transactional ack again (exactly-once) — while plain acks stay held.
+func TestMarkDeleteRateTxnCommitDurable(t *testing.T) {
+	c := newPolicyCluster(t, func(cfg *broker.Config) {
+		cfg.TransactionCoordinatorEnabled = true
+		cfg.TransactionCoordinators = 2
+		cfg.ManagedLedger.CursorFlushInterval = time.Hour
+	})
+	a := c.admin()
+	if err := a.Namespaces().CreateNamespace("public/mdtxn"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Namespaces().SetPersistence("public/mdtxn", utils.NewPersistencePolicies(1, 1, 1, 0.001)); err != nil {
+		t.Fatal(err)
+	}
+	topic := "persistent://public/mdtxn/" + sanitize(t.Name())
+	cl := c.txnClient()
+	ctx := ctxT(t, time.Minute)
+	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		AckGroupingOptions: &pulsar.AckGroupingOptions{MaxSize: 1}})
+	p := producer(t, cl, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	const n = 10
+	for i := 0; i < n; i++ {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cursor := func() broker.CursorStats {
+		t.Helper()
+		var in broker.InternalStats
+		c.getJSON("/admin/v2/persistent/"+strings.TrimPrefix(topic, "persistent://")+"/internalStats", &in)
+		return in.Cursors["s"]
+	}
+	pos := func(m pulsar.Message) string { return fmt.Sprintf("%d:%d", m.ID().LedgerID(), m.ID().EntryID()) }
+	var ms []pulsar.Message
+	for i := 0; i < n; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	// Two plain acks: the first takes the cursor's token (and creates the cursor's ledger,
+	// whose first entry takes what comes meanwhile), the second is held.
+	if err := cons.Ack(ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the first plain ack persisted", func() bool { return cursor().PersistentMarkDeletePosition == pos(ms[0]) })
+	if err := cons.Ack(ms[1]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the plain acks in memory", func() bool { return cursor().MarkDeletePosition == pos(ms[1]) })
+	if st := cursor(); !st.MarkDeleteHeld || st.PersistentMarkDeletePosition == pos(ms[1]) {
+		t.Fatalf("the second plain ack is not held: %+v", st)
+	}
+	// The rest in a transaction: its commit persists the cursor whatever the rate.
+	tx, err := cl.NewTransaction(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[2:] {
+		if err := cons.AckWithTxn(m, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := pos(ms[n-1])
+	waitFor(t, 10*time.Second, "the committed acks in memory", func() bool { return cursor().MarkDeletePosition == last })
+	waitFor(t, 10*time.Second, "the committed acks persisted", func() bool {
+		st := cursor()
+		return st.PersistentMarkDeletePosition == last && !st.MarkDeleteHeld
+	})
+}
