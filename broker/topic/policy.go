@@ -85,6 +85,7 @@ func (t *Topic) SetPolicies(p Policies) {
 	t.post(func() {
 		t.pol = p
 		now := time.Now().UnixNano()
+		t.msgLimit.span, t.byteLimit.span = publishSpan, publishSpan
 		t.msgLimit.set(p.PublishRateMsgs, now)
 		t.byteLimit.set(p.PublishRateBytes, now)
 		t.dispatch.Lock()
@@ -328,12 +329,21 @@ type heldSend struct {
 }
 
 // tokenBucket is a rate limiter in units per second; an admission may overdraw it (a large
-// message still passes), and it refills up to a tenth of a second's worth.
+// message still passes), and it refills up to span seconds' worth (0: a tenth of a second).
 type tokenBucket struct {
 	rate   float64 // units per second; 0: off
 	tokens float64
-	last   int64 // Unix ns of the last refill
+	last   int64   // Unix ns of the last refill
+	span   float64 // seconds of tokens kept (0: 0.1)
 }
+
+// publishSpan is the publish rate's bucket: a second's worth, one rate period, as Pulsar's
+// publish rate limiter keeps. With a tenth of a second, a release of the held SENDs that
+// the scheduler delays by more than 100 ms (a loaded machine) loses the tokens of the delay
+// beyond it, and the topic falls short of its rate; with a second it catches up. (The
+// dispatch rates keep a tenth: a held read is released by its own timer, and a second's
+// burst would let a consumer far past the rate at once.)
+const publishSpan = 1.0
 
 func (b *tokenBucket) set(rate, now int64) {
 	b.rate, b.last = float64(max(rate, 0)), now
@@ -358,7 +368,12 @@ func (b *tokenBucket) spend(n float64) {
 	}
 }
 
-func (b *tokenBucket) burst() float64 { return max(b.rate/10, 1) }
+func (b *tokenBucket) burst() float64 {
+	if b.span > 0 {
+		return max(b.rate*b.span, 1)
+	}
+	return max(b.rate/10, 1)
+}
 
 func (b *tokenBucket) refill(now int64) {
 	b.tokens = min(b.tokens+b.rate*float64(now-b.last)/1e9, b.burst())

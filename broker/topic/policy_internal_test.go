@@ -111,3 +111,23 @@ func TestTokenBucketRetune(t *testing.T) {
 		t.Fatal("a bucket without a rate was turned on")
 	}
 }
+
+// TestPublishBucketCatchesUp: the publish rate's bucket keeps a second's worth, so a
+// release the scheduler delays by 300 ms still admits the 300 ms of messages; a tenth of a
+// second's bucket (the dispatch rates') keeps only its burst of 20 of the 60.
+func TestPublishBucketCatchesUp(t *testing.T) {
+	pub := tokenBucket{span: publishSpan}
+	pub.set(200, 0)
+	pub.spend(pub.tokens) // drained
+	pub.refill(int64(300 * time.Millisecond))
+	if pub.tokens < 59.9 {
+		t.Fatalf("publish bucket after a 300 ms stall: %.1f tokens, want 60", pub.tokens)
+	}
+	var disp tokenBucket
+	disp.set(200, 0)
+	disp.spend(disp.tokens)
+	disp.refill(int64(300 * time.Millisecond))
+	if disp.tokens != 20 {
+		t.Fatalf("dispatch bucket after a 300 ms stall: %.1f tokens, want its burst of 20", disp.tokens)
+	}
+}
