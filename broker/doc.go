@@ -285,10 +285,20 @@
 // never moving a cursor back), deletes topics inactive for their inactive-topic policy and
 // (every SubscriptionExpiryCheckInterval) the durable subscriptions seen without consumers
 // for longer than their subscription expiration time (as in Pulsar, the time is counted
-// from when this broker first saw the subscription without consumers). Stored and served
-// but without effect: the replicator dispatch rate (Magnetar has no geo-replication; it
-// takes effect once replication exists), relativeToPublishRate, the delayed delivery max
-// delay and the persistence policy's managedLedgerMaxMarkDeleteRate. Retention 0 (the
+// from when this broker first saw the subscription without consumers). The persistence
+// policy's managedLedgerMaxMarkDeleteRate (else the broker's
+// managedLedgerDefaultMarkDeleteRateLimit, Pulsar's 1.0 in the broker and standalone
+// commands, unlimited in a Config left zero) bounds how often each subscription's cursor
+// persists its acknowledgements, live (ManagedLedger.SetMarkDeleteRate); beyond it the
+// newest state is held until the next allowed persist, the flush timer
+// (managedLedgerCursorPositionFlushSeconds), an unload or close: a crash may redeliver the
+// held acknowledgements (at-least-once), never a committed transaction's (the commit
+// flushes the cursor first). Internal stats show persistentMarkDeletePosition and
+// markDeleteHeld. A dispatch rate with relativeToPublishRate (topic or subscription) is
+// the configured rate plus the topic's publish rate, measured every second. The delayed
+// delivery max delay refuses SENDs delayed by more (NotAllowedError). Stored and served
+// (set, get with precedence, remove) but without effect: the replicator dispatch rate, as
+// Magnetar has no geo-replication; it takes effect once replication exists. Retention 0 (the
 // default) keeps nothing consumed: a topic with no subscription keeps only its current
 // ledger (package mledger, Retention).
 package broker

@@ -34,6 +34,9 @@ func (l mlog) SetRetention(ctx context.Context, d time.Duration, size int64) err
 func (l mlog) SetPersistence(ctx context.Context, e, wq, aq int) error {
 	return l.ml.SetPersistence(ctx, e, wq, aq)
 }
+func (l mlog) SetMarkDeleteRate(ctx context.Context, rate float64) error {
+	return l.ml.SetMarkDeleteRate(ctx, rate)
+}
 func (l mlog) Cursors(ctx context.Context) ([]string, error) { return l.ml.Cursors(ctx) }
 func (l mlog) DeleteCursor(ctx context.Context, name string) error {
 	return l.ml.DeleteCursor(ctx, name)
@@ -173,7 +176,8 @@ func (m *mcursor) Info(ctx context.Context) (topic.CursorInfo, error) {
 	if err != nil {
 		return topic.CursorInfo{}, err
 	}
-	return topic.CursorInfo{MarkDelete: st.MarkDelete, ReadPosition: st.ReadPosition, Backlog: st.Backlog,
+	return topic.CursorInfo{MarkDelete: st.MarkDelete, PersistedMarkDelete: st.PersistedMarkDelete,
+		MarkDeleteHeld: st.Held, ReadPosition: st.ReadPosition, Backlog: st.Backlog,
 		AckedRanges: st.AckedRanges, PartialBatches: st.PartialBatches,
 		Acked: fmt.Sprintf("%d ranges", st.AckedRanges), Ledger: -1,
 		State: "Open", Properties: map[string]int64{}}, nil

@@ -233,12 +233,16 @@ func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, erro
 	if s.decodeApplied(tr, nr, "publishRate", &pr) {
 		tp.PublishRateMsgs, tp.PublishRateBytes = max(pr.PublishThrottlingRateInMsg, 0), max(pr.PublishThrottlingRateInByte, 0)
 	}
-	for path, to := range map[string][2]*int64{"dispatchRate": {&tp.DispatchRateMsgs, &tp.DispatchRateBytes},
-		"subscriptionDispatchRate": {&tp.SubDispatchRateMsgs, &tp.SubDispatchRateBytes}} {
+	for path, to := range map[string]struct {
+		msgs, bytes *int64
+		relative    *bool
+	}{"dispatchRate": {&tp.DispatchRateMsgs, &tp.DispatchRateBytes, &tp.DispatchRelative},
+		"subscriptionDispatchRate": {&tp.SubDispatchRateMsgs, &tp.SubDispatchRateBytes, &tp.SubDispatchRelative}} {
 		var dr DispatchRate
 		if s.decodeApplied(tr, nr, path, &dr) {
 			period := int64(max(dr.RatePeriodInSecond, 1))
-			*to[0], *to[1] = max(dr.DispatchThrottlingRateInMsg, 0)/period, max(dr.DispatchThrottlingRateInByte, 0)/period
+			*to.msgs, *to.bytes = max(dr.DispatchThrottlingRateInMsg, 0)/period, max(dr.DispatchThrottlingRateInByte, 0)/period
+			*to.relative = dr.RelativeToPublishRate
 		}
 	}
 	s.decodeApplied(tr, nr, "retention", &r.retention)
@@ -285,6 +289,8 @@ func (s *Service) managedLedgerConfig(r resolved) mledger.Config {
 	cfg.RetentionTime, cfg.RetentionSize = retentionOf(r.retention)
 	if p := r.persist; p.BookkeeperAckQuorum > 0 {
 		cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum = p.BookkeeperEnsemble, p.BookkeeperWriteQuorum, p.BookkeeperAckQuorum
+		// As in Pulsar, a persistence policy's rate replaces the broker's default (0: unlimited).
+		cfg.MaxMarkDeleteRate = p.ManagedLedgerMaxMarkDeleteRate
 	}
 	return cfg
 }
@@ -411,6 +417,11 @@ type persistenceSetter interface {
 	SetPersistence(ctx context.Context, e, wq, aq int) error
 }
 
+// markDeleteRateSetter is the managed-ledger binding's live change of the mark-delete rate.
+type markDeleteRateSetter interface {
+	SetMarkDeleteRate(ctx context.Context, rate float64) error
+}
+
 // applyPolicies resolves and applies the policies of loaded topic t (an event for its
 // goroutine; retention and persistence go to its managed ledger).
 func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved) {
@@ -427,6 +438,11 @@ func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved)
 			if err := ps.SetPersistence(ctx, cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum); err != nil && !errors.Is(err, mledger.ErrClosed) {
 				s.log.Debug("apply persistence", "topic", t.Name().String(), "err", err)
 			}
+		}
+	}
+	if ms, ok := t.Log().(markDeleteRateSetter); ok {
+		if err := ms.SetMarkDeleteRate(ctx, s.managedLedgerConfig(r).MaxMarkDeleteRate); err != nil && !errors.Is(err, mledger.ErrClosed) {
+			s.log.Debug("apply mark-delete rate", "topic", t.Name().String(), "err", err)
 		}
 	}
 }

@@ -97,7 +97,8 @@ func setEveryPolicy(t *testing.T, c *adminCluster, topic string) {
 		a.Topics().SetBacklogQuota(tn, utils.BacklogQuota{LimitTime: 1 << 30, Policy: utils.ProducerException}, utils.MessageAge),
 		a.Topics().SetMessageTTL(tn, 1<<30),
 		a.Topics().SetPublishRate(tn, utils.PublishRateData{PublishThrottlingRateInMsg: 1 << 40, PublishThrottlingRateInByte: 1 << 50}),
-		a.Topics().SetDispatchRate(tn, utils.DispatchRateData{DispatchThrottlingRateInMsg: 1 << 40, DispatchThrottlingRateInByte: 1 << 50, RatePeriodInSecond: 1}),
+		a.Topics().SetDispatchRate(tn, utils.DispatchRateData{DispatchThrottlingRateInMsg: 1 << 40, DispatchThrottlingRateInByte: 1 << 50, RatePeriodInSecond: 1,
+			RelativeToPublishRate: true}), // the publish rate's measurement every second
 		a.Topics().SetSubscriptionDispatchRate(tn, utils.DispatchRateData{DispatchThrottlingRateInMsg: 1 << 40, DispatchThrottlingRateInByte: 1 << 50, RatePeriodInSecond: 1}),
 		a.Topics().SetReplicatorDispatchRate(tn, utils.DispatchRateData{DispatchThrottlingRateInMsg: 1 << 40, DispatchThrottlingRateInByte: 1 << 50, RatePeriodInSecond: 1}),
 		a.Topics().SetSubscribeRate(tn, utils.SubscribeRate{SubscribeThrottlingRatePerConsumer: 1 << 20, RatePeriodInSecond: 1}),
@@ -109,7 +110,8 @@ func setEveryPolicy(t *testing.T, c *adminCluster, topic string) {
 		a.Topics().SetInactiveTopicPolicies(tn, utils.InactiveTopicPolicies{InactiveTopicDeleteMode: &mode,
 			MaxInactiveDurationSeconds: 1 << 30, DeleteWhileInactive: true}),
 		a.Topics().SetDeduplicationStatus(tn, true),
-		a.Topics().SetPersistence(tn, utils.PersistenceData{BookkeeperEnsemble: 1, BookkeeperWriteQuorum: 1, BookkeeperAckQuorum: 1}),
+		a.Topics().SetPersistence(tn, utils.PersistenceData{BookkeeperEnsemble: 1, BookkeeperWriteQuorum: 1, BookkeeperAckQuorum: 1,
+			ManagedLedgerMaxMarkDeleteRate: 1}), // Pulsar's default
 	} {
 		if err != nil {
 			t.Fatal(err)

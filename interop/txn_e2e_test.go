@@ -101,7 +101,10 @@ func TestTxnExactlyOnceKill9(t *testing.T) {
 	etcd, bk, brk, web := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
 	sa := itest.Start(t, "standalone", "standalone", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", brk, "--http", web,
-		"--transaction-coordinator-enabled")
+		"--transaction-coordinator-enabled",
+		// A mark-delete rate far below the ack rate: plain acks are held (a kill redelivers
+		// them), a commit's acks must be durable anyway (the pending-ack log's Flush).
+		"--managed-ledger-default-mark-delete-rate-limit", "0.05")
 	itest.WaitTCP(t, brk, 60*time.Second)
 	url := "pulsar://" + brk
 	a, b := "persistent://public/default/txn-a", "persistent://public/default/txn-b"

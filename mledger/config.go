@@ -41,6 +41,14 @@ type Config struct {
 	// MaxUnackedRangesToPersist bounds the individually acknowledged ranges persisted per
 	// state; more are kept in memory only (redelivered after a crash). Default 10000.
 	MaxUnackedRangesToPersist int
+	// MaxMarkDeleteRate bounds how many times a second each durable cursor persists its
+	// state (Pulsar's managedLedgerMaxMarkDeleteRate; <= 0: unlimited, the default here — the
+	// broker's default is Pulsar's 1.0). Changes beyond it are held in memory until the next
+	// persist, the flush timer, Flush or close (markdelete.go).
+	MaxMarkDeleteRate float64
+	// CursorFlushInterval is how often held cursor states are persisted (Pulsar's
+	// managedLedgerCursorPositionFlushSeconds). Default 60s.
+	CursorFlushInterval time.Duration
 
 	// CacheSize bounds the bytes of recently added entries kept for tailing reads.
 	// Default 8 MiB; <0 disables the cache.
@@ -78,6 +86,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CursorSnapshotInterval <= 0 {
 		c.CursorSnapshotInterval = time.Minute
+	}
+	if c.CursorFlushInterval <= 0 {
+		c.CursorFlushInterval = time.Minute
 	}
 	if c.MaxUnackedRangesToPersist <= 0 {
 		c.MaxUnackedRangesToPersist = 10000

@@ -71,14 +71,15 @@ type core struct {
 	waiters    []*readOp // parked tailing reads
 	// maxRead bounds cursor reads: only entries before it are read (nil: unbounded). The
 	// topic's transaction buffer sets it (SetMaxRead).
-	maxRead   *Position
-	cache     entryCache
-	trimming  bool
-	afterTrim []func() // cursor creations waiting for the trim in flight
-	trimTimer func()
-	snapTimer func()
-	opening   *openState
-	pending   int // port operations whose completion Close waits for (deletes, reads, cursor I/O)
+	maxRead    *Position
+	cache      entryCache
+	trimming   bool
+	afterTrim  []func() // cursor creations waiting for the trim in flight
+	trimTimer  func()
+	snapTimer  func()
+	flushTimer func()
+	opening    *openState
+	pending    int // port operations whose completion Close waits for (deletes, reads, cursor I/O)
 }
 
 // tailLedger is the live view of the last ledger in the record.
@@ -117,6 +118,10 @@ type mutation struct {
 	terminateNamesRolloverLedger bool // the terminated position names a racing rollover's ledger
 	leakLostRaceLedger           bool // a ledger created by a rollover that lost the race is not deleted
 	fenceOnConflict              bool // a version conflict fences at once, without re-reading (M4)
+	ignoreMarkDeleteRate         bool // every cursor change is persisted at once (MD2)
+	flushTimerIdle               bool // the flush timer persists no held cursor (MD2)
+	persistedClaimsHeld          bool // the persisted position is taken from memory, not from the state written (MD1)
+	closeDropsHeld               bool // closing a held cursor does not write its state (MD2)
 }
 
 func newCore(name string, cfg Config, e env, bk Ledgers, ms MetaStore, token string, log *slog.Logger) *core {

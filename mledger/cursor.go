@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -62,6 +63,12 @@ type cursor struct {
 	persistedSeq uint64
 	snapSeq      uint64 // the seq of the state in the record
 	flushWaiters []flushWaiter
+	// The mark-delete rate (markdelete.go). Invariant: hold != persistFree ⇒ dirty or a
+	// write in flight; heldSince is set iff hold == persistHeld.
+	hold      persistHold
+	heldSince time.Time
+	tokens    float64   // persist tokens left
+	tokensAt  time.Time // when tokens was last refilled (zero: never, the bucket is full)
 }
 
 type flushWaiter struct {
@@ -426,7 +433,7 @@ func (c *core) cursorChanged(cur *cursor) {
 	cur.seq++
 	if cur.durable {
 		cur.dirty = true
-		c.cursorFlush(cur)
+		c.cursorPersist(cur)
 	}
 }
 
@@ -563,7 +570,7 @@ func (c *core) onCursorFirstAppended(cur *cursor, gen uint64, w Writer, st *Curs
 		cur.lw, cur.lentries, cur.lstate, cur.lfails = w, 1, cursorLedgerReady, 0
 		c.cursorPersisted(cur, st)
 		cur.snapSeq = max(cur.snapSeq, st.Seq)
-		c.cursorFlush(cur)
+		c.cursorPersist(cur)
 	}})
 }
 
@@ -607,7 +614,7 @@ func (c *core) onCursorAppended(cur *cursor, gen uint64, st *CursorState, err er
 		c.cursorCloseLedger(cur)
 		return
 	}
-	c.cursorFlush(cur)
+	c.cursorPersist(cur)
 }
 
 // cursorLedgerFailed falls back to a snapshot in the record and retries a ledger later.
@@ -623,7 +630,7 @@ func (c *core) cursorLedgerFailed(cur *cursor, err error) {
 	gen := cur.lgen
 	c.env.after(c.backoff(cur.lfails), "cursor.ledger.retry", func() {
 		if gen == cur.lgen && cur.lstate == cursorNoLedger {
-			c.cursorFlush(cur)
+			c.cursorPersist(cur)
 		}
 	})
 }
@@ -659,6 +666,9 @@ func (c *core) cursorSnapshot(cur *cursor) {
 func (c *core) cursorPersisted(cur *cursor, st *CursorState) {
 	if st.Seq > cur.persistedSeq {
 		cur.persistedSeq, cur.persistedMD = st.Seq, st.MarkDelete
+		if c.mut.persistedClaimsHeld {
+			cur.persistedMD = cur.md
+		}
 	}
 	kept := cur.flushWaiters[:0]
 	for _, fw := range cur.flushWaiters {
@@ -682,7 +692,7 @@ func (c *core) cursorFlushWait(cur *cursor, done func(error)) {
 	if cur.lstate == cursorNoLedger && !cur.appending {
 		c.cursorSnapshot(cur)
 	}
-	c.cursorFlush(cur)
+	c.cursorPersist(cur) // a waiter bypasses the mark-delete rate
 }
 
 // cursorClose writes the cursor's state into its record and closes its ledger.
@@ -698,6 +708,10 @@ func (c *core) cursorClose(cur *cursor) {
 		delete(c.nonDurable, cur)
 		return
 	}
+	if c.mut.closeDropsHeld && cur.hold == persistHeld {
+		cur.snapSeq = cur.seq
+	}
+	cur.becomeFree() // the snapshot below has the newest state
 	c.cursorSnapshot(cur)
 	if !cur.appending {
 		c.cursorCloseLedger(cur)

@@ -246,11 +246,14 @@ func (m *ManagedLedger) FindFirst(ctx context.Context, pred func(Entry) (bool, e
 // CursorStats describe a cursor.
 type CursorStats struct {
 	MarkDelete, ReadPosition Position
-	// PersistedMarkDelete is the mark-delete position known durable.
+	// PersistedMarkDelete is the mark-delete position known durable (behind MarkDelete while
+	// a write is in flight or the state is held by the mark-delete rate).
 	PersistedMarkDelete Position
-	Backlog             int64 // entries not acknowledged
-	AckedRanges         int   // individually acknowledged ranges above the mark-delete position
-	PartialBatches      int
+	// Held: the state changed beyond the mark-delete rate and waits for the next persist.
+	Held           bool
+	Backlog        int64 // entries not acknowledged
+	AckedRanges    int   // individually acknowledged ranges above the mark-delete position
+	PartialBatches int
 }
 
 // Stats returns the cursor's statistics.
@@ -261,7 +264,7 @@ func (cu *Cursor) Stats(ctx context.Context) (CursorStats, error) {
 		if p, ok := c.firstValid(rp); ok {
 			rp = p
 		}
-		reply(CursorStats{MarkDelete: cur.md, ReadPosition: rp, PersistedMarkDelete: cur.persistedMD,
+		reply(CursorStats{MarkDelete: cur.md, ReadPosition: rp, PersistedMarkDelete: cur.persistedMD, Held: cur.hold == persistHeld,
 			Backlog: c.backlog(cur), AckedRanges: len(cur.acks.r), PartialBatches: len(cur.batches)}, nil)
 	})
 }

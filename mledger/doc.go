@@ -33,7 +33,8 @@
 //     (or ctx, or the goroutine's end);
 //   - the ports' completions (ledger create/append/close/recover/read/delete, metadata
 //     get/put/delete/list) post a closure from whatever goroutine completed them;
-//   - timers (rollover by age, trimming, cursor snapshots, retries) post a closure.
+//   - timers (rollover by age, trimming, cursor snapshots, the flush of held cursor states,
+//     retries) post a closure.
 //
 // Every completion closure is tagged with what it was issued for — the ledger id, the
 // rollover attempt, the metadata write's sequence number, the cursor ledger's generation —
@@ -130,6 +131,26 @@
 //     until a trim every durable cursor (by its persisted state) allowed.
 //   - A recovered cursor is at or after its last durable state and never beyond what was
 //     acknowledged.
+//   - MD1 A cursor's persisted mark-delete position never moves backwards, is never ahead of
+//     its in-memory one, and is durable (recovery finds at least it).
+//   - MD2 Cursor-state writes stay within Config.MaxMarkDeleteRate (plus one forced write per
+//     flush period); no state stays held longer than Config.CursorFlushInterval; after a
+//     graceful close the persisted state is the in-memory one.
+//
+// # Mark-delete rate
+//
+// Acknowledgements take effect in memory at once (reads, backlog, statistics); persisting a
+// durable cursor's state is limited to Config.MaxMarkDeleteRate a second per cursor (a token
+// bucket: one token at first, a second's worth at most), as Pulsar's
+// managedLedgerMaxMarkDeleteRate. A change that finds no token is held (CursorStats.Held,
+// PersistedMarkDelete behind MarkDelete) until the next change that gets one, the flush timer
+// (Config.CursorFlushInterval, Pulsar's managedLedgerCursorPositionFlushSeconds), Flush, or
+// the close of the cursor or the managed ledger. A crash may so redeliver the last held
+// window (at-least-once); a graceful close loses nothing; Flush persists at once whatever the
+// rate, so what must be durable (a transaction's committed acks) is. SetMarkDeleteRate
+// changes the rate live (<= 0: unlimited, persisting the held states at once). The cursor's
+// persistHold (Free, Held, Forced) is explicit state, owned by the owner goroutine and driven
+// by the core's clock (env.now, env.after), so the simulation runs it on virtual time.
 //
 // # Retention
 //

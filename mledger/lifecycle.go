@@ -293,7 +293,7 @@ func (c *core) trim(done func()) {
 	}})
 }
 
-// Periodic work: trimming and cursor snapshots.
+// Periodic work: trimming, cursor snapshots and the flush of held cursors.
 
 func (c *core) armPeriodic() {
 	var trim, snap func()
@@ -315,8 +315,17 @@ func (c *core) armPeriodic() {
 		}
 		c.snapTimer = c.env.after(c.cfg.CursorSnapshotInterval, "snapshot.timer", snap)
 	}
+	var flush func()
+	flush = func() {
+		if c.state == StateClosing || c.state == StateClosed || c.state == StateFenced {
+			return
+		}
+		c.flushHeld()
+		c.flushTimer = c.env.after(c.cfg.CursorFlushInterval, "cursor-flush.timer", flush)
+	}
 	c.trimTimer = c.env.after(c.cfg.TrimInterval, "trim.timer", trim)
 	c.snapTimer = c.env.after(c.cfg.CursorSnapshotInterval, "snapshot.timer", snap)
+	c.flushTimer = c.env.after(c.cfg.CursorFlushInterval, "cursor-flush.timer", flush)
 }
 
 func (c *core) stopPeriodic() {
@@ -327,6 +336,10 @@ func (c *core) stopPeriodic() {
 	if c.snapTimer != nil {
 		c.snapTimer()
 		c.snapTimer = nil
+	}
+	if c.flushTimer != nil {
+		c.flushTimer()
+		c.flushTimer = nil
 	}
 }
 

@@ -414,6 +414,16 @@ func (m *ManagedLedger) SetPersistence(ctx context.Context, ensemble, writeQuoru
 	})
 }
 
+// SetMarkDeleteRate changes how many times a second each durable cursor persists its state
+// (Config.MaxMarkDeleteRate; <= 0: unlimited, which persists the held states at once). It
+// applies to the next change of every cursor.
+func (m *ManagedLedger) SetMarkDeleteRate(ctx context.Context, rate float64) error {
+	return do0(ctx, m, func(c *core, reply func(error)) {
+		c.setMarkDeleteRate(rate)
+		reply(nil)
+	})
+}
+
 // events is the owner goroutine's event queue: unbounded, so that completions posted from
 // other goroutines never block.
 type events = inbox.Queue[func()]

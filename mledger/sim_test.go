@@ -34,12 +34,15 @@ type simParams struct {
 	zombie      bool
 	cursor      bool
 	retainAll   bool
+	// mdRate is the mark-delete rate (0: unlimited), flushEvery the flush timer's period.
+	mdRate     float64
+	flushEvery time.Duration
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("adds=%d maxEntries=%d delay<=%v fail(add=%.2f close=%.2f create=%.2f recover=%.2f read=%.2f meta=%.2f) terminate=%v@%v crashes=%d zombie=%v cursor=%v retainAll=%v",
+	return fmt.Sprintf("adds=%d maxEntries=%d delay<=%v fail(add=%.2f close=%.2f create=%.2f recover=%.2f read=%.2f meta=%.2f) terminate=%v@%v crashes=%d zombie=%v cursor=%v retainAll=%v mdRate=%.0f/s flush=%v",
 		p.adds, p.maxEntries, p.maxDelay, p.addFail, p.closeFail, p.createFail, p.recoverFail, p.readFail, p.metaFail,
-		p.terminate, p.terminateAt, p.crashes, p.zombie, p.cursor, p.retainAll)
+		p.terminate, p.terminateAt, p.crashes, p.zombie, p.cursor, p.retainAll, p.mdRate, p.flushEvery)
 }
 
 func randomParams(s *sim.Sim) simParams {
@@ -70,6 +73,10 @@ func randomParams(s *sim.Sim) simParams {
 		retainAll:   r.IntN(3) == 0,
 	}
 	p.terminateAt = time.Duration(r.Int64N(int64(p.addWindow) + 1))
+	if r.IntN(2) == 0 {
+		p.mdRate = float64(10 + r.IntN(90))
+	}
+	p.flushEvery = time.Duration(5+r.IntN(60)) * time.Millisecond
 	return p
 }
 
@@ -96,6 +103,7 @@ type simCore struct {
 	lastAck  Position
 	hasAck   bool
 	cur      *cursor
+	born     time.Duration // virtual time of creation
 }
 
 // simEnv is the env of a core the simulator drives (simCore, wcore): its closures run as
@@ -153,6 +161,10 @@ type world struct {
 	// consumer state (the durable cursor "sub")
 	maxMD          Position // the highest mark-delete position any owner reached
 	durableAtCrash *Position
+	// the mark-delete rate (MD1, MD2): cursor-state appends by core id, and the last
+	// persisted position seen of each core's cursor
+	cursorAppends map[int]int
+	lastPersisted map[int]Position
 
 	recCache struct {
 		v  metadata.Version
@@ -187,7 +199,7 @@ func newWorld(seed int64, mut mutation, verbose bool) *world {
 	s.Verbose = verbose
 	w := &world{s: s, mut: mut, start: time.Unix(1_700_000_000, 0), byPayload: map[string]*simAdd{},
 		removedBy: map[int64]*simCore{}, everRecorded: map[int64]bool{}, curCache: map[string]cachedCursor{},
-		opened: map[int64]bool{}}
+		opened: map[int64]bool{}, cursorAppends: map[int]int{}, lastPersisted: map[int]Position{}}
 	w.p = randomParams(s)
 	w.bk = &simLedgers{w: w, ls: map[int64]*simLedger{}}
 	w.ms = &simMeta{w: w, kv: map[string]simKV{}, inflight: map[string]int{}}
@@ -197,6 +209,7 @@ func newWorld(seed int64, mut mutation, verbose bool) *world {
 	if w.p.retainAll {
 		w.cfg.RetentionTime, w.cfg.RetentionSize = -1, -1
 	}
+	w.cfg.MaxMarkDeleteRate, w.cfg.CursorFlushInterval = w.p.mdRate, w.p.flushEvery
 	return w
 }
 
@@ -237,7 +250,7 @@ func (w *world) release(kind string, n int) int {
 
 // newCore starts a new owner incarnation and opens it.
 func (w *world) newCore(onOpen func(*simCore, error)) *simCore {
-	sc := &simCore{w: w, id: len(w.cores) + 1, simEnv: simEnv{s: w.s, start: w.start, alive: true}}
+	sc := &simCore{w: w, id: len(w.cores) + 1, simEnv: simEnv{s: w.s, start: w.start, alive: true}, born: w.s.Now()}
 	sc.c = newCore(simML, w.cfg.withDefaults(), sc, &simLedgerPort{sl: w.bk, sc: sc}, &simMetaPort{m: w.ms, sc: sc},
 		fmt.Sprintf("owner%d", sc.id), nil)
 	sc.c.mut = w.mut
@@ -495,6 +508,7 @@ func checkTerminatedRecord(in *Info, opened map[int64]bool) error {
 // check runs after every step.
 func (w *world) check() {
 	w.checkCores()
+	w.checkMarkDelete()
 	in := w.record()
 	if in == nil {
 		return
@@ -539,6 +553,57 @@ func (w *world) check() {
 		}
 	}
 }
+
+// checkMarkDelete checks the mark-delete rate's invariants on every live owner's cursor:
+//
+//   - MD1: the persisted mark-delete position never moves backwards, is never ahead of the
+//     in-memory one (the simulation does not reset cursors), and the owner of the cursor
+//     record has it durable (recovery would find at least it);
+//   - MD2: a core's cursor-state writes are within the rate (a full bucket, the tokens since
+//     it started, and one forced write per flush-timer period), and no state stays held
+//     longer than the flush period. (finish checks that a graceful close persists the
+//     in-memory state: the record then has exactly it.)
+func (w *world) checkMarkDelete() {
+	key := metadata.ManagedCursorKey(simML, "sub")
+	for _, sc := range w.cores {
+		cur := sc.cur
+		if !sc.alive || cur == nil {
+			continue
+		}
+		if last, ok := w.lastPersisted[sc.id]; ok && cur.persistedMD.Less(last) {
+			w.failf("MD1: core %d's persisted mark-delete went back from %v to %v", sc.id, last, cur.persistedMD)
+		}
+		w.lastPersisted[sc.id] = cur.persistedMD
+		if cur.md.Less(cur.persistedMD) {
+			w.failf("MD1: core %d's persisted mark-delete %v is ahead of the in-memory %v", sc.id, cur.persistedMD, cur.md)
+		}
+		if sc.c.state != StateFenced {
+			if ci, err := w.cursorRecord(key); err == nil && ci.Owner == sc.c.token {
+				if md, ok := w.durableCursorMD(key); ok && md.Less(cur.persistedMD) {
+					w.failf("MD1: core %d reports %v persisted, but recovery would find %v", sc.id, cur.persistedMD, md)
+				}
+			}
+		}
+		now := w.s.Now()
+		if r := w.cfg.MaxMarkDeleteRate; r > 0 {
+			el := now - sc.born
+			bound := 2 + r*el.Seconds() + float64(el/w.cfg.CursorFlushInterval)
+			if n := w.cursorAppends[sc.id]; float64(n) > bound {
+				w.failf("MD2: core %d wrote %d cursor states in %v, over the rate %.0f/s (bound %.1f)", sc.id, n, el, r, bound)
+			}
+		}
+		switch sc.c.state {
+		case StateClosing, StateClosed, StateFenced:
+		default:
+			if cur.hold == persistHeld && w.now().Sub(cur.heldSince) > w.cfg.CursorFlushInterval {
+				w.failf("MD2: core %d's cursor held since %v, longer than the flush period %v", sc.id,
+					cur.heldSince.Sub(w.start), w.cfg.CursorFlushInterval)
+			}
+		}
+	}
+}
+
+func (w *world) now() time.Time { return w.start.Add(w.s.Now()) }
 
 func ledgerIDs(in *Info) []int64 {
 	var ids []int64
@@ -704,8 +769,8 @@ func (w *world) consume(sc *simCore) {
 			}
 		}
 		sc.after(w.s.Between(0, 3*time.Millisecond), "consumer.ack", func() {
-			if sc.closed {
-				return
+			if sc.closed || cur.closed || sc.c.cursorUsable() != nil {
+				return // the API refuses acks then (Cursor.do)
 			}
 			w.ackSome(sc, es)
 			w.maxMD = maxPos(w.maxMD, cur.md)
@@ -841,6 +906,14 @@ func (w *world) finish() error {
 	for _, sc := range w.cores {
 		if sc.alive && !sc.closed {
 			w.failf("core %d did not close (state %v)", sc.id, sc.c.state)
+		}
+	}
+	// (A zombie's writes may land after the owner's: its newer states win the record.)
+	if o := w.owner; !w.p.zombie && o.alive && o.closed && o.c.state == StateClosed && o.cur != nil {
+		md, _ := w.durableCursorMD(metadata.ManagedCursorKey(simML, "sub"))
+		if o.cur.persistedSeq != o.cur.seq || md != o.cur.md {
+			w.failf("MD2: core %d closed at %v (seq %d) but persisted %v (seq %d), durable %v", o.id,
+				o.cur.md, o.cur.seq, o.cur.persistedMD, o.cur.persistedSeq, md)
 		}
 	}
 	for _, a := range w.adds {
@@ -988,6 +1061,10 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "M3: the terminated position names the racing rollover's ledger", Mut: mutation{terminateNamesRolloverLedger: true}},
 		{Name: "M3: a lost-race rollover ledger is never deleted", Mut: mutation{leakLostRaceLedger: true}},
 		{Name: "M4: a version conflict fences without re-reading", Mut: mutation{fenceOnConflict: true}},
+		{Name: "MD1: the persisted position is taken from memory", Mut: mutation{persistedClaimsHeld: true}},
+		{Name: "MD2: the mark-delete rate is ignored", Mut: mutation{ignoreMarkDeleteRate: true}},
+		{Name: "MD2: the flush timer persists nothing", Mut: mutation{flushTimerIdle: true}},
+		{Name: "MD2: close drops a held state", Mut: mutation{closeDropsHeld: true}},
 	}, func(seed int64, mut mutation) error {
 		o, _ := runSeed(seed, mut, false)
 		return o.Err

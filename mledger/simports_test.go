@@ -212,6 +212,9 @@ func (sw *simWriter) LAC() int64 { return sw.l.lac }
 func (sw *simWriter) Append(payload []byte, cb func(int64, error)) {
 	l := sw.l
 	e := int64(len(l.data))
+	if strings.HasPrefix(l.purpose, "cursor:") {
+		l.w.cursorAppends[l.creator]++
+	}
 	l.data = append(l.data, payload)
 	l.persisted = append(l.persisted, false)
 	l.cbs = append(l.cbs, cb)

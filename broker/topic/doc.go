@@ -44,7 +44,11 @@
 //     goroutine, which passes the limits on to each subscription's goroutine. The publish
 //     rate's held SENDs and their release timer belong to the topic goroutine; the timer
 //     only posts an event, as the timed deduplication snapshots' timer does. The subscribe
-//     rate's per-consumer windows belong to the topic goroutine.
+//     rate's per-consumer windows belong to the topic goroutine. A dispatch rate relative
+//     to the publish rate (Policies.DispatchRelative, SubDispatchRelative: Pulsar's
+//     relativeToPublishRate) is retuned every second by a timer that posts to the topic
+//     goroutine: it measures the publish rate since the last tick, retunes the topic's
+//     dispatch buckets (under their mutex) and posts the subscriptions' retune to theirs.
 //
 // # States
 //

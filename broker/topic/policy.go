@@ -33,6 +33,9 @@ type Policies struct {
 	// beyond them cursor reads wait (nothing is dropped).
 	DispatchRateMsgs, DispatchRateBytes       int64
 	SubDispatchRateMsgs, SubDispatchRateBytes int64
+	// DispatchRelative and SubDispatchRelative (Pulsar's relativeToPublishRate): a set rate
+	// (> 0) is the configured one plus the topic's publish rate, measured every second.
+	DispatchRelative, SubDispatchRelative bool
 	// NoAutoSubscriptionCreation refuses consumers of durable subscriptions that do not
 	// exist (SubscriptionNotFound); NoDelayedDelivery delivers delayed messages at once.
 	NoAutoSubscriptionCreation, NoDelayedDelivery bool
@@ -82,6 +85,7 @@ func (t *Topic) SetPolicies(p Policies) {
 	t.post(func() {
 		t.pol = p
 		now := time.Now().UnixNano()
+		t.msgLimit.span, t.byteLimit.span = publishSpan, publishSpan
 		t.msgLimit.set(p.PublishRateMsgs, now)
 		t.byteLimit.set(p.PublishRateBytes, now)
 		t.dispatch.Lock()
@@ -93,11 +97,80 @@ func (t *Topic) SetPolicies(p Policies) {
 			s.setPolicies(p)
 		}
 		t.releaseThrottled()
+		t.armRelativeDispatch()
 		if p.Dedup != nil {
 			t.setDedup(*p.Dedup)
 		}
 		t.armDedupSnapshots(p.DedupSnapshotInterval)
 	})
+}
+
+// Dispatch rates relative to the publish rate.
+
+// relativeEvery is how often a relative dispatch rate follows the publish rate.
+const relativeEvery = time.Second
+
+// relativeRate is a relative dispatch rate: the configured one plus the measured publish
+// rate, or 0 (unlimited) when none is configured.
+func relativeRate(configured int64, measured float64) float64 {
+	if configured <= 0 {
+		return 0
+	}
+	return float64(configured) + max(measured, 0)
+}
+
+// relativeOn reports whether p has a rate relative to the publish rate.
+func relativeOn(p Policies) bool {
+	return p.DispatchRelative && (p.DispatchRateMsgs > 0 || p.DispatchRateBytes > 0) ||
+		p.SubDispatchRelative && (p.SubDispatchRateMsgs > 0 || p.SubDispatchRateBytes > 0)
+}
+
+// armRelativeDispatch starts the measurement of the publish rate when a relative dispatch
+// rate is set (on the topic goroutine; the tick stops itself once none is).
+func (t *Topic) armRelativeDispatch() {
+	if !relativeOn(t.pol) || t.relative.timer != nil {
+		return
+	}
+	t.relative.msgs, t.relative.bytes, t.relative.at = t.rateIn.msgs, t.rateIn.bytes, time.Now().UnixNano()
+	var tick func()
+	tick = func() {
+		t.post(func() {
+			t.relative.timer = nil
+			if t.state == StateClosed || !relativeOn(t.pol) {
+				return
+			}
+			t.relativeTick(time.Now().UnixNano())
+			t.relative.timer = time.AfterFunc(relativeEvery, tick)
+		})
+	}
+	t.relative.timer = time.AfterFunc(relativeEvery, tick)
+}
+
+// relativeTick measures the publish rate since the last tick and sets the relative
+// dispatch rates to the configured ones plus it.
+func (t *Topic) relativeTick(now int64) {
+	r := &t.relative
+	el := float64(now-r.at) / 1e9
+	if el <= 0 {
+		return
+	}
+	msgRate, byteRate := float64(t.rateIn.msgs-r.msgs)/el, float64(t.rateIn.bytes-r.bytes)/el
+	r.msgs, r.bytes, r.at = t.rateIn.msgs, t.rateIn.bytes, now
+	p := t.pol
+	if p.DispatchRelative {
+		t.dispatch.Lock()
+		t.dispatch.msgs.retune(relativeRate(p.DispatchRateMsgs, msgRate), now)
+		t.dispatch.bytes.retune(relativeRate(p.DispatchRateBytes, byteRate), now)
+		t.dispatch.Unlock()
+	}
+	if p.SubDispatchRelative {
+		for _, s := range t.subs {
+			s.post(func() {
+				s.dispMsgs.retune(relativeRate(p.SubDispatchRateMsgs, msgRate), now)
+				s.dispBytes.retune(relativeRate(p.SubDispatchRateBytes, byteRate), now)
+			})
+		}
+	}
 }
 
 // armDedupSnapshots (re)starts the timed deduplication snapshots at interval d (0: none).
@@ -256,16 +329,36 @@ type heldSend struct {
 }
 
 // tokenBucket is a rate limiter in units per second; an admission may overdraw it (a large
-// message still passes), and it refills up to a tenth of a second's worth.
+// message still passes), and it refills up to span seconds' worth (0: a tenth of a second).
 type tokenBucket struct {
 	rate   float64 // units per second; 0: off
 	tokens float64
-	last   int64 // Unix ns of the last refill
+	last   int64   // Unix ns of the last refill
+	span   float64 // seconds of tokens kept (0: 0.1)
 }
+
+// publishSpan is the publish rate's bucket: a second's worth, one rate period, as Pulsar's
+// publish rate limiter keeps. With a tenth of a second, a release of the held SENDs that
+// the scheduler delays by more than 100 ms (a loaded machine) loses the tokens of the delay
+// beyond it, and the topic falls short of its rate; with a second it catches up. (The
+// dispatch rates keep a tenth: a held read is released by its own timer, and a second's
+// burst would let a consumer far past the rate at once.)
+const publishSpan = 1.0
 
 func (b *tokenBucket) set(rate, now int64) {
 	b.rate, b.last = float64(max(rate, 0)), now
 	b.tokens = b.burst()
+}
+
+// retune changes the rate of a bucket in use, keeping its tokens (refilled at the old rate
+// until now, at most the new burst). A bucket that is off stays off (its policy has no rate).
+func (b *tokenBucket) retune(rate float64, now int64) {
+	if b.rate == 0 || rate <= 0 {
+		return
+	}
+	b.refill(now)
+	b.rate = rate
+	b.tokens = min(b.tokens, b.burst())
 }
 
 // spend takes n units (a bucket that is off stays full).
@@ -275,7 +368,12 @@ func (b *tokenBucket) spend(n float64) {
 	}
 }
 
-func (b *tokenBucket) burst() float64 { return max(b.rate/10, 1) }
+func (b *tokenBucket) burst() float64 {
+	if b.span > 0 {
+		return max(b.rate*b.span, 1)
+	}
+	return max(b.rate/10, 1)
+}
 
 func (b *tokenBucket) refill(now int64) {
 	b.tokens = min(b.tokens+b.rate*float64(now-b.last)/1e9, b.burst())

@@ -82,9 +82,13 @@ type Cursor interface {
 
 // CursorInfo describes a cursor for the statistics.
 type CursorInfo struct {
-	MarkDelete   Position
-	ReadPosition Position
-	Backlog      int64
+	MarkDelete Position
+	// PersistedMarkDelete is the mark-delete position known durable; MarkDeleteHeld: a newer
+	// state waits for the mark-delete rate (managedLedgerMaxMarkDeleteRate).
+	PersistedMarkDelete Position
+	MarkDeleteHeld      bool
+	ReadPosition        Position
+	Backlog             int64
 	// AckedRanges is the number of individually acknowledged ranges above MarkDelete.
 	AckedRanges int
 	// PartialBatches is the number of batch entries with some messages acknowledged.

@@ -149,4 +149,10 @@ type CursorStats struct {
 	NumberOfEntriesSinceFirstNotAckedMessage int64            `json:"numberOfEntriesSinceFirstNotAckedMessage"`
 	TotalNonContiguousDeletedMessagesRange   int              `json:"totalNonContiguousDeletedMessagesRange"`
 	Properties                               map[string]int64 `json:"properties"`
+	// PersistentMarkDeletePosition (a Magnetar extension, named after the field of Pulsar's
+	// ManagedCursorImpl) is the mark-delete position known durable: behind
+	// markDeletePosition while a write is in flight or the mark-delete rate holds it
+	// (MarkDeleteHeld).
+	PersistentMarkDeletePosition string `json:"persistentMarkDeletePosition,omitempty"`
+	MarkDeleteHeld               bool   `json:"markDeleteHeld,omitempty"`
 }

@@ -94,6 +94,13 @@ type Topic struct {
 	dedupInterval time.Duration
 	// subscribeRate counts the consumers' subscribes (the subscribe rate, policy.go).
 	subscribeRate subscribeWindows
+	// relative measures the publish rate for the dispatch rates relative to it (policy.go):
+	// the totals and time of the last tick.
+	relative struct {
+		timer       *time.Timer
+		msgs, bytes int64
+		at          int64
+	}
 	// dispatch is the topic dispatch rate, shared by the subscriptions' goroutines.
 	dispatch struct {
 		sync.Mutex

@@ -416,6 +416,12 @@ func (t *Topic) InternalStats(ctx context.Context) (InternalStats, error) {
 			WaitingReadOp: ci.ReadWaiting, CursorLedger: ci.Ledger, IndividuallyDeletedMessages: ci.Acked,
 			State: ci.State, NumberOfEntriesSinceFirstNotAckedMessage: ci.Backlog,
 			TotalNonContiguousDeletedMessagesRange: ci.AckedRanges, Properties: props,
+			MarkDeleteHeld: ci.MarkDeleteHeld,
+		}
+		if s.durable {
+			c := is.Cursors[n]
+			c.PersistentMarkDeletePosition = ci.PersistedMarkDelete.String()
+			is.Cursors[n] = c
 		}
 	}
 	return is, nil

@@ -21,6 +21,8 @@ type policyFlags struct {
 	deleteInactive, deleteFreq  time.Duration
 	deleteInactiveOn            bool
 	deleteMode, backlogPolicyOn string
+	markDeleteRate              float64
+	cursorFlush                 time.Duration
 }
 
 func (p *policyFlags) add(f *pflag.FlagSet) {
@@ -58,6 +60,10 @@ func (p *policyFlags) add(f *pflag.FlagSet) {
 		"how often a topic's deduplication snapshot is taken when it stored entries since the last (0: by entry count only)")
 	f.StringVar(&d.AutoTopicCreationType, "allow-auto-topic-creation-type", "non-partitioned", "what auto topic creation creates: non-partitioned or partitioned")
 	f.IntVar(&d.DefaultNumPartitions, "default-num-partitions", 1, "partitions of an auto-created partitioned topic")
+	f.Float64Var(&p.markDeleteRate, "managed-ledger-default-mark-delete-rate-limit", 1.0,
+		"persists of each subscription's acknowledgement state per second; beyond it the newest is held (0: unlimited)")
+	f.DurationVar(&p.cursorFlush, "managed-ledger-cursor-position-flush", 60*time.Second,
+		"how often held acknowledgement states are persisted")
 }
 
 // apply puts the defaults into a broker configuration.
@@ -68,6 +74,7 @@ func (p *policyFlags) apply(c *broker.Config) {
 	d.DeleteInactiveTopics, d.DeleteInactiveTopicsMode = p.deleteInactiveOn, p.deleteMode
 	d.DeleteInactiveTopicsMaxInactive, d.InactiveTopicCheckInterval = p.deleteInactive, p.deleteFreq
 	c.Policies = d
+	c.ManagedLedger.MaxMarkDeleteRate, c.ManagedLedger.CursorFlushInterval = p.markDeleteRate, p.cursorFlush
 	c.ManagedLedger.RetentionTime = p.retentionTime
 	c.ManagedLedger.RetentionSize = p.retentionSizeMB << 20
 	if p.retentionSizeMB < 0 {
@@ -120,4 +127,6 @@ var policyKeys = []config.Key{
 	{Name: "brokerDeduplicationSnapshotIntervalSeconds", Flag: "broker-deduplication-snapshot-interval", Map: config.Seconds},
 	{Name: "allowAutoTopicCreationType", Flag: "allow-auto-topic-creation-type"},
 	{Name: "defaultNumPartitions", Flag: "default-num-partitions"},
+	{Name: "managedLedgerDefaultMarkDeleteRateLimit", Flag: "managed-ledger-default-mark-delete-rate-limit"},
+	{Name: "managedLedgerCursorPositionFlushSeconds", Flag: "managed-ledger-cursor-position-flush", Map: config.Seconds},
 }
