@@ -127,8 +127,9 @@ func (r *registrar) run() {
 			r.checkState(ctx)
 		case <-tick.C:
 			if err := checkDataDir(r.b.cfg.DataDir); err != nil {
+				// A full disk makes the bookie read-only for good (checkState below publishes
+				// it, and retries a failed publish at every tick); any other fault stops it.
 				r.onDiskFault("data directory", err)
-				continue
 			}
 			if r.sess == nil {
 				r.renew(ctx, &retry)
