@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // This file is the exported service API for the admin REST layer and the tools (see doc.go).
@@ -64,7 +65,25 @@ func (s *Service) SetNamespacePolicies(ctx context.Context, ns string, p Namespa
 			p.Other["bundles"] = old.Other["bundles"]
 		}
 	}
-	return s.res.setNamespace(ctx, ns, p)
+	return s.setNamespaceSeen(ctx, ns, p)
+}
+
+// setNamespaceSeen sets namespace ns's record and waits (at most storeWait) until this
+// broker's watched copy of it shows the change: what the admin API sets, the broker's next
+// lookup or topic creation here reads (the writer reads its write).
+func (s *Service) setNamespaceSeen(ctx context.Context, ns string, p NamespacePolicies) error {
+	v, err := s.res.setNamespace(ctx, ns, p)
+	if err != nil || s.own == nil {
+		return err
+	}
+	t, n, err := topicname.ParseNamespace(ns)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, storeWait)
+	defer cancel()
+	_ = s.own.policies.waitVersion(wctx, metadata.NamespaceKey(t, n), v) // the change is stored either way
+	return nil
 }
 
 // DeleteNamespace deletes namespace "tenant/ns". Without force it must have no topics

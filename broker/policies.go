@@ -469,7 +469,7 @@ func (s *Service) updateNamespaceRecord(ctx context.Context, ns string, change f
 		if err := json.Unmarshal(b, &pol); err != nil {
 			return err
 		}
-		err = s.res.setNamespace(ctx, ns, pol)
+		err = s.setNamespaceSeen(ctx, ns, pol)
 		if errors.Is(err, ErrServiceNotReady) {
 			continue
 		}

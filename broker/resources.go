@@ -258,27 +258,28 @@ func (r *resources) createNamespace(ctx context.Context, ns string, p NamespaceP
 	return err
 }
 
-func (r *resources) setNamespace(ctx context.Context, ns string, p NamespacePolicies) error {
+// setNamespace replaces namespace ns's record and returns its new version.
+func (r *resources) setNamespace(ctx context.Context, ns string, p NamespacePolicies) (metadata.Version, error) {
 	t, n, err := topicname.ParseNamespace(ns)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	kv, err := r.store.Get(ctx, metadata.NamespaceKey(t, n))
 	if errors.Is(err, metadata.ErrNotFound) {
-		return fmt.Errorf("%w: %s", ErrNamespaceNotFound, ns)
+		return 0, fmt.Errorf("%w: %s", ErrNamespaceNotFound, ns)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return 0, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
-	_, err = r.store.Put(ctx, metadata.NamespaceKey(t, n), b, kv.Version)
+	v, err := r.store.Put(ctx, metadata.NamespaceKey(t, n), b, kv.Version)
 	if errors.Is(err, metadata.ErrBadVersion) {
-		return fmt.Errorf("%w: namespace %s changed concurrently", ErrServiceNotReady, ns)
+		return 0, fmt.Errorf("%w: namespace %s changed concurrently", ErrServiceNotReady, ns)
 	}
-	return err
+	return v, err
 }
 
 func (r *resources) deleteNamespace(ctx context.Context, tenant, ns string) error {

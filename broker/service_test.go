@@ -211,8 +211,10 @@ func TestOwnership(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
 	}
-	deadline = time.Now().Add(30 * time.Second) // a loaded machine: the take-over has its own
-	for { // b2 takes the bundle over asynchronously after the release
+	// b2 takes the bundle over asynchronously after the release (its own deadline: a loaded
+	// machine).
+	deadline = time.Now().Add(30 * time.Second)
+	for {
 		r, err = b2.Lookup(ctx, "t")
 		if err == nil && r.Self {
 			break
