@@ -22,15 +22,7 @@ import (
 // producer waited for a send that overlapped it. It needs a quiet machine: it runs only with
 // MAGNETAR_SCALABLE_BENCH=1 (docs/BENCHMARKS-RESULTS.md).
 func TestScalableSplitPause(t *testing.T) {
-	if os.Getenv("MAGNETAR_SCALABLE_BENCH") == "" {
-		t.Skip("a measurement: set MAGNETAR_SCALABLE_BENCH=1")
-	}
-	env := func(k string, def int) int {
-		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
-			return v
-		}
-		return def
-	}
+	env := benchEnv(t)
 	rate, splits := env("MAGNETAR_SCALABLE_RATE", 5000), env("MAGNETAR_SCALABLE_SPLITS", 10)
 	c := startScalableCluster(t, 3, broker.ScalableConfig{TickInterval: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -119,15 +111,7 @@ func TestScalableSplitPause(t *testing.T) {
 // partitioned MAGNETAR_SCALABLE_ROUNDS times (default 3) to spread the machine's noise.
 // A 2 s warm-up of each comes first. Only with MAGNETAR_SCALABLE_BENCH=1.
 func TestScalableThroughputRatio(t *testing.T) {
-	if os.Getenv("MAGNETAR_SCALABLE_BENCH") == "" {
-		t.Skip("a measurement: set MAGNETAR_SCALABLE_BENCH=1")
-	}
-	env := func(k string, def int) int {
-		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
-			return v
-		}
-		return def
-	}
+	env := benchEnv(t)
 	secs, rounds := env("MAGNETAR_SCALABLE_SECONDS", 10), env("MAGNETAR_SCALABLE_ROUNDS", 3)
 	c := startScalableCluster(t, 3, broker.ScalableConfig{TickInterval: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
@@ -220,5 +204,20 @@ func TestScalableThroughputRatio(t *testing.T) {
 	t.Logf("K=4, %d rounds of %d s: scalable %.0f msg/s, partitioned %.0f msg/s: %.2f×", rounds, secs, sumS/float64(rounds), sumP/float64(rounds), ratio)
 	if ratio < 0.9 {
 		t.Errorf("a 4-segment scalable topic reached %.2f× a 4-partition topic's throughput (< 0.9×)", ratio)
+	}
+}
+
+// benchEnv skips t unless MAGNETAR_SCALABLE_BENCH is set (a measurement) and returns the
+// reader of its positive integer settings (def when unset or invalid).
+func benchEnv(t *testing.T) func(k string, def int) int {
+	t.Helper()
+	if os.Getenv("MAGNETAR_SCALABLE_BENCH") == "" {
+		t.Skip("a measurement: set MAGNETAR_SCALABLE_BENCH=1")
+	}
+	return func(k string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+			return v
+		}
+		return def
 	}
 }

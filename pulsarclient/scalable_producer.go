@@ -1,6 +1,7 @@
 package pulsarclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -510,19 +511,9 @@ func (p *ScalableProducer) resolve(so *segOut) {
 	}
 	so.failed, so.queue = nil, nil
 	for to := range moved {
-		slices.SortFunc(to.queue, func(a, b *scalReq) int { return compareN(a.n, b.n) })
+		slices.SortFunc(to.queue, func(a, b *scalReq) int { return cmp.Compare(a.n, b.n) })
 	}
 	p.flushAll()
-}
-
-func compareN(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // fetchLayout fetches the layout until one newer than the installed one, and installs it.
