@@ -222,6 +222,7 @@ func (ts *txnService) load(tc uint64, e *tcEntry) {
 	e.c, e.err = txn.StartCoordinator(ctx, txn.CoordinatorConfig{
 		CoreConfig: txn.CoreConfig{TC: tc, MaxActive: s.cfg.MaxActiveTransactionsPerCoordinator, Owner: s.info.ID},
 		Store:      s.store, Logger: s.log, Canon: participantKey, Metrics: ts.m, Batcher: ts.batcher,
+		OnDecided: ts.tracker.Decided,
 	})
 }
 

@@ -27,6 +27,11 @@ type CoordinatorConfig struct {
 	// Batcher group-commits the coordinator's writes (nil: one of its own on Store). The
 	// broker shares one among its coordinators and transaction participants.
 	Batcher *metadata.Batcher
+	// OnDecided, if set, hears each END this coordinator decided (its header's status is
+	// stored), on the coordinator's goroutine and before the client's reply: the broker
+	// tells its own participants (Tracker.Decided), so a send or an ack the client makes
+	// after the reply finds the transaction ended there. It must not block.
+	OnDecided func(ID, Status)
 }
 
 // Coordinator runs a Core on the metadata store: one goroutine owns the core, each store
@@ -316,6 +321,13 @@ func (c *Coordinator) End(id ID, commit bool, done func(ID, error)) {
 	start := time.Now()
 	if !c.post(func() {
 		c.core.End(id.Least, commit, time.Now().UnixMilli(), func(id ID, err error) {
+			if fn := c.cfg.OnDecided; fn != nil && err == nil {
+				s := Aborted
+				if commit {
+					s = Committed
+				}
+				fn(id, s)
+			}
 			if m := c.cfg.Metrics; m != nil && err == nil {
 				if commit {
 					m.committed.Inc()

@@ -72,6 +72,15 @@ func (t *Tracker) SetLocal(fn func(context.Context, ID) (Header, bool)) { t.loca
 // registered it drop the records the coordinator created for them.
 func (t *Tracker) OnEnded(fn func(ID, Header)) { t.onEnded.Store(&fn) }
 
+// Decided tells the tracker that id's header is stored with status s (Committed or
+// Aborted) by a coordinator of this process, before the watch shows it: its registrations
+// fire now. The watch's event later finds none left.
+func (t *Tracker) Decided(id ID, s Status) {
+	if s.Ended() {
+		t.fire(id, s)
+	}
+}
+
 // Header reads the header of id (linearizable: from the store, or from the coordinator of
 // this process that owns it): ok false if it is gone.
 func (t *Tracker) Header(ctx context.Context, id ID) (Header, bool, error) {
