@@ -135,7 +135,7 @@ func (n *mbNode) stop() {
 type mbOpts struct {
 	ttl      time.Duration
 	children bool // brokers run as child processes
-	txn      bool // children: transactions on
+	txn      bool // transactions on (4 coordinators)
 	eps      []string
 	tweak    func(*broker.Config)
 }
@@ -193,6 +193,9 @@ func (m *multiBroker) start(nd *mbNode) {
 	m.t.Helper()
 	if !m.o.children {
 		cfg := brokerConfig(m.store, nd.id, m.o.ttl, testLogger(m.t))
+		if m.o.txn {
+			cfg.TransactionCoordinatorEnabled, cfg.TransactionCoordinators = true, 4
+		}
 		if m.o.tweak != nil {
 			m.o.tweak(&cfg)
 		}

@@ -1,0 +1,134 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/backoff"
+)
+
+// TestMultiBrokerFailoverMoves (#16: the stall of chaos seed 1071, without its pauses): the
+// partitions of a Failover subscription move between three brokers every few hundred
+// milliseconds — hand-overs (unload with destinationBroker) and plain unloads that the load
+// manager places — so a partition often moves twice within a second, while producers send.
+// Every acknowledged message (and every committed transaction's) must reach the consumer,
+// and no aborted transaction's. MAGNETAR_MOVES (default 30) sets the
+// moves, MAGNETAR_SEED the schedule's seed (logged).
+func TestMultiBrokerFailoverMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves partitions for a while")
+	}
+	seed := uint64(envInt("MAGNETAR_SEED", int(time.Now().UnixNano()%1_000_000)))
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	m := newMultiBroker(t, 3, mbOpts{txn: true})
+	topic := topicName(t)
+	const parts = 4
+	createPartitioned(t, m.nodes[0].httpURL, topic, parts)
+	cl := m.clientOf(m.serviceURL())
+	fc := subscribeFailover(t, cl, topic, parts)
+
+	bo := func() backoff.Policy { return &maxBackoff{max: 200 * time.Millisecond} }
+	var pss []*pubStats
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: fmt.Sprintf("p%d", i), BackOffPolicyFunc: bo,
+			SendTimeout: 60 * time.Second, BatchingMaxPublishDelay: time.Duration(1+i) * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		ps := newPubStats()
+		pss = append(pss, ps)
+		wg.Add(1)
+		go func() { defer wg.Done(); ps.run(ctx, p, 100, fmt.Sprintf("p%d-", i)) }()
+	}
+	// A transactional producer too (5 messages per transaction, every other one aborted):
+	// the moves reload the partitions' transaction buffers (their coordinators stay put).
+	tx := &txnLoad{committed: map[string]bool{}, aborted: map[string]bool{}, ids: map[string]string{}}
+	wg.Add(1)
+	go func() { defer wg.Done(); tx.run(ctx, t, m.serviceURL(), topic, "t0") }()
+	waitFor(t, 30*time.Second, "every producer publishing, and transactions ending", func() bool {
+		for _, ps := range pss {
+			if ps.count() < 20 {
+				return false
+			}
+		}
+		tx.mu.Lock()
+		defer tx.mu.Unlock()
+		return tx.commits > 0 && tx.aborts > 0
+	})
+
+	moves, done := envInt("MAGNETAR_MOVES", 30), 0
+	for i := 0; i < moves; i++ {
+		pt := fmt.Sprintf("%s-partition-%d", topic, rng.IntN(parts))
+		owner := m.ownerNode(t, pt)
+		if owner == nil {
+			continue // between owners: it is moving already
+		}
+		r, err := owner.svc.Load().TopicBundle(ctxT(t, 10*time.Second), pt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn := mustTopic(t, pt)
+		url := owner.httpURL + "/admin/v2/namespaces/" + tn.GetTenant() + "/" + tn.GetNamespace() + "/" + r + "/unload"
+		if k := rng.IntN(4); k > 0 { // 3 in 4: a hand-over to another broker
+			dest := m.nodes[(indexOf(m.nodes, owner)+k%2+1)%len(m.nodes)]
+			url += "?destinationBroker=" + dest.id
+		}
+		if code, body := httpDo(t, "PUT", url); code == 204 {
+			done++
+		} else {
+			t.Logf("move %d (%s): %d %s", i, url, code, body)
+		}
+		time.Sleep(time.Duration(100+rng.IntN(700)) * time.Millisecond) // the schedule: often a second move within a second
+	}
+	if done < moves/2 {
+		t.Fatalf("only %d of %d moves were made", done, moves)
+	}
+	stop()
+	wg.Wait()
+	var acked []string
+	failed := 0
+	tx.mu.Lock()
+	for k := range tx.committed {
+		acked = append(acked, k)
+	}
+	tx.mu.Unlock()
+	for _, ps := range pss {
+		ps.mu.Lock()
+		for k := range ps.acked {
+			acked = append(acked, k)
+		}
+		failed += ps.failed
+		ps.mu.Unlock()
+	}
+	fc.requireAll(t, m, acked, 40*time.Second)
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	for k := range tx.aborted {
+		if fc.got[k] {
+			t.Errorf("%s of aborted transaction %s was delivered as %s", k, tx.ids[k], fc.gotID[k])
+		}
+	}
+	t.Logf("%d moves, %d acknowledged messages (%d in %d committed transactions, %d aborted), all consumed; %d sends failed",
+		done, len(acked), len(tx.committed), tx.commits, tx.aborts, failed)
+}
+
+func indexOf(nodes []*mbNode, nd *mbNode) int {
+	for i, x := range nodes {
+		if x == nd {
+			return i
+		}
+	}
+	return -1
+}
