@@ -28,7 +28,12 @@
 //     commits too. A shared commit refused for a version is retried write by write, so
 //     each write gets the outcome it would have had alone.
 //   - Tracker (tracker.go) watches every header on its own goroutine; Await callbacks run on
-//     tracker goroutines and must not block.
+//     tracker goroutines and must not block. A coordinator of the same broker tells it of
+//     each END it decided before replying (CoordinatorConfig.OnDecided, Tracker.Decided),
+//     so the broker's own participants refuse a send or ack the client makes after the
+//     reply; a participant on another broker learns it from the watch, milliseconds later
+//     (a raw-protocol send in that window joins the transaction; pulsar-client-go refuses
+//     sends and acks on an ended transaction itself).
 //
 // # Invariants
 //
