@@ -95,33 +95,7 @@ func TestMultiBrokerFailoverMoves(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
-	var acked []string
-	failed := 0
-	tx.mu.Lock()
-	for k := range tx.committed {
-		acked = append(acked, k)
-	}
-	tx.mu.Unlock()
-	for _, ps := range pss {
-		ps.mu.Lock()
-		for k := range ps.acked {
-			acked = append(acked, k)
-		}
-		failed += ps.failed
-		ps.mu.Unlock()
-	}
-	fc.requireAll(t, m, acked, 40*time.Second)
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	for k := range tx.aborted {
-		if fc.got[k] {
-			t.Errorf("%s of aborted transaction %s was delivered as %s", k, tx.ids[k], fc.gotID[k])
-		}
-	}
-	t.Logf("%d moves, %d acknowledged messages (%d in %d committed transactions, %d aborted), all consumed; %d sends failed",
-		done, len(acked), len(tx.committed), tx.commits, tx.aborts, failed)
+	t.Logf("%d moves; %s", done, verifyDelivery(t, m, fc, tx, pss, true))
 }
 
 func indexOf(nodes []*mbNode, nd *mbNode) int {

@@ -154,33 +154,7 @@ func pausedOwner(t *testing.T, rounds int, atomic bool) {
 			t.Errorf("%s was paused past its session TTL but did not lose its session", id)
 		}
 	}
-	var acked []string
-	failed := 0
-	tx.mu.Lock()
-	for k := range tx.committed {
-		acked = append(acked, k)
-	}
-	tx.mu.Unlock()
-	for _, ps := range pss {
-		ps.mu.Lock()
-		for k := range ps.acked {
-			acked = append(acked, k)
-		}
-		failed += ps.failed
-		ps.mu.Unlock()
-	}
-	fc.requireAll(t, m, acked, 40*time.Second)
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	for k := range tx.aborted {
-		if fc.got[k] && atomic {
-			t.Errorf("%s of aborted transaction %s was delivered as %s", k, tx.ids[k], fc.gotID[k])
-		}
-	}
-	t.Logf("%d acknowledged (%d in %d committed transactions, %d aborted), all consumed; %d sends failed",
-		len(acked), len(tx.committed), tx.commits, tx.aborts, failed)
+	t.Log(verifyDelivery(t, m, fc, tx, pss, atomic))
 }
 
 // txnLoad produces in transactions until ctx ends: committed and aborted hold the payloads
@@ -344,4 +318,38 @@ func (fc *failoverSub) requireAll(t *testing.T, m *multiBroker, acked []string, 
 		}
 	}
 	t.FailNow()
+}
+
+// verifyDelivery requires every acknowledged message — the plain producers' and the
+// committed transactions' — to reach fc (within 40 s), and with aborted, no message of an
+// aborted transaction to; it returns what it checked, for the log.
+func verifyDelivery(t *testing.T, m *multiBroker, fc *failoverSub, tx *txnLoad, pss []*pubStats, aborted bool) string {
+	t.Helper()
+	var acked []string
+	failed := 0
+	tx.mu.Lock()
+	for k := range tx.committed {
+		acked = append(acked, k)
+	}
+	tx.mu.Unlock()
+	for _, ps := range pss {
+		ps.mu.Lock()
+		for k := range ps.acked {
+			acked = append(acked, k)
+		}
+		failed += ps.failed
+		ps.mu.Unlock()
+	}
+	fc.requireAll(t, m, acked, 40*time.Second)
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	for k := range tx.aborted {
+		if fc.got[k] && aborted {
+			t.Errorf("%s of aborted transaction %s was delivered as %s", k, tx.ids[k], fc.gotID[k])
+		}
+	}
+	return fmt.Sprintf("%d acknowledged (%d in %d committed transactions, %d aborted), all consumed; %d sends failed",
+		len(acked), len(tx.committed), tx.commits, tx.aborts, failed)
 }
