@@ -105,7 +105,9 @@ func TestConnectAuthentication(t *testing.T) {
 // fresh token for the same role keeps the connection; one for another role, or none at all,
 // closes it.
 func TestAuthRefresh(t *testing.T) {
-	svc := startAuthService(t, "", 20*time.Millisecond)
+	// The broker checks expiry every 250 ms: a challenge unanswered by the next check closes
+	// the connection without an answer, so the check must leave a loaded machine time to answer.
+	svc := startAuthService(t, "", 250*time.Millisecond)
 	short := func() string { return testToken(t, "alice", time.Now().Add(1500*time.Millisecond)) }
 	respond := func(c *rawClient, tok string) {
 		t.Helper()
