@@ -65,12 +65,29 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 			fail(err)
 			return
 		}
-		if c.consumers.ready(e, cons, t, c.sendSuccess) != nil {
+		if c.consumers.ready(e, cons, t, c.resubscribed(cons)) != nil {
 			cons.Close(nil) // the id was closed meanwhile
 			return
 		}
 		c.sendSuccess(rid)
 	})
+}
+
+// resubscribed answers a repeated SUBSCRIBE of cons's id on this connection: with success,
+// as Pulsar does, but only once cons is restarted (topic.Consumer.Reattach) — a client
+// subscribes again after it dropped its prefetched messages (pulsar-client-go does when it
+// reconnects the consumer, also on a connection the broker kept), and those must be sent
+// again (chaos: a message stored, acknowledged to its producer, never delivered).
+func (c *conn) resubscribed(cons *topic.Consumer) func(rid uint64) {
+	return func(rid uint64) {
+		cons.Reattach(func(ok bool) {
+			if !ok {
+				c.sendError(rid, fmt.Errorf("%w: consumer %d is closing", ErrServiceNotReady, cons.ID))
+				return
+			}
+			c.sendSuccess(rid)
+		})
+	}
 }
 
 // startPosition converts a start_message_id: (-1,-1) as uint64 is Earliest,

@@ -57,6 +57,16 @@ func (c *Consumer) Redeliver(ids []*pb.MessageIdData) {
 	c.sub.post(func() { c.sub.onRedeliver(c, ids) })
 }
 
+// Reattach restarts the consumer for a client that subscribed it again on the same
+// connection (see dispatch.Core.Reattach): its unacknowledged messages are sent again and
+// its permits start from the client's next FLOW. done runs once that is so (false: the
+// consumer is closed), before which the client must not be answered: its FLOW follows.
+func (c *Consumer) Reattach(done func(ok bool)) {
+	if !c.sub.post(func() { done(c.sub.onReattach(c)) }) {
+		done(false)
+	}
+}
+
 // Close detaches the consumer; its unacknowledged messages are redelivered to others.
 // done (may be nil) runs once it is detached.
 func (c *Consumer) Close(done func()) {

@@ -496,6 +496,15 @@ func mapAckErr(done func(error)) func(error) {
 	}
 }
 
+func (s *Subscription) onReattach(c *Consumer) bool {
+	if c.closed {
+		return false
+	}
+	s.d.Reattach(c.cid)
+	s.flush()
+	return true
+}
+
 func (s *Subscription) onRedeliver(c *Consumer, ids []*pb.MessageIdData) {
 	if c.closed {
 		return

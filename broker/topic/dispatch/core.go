@@ -204,6 +204,10 @@ type Mutation struct {
 	AcceptStaleRead bool // a read issued before a seek is dispatched
 	IgnorePermits   bool // entries are sent to consumers without permits
 	NewBeforeReplay bool // Exclusive/Failover: new entries overtake older returned ones
+	// A consumer subscribed again keeps its unacknowledged entries (the client dropped them).
+	ReattachKeepsPending bool
+	// A consumer subscribed again keeps its permits (the client grants them anew).
+	ReattachKeepsPermits bool
 }
 
 type consumer struct {
@@ -1107,6 +1111,29 @@ func (d *Core) ackBatchBits(id AckID) bool {
 		d.batchAcked[pos] = acked
 	}
 	return all
+}
+
+// Reattach restarts consumer id as the client does when it subscribes again on the same
+// connection (a repeated SUBSCRIBE of a consumer id that is attached, which Pulsar answers
+// with success): the client dropped what it had prefetched and grants its permits anew
+// with a first FLOW. So its unacknowledged entries return for redelivery (a reconnection,
+// not counted as a redelivery), its permits go to zero, and a Failover consumer is told
+// again whether it is active once it flows. Without it the entries the client dropped stay
+// with the consumer, unacknowledged and never sent again.
+func (d *Core) Reattach(id CID) {
+	c := d.byID[id]
+	if c == nil {
+		return
+	}
+	if !d.mut.ReattachKeepsPermits {
+		c.permits = 0
+	}
+	c.flowed, c.activeSent = false, false
+	if !d.mut.ReattachKeepsPending {
+		d.returnPending(c, false)
+	}
+	d.unblock()
+	d.dispatch()
 }
 
 // Redeliver returns consumer id's unacknowledged entries at ps (all of them if ps is empty)

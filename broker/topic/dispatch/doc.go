@@ -34,6 +34,9 @@
 //     acknowledged before it was issued.
 //  4. After ResetDone(nil), disconnect the consumers it returns (they reconnect); after
 //     Stop, disconnect every consumer with RemoveConsumer(id, false).
+//  5. When a client subscribes an attached consumer again (a repeated SUBSCRIBE of its id
+//     on the same connection), call Reattach before answering it: the client dropped what
+//     it had prefetched and grants permits anew (the simulation's resubscribe).
 //
 // # Invariants
 //

@@ -39,6 +39,7 @@ type simParams struct {
 	nack       float64 // share of receipts negatively acknowledged
 	cumulative float64 // Exclusive/Failover: share of acks that are cumulative
 	churn      int     // consumer departures and arrivals
+	resubs     int     // a client subscribes its consumer again (it drops what it prefetched)
 	seeks      int
 	crashes    int
 	maxDelay   time.Duration // I/O and network delays: 0..maxDelay
@@ -48,8 +49,8 @@ type simParams struct {
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("type=%v ooo=%v entries=%d window=%v keys=%d batch<=%d delayed=%.2f nack=%.2f cumulative=%.2f churn=%d seeks=%d crashes=%d delay<=%v fail(read=%.2f reset=%.2f) queue=%d",
-		p.typ, p.ooo, p.entries, p.window, p.keys, p.batchMax, p.delayed, p.nack, p.cumulative, p.churn,
+	return fmt.Sprintf("type=%v ooo=%v entries=%d window=%v keys=%d batch<=%d delayed=%.2f nack=%.2f cumulative=%.2f churn=%d resubs=%d seeks=%d crashes=%d delay<=%v fail(read=%.2f reset=%.2f) queue=%d",
+		p.typ, p.ooo, p.entries, p.window, p.keys, p.batchMax, p.delayed, p.nack, p.cumulative, p.churn, p.resubs,
 		p.seeks, p.crashes, p.maxDelay, p.readFail, p.resetFail, p.queue)
 }
 
@@ -81,6 +82,7 @@ func randomSimParams(r interface {
 		queue:      1 + r.IntN(12),
 	}
 	p.ooo = p.typ == KeyShared && r.IntN(4) == 0
+	p.resubs = r.IntN(4)
 	return p
 }
 
@@ -141,12 +143,13 @@ type simConsumer struct {
 	name    string
 	closed  bool
 	pending int // messages received since the last FLOW
+	epoch   int // subscriptions again: deliveries sent before the last one are dropped
 }
 
 // simStats are the coverage counters of a run (summed over seeds by sim.AddCounts).
 type simStats struct {
-	Sends, Redeliveries, Seeks, Resets, Crashes, Departures, Arrivals, StaleDropped int
-	Replays, DelayedSent, Nacks, Cumulative, ActiveSwitches, Batches, ReadRetries   int
+	Sends, Redeliveries, Seeks, Resets, Crashes, Departures, Arrivals, StaleDropped, Resubscribes int
+	Replays, DelayedSent, Nacks, Cumulative, ActiveSwitches, Batches, ReadRetries                 int
 }
 
 type simWorld struct {
@@ -338,6 +341,32 @@ func (w *simWorld) depart(inc *simIncarnation) {
 	w.on(inc, w.delay()+time.Millisecond, "consumer arrives", func() { w.arrive(inc) })
 }
 
+// resubscribe is a client subscribing its consumer again on the same connection (as
+// pulsar-client-go does when it reconnects the consumer while the broker kept it): it drops
+// what it prefetched — deliveries on their way are lost — and grants its permits anew.
+func (w *simWorld) resubscribe(inc *simIncarnation) {
+	var open []*simConsumer
+	for _, c := range inc.cons {
+		if !c.closed {
+			open = append(open, c)
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	slices.SortFunc(open, func(a, b *simConsumer) int { return int(a.id) - int(b.id) })
+	c := open[w.s.Rand().IntN(len(open))]
+	c.epoch++
+	c.pending = 0
+	w.stats.Resubscribes++
+	w.input(inc, fmt.Sprintf("consumer %d subscribes again", c.id), func(d *Core) {
+		w.releaseHeld(inc, c.id)
+		inc.granted[c.id], inc.sent[c.id] = 0, 0
+		d.Reattach(c.id)
+	})
+	w.on(inc, w.delay(), "flow", func() { w.flow(inc, c, w.p.queue) })
+}
+
 // receive is a consumer's client getting a message: it acknowledges it (or not), and flows
 // permits again once it has processed half its queue.
 func (w *simWorld) receive(inc *simIncarnation, c *simConsumer, i int, msgs int) {
@@ -481,7 +510,13 @@ func (w *simWorld) onSend(inc *simIncarnation, snd Send) {
 	}
 	inc.holder[i] = c.id
 	w.redeliver[i] = false
-	w.on(inc, w.delay(), fmt.Sprintf("deliver %d to %d", i, c.id), func() { w.receive(inc, c, i, e.info.Msgs) })
+	ep := c.epoch
+	w.on(inc, w.delay(), fmt.Sprintf("deliver %d to %d", i, c.id), func() {
+		if c.epoch != ep {
+			return // the client subscribed again meanwhile: it drops the message
+		}
+		w.receive(inc, c, i, e.info.Msgs)
+	})
 }
 
 // The cursor.
@@ -737,6 +772,9 @@ func (w *simWorld) run() error {
 	for k := 0; k < p.churn; k++ {
 		s.After(s.Between(0, p.window), "churn", func() { w.depart(w.inc) })
 	}
+	for k := 0; k < p.resubs; k++ {
+		s.After(s.Between(0, p.window), "resubscribe", func() { w.resubscribe(w.inc) })
+	}
 	for k := 0; k < p.seeks; k++ {
 		s.After(s.Between(0, p.window), "seek", w.seek)
 	}
@@ -793,7 +831,7 @@ func TestSim(t *testing.T) {
 	}
 	t.Logf("%+v", st)
 	sim.RequireCoverage(t, ran, 500, map[string]int{"sends": st.Sends, "redeliveries": st.Redeliveries, "seeks": st.Seeks,
-		"resets": st.Resets, "crashes": st.Crashes, "departures": st.Departures, "stale reads dropped": st.StaleDropped,
+		"resets": st.Resets, "crashes": st.Crashes, "departures": st.Departures, "resubscribes": st.Resubscribes, "stale reads dropped": st.StaleDropped,
 		"replays": st.Replays, "delayed sent": st.DelayedSent, "nacks": st.Nacks, "cumulative acks": st.Cumulative,
 		"active switches": st.ActiveSwitches, "batches": st.Batches, "read retries": st.ReadRetries})
 }
@@ -819,6 +857,8 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "accepting a stale read after a seek", Mut: Mutation{AcceptStaleRead: true}},
 		{Name: "ignoring permits", Mut: Mutation{IgnorePermits: true}},
 		{Name: "new entries before returned ones", Mut: Mutation{NewBeforeReplay: true}},
+		{Name: "a consumer subscribed again keeps the entries its client dropped", Mut: Mutation{ReattachKeepsPending: true}},
+		{Name: "a consumer subscribed again keeps its permits", Mut: Mutation{ReattachKeepsPermits: true}},
 	}, func(seed int64, mut Mutation) error {
 		_, err := runSimSeed(seed, mut, false)
 		return err
