@@ -154,12 +154,13 @@ func TestChaosReaderEndsAfterAbortedTxn(t *testing.T) {
 // TestChaosSeed1071FailoverDelivery replays seed 1071, where a Failover subscription stopped
 // receiving a partition after its broker was paused past the session TTL while another
 // broker restarted (35 acknowledged, stored messages undelivered; docs/CHAOS.md, what the
-// runs found, item 4: not diagnosed, with what is ruled out). The replay draws the same
-// faults; whether it hits the same interleaving depends on timing — and since the bundles
-// (c6ad4c9) it places the partitions differently, so the paused broker no longer owns the
-// partition that stalled. interop's TestMultiBrokerPausedOwnerFailover runs the same faults
-// against the owner on purpose.
+// runs found, item 4). Diagnosed in session 14: the Go client subscribed its consumer
+// again on a connection the broker kept, after dropping what it had prefetched, and the
+// broker answered success keeping those messages pending with the consumer (fixed: the
+// consumer is restarted first, broker.TestResubscribeRedelivers). The replay draws the same
+// faults; whether it hits the same interleaving depends on timing, and since the bundles
+// (c6ad4c9) the partitions are placed differently; interop's TestMultiBrokerPausedOwnerFailover
+// runs the same faults against the owner on purpose.
 func TestChaosSeed1071FailoverDelivery(t *testing.T) {
-	knownBug(t, "a Failover subscription stalls on a partition moved after a pause past the TTL (not yet diagnosed)")
 	runSeed(t, 1071, Options{Duration: 20 * time.Second, Txn: true})
 }
