@@ -7,9 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsar/backoff"
 )
 
 // TestMultiBrokerFailoverMoves (#16: the stall of chaos seed 1071, without its pauses): the
@@ -33,23 +30,10 @@ func TestMultiBrokerFailoverMoves(t *testing.T) {
 	cl := m.clientOf(m.serviceURL())
 	fc := subscribeFailover(t, cl, topic, parts)
 
-	bo := func() backoff.Policy { return &maxBackoff{max: 200 * time.Millisecond} }
-	var pss []*pubStats
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ {
-		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: fmt.Sprintf("p%d", i), BackOffPolicyFunc: bo,
-			SendTimeout: 60 * time.Second, BatchingMaxPublishDelay: time.Duration(1+i) * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		ps := newPubStats()
-		pss = append(pss, ps)
-		wg.Add(1)
-		go func() { defer wg.Done(); ps.run(ctx, p, 100, fmt.Sprintf("p%d-", i)) }()
-	}
+	pss := startPlainProducers(t, cl, topic, 100, 200*time.Millisecond, ctx, &wg)
 	// A transactional producer too (5 messages per transaction, every other one aborted):
 	// the moves reload the partitions' transaction buffers (their coordinators stay put).
 	tx := &txnLoad{committed: map[string]bool{}, aborted: map[string]bool{}, ids: map[string]string{}}

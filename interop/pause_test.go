@@ -74,24 +74,9 @@ func pausedOwner(t *testing.T, rounds int, atomic bool) {
 
 	fc := subscribeFailover(t, cl, topic, parts)
 
-	bo := func() backoff.Policy { return &maxBackoff{max: 500 * time.Millisecond} }
-	var pss []*pubStats
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ {
-		// Batching on: pulsar-client-go v0.19.0's unbatched send races with its reconnection
-		// (the race detector flags the producer name it rewrites).
-		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: fmt.Sprintf("p%d", i), BackOffPolicyFunc: bo,
-			SendTimeout: 60 * time.Second, BatchingMaxPublishDelay: time.Duration(1+i) * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		ps := newPubStats()
-		pss = append(pss, ps)
-		wg.Add(1)
-		go func() { defer wg.Done(); ps.run(ctx, p, 40, fmt.Sprintf("p%d-", i)) }()
-	}
+	pss := startPlainProducers(t, cl, topic, 40, 500*time.Millisecond, ctx, &wg)
 	// Transactional producers, as the chaos workload's: 5 messages per transaction, every
 	// other transaction aborted; committed ones must arrive, aborted ones never.
 	tx := &txnLoad{committed: map[string]bool{}, aborted: map[string]bool{}, ids: map[string]string{}}
@@ -352,4 +337,28 @@ func verifyDelivery(t *testing.T, m *multiBroker, fc *failoverSub, tx *txnLoad, 
 	}
 	return fmt.Sprintf("%d acknowledged (%d in %d committed transactions, %d aborted), all consumed; %d sends failed",
 		len(acked), len(tx.committed), tx.commits, tx.aborts, failed)
+}
+
+// startPlainProducers starts producers p0..p2 on topic (batching 1, 2, 3 ms; reconnection
+// backoff at most maxBO), each sending rate msgs/s until ctx ends, counted in wg.
+func startPlainProducers(t *testing.T, cl pulsar.Client, topic string, rate int, maxBO time.Duration, ctx context.Context,
+	wg *sync.WaitGroup) []*pubStats {
+	t.Helper()
+	bo := func() backoff.Policy { return &maxBackoff{max: maxBO} }
+	var pss []*pubStats
+	for i := 0; i < 3; i++ {
+		// Batching on: pulsar-client-go v0.19.0's unbatched send races with its reconnection
+		// (the race detector flags the producer name it rewrites).
+		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: fmt.Sprintf("p%d", i), BackOffPolicyFunc: bo,
+			SendTimeout: 60 * time.Second, BatchingMaxPublishDelay: time.Duration(1+i) * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		ps := newPubStats()
+		pss = append(pss, ps)
+		wg.Add(1)
+		go func() { defer wg.Done(); ps.run(ctx, p, rate, fmt.Sprintf("p%d-", i)) }()
+	}
+	return pss
 }

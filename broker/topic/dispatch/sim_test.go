@@ -321,17 +321,10 @@ func (w *simWorld) flow(inc *simIncarnation, c *simConsumer, n int) {
 }
 
 func (w *simWorld) depart(inc *simIncarnation) {
-	var open []*simConsumer
-	for _, c := range inc.cons {
-		if !c.closed {
-			open = append(open, c)
-		}
-	}
-	if len(open) == 0 {
+	c := w.pickOpen(inc)
+	if c == nil {
 		return
 	}
-	slices.SortFunc(open, func(a, b *simConsumer) int { return int(a.id) - int(b.id) })
-	c := open[w.s.Rand().IntN(len(open))]
 	c.closed = true
 	w.stats.Departures++
 	w.input(inc, fmt.Sprintf("consumer %d closes", c.id), func(d *Core) {
@@ -341,10 +334,8 @@ func (w *simWorld) depart(inc *simIncarnation) {
 	w.on(inc, w.delay()+time.Millisecond, "consumer arrives", func() { w.arrive(inc) })
 }
 
-// resubscribe is a client subscribing its consumer again on the same connection (as
-// pulsar-client-go does when it reconnects the consumer while the broker kept it): it drops
-// what it prefetched — deliveries on their way are lost — and grants its permits anew.
-func (w *simWorld) resubscribe(inc *simIncarnation) {
+// pickOpen draws one of inc's open consumers (nil if none).
+func (w *simWorld) pickOpen(inc *simIncarnation) *simConsumer {
 	var open []*simConsumer
 	for _, c := range inc.cons {
 		if !c.closed {
@@ -352,10 +343,20 @@ func (w *simWorld) resubscribe(inc *simIncarnation) {
 		}
 	}
 	if len(open) == 0 {
-		return
+		return nil
 	}
 	slices.SortFunc(open, func(a, b *simConsumer) int { return int(a.id) - int(b.id) })
-	c := open[w.s.Rand().IntN(len(open))]
+	return open[w.s.Rand().IntN(len(open))]
+}
+
+// resubscribe is a client subscribing its consumer again on the same connection (as
+// pulsar-client-go does when it reconnects the consumer while the broker kept it): it drops
+// what it prefetched — deliveries on their way are lost — and grants its permits anew.
+func (w *simWorld) resubscribe(inc *simIncarnation) {
+	c := w.pickOpen(inc)
+	if c == nil {
+		return
+	}
 	c.epoch++
 	c.pending = 0
 	w.stats.Resubscribes++
