@@ -81,7 +81,7 @@ const (
 	// DefaultMinSyncInterval keeps an open-loop load near 1 300 fdatasyncs/s at most:
 	// on the 2-vCPU VM every fdatasync takes CPU from the whole machine, and at
 	// 5k msg/s unpaced (≈ 3 000 fdatasyncs/s) the standalone's p99 publish latency was
-	// 6.2–9.0 ms against 3.6–4.5 ms paced (docs/BENCHMARKS-RESULTS.md, session 7).
+	// 6.2–9.0 ms against 3.6–4.5 ms paced (A/B on fresh standalones, alternated).
 	DefaultMinSyncInterval = 750 * time.Microsecond
 )
 

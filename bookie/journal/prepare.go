@@ -38,15 +38,15 @@ import (
 // (files filling in seconds) nothing is prepared and rolls fallocate, as with preparation
 // off; once the load turns light (where add latency is what matters) the next file is
 // prepared, a stopped preparation going on from where its zeros end (once a measured
-// light rate says so: not in an idle window), and the early roll moves to it. Until
-// session 7 a stopped preparation was not resumed: after a heavy phase a light load wrote
-// into a fallocated file until it was full, minutes at 5k msg/s, and in SBS-1 that
-// repetition's p99 publish at 5k msg/s was 6.1–6.7 ms against 2.5–4.8 ms in the others.
+// light rate says so: not in an idle window), and the early roll moves to it. Without the
+// resume, a light load after a heavy phase writes into a fallocated file until it is full
+// (minutes at 5k msg/s): in SBS-1 such a repetition's p99 publish at 5k msg/s was 6.1–6.7 ms
+// against 2.5–4.8 ms in the others.
 //
-// SBS-1 on standalone, same binary, one run each way, with preparation at every roll
-// (before this rule): async publish 72.6k vs 83.6k msg/s without preparation (1
-// producer), 80.9k vs 104.8k (4 producers); at 1k and 5k msg/s p99 publish 5.1 vs 8.4 ms
-// and 7.6 vs 10.2 ms, p50 1.3 vs 2.3 ms.
+// Why the rate rule: SBS-1 on standalone, same binary, one run each way, preparing at every
+// roll against no preparation: async publish 72.6k vs 83.6k msg/s (1 producer), 80.9k vs
+// 104.8k (4 producers); at 1k and 5k msg/s p99 publish 5.1 vs 8.4 ms and 7.6 vs 10.2 ms,
+// p50 1.3 vs 2.3 ms.
 //
 // Preparation is off by default (Options.PrepareRate 0) for the package and for `magnetar
 // bookie`, where three bookies sharing one disk at 10k adds/s each measured p50 9.4–9.8 ms

@@ -82,8 +82,7 @@ func (j *Journal) runWriter() {
 // resets it. Under an open-loop load every unmet wait delays one group by a Go timer's
 // wake-up (1–3 ms), and a fixed 16 could delay up to one group in 17; growing stretches
 // make that rare while a closed loop is still found after its first met wait (at 1k–5k
-// adds/s it made no measurable difference: a group waits only after a larger one;
-// docs/BENCHMARKS-RESULTS.md, session 6).
+// adds/s the difference was not measurable: a group waits only after a larger one).
 const (
 	unmetWaitBackoff    = 16
 	maxUnmetWaitBackoff = 1024

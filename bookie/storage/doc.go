@@ -147,7 +147,7 @@
 // msg/s run spanning the checkpoint had p99 publish 2.9–5.8 ms (median 4.3)
 // against 2.9–6.3 ms (median 5.2) with a hurried checkpoint, and no stall
 // (p99.9 ≤ 12 ms, against 52 and 78 ms in 2 of 6 runs; standalone, fresh per
-// run, session 7).
+// run).
 //
 // # Durability and invariants
 //

@@ -458,7 +458,7 @@ func (s *Storage) hook(st flushStage) {
 // writeBufferSize is the size of the flusher's and compaction's writes, and so of the
 // write-backs they start: the journal's fdatasyncs on the same disk wait behind at most one
 // of them. 1 MiB write-backs cost 3/2/2 ledgers at 10k adds/s (three bookies, one disk) a
-// p99 add latency of 38–74 ms, 128 KiB ones 25–35 ms; 64 KiB was no better (session 3).
+// p99 add latency of 38–74 ms, 128 KiB ones 25–35 ms; 64 KiB was no better.
 const writeBufferSize = 128 << 10
 
 // recordWriter appends records to the current entry log through a buffer,
