@@ -83,7 +83,7 @@
 //
 // TestSimAutoRecovery runs auditors, workers and writers on the seeded simulation (package sim)
 // and checks L1–L4 after every step and full replication at the end; seed001_test.go scripts
-// seed 001. CI runs 120 seeds (about 12 s with -race on two cores). Replay a seed with
+// apache/bookkeeper#3917 (decommission blocked by a fragment read past the known LAC). CI runs 120 seeds (about 12 s with -race on two cores). Replay a seed with
 // `go test ./autorecovery -run '^TestSimAutoRecovery$' -seed S -v`; a long run, without -race
 // (≈ 100 seeds/s on one core, so split it over machines with -first-seed):
 //

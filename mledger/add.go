@@ -398,7 +398,7 @@ func (c *core) onRolloverRecorded(a uint64, w Writer, err error) {
 		return
 	}
 	if err == nil && c.mut.lateSwitchReopens && (c.state == StateTerminating || c.state == StateTerminated) {
-		// The seed-000 bug, on purpose: the late switch makes the log writable again.
+		// apache/pulsar#25795, on purpose: the late switch makes the log writable again.
 		c.state = StateLedgerOpened
 		if c.hooks.transition != nil {
 			c.hooks.transition(StateTerminated, StateLedgerOpened)

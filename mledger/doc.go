@@ -53,7 +53,8 @@
 //     layer and the metadata store that delays, reorders and fails every completion; metadata
 //     writes fail ambiguously (applied or not, then a timeout) and a timed-out one may be
 //     applied late, after the owner's re-read, as etcd may do. scenarios_test.go scripts the
-//     races of seed 000 on it.
+//     races of apache/pulsar#25795 (a terminated log made writable by a late ledger switch)
+//     on it.
 //   - TestWorld (world_test.go, worldports_test.go): the composed world: the core on the real
 //     ledger.Writer and ledger.Recovery over sim.Bookie, sim.Network and sim.MetaStore (lost
 //     and slow messages, ghosts that land after their caller timed out, bookie crashes), with

@@ -18,7 +18,7 @@ import (
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
-// Scalable topics (topic://tenant/ns/name, issue #17): a scalable topic is a DAG of
+// Scalable topics (topic://tenant/ns/name, upstream PIP-460): a scalable topic is a DAG of
 // segments, each an ordinary topic (segment://tenant/ns/name/<hexStart>-<hexEnd>-<id>). The
 // client learns the layout (DAG watch) and a stream consumer's assignments (stream
 // subscribe) over the binary protocol (scalable_watch.go), and produces and consumes on the

@@ -1,4 +1,4 @@
-// Package scalable is the controller of scalable topics (issue #17, upstream PIP-460/468/483):
+// Package scalable is the controller of scalable topics (upstream PIP-460/468/483):
 // per topic, one leader among the brokers runs a Core that changes the layout (split, merge,
 // subscribe), assigns segments to stream consumers (the subscription coordinator) and
 // garbage-collects sealed segments. The model — the DAG of segments and its record — is
@@ -78,8 +78,8 @@
 // # Invariants (DESIGN.md S1–S3)
 //
 // Checked by the seeded simulation (sim_test.go, TestSim, 2,000 seeds in CI; each checker is
-// shown to fail by TestSimCatchesMutations; seed 004's cases are named tests in
-// scenario_test.go): at every change of the record S1 and the DAG's structure (Validate), S3
+// shown to fail by TestSimCatchesMutations; the upstream cases apache/pulsar#26842 and
+// #26850 are named tests in scenario_test.go): at every change of the record S1 and the DAG's structure (Validate), S3
 // and "pruned only when drained by every subscription", children active only after their
 // parents are terminated, a cursor of every subscription on every segment; at every append
 // no segment is written after a descendant; at every read of a stream subscription S2 and
@@ -162,8 +162,7 @@
 // sessions, and the entry-bucket scheme (PIP-486).
 //
 // Replay a failing seed with `go test ./scalable -run 'TestSim$' -seed S -v`; a long run:
-// `go test ./scalable -run 'TestSim$' -seeds 1000000 -timeout 0`. Session 10 ran seeds
-// 1–59,999 (all passing at the end); long runs found two bugs, both fixed: a seek's fence
-// below an earlier leader's assignment versions (seed 5,675) and a consumer's disconnect
-// seen after its reconnect (seed 58,581).
+// `go test ./scalable -run 'TestSim$' -seeds 1000000 -timeout 0`. Seeds 1–59,999 pass; among
+// them seed 5,675 drives a seek whose fence is below an earlier leader's assignment versions,
+// and seed 58,581 a consumer's disconnect seen after its reconnect.
 package scalable

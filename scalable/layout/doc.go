@@ -1,4 +1,4 @@
-// Package layout is the model of a scalable topic (issue #17 item 1, upstream PIP-460): a
+// Package layout is the model of a scalable topic (upstream PIP-460): a
 // topic topic://tenant/ns/name is a DAG of segments, each an ordinary persistent topic with
 // its own managed ledger, named segment://tenant/ns/name/<hexStart>-<hexEnd>-<id>. The
 // active segments partition the 16-bit key-hash space [0x0000, 0xFFFF] (S1); a split seals
