@@ -11,7 +11,6 @@ import (
 	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
 	"github.com/magnetar-io/magnetar/broker/topic/pendingack"
 	"github.com/magnetar-io/magnetar/internal/inbox"
-	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -38,16 +37,6 @@ type pendingAcks struct {
 	// failLogged rate-limits the replay failure log (one line per 30 s, with a count).
 	failLogged time.Time
 	failures   int
-}
-
-// permanentLogError classifies a pending-ack log failure (T5): gone or unreadable data
-// cannot come back by retrying; anything else (bookies or metadata unavailable, timeouts)
-// may.
-func permanentLogError(err error) bool {
-	return errors.Is(err, mledger.ErrNoSuchLedger) || errors.Is(err, ledger.ErrNoSuchLedger) ||
-		errors.Is(err, ledger.ErrNoSuchEntry) || errors.Is(err, ledger.ErrDigest) ||
-		errors.Is(err, mledger.ErrBadRecord) || errors.Is(err, mledger.ErrFenced) ||
-		errors.Is(err, mledger.ErrNotFound) || errors.Is(err, ledger.ErrBadMetadata)
 }
 
 func (s *Subscription) initPendingAcks(hasLog bool) {
@@ -178,7 +167,7 @@ func (s *Subscription) performPA() {
 				if err != nil {
 					s.logPAFailure(err)
 				}
-				pa.core.LogRead(time.Now().UnixMilli(), rd.Tag, es, atEnd, err != nil && permanentLogError(err), err)
+				pa.core.LogRead(time.Now().UnixMilli(), rd.Tag, es, atEnd, err)
 				s.performPA()
 			})
 		})
@@ -244,7 +233,7 @@ func (s *Subscription) logPAFailure(err error) {
 		return
 	}
 	pa.failLogged = time.Now()
-	s.logger.Warn("pending-ack log replay failed", "err", err, "permanent", permanentLogError(err), "failures", pa.failures)
+	s.logger.Warn("pending-ack log replay failed", "err", err, "permanent", pendingack.Permanent(err), "failures", pa.failures)
 }
 
 func (s *Subscription) openPALog(o *pendingack.OpenLog, key string) {
@@ -280,7 +269,7 @@ func (s *Subscription) openPALog(o *pendingack.OpenLog, key string) {
 			s.logPAFailure(err)
 		}
 		pa.core.Recorded(recorded)
-		pa.core.LogOpened(time.Now().UnixMilli(), o.Tag, start, err != nil && permanentLogError(err), err)
+		pa.core.LogOpened(time.Now().UnixMilli(), o.Tag, start, err)
 		s.performPA()
 	})
 }

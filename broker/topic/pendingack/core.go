@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/txn"
 )
@@ -204,6 +205,9 @@ type Mutation struct {
 	TrimPastOpen bool
 	// NoReplayLocks does not lock the acks of the transactions a replay finds open.
 	NoReplayLocks bool
+	// OpenFailureTransient retries a permanent failure to open the log like a transient
+	// one (the log is gone: the subscribe never completes).
+	OpenFailureTransient bool
 }
 
 type lock struct {
@@ -352,16 +356,16 @@ func (c *Core) openLog(create bool) {
 	c.ready.OpenLog = &OpenLog{Tag: c.openTag, Create: create}
 }
 
-// LogOpened reports the log's opening at now (Unix ms): start is the first position to
-// replay.
-func (c *Core) LogOpened(now int64, tag uint64, start Position, permanent bool, err error) {
+// LogOpened reports the log's opening at now (Unix ms; a failure's backoff starts then):
+// start is the first position to replay. A failure is classified by Permanent.
+func (c *Core) LogOpened(now int64, tag uint64, start Position, err error) {
 	if tag != c.openTag || c.state == StateClosed {
 		return
 	}
 	c.now = max(c.now, now)
 	c.openTag = 0
 	if err != nil {
-		c.attemptFailed(permanent, fmt.Errorf("open pending-ack log: %w", err))
+		c.attemptFailed(Permanent(err) && !c.mut.OpenFailureTransient, fmt.Errorf("open pending-ack log: %w", err))
 		return
 	}
 	if c.state == StateOpening {
@@ -400,15 +404,16 @@ func (c *Core) read(from Position) {
 }
 
 // LogRead reports a read at now (Unix ms; a failure's backoff starts then): entries in log
-// order; atEnd tells that the log has nothing after them. permanent classifies err.
-func (c *Core) LogRead(now int64, tag uint64, es []LogEntry, atEnd, permanent bool, err error) {
+// order; atEnd tells that the log has nothing after them. A failure is classified by
+// Permanent.
+func (c *Core) LogRead(now int64, tag uint64, es []LogEntry, atEnd bool, err error) {
 	if tag != c.readTag || c.state != StateReplaying {
 		return
 	}
 	c.now = max(c.now, now)
 	c.readTag = 0
 	if err != nil {
-		c.attemptFailed(permanent, fmt.Errorf("read pending-ack log: %w", err))
+		c.attemptFailed(Permanent(err), fmt.Errorf("read pending-ack log: %w", err))
 		return
 	}
 	for _, e := range es {
@@ -450,6 +455,31 @@ func (c *Core) LogRead(now int64, tag uint64, es []LogEntry, atEnd, permanent bo
 		return
 	}
 	c.finishReplay()
+}
+
+// Permanent classifies a failure to open or read the pending-ack log (T5): true if
+// retrying cannot help, so the handle fails and the subscribes waiting fail with it.
+func Permanent(err error) bool {
+	switch {
+	case errors.Is(err, mledger.ErrNotFound):
+		// The log's managed ledger is gone (deleted after the subscription saw it).
+		return true
+	case errors.Is(err, mledger.ErrNoSuchLedger), errors.Is(err, ledger.ErrNoSuchLedger):
+		// A ledger of the log was deleted: its records are lost.
+		return true
+	case errors.Is(err, ledger.ErrNoSuchEntry):
+		// No bookie of the write set has the entry.
+		return true
+	case errors.Is(err, ledger.ErrDigest), errors.Is(err, mledger.ErrBadRecord), errors.Is(err, ledger.ErrBadMetadata):
+		// The data or its metadata is corrupt: reading it again gives the same bytes.
+		return true
+	case errors.Is(err, mledger.ErrFenced):
+		// Another owner opened the log: this instance can read nothing more.
+		return true
+	}
+	// Anything else (bookies or the metadata store unavailable, timeouts, a closed log)
+	// may pass.
+	return false
 }
 
 // attemptFailed ends a replay attempt (T5): permanent failures fail the handle, transient

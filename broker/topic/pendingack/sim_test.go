@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/sim"
 	"github.com/magnetar-io/magnetar/txn"
 )
@@ -45,7 +46,8 @@ const (
 var (
 	errSimDown     = errors.New("sim: store unavailable")
 	errSimBookie   = errors.New("sim: bookie handle not available")
-	errSimGone     = errors.New("sim: no such ledger exists")
+	errSimGone     = fmt.Errorf("sim: %w", mledger.ErrNoSuchLedger)
+	errSimLogGone  = fmt.Errorf("sim: %w", mledger.ErrNotFound)
 	errSimAdd      = errors.New("sim: add failed")
 	errSimFlush    = errors.New("sim: cursor flush failed")
 	errSimCrash    = errors.New("sim: connection closed")
@@ -66,12 +68,13 @@ type simParams struct {
 	crashes            int
 	outage             [2]time.Duration // the bookies are down in [from, to) (to 0: never)
 	gone               bool             // a ledger of the log is deleted at a crash
+	logGone            bool             // the whole log is deleted at a crash (opens fail)
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("txns=%d plains=%d msgs=%d window=%v delay<=%v lateEnd<=%v fail(add=%.2f store=%.2f header=%.2f flush=%.2f read=%.2f slow=%v) crashes=%d outage=%v-%v gone=%v",
+	return fmt.Sprintf("txns=%d plains=%d msgs=%d window=%v delay<=%v lateEnd<=%v fail(add=%.2f store=%.2f header=%.2f flush=%.2f read=%.2f slow=%v) crashes=%d outage=%v-%v gone=%v logGone=%v",
 		p.txns, p.plains, p.msgs, p.window, p.maxDelay, p.lateEnd, p.addFail, p.storeFail, p.headerFail, p.flushFail,
-		p.readFail, p.slowFail, p.crashes, p.outage[0], p.outage[1], p.gone)
+		p.readFail, p.slowFail, p.crashes, p.outage[0], p.outage[1], p.gone, p.logGone)
 }
 
 func randomSimParams(s *sim.Sim) simParams {
@@ -97,6 +100,7 @@ func randomSimParams(s *sim.Sim) simParams {
 		slowFail:   r.IntN(3) == 0,
 		crashes:    r.IntN(4),
 		gone:       r.IntN(8) == 0,
+		logGone:    r.IntN(10) == 0,
 	}
 	if r.IntN(3) == 0 {
 		from := s.Between(0, p.window)
@@ -146,7 +150,7 @@ type simInc struct {
 
 type simStats struct {
 	Acks, Granted, Conflicts, Plain, PlainRefused, Committed, Aborted, TimedOut, Rejected, RegFailed,
-	AddFailed, Crashes, Replays, ReadFails, SlowFails, Outages, Gone, FailedHandles, Trims, FlushFails,
+	AddFailed, Crashes, Replays, ReadFails, SlowFails, Outages, Gone, LogGone, FailedHandles, Trims, FlushFails,
 	Reapplied, EndedUnknown, Batch int
 }
 
@@ -166,6 +170,9 @@ type simWorld struct {
 	entry     int64
 	md        Position
 	gone      int64
+	// logGone: the log's managed ledger was deleted after the subscription saw it (a race
+	// with a deletion): opening it fails permanently.
+	logGone bool
 	// failed: the handle failed permanently (the run ends there).
 	failed bool
 
@@ -278,6 +285,12 @@ func (w *simWorld) crash() {
 				break
 			}
 		}
+	}
+	// The whole log is deleted (its subscription's listing of it raced the deletion).
+	if w.p.logGone && !w.logGone && w.logExists {
+		w.logGone = true
+		w.stats.LogGone++
+		w.s.Tracef("the log is deleted")
 	}
 	w.s.After(w.s.Between(0, 3*w.p.maxDelay), "restart", w.start)
 }
@@ -396,6 +409,10 @@ func (w *simWorld) openLog(inc *simInc, o OpenLog) {
 	d, err := w.readFails()
 	w.on(inc, d, fmt.Sprintf("open log create=%v", o.Create), func() {
 		var start Position
+		gone := err == nil && w.logGone && !o.Create
+		if gone {
+			err = fmt.Errorf("open the log: %w", errSimLogGone)
+		}
 		if err == nil {
 			if o.Create {
 				w.logExists = true
@@ -414,8 +431,11 @@ func (w *simWorld) openLog(inc *simInc, o OpenLog) {
 			if err == nil && !o.Create {
 				c.Recorded(recorded)
 			}
-			c.LogOpened(w.nowMs(), o.Tag, start, false, err)
+			c.LogOpened(w.nowMs(), o.Tag, start, err)
 		})
+		if gone {
+			w.permanentCheck(inc, errSimLogGone)
+		}
 	})
 }
 
@@ -447,26 +467,26 @@ func (w *simWorld) readLog(inc *simInc, rd ReadLog) {
 			inc.lastFail = w.s.Now()
 		}
 		w.input(inc, fmt.Sprintf("log read %d entries atEnd=%v %v", len(es), atEnd, err), func(c *Core) {
-			c.LogRead(w.nowMs(), rd.Tag, es, atEnd, permanent, err)
+			c.LogRead(w.nowMs(), rd.Tag, es, atEnd, err)
 		})
 		if permanent {
-			w.permanentCheck(inc)
+			w.permanentCheck(inc, errSimGone)
 		}
 	})
 }
 
-// permanentCheck: T5, a permanent failure fails the handle at once, with its cause, and
-// the subscribe waiting is answered with it.
-func (w *simWorld) permanentCheck(inc *simInc) {
+// permanentCheck: T5, a permanent failure (cause) fails the handle at once, with its
+// cause, and the subscribe waiting is answered with it.
+func (w *simWorld) permanentCheck(inc *simInc, cause error) {
 	if w.err != nil {
 		return
 	}
 	st, err := inc.c.State()
 	if st != StateFailed {
-		w.failf("T5: a deleted ledger of the log leaves the handle %v", st)
+		w.failf("T5: %v leaves the handle %v", cause, st)
 		return
 	}
-	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), errSimGone.Error()) {
+	if !errors.Is(err, ErrFailed) || !errors.Is(err, cause) && !strings.Contains(err.Error(), cause.Error()) {
 		w.failf("T5: the handle fails with %v, which does not name the cause", err)
 	}
 	if inc.subAnswered != 1 || inc.subErr == nil {
@@ -1070,7 +1090,7 @@ func TestSim(t *testing.T) {
 		"refused plain acks": st.PlainRefused, "commits": st.Committed, "aborts": st.Aborted, "timeouts": st.TimedOut,
 		"rejected registrations": st.Rejected, "failed registrations": st.RegFailed, "failed appends": st.AddFailed,
 		"crashes": st.Crashes, "replays": st.Replays, "failed reads": st.ReadFails, "slow failures": st.SlowFails,
-		"outages": st.Outages, "deleted ledgers": st.Gone, "failed handles": st.FailedHandles, "trims": st.Trims,
+		"outages": st.Outages, "deleted ledgers": st.Gone, "deleted logs": st.LogGone, "failed handles": st.FailedHandles, "trims": st.Trims,
 		"failed flushes": st.FlushFails, "reapplied commits": st.Reapplied, "batch acks": st.Batch})
 }
 
@@ -1090,6 +1110,7 @@ var simMutants = []sim.Mutant[Mutation]{
 	{Name: "the acks applied before they are durable", Mut: Mutation{ApplyBeforeDurable: true}},
 	{Name: "the log trimmed past open transactions", Mut: Mutation{TrimPastOpen: true}},
 	{Name: "replayed acks not locked", Mut: Mutation{NoReplayLocks: true}},
+	{Name: "a permanent failure to open the log retried like a transient one", Mut: Mutation{OpenFailureTransient: true}},
 }
 
 // TestSimCatchesMutations proves the checkers can fail: each deliberately broken core is
