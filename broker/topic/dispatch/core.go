@@ -191,6 +191,9 @@ type Config struct {
 	// Partition is the topic's partition index (-1 or 0: not partitioned); it picks the
 	// active consumer of a Failover subscription, as Pulsar does.
 	Partition int
+	// Shared is the topic's dispatch rate, which the subscriptions' cores draw on together
+	// (nil: none); see rate.go.
+	Shared Limiter
 	// Mutation deliberately breaks the core (tests only: the simulation must catch it).
 	Mutation Mutation
 }
@@ -208,6 +211,9 @@ type Mutation struct {
 	ReattachKeepsPending bool
 	// A consumer subscribed again keeps its permits (the client grants them anew).
 	ReattachKeepsPermits bool
+	RateIgnored          bool // a read is issued although the dispatch rates allow none now
+	RateUncharged        bool // what a read brought is not charged to the dispatch rates
+	RateNoWake           bool // a read held back by the dispatch rates asks for no timer
 }
 
 type consumer struct {
@@ -296,7 +302,12 @@ type Core struct {
 	resetting     *SeekTarget // a seek waiting for the reads in flight, or moving the cursor
 	resetSent     bool
 	retryAt       int64 // a read failed: read again at this time (0: no)
-	now           int64
+	// rate is the subscription's dispatch rate (rate.go); rateAt (Unix ms, 0: none) is when
+	// the dispatch rates allow the read they held back. Invariant: a read of new entries is
+	// issued only when rate and cfg.Shared allow one at now, for at most what they allow.
+	rate   Rate
+	rateAt int64
+	now    int64 // Unix ms: the time of the last input that told it (SetTime, Tick, ReadDone)
 	// maxUnackedConsumer and maxUnackedSub bound the unacknowledged messages of a consumer
 	// and of the subscription (0: unlimited): at the bound, dispatch stops until acks come.
 	maxUnackedConsumer, maxUnackedSub int
@@ -344,6 +355,9 @@ func (d *Core) timerAt() int64 {
 		return 0
 	}
 	at := d.retryAt
+	if d.rateAt != 0 && (at == 0 || d.rateAt < at) {
+		at = d.rateAt
+	}
 	if len(d.delayed) > 0 && (at == 0 || d.delayed[0].at-d.delayTick < at) {
 		at = d.delayed[0].at - d.delayTick
 	}
@@ -667,6 +681,17 @@ func (d *Core) dispatch() {
 	}
 	n := int(float64(permits)/max(d.avgMsgs, 1) + 0.5)
 	n = min(max(n, 1), ReadBatch)
+	if d.rate.On() || d.cfg.Shared != nil {
+		allow, wait := d.rateAllow()
+		d.rateAt = 0
+		if allow <= 0 && !d.mut.RateIgnored {
+			if !d.mut.RateNoWake {
+				d.rateAt = d.now + max((wait+999_999)/1_000_000, 1)
+			}
+			return
+		}
+		n = max(min(n, allow), 1)
+	}
 	d.reading = true
 	d.ready.Read = &Read{Epoch: d.epoch, N: n}
 }
@@ -701,6 +726,7 @@ func (d *Core) stale(epoch uint64) bool {
 func (d *Core) ReadDone(epoch uint64, es []Entry, status ReadStatus, now int64) {
 	d.now = now
 	d.reading = false
+	d.charge(es)
 	defer d.maybeStartReset()
 	es = d.dropAcked(es)
 	if d.stale(epoch) {
@@ -961,6 +987,9 @@ func (d *Core) Tick(now int64) {
 	}
 	if d.retryAt != 0 && d.retryAt <= now {
 		d.retryAt = 0
+	}
+	if d.rateAt != 0 && d.rateAt <= now {
+		d.rateAt = 0
 	}
 	for len(d.delayed) > 0 && d.delayed[0].at <= now+d.delayTick {
 		e := heap.Pop(&d.delayed).(delayedEntry)

@@ -46,12 +46,17 @@ type simParams struct {
 	readFail   float64
 	resetFail  float64
 	queue      int // a consumer's receiver queue (permits)
+	// The dispatch rates (0: off): the subscription's (msgs, bytes per second), the topic's
+	// (Config.Shared), and how many times the subscription's is changed.
+	rateMsgs, rateBytes     int64
+	sharedMsgs, sharedBytes int64
+	rateChanges             int
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("type=%v ooo=%v entries=%d window=%v keys=%d batch<=%d delayed=%.2f nack=%.2f cumulative=%.2f churn=%d resubs=%d seeks=%d crashes=%d delay<=%v fail(read=%.2f reset=%.2f) queue=%d",
+	return fmt.Sprintf("type=%v ooo=%v entries=%d window=%v keys=%d batch<=%d delayed=%.2f nack=%.2f cumulative=%.2f churn=%d resubs=%d seeks=%d crashes=%d delay<=%v fail(read=%.2f reset=%.2f) queue=%d rate=%d/%dB shared=%d/%dB changes=%d",
 		p.typ, p.ooo, p.entries, p.window, p.keys, p.batchMax, p.delayed, p.nack, p.cumulative, p.churn, p.resubs,
-		p.seeks, p.crashes, p.maxDelay, p.readFail, p.resetFail, p.queue)
+		p.seeks, p.crashes, p.maxDelay, p.readFail, p.resetFail, p.queue, p.rateMsgs, p.rateBytes, p.sharedMsgs, p.sharedBytes, p.rateChanges)
 }
 
 func randomSimParams(r interface {
@@ -83,13 +88,36 @@ func randomSimParams(r interface {
 	}
 	p.ooo = p.typ == KeyShared && r.IntN(4) == 0
 	p.resubs = r.IntN(4)
+	if r.IntN(2) == 0 {
+		p.rateMsgs, p.rateBytes = randomRate(r)
+		p.rateChanges = r.IntN(3)
+	}
+	if r.IntN(3) == 0 {
+		p.sharedMsgs, p.sharedBytes = randomRate(r)
+	}
 	return p
 }
+
+// randomRate draws a dispatch rate that throttles the simulation's reads (entries carry
+// 1..simMaxBytes bytes) yet drains its log within seconds.
+func randomRate(r interface{ IntN(int) int }) (msgs, bytes int64) {
+	switch r.IntN(3) {
+	case 0:
+		return int64(50 + r.IntN(950)), 0
+	case 1:
+		return 0, int64(2000 + r.IntN(48000))
+	}
+	return int64(50 + r.IntN(950)), int64(2000 + r.IntN(48000))
+}
+
+// simMaxBytes bounds an entry's size.
+const simMaxBytes = 200
 
 // simEntry is one entry of the log.
 type simEntry struct {
 	key       int
 	info      Info
+	size      int
 	published bool
 }
 
@@ -135,6 +163,40 @@ type simIncarnation struct {
 	// granted and sent count each consumer's permits and messages received (B4).
 	granted, sent map[CID]int
 	timerAt       int64
+	// own and shared are the checker's budgets of the subscription's and the topic's
+	// dispatch rates.
+	own, shared simBudget
+}
+
+// simBudget is what a dispatch rate allows since it was set at t0 (Unix ms): its burst plus
+// rate × elapsed, in messages and in bytes; used is what the reads brought since. A token
+// bucket only keeps less (it caps its tokens at the burst), so a read issued when the used
+// budget is already exhausted was issued beyond the rate.
+type simBudget struct {
+	msgs, bytes float64 // per second; 0: off
+	t0          int64
+	usedMsgs    float64
+	usedBytes   float64
+}
+
+func newSimBudget(msgs, bytes, now int64) simBudget {
+	return simBudget{msgs: float64(msgs), bytes: float64(bytes), t0: now}
+}
+
+// exceeded describes how a read issued at now goes beyond the budget ("" if it does not).
+func (b *simBudget) exceeded(now int64) string {
+	el := float64(now-b.t0) / 1000
+	if b.msgs > 0 {
+		if allow := max(b.msgs/10, 1) + b.msgs*el; b.usedMsgs > allow+1e-6 {
+			return fmt.Sprintf("%.0f messages read of %.1f allowed at %.0f/s in %.3fs", b.usedMsgs, allow, b.msgs, el)
+		}
+	}
+	if b.bytes > 0 {
+		if allow := max(b.bytes/10, 1) + b.bytes*el; b.usedBytes > allow+1e-6 {
+			return fmt.Sprintf("%.0f bytes read of %.1f allowed at %.0f/s in %.3fs", b.usedBytes, allow, b.bytes, el)
+		}
+	}
+	return ""
 }
 
 // simConsumer is a client's consumer.
@@ -150,6 +212,7 @@ type simConsumer struct {
 type simStats struct {
 	Sends, Redeliveries, Seeks, Resets, Crashes, Departures, Arrivals, StaleDropped, Resubscribes int
 	Replays, DelayedSent, Nacks, Cumulative, ActiveSwitches, Batches, ReadRetries                 int
+	RateWaits, RateChanges                                                                        int
 }
 
 type simWorld struct {
@@ -159,6 +222,7 @@ type simWorld struct {
 	log     []simEntry
 	cur     simCursor
 	inc     *simIncarnation
+	shared  Rate // the topic's dispatch rate (Config.Shared), set anew at each start
 	incs    int
 	names   int
 	seekGen int
@@ -184,7 +248,7 @@ func newSimWorld(seed int64, mut Mutation, verbose bool) *simWorld {
 	w.p = randomSimParams(s.Rand())
 	r := s.Rand()
 	for i := 0; i < w.p.entries; i++ {
-		e := simEntry{key: r.IntN(w.p.keys), info: Info{Msgs: 1 + r.IntN(w.p.batchMax)}}
+		e := simEntry{key: r.IntN(w.p.keys), info: Info{Msgs: 1 + r.IntN(w.p.batchMax)}, size: 1 + r.IntN(simMaxBytes)}
 		e.info.Hash = uint32(e.key*9973) % KeyHashRange
 		if (w.p.typ == Shared || w.p.typ == KeyShared) && s.Chance(w.p.delayed) {
 			e.info.DeliverAt = simBase + int64(r.IntN(int(w.p.window/time.Millisecond)+20))
@@ -224,7 +288,17 @@ func (w *simWorld) start() {
 	w.incs++
 	inc := &simIncarnation{id: w.incs, alive: true, cons: map[CID]*simConsumer{}, holder: map[int]CID{},
 		granted: map[CID]int{}, sent: map[CID]int{}}
-	inc.d = New(Config{Partition: -1, Mutation: w.mut})
+	now := w.nowMs()
+	var shared Limiter
+	if w.p.sharedMsgs > 0 || w.p.sharedBytes > 0 {
+		w.shared.Set(w.p.sharedMsgs, w.p.sharedBytes, now*1e6)
+		shared = &w.shared
+	}
+	inc.d = New(Config{Partition: -1, Mutation: w.mut, Shared: shared})
+	inc.d.SetTime(now)
+	inc.d.SetRate(w.p.rateMsgs, w.p.rateBytes)
+	inc.own = newSimBudget(w.p.rateMsgs, w.p.rateBytes, now)
+	inc.shared = newSimBudget(w.p.sharedMsgs, w.p.sharedBytes, now)
 	w.inc = inc
 	// A recovered cursor reads from its first unacknowledged entry.
 	w.cur.readPos = 0
@@ -270,6 +344,7 @@ func (w *simWorld) input(inc *simIncarnation, name string, fn func(d *Core)) {
 	}
 	prevActive, hadActive := inc.d.Active()
 	w.s.Tracef(" %s", name)
+	inc.d.SetTime(w.nowMs())
 	fn(inc.d)
 	if a, ok := inc.d.Active(); (w.p.typ == Exclusive || w.p.typ == Failover) && hadActive && (!ok || a != prevActive) {
 		// The core returned the previous active consumer's entries.
@@ -444,6 +519,9 @@ func (w *simWorld) perform(inc *simIncarnation, r Ready) {
 	if r.Reset != nil {
 		w.reset(inc, *r.Reset)
 	}
+	if inc.d.rateAt != 0 && r.Read == nil {
+		w.stats.RateWaits++
+	}
 	if r.TimerAt != 0 && (inc.timerAt == 0 || r.TimerAt < inc.timerAt) {
 		inc.timerAt = r.TimerAt
 		at := time.Duration(r.TimerAt-simBase) * time.Millisecond
@@ -523,11 +601,18 @@ func (w *simWorld) onSend(inc *simIncarnation, snd Send) {
 // The cursor.
 
 func (w *simWorld) entry(i int) Entry {
-	return Entry{Pos: simPos(i), Info: w.log[i].info}
+	return Entry{Pos: simPos(i), Info: w.log[i].info, Data: make([]byte, w.log[i].size)}
 }
 
 func (w *simWorld) read(inc *simIncarnation, r Read) {
 	w.s.Tracef("  read %d (epoch %d)", r.N, r.Epoch)
+	// R1: a read of new entries is issued only while the dispatch rates have budget left.
+	if why := inc.own.exceeded(w.nowMs()); why != "" {
+		w.failf("R1: read issued beyond the subscription's dispatch rate: %s", why)
+	}
+	if why := inc.shared.exceeded(w.nowMs()); why != "" {
+		w.failf("R1: read issued beyond the topic's dispatch rate: %s", why)
+	}
 	rd := &simRead{inc: inc, epoch: r.Epoch, n: r.N, gen: w.seekGen}
 	w.cur.issued = rd
 	if w.s.Chance(w.p.readFail) {
@@ -572,6 +657,12 @@ func (w *simWorld) feedRead(inc *simIncarnation, rd *simRead, es []Entry, st Rea
 			w.stats.StaleDropped++
 		}
 		w.inputGen = rd.gen
+		for _, e := range es {
+			for _, b := range []*simBudget{&inc.own, &inc.shared} {
+				b.usedMsgs += float64(e.Info.Msgs)
+				b.usedBytes += float64(len(e.Data))
+			}
+		}
 		d.ReadDone(rd.epoch, es, st, w.nowMs())
 	})
 	w.inputGen = -1
@@ -724,6 +815,35 @@ func (w *simWorld) seek() {
 	})
 }
 
+// changeRate sets a new subscription dispatch rate (a policy update); the checker's budget
+// starts again from it.
+func (w *simWorld) changeRate() {
+	inc := w.inc
+	msgs, bytes := randomRate(w.s.Rand())
+	w.stats.RateChanges++
+	w.input(inc, fmt.Sprintf("rate %d/s %dB/s", msgs, bytes), func(d *Core) {
+		d.SetRate(msgs, bytes)
+		inc.own = newSimBudget(msgs, bytes, w.nowMs())
+	})
+}
+
+// drainTime bounds how long the dispatch rates take to deliver the whole log three times.
+func (w *simWorld) drainTime() time.Duration {
+	msgs, bytes := 0, 0
+	for _, e := range w.log {
+		msgs += e.info.Msgs
+		bytes += e.size
+	}
+	var secs float64
+	if w.p.rateMsgs > 0 || w.p.sharedMsgs > 0 || w.p.rateChanges > 0 {
+		secs += float64(msgs) / 50
+	}
+	if w.p.rateBytes > 0 || w.p.sharedBytes > 0 || w.p.rateChanges > 0 {
+		secs += float64(bytes) / 2000
+	}
+	return time.Duration(3 * secs * float64(time.Second))
+}
+
 func (w *simWorld) publishedCount() int {
 	n := 0
 	for n < len(w.log) && w.log[n].published {
@@ -782,11 +902,14 @@ func (w *simWorld) run() error {
 	for k := 0; k < p.crashes; k++ {
 		s.After(s.Between(0, p.window), "crash", w.crash)
 	}
+	for k := 0; k < p.rateChanges; k++ {
+		s.After(s.Between(0, p.window), "rate change", w.changeRate)
+	}
 	for t := time.Duration(0); t < p.window; t += s.Between(time.Millisecond, 10*time.Millisecond) {
 		s.After(t, "persist", w.persist)
 	}
 	s.After(p.window, "quiesce", func() { w.quiesce = true })
-	deadline := p.window + 10*time.Second
+	deadline := p.window + 10*time.Second + w.drainTime()
 	for w.err == nil && s.Step() {
 		if s.Now() > deadline {
 			w.failf("no quiescence by %v (%d events pending)", deadline, s.Pending())
@@ -834,7 +957,8 @@ func TestSim(t *testing.T) {
 	sim.RequireCoverage(t, ran, 500, map[string]int{"sends": st.Sends, "redeliveries": st.Redeliveries, "seeks": st.Seeks,
 		"resets": st.Resets, "crashes": st.Crashes, "departures": st.Departures, "resubscribes": st.Resubscribes, "stale reads dropped": st.StaleDropped,
 		"replays": st.Replays, "delayed sent": st.DelayedSent, "nacks": st.Nacks, "cumulative acks": st.Cumulative,
-		"active switches": st.ActiveSwitches, "batches": st.Batches, "read retries": st.ReadRetries})
+		"active switches": st.ActiveSwitches, "batches": st.Batches, "read retries": st.ReadRetries,
+		"reads held by a dispatch rate": st.RateWaits, "dispatch rate changes": st.RateChanges})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
@@ -860,6 +984,9 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "new entries before returned ones", Mut: Mutation{NewBeforeReplay: true}},
 		{Name: "a consumer subscribed again keeps the entries its client dropped", Mut: Mutation{ReattachKeepsPending: true}},
 		{Name: "a consumer subscribed again keeps its permits", Mut: Mutation{ReattachKeepsPermits: true}},
+		{Name: "a read issued while the dispatch rates allow none", Mut: Mutation{RateIgnored: true}},
+		{Name: "a read's entries not charged to the dispatch rates", Mut: Mutation{RateUncharged: true}},
+		{Name: "a read held back by the dispatch rates with no timer", Mut: Mutation{RateNoWake: true}},
 	}, func(seed int64, mut Mutation) error {
 		_, err := runSimSeed(seed, mut, false)
 		return err
