@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
@@ -166,8 +168,8 @@ func (t *Topic) relativeTick(now int64) {
 	if p.SubDispatchRelative {
 		for _, s := range t.subs {
 			s.post(func() {
-				s.dispMsgs.retune(relativeRate(p.SubDispatchRateMsgs, msgRate), now)
-				s.dispBytes.retune(relativeRate(p.SubDispatchRateBytes, byteRate), now)
+				s.d.RetuneRate(relativeRate(p.SubDispatchRateMsgs, msgRate), relativeRate(p.SubDispatchRateBytes, byteRate))
+				s.flush()
 			})
 		}
 	}
@@ -310,9 +312,7 @@ func (w *subscribeWindows) take(k consumerKey, rate int, period time.Duration, n
 // setPolicies applies the subscription's part of p (an event for its goroutine).
 func (s *Subscription) setPolicies(p Policies) {
 	s.post(func() {
-		now := time.Now().UnixNano()
-		s.dispMsgs.set(p.SubDispatchRateMsgs, now)
-		s.dispBytes.set(p.SubDispatchRateBytes, now)
+		s.d.SetRate(p.SubDispatchRateMsgs, p.SubDispatchRateBytes)
 		s.maxConsumers, s.noDelay = p.MaxConsumersPerSubscription, p.NoDelayedDelivery
 		s.d.SetUnackedLimits(p.MaxUnackedPerConsumer, p.MaxUnackedPerSubscription)
 		s.d.SetDelayedTick(p.DelayedTickMs)
@@ -479,104 +479,53 @@ func (t *Topic) releaseThrottled() {
 	t.armThrottle()
 }
 
-// Dispatch throttling.
+// The topic dispatch rate.
 
-// gateRead starts cursor read r now if the dispatch rates allow it (fewer entries if they
-// allow fewer), else holds it until they do: the consumers' permits wait, nothing is
-// dropped.
-func (s *Subscription) gateRead(r dispatch.Read) {
-	t := s.topic
-	if s.dispMsgs.rate == 0 && s.dispBytes.rate == 0 && !t.dispatchLimited() {
-		s.startRead(r)
-		return
-	}
-	now := time.Now().UnixNano()
-	allow, wait := s.dispatchAllowance(now)
-	if allow <= 0 {
-		s.heldRead = &r
-		if s.readTimer == nil {
-			s.readTimer = time.AfterFunc(max(wait, time.Millisecond), func() { s.post(s.releaseRead) })
-		}
-		return
-	}
-	r.N = max(min(r.N, allow), 1)
-	s.startRead(r)
+// topicDispatch is the topic's dispatch rate, which its subscriptions' dispatcher cores
+// draw on together (dispatch.Limiter): a leaf structure shared by their goroutines, set and
+// retuned by the topic goroutine.
+type topicDispatch struct {
+	sync.Mutex  // guards msgs and bytes
+	msgs, bytes tokenBucket
+	on          atomic.Bool // a rate is set (read without the mutex)
 }
 
-func (s *Subscription) releaseRead() {
-	s.readTimer = nil
-	if r := s.heldRead; r != nil {
-		s.heldRead = nil
-		s.gateRead(*r)
-	}
-}
+var _ dispatch.Limiter = (*topicDispatch)(nil)
 
-// cancelRead cancels the read in flight, or completes a held one as cancelled.
-func (s *Subscription) cancelRead() {
-	if s.readCancel != nil {
-		s.readCancel()
+// Allow is how many entries the rate allows at now (Unix ns) and, if none, how long until
+// it does.
+func (r *topicDispatch) Allow(now int64) (int, int64) {
+	if !r.on.Load() {
+		return dispatch.Unlimited, 0
 	}
-	if r := s.heldRead; r != nil {
-		s.heldRead = nil
-		s.post(func() {
-			s.d.ReadDone(r.Epoch, nil, dispatch.ReadIdle, time.Now().UnixMilli())
-			s.flush()
-		})
-	}
-}
-
-// dispatchAllowance is how many entries the rates allow now (<= 0: none), and if none, how
-// long until they do.
-func (s *Subscription) dispatchAllowance(now int64) (int, time.Duration) {
-	allow, wait := 1<<30, time.Duration(0)
-	take := func(b *tokenBucket, counts bool) {
+	r.Lock()
+	defer r.Unlock()
+	allow, wait := dispatch.Unlimited, time.Duration(0)
+	for _, b := range []*tokenBucket{&r.msgs, &r.bytes} {
 		if b.rate == 0 {
-			return
+			continue
 		}
 		b.refill(now)
-		if b.tokens <= 0 {
+		switch {
+		case b.tokens <= 0:
 			allow, wait = 0, max(wait, b.wait())
-		} else if counts {
+		case b == &r.msgs && allow > 0:
 			allow = min(allow, int(b.tokens+0.999))
 		}
 	}
-	take(&s.dispMsgs, true)
-	take(&s.dispBytes, false)
-	t := s.topic
-	t.dispatch.Lock()
-	take(&t.dispatch.msgs, true)
-	take(&t.dispatch.bytes, false)
-	t.dispatch.Unlock()
-	return allow, wait
+	return allow, int64(wait)
 }
 
-// readPolicies applies the policies to what a read brought: delayed delivery off, and the
-// dispatch rates' buckets.
-func (s *Subscription) readPolicies(es []dispatch.Entry) {
-	if s.noDelay {
-		for i := range es {
-			es[i].Info.DeliverAt = 0
-		}
-	}
-	t := s.topic
-	if s.dispMsgs.rate == 0 && s.dispBytes.rate == 0 && !t.dispatchLimited() {
+// Spend charges what a read brought.
+func (r *topicDispatch) Spend(msgs, bytes float64) {
+	if !r.on.Load() {
 		return
 	}
-	var msgs, bytes float64
-	for _, e := range es {
-		msgs += float64(max(e.Info.Msgs, 1))
-		bytes += float64(len(e.Data))
-	}
-	s.dispMsgs.spend(msgs)
-	s.dispBytes.spend(bytes)
-	t.dispatch.Lock()
-	t.dispatch.msgs.spend(msgs)
-	t.dispatch.bytes.spend(bytes)
-	t.dispatch.Unlock()
+	r.Lock()
+	r.msgs.spend(msgs)
+	r.bytes.spend(bytes)
+	r.Unlock()
 }
-
-// dispatchLimited reports whether the topic has a dispatch rate (any goroutine).
-func (t *Topic) dispatchLimited() bool { return t.dispatch.on.Load() }
 
 // Message expiry.
 

@@ -54,11 +54,6 @@ type Subscription struct {
 	closeWait       []func()
 	maxConsumers    int  // 0: unlimited (policy.go)
 	noDelay         bool // delayed delivery is off: deliver_at_time is ignored (policy.go)
-	// The subscription dispatch rate (policy.go): its buckets, and the cursor read held
-	// back until they allow it, with the timer that retries it.
-	dispMsgs, dispBytes tokenBucket
-	heldRead            *dispatch.Read
-	readTimer           *time.Timer
 
 	msgsOut, bytesOut int64
 	rateOut           rate
@@ -71,7 +66,7 @@ func newSubscription(t *Topic, name string, cur Cursor, durable bool) *Subscript
 	s := &Subscription{
 		name: name, topic: t, cur: cur, durable: durable,
 		logger: t.logger.With("sub", name), m: t.m, in: inbox.New[func()](), stopped: make(chan struct{}),
-		state: SubActive, d: dispatch.New(dispatch.Config{Partition: t.name.Partition}),
+		state: SubActive, d: dispatch.New(dispatch.Config{Partition: t.name.Partition, Shared: &t.dispatch}),
 		consumers: map[dispatch.CID]*Consumer{},
 	}
 	t.m.subscriptions.Inc()
@@ -91,6 +86,7 @@ func (s *Subscription) run() {
 	for range s.in.Signal() {
 		batch = s.in.Drain(batch)
 		for i, fn := range batch {
+			s.d.SetTime(time.Now().UnixMilli()) // the dispatch rates are measured at each input
 			fn()
 			batch[i] = nil
 		}
@@ -158,11 +154,11 @@ func (s *Subscription) flush() {
 			c.Conn.Send(wrap(&pb.CommandActiveConsumerChange{ConsumerId: &id, IsActive: &on}))
 		}
 	}
-	if r.CancelRead {
-		s.cancelRead()
+	if r.CancelRead && s.readCancel != nil {
+		s.readCancel()
 	}
 	if r.Read != nil {
-		s.gateRead(*r.Read) // policy.go: the dispatch rate
+		s.startRead(*r.Read)
 	}
 	if r.Replay != nil {
 		s.startReplay(*r.Replay)
@@ -240,7 +236,11 @@ func (s *Subscription) startRead(r dispatch.Read) {
 			if check {
 				s.partialsChecked, s.cursorPartials = true, partials
 			}
-			s.readPolicies(entries)
+			if s.noDelay {
+				for i := range entries {
+					entries[i].Info.DeliverAt = 0
+				}
+			}
 			s.d.ReadDone(r.Epoch, entries, s.readStatus(err, "cursor read failed"), time.Now().UnixMilli())
 			s.flush()
 		})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,11 +101,7 @@ type Topic struct {
 		at          int64
 	}
 	// dispatch is the topic dispatch rate, shared by the subscriptions' goroutines.
-	dispatch struct {
-		sync.Mutex
-		msgs, bytes tokenBucket
-		on          atomic.Bool // a rate is set (read without the mutex)
-	}
+	dispatch topicDispatch
 }
 
 // Open loads a topic on its managed ledger: it recovers the deduplication state (the last
