@@ -118,8 +118,9 @@ func knownBug(t *testing.T, what string) {
 	}
 }
 
-// TestChaosAbandonedTxnCoordinatorDown found by seed 100 (the transactional client and the
-// broker of its coordinator killed within a second): a transaction left open by a client
+// TestChaosAbandonedTxnCoordinatorDown replays the faults of chaos seed 100 (the
+// transactional client and the broker of its coordinator killed within a second): a
+// transaction left open by a client
 // that never comes back must be aborted by its coordinator after the transaction timeout,
 // even when every broker restarted meanwhile and no transactional client connects again —
 // otherwise its partition's max read position stays behind it and every subscription and
@@ -134,33 +135,32 @@ func TestChaosAbandonedTxnCoordinatorDown(t *testing.T) {
 
 // TestChaosReaderEndsAfterTxnMarker: a reader from the earliest message of a partition whose
 // last entry is a transaction marker must see HasNext turn false after the last message
-// (Pulsar's issue 11877). Only the transactional producer writes, so every partition ends
+// (apache/pulsar#11877). Only the transactional producer writes, so every partition ends
 // with a marker; no faults.
 func TestChaosReaderEndsAfterTxnMarker(t *testing.T) {
 	runSeed(t, 101, Options{Duration: 8 * time.Second, Txn: true, Producers: -1, Faults: []Fault{}, ReaderIdleEnd: -1})
 }
 
-// TestChaosReaderEndsAfterAbortedTxn found by seed 101 (its last transaction could not be
-// aborted by the client and timed out): as above, but every transaction aborts, so each
-// partition ends with aborted messages and an abort marker. Magnetar answers
-// GET_LAST_MESSAGE_ID with a position no reader is ever given, so HasNext stays true and Next
-// waits for ever (Pulsar fixed the same in PR 22610: the last dispatchable position skips
-// aborted messages too).
+// TestChaosReaderEndsAfterAbortedTxn: as above, but every transaction aborts (in chaos seed
+// 101 the last transaction could not be aborted by the client and timed out), so each
+// partition ends with aborted messages and an abort marker. GET_LAST_MESSAGE_ID must not
+// answer a position no reader is ever given, or HasNext stays true and Next waits for ever:
+// the last dispatchable position skips aborted messages too (as in apache/pulsar#22610).
 func TestChaosReaderEndsAfterAbortedTxn(t *testing.T) {
 	runSeed(t, 101, Options{Duration: 8 * time.Second, Txn: true, Producers: -1, TxnAbortAll: true, Faults: []Fault{},
 		ReaderIdleEnd: -1})
 }
 
-// TestChaosSeed1071FailoverDelivery replays seed 1071, where a Failover subscription stopped
+// TestChaosSeed1071FailoverDelivery replays chaos seed 1071: a Failover subscription stopped
 // receiving a partition after its broker was paused past the session TTL while another
 // broker restarted (35 acknowledged, stored messages undelivered; docs/CHAOS.md, what the
-// runs found, item 4). Diagnosed in session 14: the Go client subscribed its consumer
-// again on a connection the broker kept, after dropping what it had prefetched, and the
-// broker answered success keeping those messages pending with the consumer (fixed: the
-// consumer is restarted first, broker.TestResubscribeRedelivers). The replay draws the same
-// faults; whether it hits the same interleaving depends on timing, and since the bundles
-// (c6ad4c9) the partitions are placed differently; interop's TestMultiBrokerPausedOwnerFailover
-// runs the same faults against the owner on purpose.
+// runs found, item 4). The cause: the Go client subscribed its consumer again on a
+// connection the broker kept, after dropping what it had prefetched, and a broker that
+// answered success kept those messages pending with the consumer; the broker restarts the
+// consumer first (broker.TestResubscribeRedelivers). The replay draws the same faults;
+// whether it hits the same interleaving depends on timing and on where the bundles place
+// the partitions, so interop's TestMultiBrokerPausedOwnerFailover runs the same faults
+// against the owner on purpose.
 func TestChaosSeed1071FailoverDelivery(t *testing.T) {
 	runSeed(t, 1071, Options{Duration: 20 * time.Second, Txn: true})
 }
