@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic/txnbuf"
-	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
@@ -21,7 +20,7 @@ import (
 // TxnConfig turns transactions on for a topic.
 type TxnConfig struct {
 	Store   metadata.Store
-	Tracker *txn.Tracker
+	Tracker TxnTracker
 	// Canon maps a topic name as a client sent it to its participant key
 	// (Name.ManagedLedgerName of the parsed name).
 	Canon func(string) (string, error)
@@ -32,6 +31,18 @@ type TxnConfig struct {
 	// transaction metadata writes.
 	Batcher *metadata.Batcher
 }
+
+// TxnTracker is what the transaction drivers need of *txn.Tracker (see there): the
+// header of a transaction, and its outcome once it ends. Safe for concurrent use.
+type TxnTracker interface {
+	// Header reads id's header (ok false: it is gone).
+	Header(ctx context.Context, id txn.ID) (h txn.Header, ok bool, err error)
+	// Await calls fn once when id has ended, or with 0 if its header is gone; fn must not
+	// block.
+	Await(id txn.ID, fn func(txn.Status)) (cancel func())
+}
+
+var _ TxnTracker = (*txn.Tracker)(nil)
 
 // hasPendingAckLog reports whether subscription sub of the topic has a pending-ack log.
 func (tt *txnTopic) hasPendingAckLog(ctx context.Context, sub string) (bool, error) {
@@ -371,17 +382,25 @@ func (t *Topic) performTxn() {
 		t.register(reg)
 	}
 	for _, id := range r.Awaits {
-		id := id
-		tt.cfg.Tracker.Await(id, func(s txn.Status) {
-			if s != 0 {
-				t.post(func() { tt.core.Ended(id, s) })
-				return
-			}
-			go tt.resolveGone(t, id)
-		})
+		tt.cfg.Tracker.Await(id, func(s txn.Status) { t.post(func() { tt.core.Ended(id, s) }) })
 	}
 	for _, w := range r.Writes {
 		t.writeTxnRecord(w)
+	}
+	for _, id := range r.Lookups {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := tt.cfg.Store.Get(ctx, metadata.TxnAbortedKey(tt.key, id.Key()))
+			cancel()
+			found := err == nil
+			if errors.Is(err, metadata.ErrNotFound) {
+				err = nil
+			}
+			t.post(func() { tt.core.LookedUp(time.Now().UnixMilli(), id, found, err) })
+		}()
+	}
+	for _, id := range r.Drops {
+		tt.dropRecord(metadata.TxnOpenKey(tt.key, id.Key()))
 	}
 	if len(r.Released) > 0 {
 		t.drainHeld()
@@ -400,7 +419,8 @@ func (t *Topic) performTxn() {
 
 // TxnEnded tells the topic that transaction id, which listed it (sub "": as a produced
 // partition; else as an acknowledged subscription), has ended: if it never registered id,
-// it deletes the record the coordinator created for it, so the header can be collected.
+// it deletes the record the coordinator created for it, so the header can be collected
+// (the buffer decides: Core.EndedNotice).
 func (t *Topic) TxnEnded(id txn.ID, sub string) {
 	t.post(func() {
 		tt := t.txn
@@ -408,9 +428,7 @@ func (t *Topic) TxnEnded(id txn.ID, sub string) {
 			return
 		}
 		if sub == "" {
-			if tt.core.State() == txnbuf.StateReady && !tt.core.Knows(id) {
-				tt.dropRecord(metadata.TxnOpenKey(tt.key, id.Key()))
-			}
+			tt.core.EndedNotice(id)
 			return
 		}
 		s := t.subs[sub]
@@ -433,30 +451,6 @@ func (tt *txnTopic) dropRecord(key string) {
 		defer cancel()
 		_ = tt.cfg.Store.Delete(ctx, key, metadata.AnyVersion)
 	}()
-}
-
-// resolveGone tells the core how id ended when its header is gone: aborted if this topic's
-// aborted record of id exists (see Core.Ended). A failed read is retried with backoff.
-func (tt *txnTopic) resolveGone(t *Topic, id txn.ID) {
-	r := backoff.Retry{Policy: backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second}}
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := tt.cfg.Store.Get(ctx, metadata.TxnAbortedKey(tt.key, id.Key()))
-		cancel()
-		switch {
-		case err == nil:
-			t.post(func() { tt.core.Ended(id, txn.Aborted) })
-			return
-		case errors.Is(err, metadata.ErrNotFound):
-			t.post(func() { tt.core.Ended(id, 0) })
-			return
-		}
-		select {
-		case <-time.After(r.Next()):
-		case <-t.Done():
-			return
-		}
-	}
 }
 
 // register performs a registration of the buffer core (see registerRecord).
@@ -580,6 +574,6 @@ func (t *Topic) writeTxnRecord(w txnbuf.Write) {
 		if err != nil {
 			t.logger.Warn("transaction buffer record write failed; retrying", "kind", w.Kind, "txn", w.ID.String(), "err", err)
 		}
-		t.post(func() { tt.core.Written(w.Tag, ver, err) })
+		t.post(func() { tt.core.Written(time.Now().UnixMilli(), w.Tag, ver, err) })
 	}()
 }

@@ -59,6 +59,11 @@ type entry struct {
 	recovered bool
 	outcome   txn.Status
 	awaiting  bool
+	// lookup: its header is gone and its aborted record is being read (lookupAt: a retry
+	// is due then, 0 if a read is in flight); lookups counts the failed reads.
+	lookup   bool
+	lookupAt int64
+	lookups  int
 }
 
 // Core is a topic's transaction buffer, sans I/O (seed 002's fixed design): it decides which
@@ -128,9 +133,15 @@ type Mutation struct {
 	SkipAbortRecord bool
 	// ApplyWithInflight applies an outcome while the transaction's appends are in flight.
 	ApplyWithInflight bool
-	// ForgetApplying lets Knows forget a transaction whose apply write is in flight, so the
-	// owner drops its open record before the aborted record is durable.
+	// ForgetApplying lets an ended notice forget a transaction whose apply write is in
+	// flight, so its open record is dropped before the aborted record is durable.
 	ForgetApplying bool
+	// StaleRetryClock measures a failed write's backoff from the last Tick, not from the
+	// failure.
+	StaleRetryClock bool
+	// GoneIsAborted takes a transaction whose header is gone and that has no aborted record
+	// here for aborted (a collected committed header read as aborted).
+	GoneIsAborted bool
 }
 
 // maxApplyBatch bounds the transactions one apply write makes durable: at most two writes
@@ -149,6 +160,13 @@ type Ready struct {
 	Awaits []txn.ID
 	// Writes are record writes; Written reports each.
 	Writes []Write
+	// Lookups ask to read this topic's aborted record of each transaction (its header is
+	// gone); LookedUp reports each.
+	Lookups []txn.ID
+	// Drops ask to delete the open record of each transaction (the coordinator said it
+	// ended and the buffer never knew it), in the background: a failure leaves the record
+	// to the next load.
+	Drops []txn.ID
 	// Released lists transactions whose registration ended: sends held for them can be
 	// judged again by Admit.
 	Released []txn.ID
@@ -246,6 +264,11 @@ func (c *Core) TakeReady() Ready {
 	if c.retryAt != 0 {
 		r.TimerAt = c.retryAt
 	}
+	for _, e := range c.txns {
+		if e.lookupAt != 0 && (r.TimerAt == 0 || e.lookupAt < r.TimerAt) {
+			r.TimerAt = e.lookupAt
+		}
+	}
 	c.ready = Ready{}
 	return r
 }
@@ -254,15 +277,25 @@ func (c *Core) TakeReady() Ready {
 func (c *Core) Open() int { return len(c.txns) }
 
 // Knows tells whether id is registered here (or registering), or ended and its outcome not
-// yet durably applied. The owner drops the open record of a transaction the buffer does not
-// know when the coordinator says it ended (so its header can be collected): during the apply
-// write that record is all a reload would have to learn the outcome, since the core has
-// already forgotten the transaction in memory.
+// yet durably applied.
 func (c *Core) Knows(id txn.ID) bool {
 	if c.txns[id] != nil {
 		return true
 	}
 	return !c.mut.ForgetApplying && slices.Contains(c.applyQ, id)
+}
+
+// EndedNotice reports that the coordinator says id, which listed this topic, has ended. If
+// the buffer does not know id (Knows), its open record is dropped (Ready.Drops), so that
+// the header can be collected: the coordinator created the record when the transaction
+// added the topic, and a transaction that never wrote here never registers. A transaction
+// being applied is known until its apply write is durable: until then its open record is
+// all a reload would have to learn the outcome, since the core has already forgotten the
+// transaction in memory.
+func (c *Core) EndedNotice(id txn.ID) {
+	if c.state == StateReady && !c.Knows(id) {
+		c.ready.Drops = append(c.ready.Drops, id)
+	}
 }
 
 // Aborted returns a copy of the aborted set.
@@ -477,19 +510,24 @@ func (c *Core) Added(id *txn.ID, pos Position, ok bool) {
 	c.pump()
 }
 
-// Ended reports id's outcome from its header. The header is gone only after every
-// participant applied it, so the owner resolves a gone header by this topic's aborted
-// record (an apply of a crashed incarnation may have landed after this one loaded): if it
-// exists, the outcome is Aborted; otherwise the owner passes 0, which counts as committed —
-// unknown is never aborted.
+// Ended reports id's outcome from its header (0: the header is gone). The header is gone
+// only after every participant applied the outcome, so a gone header is resolved by this
+// topic's aborted record of id (an apply of a crashed incarnation may have landed after
+// this one loaded): the core asks for it (Ready.Lookups); if it exists the outcome is
+// Aborted, else Committed — unknown is never aborted (T1).
 func (c *Core) Ended(id txn.ID, s txn.Status) {
 	e := c.txns[id]
 	if e == nil || e.state == ended || e.outcome != 0 || c.state != StateReady {
 		return
 	}
 	if s == 0 {
-		s = txn.Committed
+		if !e.lookup {
+			e.lookup = true
+			c.ready.Lookups = append(c.ready.Lookups, id)
+		}
+		return
 	}
+	e.lookup, e.lookupAt = false, 0
 	e.outcome = s
 	if e.regTag != 0 {
 		return // its registration ends first (Registered applies it)
@@ -497,15 +535,57 @@ func (c *Core) Ended(id txn.ID, s txn.Status) {
 	c.end(e)
 }
 
+// LookedUp reports, at now (Unix ms; a failure's backoff starts then), the read of id's
+// aborted record that Lookups asked for: found tells that it exists; err that the read
+// failed (it is retried after a backoff).
+func (c *Core) LookedUp(now int64, id txn.ID, found bool, err error) {
+	e := c.txns[id]
+	if e == nil || !e.lookup || e.lookupAt != 0 || e.outcome != 0 || c.state != StateReady {
+		return
+	}
+	c.clock(now)
+	if err != nil {
+		e.lookups++
+		e.lookupAt = c.now + retryDelay(e.lookups)
+		return
+	}
+	e.lookup = false
+	if found || c.mut.GoneIsAborted {
+		c.Ended(id, txn.Aborted)
+		return
+	}
+	c.Ended(id, txn.Committed)
+}
+
+// retryDelay is the wait before retry n (n ≥ 1) of a failed store operation: 200 ms
+// doubling up to 10 s.
+func retryDelay(n int) int64 { return min(int64(100)<<min(n, 8), 10_000) }
+
 func (c *Core) end(e *entry) {
 	e.state = ended
 	c.applyQ = append(c.applyQ, e.id)
 	c.pump()
 }
 
+// clock advances the core's time to now, the time of an input that may start a backoff.
+func (c *Core) clock(now int64) {
+	if !c.mut.StaleRetryClock {
+		c.now = max(c.now, now)
+	}
+}
+
 // Tick advances time (retries).
 func (c *Core) Tick(now int64) {
 	c.now = now
+	if c.state != StateReady {
+		return
+	}
+	for _, id := range c.sortedTxns() {
+		if e := c.txns[id]; e.lookupAt != 0 && e.lookupAt <= now {
+			e.lookupAt = 0
+			c.ready.Lookups = append(c.ready.Lookups, id)
+		}
+	}
 	if c.retryAt != 0 && c.retryAt <= now {
 		c.retryAt = 0
 		c.pump()
@@ -568,9 +648,11 @@ func (c *Core) pump() {
 	c.ready.Writes = append(c.ready.Writes, w)
 }
 
-// Written reports a record write (ver: the watermark's new version; notFound: a CAS found
-// the watermark changed or gone, reload value and version from cur).
-func (c *Core) Written(tag uint64, ver metadata.Version, err error) {
+// Written reports a record write at now (Unix ms; a failure's backoff starts then). ver is
+// the watermark's new version; after a refused compare-and-swap (metadata.ErrBadVersion)
+// the owner feeds WatermarkReloaded first.
+func (c *Core) Written(now int64, tag uint64, ver metadata.Version, err error) {
+	c.clock(now)
 	if id, ok := c.pruneTags[tag]; ok {
 		delete(c.pruneTags, tag)
 		if err == nil {
@@ -585,7 +667,7 @@ func (c *Core) Written(tag uint64, ver metadata.Version, err error) {
 	c.stepTag = 0
 	if err != nil {
 		c.retries++
-		c.retryAt = c.now + min(int64(100)<<min(c.retries, 8), 10_000)
+		c.retryAt = c.now + retryDelay(c.retries)
 		return
 	}
 	c.retries = 0
@@ -633,6 +715,20 @@ func (c *Core) Trimmed(first Position) {
 		c.pruneTags[t] = id
 		c.ready.Writes = append(c.ready.Writes, Write{Tag: t, Kind: WriteDeleteAborted, ID: id})
 	}
+}
+
+func (c *Core) sortedTxns() []txn.ID {
+	ids := make([]txn.ID, 0, len(c.txns))
+	for id := range c.txns {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].Most != ids[j].Most {
+			return ids[i].Most < ids[j].Most
+		}
+		return ids[i].Least < ids[j].Least
+	})
+	return ids
 }
 
 // Start returns the first position of id's entries on this topic, if the buffer knows it

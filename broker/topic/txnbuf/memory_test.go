@@ -25,7 +25,7 @@ func TestMemoryWithCommittedHistory(t *testing.T) {
 				}
 			}
 			for _, w := range r.Writes {
-				c.Written(w.Tag, 1, nil)
+				c.Written(0, w.Tag, 1, nil)
 			}
 			if len(r.Registers) == 0 && len(r.Writes) == 0 {
 				return

@@ -129,11 +129,14 @@ type simInc struct {
 	// flight: applies are serialized (T4), so at most one.
 	applying int
 	failedAt time.Duration // the last apply write reported failed (-1: none since)
+	// lookupFailed: when the last read of a transaction's aborted record failed.
+	lookupFailed map[txn.ID]time.Duration
 }
 
 type simStats struct {
 	Appended, Committed, Aborted, TimedOut, Holds, Rejected, RegFailed, Refused, Crashes, Trims,
-	Pruned, LateWrites, Ambiguous, WatermarkCAS, Reloaded, GCed, EndedUnknown, Visible, Orphans, Dropped int
+	Pruned, LateWrites, Ambiguous, WatermarkCAS, Reloaded, GCed, EndedUnknown, Visible, Orphans, Dropped,
+	Lookups, LookupFailed int
 }
 
 type simWorld struct {
@@ -206,7 +209,8 @@ func (w *simWorld) on(inc *simInc, d time.Duration, name string, fn func()) {
 func (w *simWorld) start() {
 	w.incs++
 	inc := &simInc{id: w.incs, alive: true, held: map[txn.ID][]*simSend{}, regErr: map[txn.ID]error{},
-		awaiting: map[txn.ID]bool{}, unresolved: map[txn.ID]bool{}, failedAt: -1}
+		awaiting: map[txn.ID]bool{}, unresolved: map[txn.ID]bool{}, failedAt: -1,
+		lookupFailed: map[txn.ID]time.Duration{}}
 	inc.c = New()
 	inc.c.SetMutation(w.mut)
 	w.inc = inc
@@ -267,7 +271,7 @@ func (w *simWorld) input(inc *simInc, name string, fn func(c *Core)) {
 	for {
 		r := inc.c.TakeReady()
 		w.perform(inc, r)
-		if len(r.Registers)+len(r.Awaits)+len(r.Writes)+len(r.Released) == 0 {
+		if len(r.Registers)+len(r.Awaits)+len(r.Writes)+len(r.Released)+len(r.Lookups)+len(r.Drops) == 0 {
 			break
 		}
 	}
@@ -284,6 +288,12 @@ func (w *simWorld) perform(inc *simInc, r Ready) {
 	}
 	for _, wr := range r.Writes {
 		w.write(inc, wr)
+	}
+	for _, id := range r.Lookups {
+		w.lookup(inc, id)
+	}
+	for _, id := range r.Drops {
+		w.drop(inc, id)
 	}
 	for _, id := range r.Released {
 		ss := inc.held[id]
@@ -482,7 +492,7 @@ func (w *simWorld) write(inc *simInc, wr Write) {
 		if inc.applying > 1 {
 			w.failf("T4: %d apply writes in flight at once", inc.applying)
 		}
-		if inc.failedAt >= 0 && w.s.Now()-inc.failedAt < 100*time.Millisecond && !w.quiet {
+		if inc.failedAt >= 0 && w.s.Now()-inc.failedAt < 100*time.Millisecond {
 			w.failf("an apply write retried %v after a failure, without backoff", w.s.Now()-inc.failedAt)
 		}
 	}
@@ -537,7 +547,7 @@ func (w *simWorld) write(inc *simInc, wr Write) {
 		if err != nil {
 			ver = 0
 		}
-		w.input(inc, fmt.Sprintf("written %d %v", wr.Tag, err), func(c *Core) { c.Written(wr.Tag, ver, err) })
+		w.input(inc, fmt.Sprintf("written %d %v", wr.Tag, err), func(c *Core) { c.Written(w.nowMs(), wr.Tag, ver, err) })
 	})
 }
 
@@ -635,22 +645,44 @@ func (w *simWorld) endTxn(id txn.ID, s txn.Status) bool {
 }
 
 // endedNotice is the coordinator's broker telling the loaded topic that id ended
-// (Topic.TxnEnded): a topic whose buffer does not know id drops its open record, so that a
-// participant that never wrote lets the header be collected.
+// (Topic.TxnEnded), at any time relative to the outcome's arrival through the tracker.
 func (w *simWorld) endedNotice(id txn.ID) {
-	w.s.After(w.delay(), "ended notice "+id.String(), func() {
+	w.s.After(w.delay()+w.s.Between(0, w.p.lateEnd), "ended notice "+id.String(), func() {
 		inc := w.inc
-		w.input(inc, fmt.Sprintf("ended notice %v", id), func(c *Core) {
-			if c.State() == StateReady && !c.Knows(id) {
-				w.storeOp(inc, "drop open record "+id.String(), func() {
-					if w.open[id] {
-						w.stats.Dropped++
-					}
-					delete(w.open, id)
-					delete(w.orphans, id)
-				}, func(error) {})
-			}
-		})
+		w.input(inc, fmt.Sprintf("ended notice %v", id), func(c *Core) { c.EndedNotice(id) })
+	})
+}
+
+// drop performs Ready.Drops: the open record's deletion, in the background (a failure
+// leaves it to the next load).
+func (w *simWorld) drop(inc *simInc, id txn.ID) {
+	w.storeOp(inc, "drop open record "+id.String(), func() {
+		if w.open[id] {
+			w.stats.Dropped++
+		}
+		delete(w.open, id)
+		delete(w.orphans, id)
+	}, func(error) {})
+}
+
+// lookup performs Ready.Lookups: a read of the topic's aborted record of id (it may fail).
+func (w *simWorld) lookup(inc *simInc, id txn.ID) {
+	w.stats.Lookups++
+	if at, ok := inc.lookupFailed[id]; ok && w.s.Now()-at < 100*time.Millisecond {
+		w.failf("the read of %v's aborted record retried %v after a failure, without backoff", id, w.s.Now()-at)
+	}
+	w.on(inc, w.delay(), "read aborted record "+id.String(), func() {
+		var err error
+		_, found := w.aborted[id]
+		delete(inc.lookupFailed, id)
+		if w.chance(w.p.readFail) {
+			err, found = errSimDown, false
+			w.stats.LookupFailed++
+			inc.lookupFailed[id] = w.s.Now()
+		} else {
+			delete(inc.unresolved, id)
+		}
+		w.input(inc, fmt.Sprintf("aborted record of %v: %v %v", id, found, err), func(c *Core) { c.LookedUp(w.nowMs(), id, found, err) })
 	})
 }
 
@@ -672,17 +704,16 @@ func (w *simWorld) notify(inc *simInc, id txn.ID) {
 		return // endTxn notifies
 	}
 	w.on(inc, w.delay()+w.s.Between(0, w.p.lateEnd), "", func() {
-		// The owner's Await: the header's status; a gone header is resolved by the aborted
-		// record (an apply of a crashed incarnation may have landed after this one loaded).
+		// The tracker's Await: the header's status, 0 if it is gone.
 		var s txn.Status
 		if h := w.headers[id]; h != nil {
 			s = h.status
-		} else if _, ok := w.aborted[id]; ok {
-			s = txn.Aborted
 		} else {
 			w.stats.EndedUnknown++
 		}
-		delete(inc.unresolved, id)
+		if s != 0 {
+			delete(inc.unresolved, id)
+		}
 		w.input(inc, fmt.Sprintf("ended %v %v", id, s), func(c *Core) { c.Ended(id, s) })
 	})
 }
@@ -917,7 +948,7 @@ func TestSim(t *testing.T) {
 		"pruned records": st.Pruned, "late writes": st.LateWrites, "ambiguous writes": st.Ambiguous,
 		"watermark moves": st.WatermarkCAS, "watermark reloads": st.Reloaded, "collected headers": st.GCed,
 		"outcomes of collected headers": st.EndedUnknown, "visible transactional entries": st.Visible,
-		"dropped open records": st.Dropped})
+		"dropped open records": st.Dropped, "aborted-record reads": st.Lookups, "failed aborted-record reads": st.LookupFailed})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
@@ -936,6 +967,8 @@ var simMutants = []sim.Mutant[Mutation]{
 	{Name: "the watermark past an abort without its aborted record", Mut: Mutation{SkipAbortRecord: true}},
 	{Name: "an outcome applied with appends in flight", Mut: Mutation{ApplyWithInflight: true}},
 	{Name: "the open record dropped while its apply is in flight", Mut: Mutation{ForgetApplying: true}},
+	{Name: "a collected header read as aborted", Mut: Mutation{GoneIsAborted: true}},
+	{Name: "a failed write's backoff measured from the last tick", Mut: Mutation{StaleRetryClock: true}},
 }
 
 // TestSimCatchesMutations proves the checkers can fail: each deliberately broken core is
