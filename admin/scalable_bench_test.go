@@ -15,7 +15,7 @@ import (
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
-// TestScalableSplitPause measures how long splits pause publishing (issue #17: at most
+// TestScalableSplitPause measures how long splits pause publishing (the target: at most
 // 500 ms under 5k msg/s): producers on many keys publish at MAGNETAR_SCALABLE_RATE msg/s
 // (default 5000) on 3 brokers while the admin API splits the widest active segment
 // MAGNETAR_SCALABLE_SPLITS times (default 10); the pause of a split is the longest time any
@@ -104,7 +104,7 @@ func TestScalableSplitPause(t *testing.T) {
 }
 
 // TestScalableThroughputRatio measures a scalable topic of 4 segments against a topic of 4
-// partitions on the same 3 brokers (issue #17: at least 0.9×): one pipelined producer per
+// partitions on the same 3 brokers (the target: at least 0.9×): one pipelined producer per
 // topic (MaxPendingMessages 1000, batching on, 1 KiB unkeyed messages: round-robin over the
 // segments or partitions, as magnetar perf produce sends them) publishes as fast as it can
 // for MAGNETAR_SCALABLE_SECONDS (default 10) per run; the runs alternate scalable and

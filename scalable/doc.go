@@ -31,7 +31,7 @@
 //  6. Stop the core when leadership is lost; a new leader starts a new Core with a higher
 //     term, which completes any operation the record has pending.
 //
-// # Operations (item 2)
+// # Operations
 //
 // A split or merge is recorded in the record first (layout.Op, the intent, with the
 // children's ids and ranges), then: create the children with a cursor at the earliest for
@@ -46,7 +46,7 @@
 // neighbours; cooldowns, minimum and maximum segments, maximum merge depth) queue
 // operations, run one at a time.
 //
-// # Subscriptions (item 3)
+// # Subscriptions
 //
 // For each subscription the coordinator keeps the sealed segments known drained (polled with
 // Check; in memory: a new leader starts empty, which only delays assignments) and deals the
@@ -58,7 +58,7 @@
 // version, and only then resets the cursor; no drain check of the segment runs meanwhile.
 // Queue consumers attach to every segment (QueueSegments) without order.
 //
-// # Garbage collection (item 4)
+// # Garbage collection
 //
 // At each Tick with nothing pending, the sealed segments past RetentionMs since their seal,
 // with no parent left in the layout (S3: ancestors first, one generation per write) and
@@ -102,7 +102,7 @@
 // Controller.Sample. Calls that need the leader (split, merge, subscribe, stream consumers)
 // answer 307 to it from any other broker.
 //
-// Protocol (item 5, broker/conn_scalable.go): upstream's scalable-topic commands,
+// Protocol (broker/conn_scalable.go): upstream's scalable-topic commands,
 // BaseCommand types 70..78 (proto/pulsar/doc.go says what was checked against upstream),
 // served only to clients whose CONNECT set FeatureFlags.supports_scalable_topics; any other
 // client (pulsar-client-go v0.19) gets ERROR NotAllowedError for one and is never sent one.
@@ -127,7 +127,7 @@
 // The admin API stays for administration (create, delete, layout, split, merge, stats,
 // subscriptions) and the consumers' HTTP register and poll remain for other tools.
 //
-// Client (item 6, package pulsarclient): ScalableProducer routes murmur3-32(key) >> 16
+// Client (package pulsarclient): ScalableProducer routes murmur3-32(key) >> 16
 // (layout.KeyHash, upstream's ScalableTopicHashing.segmentHash) with layout.FindActive,
 // round-robin for unkeyed messages, pipelined (SendAsync, a window of MaxPendingMessages,
 // Flush): after TopicTerminated it holds every message for the sealed segment and for the
@@ -140,7 +140,7 @@
 // while the parent is unresolved; admin's TestScalableTopicPipelinedSplit under real
 // brokers). A stream consumer attaches
 // Exclusive to each assigned segment (detaching the others first); a queue consumer attaches
-// Shared to every segment of the layout. Admin (item 7): create, delete, list, layout, split,
+// Shared to every segment of the layout. Admin: create, delete, list, layout, split,
 // merge, stats, subscriptions, seek (docs/TOOLS.md; `magnetar admin scalable-topics`).
 //
 // Seek (admin: POST .../subscription/<sub>/seek?segment=ID&earliest|ledger=L&entry=E;
