@@ -434,7 +434,7 @@ func (c *core) onRolloverRecorded(a uint64, w Writer, err error) {
 // switch may have timed out and still be applied later (etcd may apply a timed-out write after
 // our re-read), so the ledger is deleted only after a later write of ours succeeded (or another
 // owner's was seen), when no earlier one can land. A switch that landed meanwhile is undone in
-// that write. Found by the simulation's late applies.
+// that write. The simulation's late applies (simports_test.go) exercise it.
 func (c *core) dropLostRollover(id int64) {
 	c.ml.enqueue(&metaOp[*Info]{name: "drop-lost-rollover", apply: func(in *Info) error {
 		if last := in.last(); last != nil && last.ID == id && len(in.Ledgers) > 1 && in.Terminated == nil {

@@ -578,7 +578,7 @@ func (c *core) onCursorFirstAppended(cur *cursor, gen uint64, w Writer, st *Curs
 // have timed out and still land later (etcd may apply a timed-out write after our re-read), so
 // the decision waits for a later write of the record to succeed, when no earlier one can land.
 // Then id goes if the record does not name it; if it does (the switch landed late), the ledger
-// it replaced (prev) goes instead. Found by the simulation's late applies.
+// it replaced (prev) goes instead. The simulation's late applies (simports_test.go) exercise it.
 func (c *core) settleCursorSwitch(cur *cursor, id, prev int64) {
 	cur.rec.enqueue(&metaOp[*CursorInfo]{name: "cursor-switch-settle", apply: func(*CursorInfo) error { return nil },
 		done: func(error) {

@@ -175,9 +175,9 @@ func fillData(b []byte, id int64) {
 // CrashReorder crashes the FS keeping a random subset of each file's unsynced writes,
 // as a power failure may persist them in any order. The subset is chosen and the crash
 // happens under one hold of the lock: a Sync in between would make the chosen subset
-// durable and succeed, acknowledging records whose writes were just dropped (a harness
-// bug that failed TestCrash/reorder about once in 90 runs with "acknowledged record lost"
-// or a gap in an appender's records).
+// durable and succeed, acknowledging records whose writes were just dropped (TestCrash/reorder
+// would then fail now and then with "acknowledged record lost" or a gap in an appender's
+// records).
 func (c *crashFS) CrashReorder(rng *rand.Rand) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
