@@ -85,11 +85,8 @@ var (
 // topic goroutine).
 func (t *Topic) SetPolicies(p Policies) {
 	t.post(func() {
-		t.pol = p
 		now := time.Now().UnixNano()
-		t.msgLimit.span, t.byteLimit.span = publishSpan, publishSpan
-		t.msgLimit.set(p.PublishRateMsgs, now)
-		t.byteLimit.set(p.PublishRateBytes, now)
+		t.setPolicies(p, now)
 		t.dispatch.Lock()
 		t.dispatch.msgs.set(p.DispatchRateMsgs, now)
 		t.dispatch.bytes.set(p.DispatchRateBytes, now)
@@ -98,13 +95,23 @@ func (t *Topic) SetPolicies(p Policies) {
 		for _, s := range t.subs {
 			s.setPolicies(p)
 		}
-		t.releaseThrottled()
+		t.publishReleased() // before a deduplication change
 		t.armRelativeDispatch()
 		if p.Dedup != nil {
 			t.setDedup(*p.Dedup)
 		}
 		t.armDedupSnapshots(p.DedupSnapshotInterval)
 	})
+}
+
+// setPolicies puts p in force at now (Unix ns): the publish rate starts again from a full
+// bucket and releases the held SENDs it allows.
+func (c *topicCore) setPolicies(p Policies, now int64) {
+	c.pol = p
+	c.msgLimit.span, c.byteLimit.span = publishSpan, publishSpan
+	c.msgLimit.set(p.PublishRateMsgs, now)
+	c.byteLimit.set(p.PublishRateBytes, now)
+	c.releaseThrottled(now)
 }
 
 // Dispatch rates relative to the publish rate.
@@ -235,9 +242,8 @@ func (c *topicCore) admitProducer() error {
 // admitSubscribe refuses a consumer the topic's limits do not allow (nil: admitted); it
 // runs on the topic goroutine.
 func (t *Topic) admitSubscribe(sub string, c *Consumer) error {
-	if t.pol.SubscribeRate > 0 && !t.subscribeRate.take(keyOf(c), t.pol.SubscribeRate, t.pol.SubscribeRatePeriod, time.Now()) {
-		t.m.subscribeRateLimited.Inc()
-		return fmt.Errorf("%w: %w", ErrNotAllowed, errSubscribeRate)
+	if err := t.subscribeRateAdmits(keyOf(c), time.Now().UnixNano()); err != nil {
+		return err
 	}
 	if t.pol.MaxConsumers > 0 {
 		n := 0
@@ -252,6 +258,19 @@ func (t *Topic) admitSubscribe(sub string, c *Consumer) error {
 		if _, opening := t.opening[sub]; !opening && len(t.subs)+len(t.opening) >= t.pol.MaxSubscriptions {
 			return fmt.Errorf("%w: Exceed the maximum number of subscriptions of the topic: %s", ErrNotAllowed, t.name)
 		}
+	}
+	return nil
+}
+
+// subscribeRateAdmits counts a subscribe of consumer k at now (Unix ns) in its rate window;
+// an error if the window is full.
+func (c *topicCore) subscribeRateAdmits(k consumerKey, now int64) error {
+	if c.pol.SubscribeRate <= 0 {
+		return nil
+	}
+	if !c.subscribeRate.takeWith(k, c.pol.SubscribeRate, c.pol.SubscribeRatePeriod, time.Unix(0, now), c.mut) {
+		c.m.subscribeRateLimited.Inc()
+		return fmt.Errorf("%w: %w", ErrNotAllowed, errSubscribeRate)
 	}
 	return nil
 }
@@ -286,6 +305,11 @@ func keyOf(c *Consumer) consumerKey {
 // take counts a subscribe of consumer k; false if it already made rate subscribes in its
 // current period (at least a second).
 func (w *subscribeWindows) take(k consumerKey, rate int, period time.Duration, now time.Time) bool {
+	return w.takeWith(k, rate, period, now, coreMutation{})
+}
+
+// takeWith is take, broken as mut says (tests only).
+func (w *subscribeWindows) takeWith(k consumerKey, rate int, period time.Duration, now time.Time, mut coreMutation) bool {
 	if *w == nil {
 		*w = subscribeWindows{}
 	}
@@ -302,10 +326,15 @@ func (w *subscribeWindows) take(k consumerKey, rate int, period time.Duration, n
 		win = &subscribeWindow{start: now}
 		(*w)[k] = win
 	}
+	if mut.subscribeWindowSlides {
+		win.start = now
+	}
 	if win.n >= rate {
 		return false
 	}
-	win.n++
+	if !mut.subscribeUncounted {
+		win.n++
+	}
 	return true
 }
 
@@ -388,95 +417,122 @@ func (b *tokenBucket) wait() time.Duration {
 	return time.Duration((-b.tokens + 1e-3) / b.rate * 1e9)
 }
 
-// onSend takes a SEND: refused if it is too large, held while the publish rate is
-// exceeded (behind the SENDs already held, in order), else published. Without policies it
-// is two comparisons.
+// onSend takes a SEND: the core refuses it, holds it for the publish rate, or admits it.
 func (t *Topic) onSend(p *Producer, m Message) {
-	if t.pol.MaxMessageSize > 0 && len(m.Data) > t.pol.MaxMessageSize {
-		t.pubDone(p, m)
-		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_NotAllowedError, "Exceed maximum message size"))
-		return
-	}
-	if t.pol.MaxDeliveryDelayMs > 0 && !t.pol.NoDelayedDelivery && t.tooDelayed(m) {
-		t.pubDone(p, m)
-		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_NotAllowedError,
-			fmt.Sprintf("Exceeds max allowed delivery delay of %d milliseconds", t.pol.MaxDeliveryDelayMs)))
-		return
-	}
-	if t.msgLimit.rate == 0 && t.byteLimit.rate == 0 && len(t.throttled) == 0 {
+	if t.send(p, m, time.Now().UnixNano()) {
 		t.onPublish(p, m)
-		return
 	}
-	if len(t.throttled) == 0 && t.admitRate(m, time.Now().UnixNano()) {
-		t.onPublish(p, m)
-		return
+}
+
+// send takes a SEND at now (Unix ns): refused if it is too large or delayed too long
+// (outRefused), held while the publish rate is exceeded (behind the SENDs already held, in
+// order), else admitted: true tells the owner to publish it now. Without policies it is a
+// few comparisons.
+func (c *topicCore) send(p *Producer, m Message, now int64) bool {
+	if c.pol.MaxMessageSize > 0 && len(m.Data) > c.pol.MaxMessageSize {
+		c.refuse(p, m, pb.ServerError_NotAllowedError, "Exceed maximum message size")
+		return false
 	}
-	if len(t.throttled) == 0 {
-		t.rateLimited++
-		t.m.publishRateLimited.Inc()
+	if c.pol.MaxDeliveryDelayMs > 0 && !c.pol.NoDelayedDelivery && c.tooDelayed(m) {
+		c.refuse(p, m, pb.ServerError_NotAllowedError,
+			fmt.Sprintf("Exceeds max allowed delivery delay of %d milliseconds", c.pol.MaxDeliveryDelayMs))
+		return false
 	}
-	t.throttled = append(t.throttled, heldSend{p, m})
-	t.armThrottle()
+	if c.msgLimit.rate == 0 && c.byteLimit.rate == 0 && len(c.throttled) == 0 {
+		return true
+	}
+	if (len(c.throttled) == 0 || c.mut.overtakeHeld) && c.admitRate(m, now) {
+		return true
+	}
+	if len(c.throttled) == 0 {
+		c.rateLimited++
+		c.m.publishRateLimited.Inc()
+	}
+	c.throttled = append(c.throttled, heldSend{p, m})
+	c.armThrottle(now)
+	return false
+}
+
+// refuse answers a SEND the policies refuse.
+func (c *topicCore) refuse(p *Producer, m Message, code pb.ServerError, msg string) {
+	c.emit(output{kind: outRefused, p: p, seq: m.SequenceID, code: code, msg: msg, size: len(m.Data)})
 }
 
 // tooDelayed reports whether m is to be delivered later after its publish time than the
 // max delivery delay allows (as Pulsar's isExceedMaximumDeliveryDelay).
-func (t *Topic) tooDelayed(m Message) bool {
+func (c *topicCore) tooDelayed(m Message) bool {
 	publish, deliverAt := metaTimes(m.Data)
-	return deliverAt > 0 && deliverAt-publish > t.pol.MaxDeliveryDelayMs
+	return deliverAt > 0 && deliverAt-publish > c.pol.MaxDeliveryDelayMs
 }
 
-// admitRate takes m's messages and bytes from the buckets if both have tokens.
-func (t *Topic) admitRate(m Message, now int64) bool {
-	if t.msgLimit.rate > 0 {
-		t.msgLimit.refill(now)
-		if t.msgLimit.tokens <= 0 {
+// admitRate takes m's messages and bytes from the buckets if both have tokens at now.
+func (c *topicCore) admitRate(m Message, now int64) bool {
+	if c.msgLimit.rate > 0 {
+		c.msgLimit.refill(now)
+		if c.msgLimit.tokens <= 0 {
 			return false
 		}
 	}
-	if t.byteLimit.rate > 0 {
-		t.byteLimit.refill(now)
-		if t.byteLimit.tokens <= 0 {
+	if c.byteLimit.rate > 0 {
+		c.byteLimit.refill(now)
+		if c.byteLimit.tokens <= 0 {
 			return false
 		}
 	}
-	t.msgLimit.spend(float64(max(m.NumMessages, 1)))
-	t.byteLimit.spend(float64(len(m.Data)))
+	c.msgLimit.spend(float64(max(m.NumMessages, 1)))
+	c.byteLimit.spend(float64(len(m.Data)))
 	return true
 }
 
-func (t *Topic) armThrottle() {
-	if t.throttleTimer != nil || len(t.throttled) == 0 {
+// armThrottle asks for a timer at the time the buckets have tokens again (at least a
+// millisecond from now), if SENDs are held and none is asked for yet.
+func (c *topicCore) armThrottle(now int64) {
+	if c.throttleAt != 0 || len(c.throttled) == 0 || c.mut.publishNoWake {
 		return
 	}
-	d := max(t.msgLimit.wait(), t.byteLimit.wait(), time.Millisecond)
-	t.throttleTimer = time.AfterFunc(d, func() {
-		t.post(func() {
-			t.throttleTimer = nil
-			t.releaseThrottled()
-		})
-	})
+	d := max(c.msgLimit.wait(), c.byteLimit.wait(), time.Millisecond)
+	c.throttleAt = now + int64(d)
+	c.ready.timerAt = c.throttleAt
 }
 
-// releaseThrottled publishes the held SENDs the rate allows now (all of them if the
-// limits are off or the topic is no longer active), and waits for the rest.
-func (t *Topic) releaseThrottled() {
-	now := time.Now().UnixNano()
+// publishTick is the timer asked for at, firing at now: it releases the held SENDs the rate
+// allows. A tick of a timer the core no longer waits for is dropped.
+func (c *topicCore) publishTick(at, now int64) {
+	if at != c.throttleAt || at == 0 {
+		return
+	}
+	c.throttleAt = 0
+	c.releaseThrottled(now)
+}
+
+// releaseThrottled releases the held SENDs the rate allows at now (all of them if the limits are
+// off or the topic is no longer active), in order, and waits for the rest.
+func (c *topicCore) releaseThrottled(now int64) {
 	i := 0
-	for ; i < len(t.throttled); i++ {
-		h := t.throttled[i]
-		free := t.state != StateActive || (t.msgLimit.rate == 0 && t.byteLimit.rate == 0)
-		if !free && !t.admitRate(h.m, now) {
+	for ; i < len(c.throttled); i++ {
+		h := c.throttled[i]
+		free := c.state != StateActive || (c.msgLimit.rate == 0 && c.byteLimit.rate == 0) || c.mut.releaseEarly
+		if !free && !c.admitRate(h.m, now) {
 			break
 		}
-		t.throttled[i] = heldSend{}
-		t.onPublish(h.p, h.m)
+		c.throttled[i] = heldSend{}
+		c.ready.released = append(c.ready.released, h)
 	}
-	t.throttled = t.throttled[i:]
-	if len(t.throttled) == 0 {
-		t.throttled = nil
+	c.throttled = c.throttled[i:]
+	if len(c.throttled) == 0 {
+		c.throttled = nil
 	}
-	t.armThrottle()
+	c.armThrottle(now)
+}
+
+// armPublishTimer performs the core's timer request: at (Unix ns) it feeds publishTick.
+func (t *Topic) armPublishTimer(at int64) {
+	if t.throttleTimer != nil {
+		t.throttleTimer.Stop()
+	}
+	t.throttleTimer = time.AfterFunc(time.Until(time.Unix(0, at)), func() {
+		t.post(func() { t.publishTick(at, time.Now().UnixNano()) })
+	})
 }
 
 // The topic dispatch rate.
@@ -605,5 +661,13 @@ func (t *Topic) flushThrottled() {
 		t.throttleTimer.Stop()
 		t.throttleTimer = nil
 	}
-	t.releaseThrottled()
+	t.releaseThrottled(time.Now().UnixNano())
+	t.publishReleased()
+}
+
+// publishReleased publishes the SENDs the core's publish rate released, in order.
+func (t *Topic) publishReleased() {
+	for _, h := range t.takeReleased() {
+		t.onPublish(h.p, h.m)
+	}
 }

@@ -82,17 +82,11 @@ type Topic struct {
 	closeErr      error
 	deleting      bool
 	closingSubs   int
-	// Publish throttling (policy.go): the rate buckets, the SENDs held in arrival order,
-	// the timer that releases them, and how often throttling started.
-	msgLimit, byteLimit tokenBucket
-	throttled           []heldSend
-	throttleTimer       *time.Timer
-	rateLimited         int64
+	// throttleTimer performs the core's timer request for the publish rate (policy.go).
+	throttleTimer *time.Timer
 	// dedupTimer takes the timed deduplication snapshots every dedupInterval (policy.go).
 	dedupTimer    *time.Timer
 	dedupInterval time.Duration
-	// subscribeRate counts the consumers' subscribes (the subscribe rate, policy.go).
-	subscribeRate subscribeWindows
 	// relative measures the publish rate for the dispatch rates relative to it (policy.go):
 	// the totals and time of the last tick.
 	relative struct {
@@ -176,6 +170,7 @@ func (t *Topic) run() {
 // and a terminate (their completions come back as events, with their tags), and tells the
 // clients.
 func (t *Topic) perform() {
+	t.publishReleased()
 	t.performTxn()
 	if t.ready.empty() {
 		return
@@ -198,6 +193,9 @@ func (t *Topic) perform() {
 	}
 	for i := range rd.out {
 		t.tell(&rd.out[i])
+	}
+	if rd.timerAt != 0 {
+		t.armPublishTimer(rd.timerAt)
 	}
 	t.recycle(&rd)
 }
@@ -246,6 +244,10 @@ func (t *Topic) tell(o *output) {
 		p.Conn.Send(wrap(&pb.CommandSendReceipt{ProducerId: &id, SequenceId: &seq, HighestSequenceId: &hi,
 			MessageId: &pb.MessageIdData{LedgerId: &l, EntryId: &e}}))
 	case outSendError:
+		p.Conn.Send(sendError(p.ID, o.seq, o.code, o.msg))
+	case outRefused:
+		p.Conn.PublishDone()
+		t.pubBudget.release(int64(o.size))
 		p.Conn.Send(sendError(p.ID, o.seq, o.code, o.msg))
 	case outClose:
 		p.Conn.ProducerClosed(p)

@@ -72,6 +72,17 @@ type topicCore struct {
 	// producers.
 	pol   Policies
 	quota QuotaBlock
+	// The publish rate (policy.go): its buckets, the SENDs held in arrival order while it
+	// is exceeded, the time of the timer asked for to release them (Unix ns, 0: none), and
+	// how often holding started. Invariant: a SEND is admitted only while the buckets have
+	// tokens, and never ahead of a held one.
+	msgLimit, byteLimit tokenBucket
+	throttled           []heldSend
+	throttleAt          int64
+	rateLimited         int64
+	// subscribeRate counts each consumer's subscribes in its current rate window.
+	// Invariant: at most pol.SubscribeRate are admitted per window.
+	subscribeRate subscribeWindows
 
 	ready coreReady
 }
@@ -83,6 +94,11 @@ type coreMutation struct {
 	unserializedEpochs     bool // issue every epoch write at once (they may land out of order)
 	dedupSkipReplay        bool // recover the deduplication state from the snapshot only
 	sendErrorBeforeClose   bool // fail a terminated topic's SEND before closing its producer
+	releaseEarly           bool // a publish timer releases every held SEND, whatever the rate
+	overtakeHeld           bool // a SEND the rate admits is published ahead of held ones
+	publishNoWake          bool // SENDs held by the publish rate ask for no timer
+	subscribeUncounted     bool // an admitted subscribe is not counted in its window
+	subscribeWindowSlides  bool // every subscribe, admitted or not, starts its window again
 }
 
 // pubOp is one add in flight.
@@ -92,18 +108,23 @@ type pubOp struct {
 	dups []*pubOp // duplicates of m that arrived while it was in flight
 }
 
-// coreReady is what the owner must do next, in order: the adds (Log.AddAsync, completing
-// with added), the property writes (Log.SetProperty, completing with propertyWritten), the
-// terminate (Log.Terminate, completing with terminated) and the outputs to the clients.
+// coreReady is what the owner must do next, in order: the SENDs the publish rate released
+// (takeReleased: the owner publishes each, which adds to this Ready), then the adds
+// (Log.AddAsync, completing with added), the property writes (Log.SetProperty, completing
+// with propertyWritten), the terminate (Log.Terminate, completing with terminated), the
+// outputs to the clients, and a timer for timerAt that calls publishTick(timerAt, now).
 type coreReady struct {
+	released  []heldSend
 	adds      []*pubOp
 	props     []propWrite
 	terminate uint64 // tag of a terminate to perform (0: none)
 	out       []output
+	timerAt   int64 // Unix ns (0: none)
 }
 
 func (r *coreReady) empty() bool {
-	return len(r.adds) == 0 && len(r.props) == 0 && r.terminate == 0 && len(r.out) == 0
+	return len(r.released) == 0 && len(r.adds) == 0 && len(r.props) == 0 && r.terminate == 0 &&
+		len(r.out) == 0 && r.timerAt == 0
 }
 
 // propWrite is a managed-ledger property write.
@@ -121,6 +142,7 @@ const (
 	outReady                        // p.cb.Ready(ready)
 	outQueued                       // p.cb.Queued()
 	outFailed                       // p.cb.Failed(err)
+	outRefused                      // the SEND seq (size bytes) is refused: release what it holds, then SEND_ERROR code, msg
 )
 
 // output is one thing to tell a client.
@@ -134,6 +156,7 @@ type output struct {
 	msg   string
 	err   error
 	ready ProducerReady
+	size  int
 }
 
 // newTopicCore returns an Active core with no producers.
@@ -179,6 +202,14 @@ func (c *topicCore) load(ctx context.Context, st mledger.Stats, r entryReader) e
 func (c *topicCore) takeReady() coreReady {
 	r := c.ready
 	c.ready = coreReady{adds: r.adds[len(r.adds):], props: r.props[len(r.props):], out: r.out[len(r.out):]}
+	return r
+}
+
+// takeReleased returns the SENDs the publish rate released, in arrival order, and clears
+// them. The owner publishes each (which may add to the Ready) before it takes the Ready.
+func (c *topicCore) takeReleased() []heldSend {
+	r := c.ready.released
+	c.ready.released = nil
 	return r
 }
 

@@ -20,8 +20,9 @@ import (
 // The topic core's simulation: a seed fixes every add completion and failure, every
 // property write's completion, failure or ambiguous failure (applied, then reported failed),
 // every producer arrival, departure and reconnect (all four access modes, reconnects with
-// the TopicEpoch they were given), a terminate, and crashes (a reload builds a new core from
-// what the simulated log durably holds). Invariants are checked after every step; see
+// the TopicEpoch they were given), a terminate, crashes (a reload builds a new core from
+// what the simulated log durably holds), a publish rate that holds SENDs and changes, and
+// consumers' subscribes under a subscribe rate. Invariants are checked after every step; see
 // (*simWorld).check and the checks at each output.
 //
 // Long run: go test ./broker/topic -run 'TestSim$' -seeds 1000000 -timeout 0
@@ -48,12 +49,21 @@ type simParams struct {
 	terminateAt time.Duration
 	crashes     int
 	departures  int
+	// The publish rate (0: off) and how many times it changes; the subscribe rate (0: off)
+	// per period, and how many subscribes subKeys consumers make.
+	pubMsgs, pubBytes int64
+	pubChanges        int
+	subRate           int
+	subPeriod         time.Duration
+	subKeys           int
+	subscribes        int
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("clients=%d sends=%d window=%v delay<=%v dedup=%v snapEvery=%d fail(add=%.2f prop=%.2f ambiguous=%.2f terminate=%.2f) terminate=%v@%v crashes=%d departures=%d",
+	return fmt.Sprintf("clients=%d sends=%d window=%v delay<=%v dedup=%v snapEvery=%d fail(add=%.2f prop=%.2f ambiguous=%.2f terminate=%.2f) terminate=%v@%v crashes=%d departures=%d publish=%d/s,%dB/s changes=%d subscribe=%d/%v keys=%d subscribes=%d",
 		p.clients, p.sends, p.window, p.maxDelay, p.dedup, p.snapEvery, p.addFail, p.propFail, p.propAmbig,
-		p.termFail, p.terminate, p.terminateAt, p.crashes, p.departures)
+		p.termFail, p.terminate, p.terminateAt, p.crashes, p.departures, p.pubMsgs, p.pubBytes, p.pubChanges,
+		p.subRate, p.subPeriod, p.subKeys, p.subscribes)
 }
 
 func randomSimParams(s *sim.Sim) simParams {
@@ -80,7 +90,76 @@ func randomSimParams(s *sim.Sim) simParams {
 		departures: r.IntN(4),
 	}
 	p.terminateAt = time.Duration(r.Int64N(int64(p.window) + 1))
+	if r.IntN(2) == 0 {
+		p.pubMsgs, p.pubBytes = randomPublishRate(r)
+		p.pubChanges = r.IntN(3)
+	}
+	if r.IntN(3) > 0 {
+		p.subRate = r.IntN(4) // 0: off
+		p.subPeriod = time.Duration(r.IntN(3000)) * time.Millisecond
+		p.subKeys = 1 + r.IntN(4)
+		p.subscribes = r.IntN(30)
+	}
 	return p
+}
+
+// randomPublishRate draws a publish rate (0: off) that holds the simulation's SENDs (each
+// about 20 bytes) yet lets them through within seconds.
+func randomPublishRate(r interface{ IntN(int) int }) (msgs, bytes int64) {
+	switch r.IntN(4) {
+	case 0:
+		return 0, 0
+	case 1:
+		return int64(5 + r.IntN(150)), 0
+	case 2:
+		return 0, int64(100 + r.IntN(3000))
+	}
+	return int64(5 + r.IntN(150)), int64(100 + r.IntN(3000))
+}
+
+// simBaseNs is the Unix ns of the simulation's time 0.
+const simBaseNs = 1_700_000_000 * int64(time.Second)
+
+// simRateBudget is what the publish rate allows since it was set at t0 (Unix ns): a
+// second's burst plus rate × elapsed, in messages and bytes; used is what it admitted since.
+// A token bucket keeps no more (it caps its tokens at the burst), so a SEND admitted when
+// the budget is already used up was admitted beyond the rate.
+type simRateBudget struct {
+	msgs, bytes         float64 // per second; 0: off
+	t0                  int64
+	usedMsgs, usedBytes float64
+}
+
+// admit counts m, admitted at now, and describes how it goes beyond the budget ("" if not).
+func (b *simRateBudget) admit(m Message, now int64) string {
+	el := float64(now-b.t0) / 1e9
+	why := ""
+	if b.msgs > 0 {
+		if allow := max(b.msgs*publishSpan, 1) + b.msgs*el; b.usedMsgs > allow+1e-6 {
+			why = fmt.Sprintf("%.0f messages admitted of %.1f allowed at %.0f/s in %.3fs", b.usedMsgs, allow, b.msgs, el)
+		}
+	}
+	if b.bytes > 0 {
+		if allow := max(b.bytes*publishSpan, 1) + b.bytes*el; b.usedBytes > allow+1e-6 {
+			why = fmt.Sprintf("%.0f bytes admitted of %.1f allowed at %.0f/s in %.3fs", b.usedBytes, allow, b.bytes, el)
+		}
+	}
+	b.usedMsgs += float64(max(m.NumMessages, 1))
+	b.usedBytes += float64(len(m.Data))
+	return why
+}
+
+// simHeld identifies a SEND held by the publish rate.
+type simHeld struct {
+	p   *Producer
+	seq uint64
+}
+
+// simSubWindow is the checker's model of a consumer's subscribe-rate window (Pulsar's
+// SubscribeRateLimiter: a fixed window from the first subscribe after the last one ended).
+type simSubWindow struct {
+	start int64
+	n     int
 }
 
 // simEntry identifies a stored message.
@@ -166,6 +245,7 @@ type simProducer struct {
 type simTopicStats struct {
 	Receipts, Takeovers, Resumes, Fenced, Waits, DedupHits, Crashes, Terminated, TerminatedSends,
 	EpochFails, RefusedStale int
+	Held, Released, RateChanges, Subscribes, SubscribesRefused, SubWindows int
 }
 
 // simWorld is one seed's simulation.
@@ -190,6 +270,13 @@ type simWorld struct {
 	stored   map[simEntry]int
 	ended    bool
 	stats    simTopicStats
+
+	// pol are the policies in force; budget the publish rate's since it was set; held the
+	// SENDs the core holds, in arrival order; subWins the subscribe-rate model.
+	pol     Policies
+	budget  simRateBudget
+	held    []simHeld
+	subWins map[consumerKey]*simSubWindow
 }
 
 func newSimWorld(seed int64, mut coreMutation, verbose bool) *simWorld {
@@ -198,8 +285,12 @@ func newSimWorld(seed int64, mut coreMutation, verbose bool) *simWorld {
 	w := &simWorld{s: s, mut: mut, prods: map[*Producer]*simProducer{}, stored: map[simEntry]int{}}
 	w.log.props = map[string]string{}
 	w.p = randomSimParams(s)
+	w.pol = Policies{PublishRateMsgs: w.p.pubMsgs, PublishRateBytes: w.p.pubBytes,
+		SubscribeRate: w.p.subRate, SubscribeRatePeriod: w.p.subPeriod}
 	return w
 }
+
+func (w *simWorld) nowNs() int64 { return simBaseNs + int64(w.s.Now()) }
 
 func (w *simWorld) failf(format string, args ...any) {
 	if w.err == nil {
@@ -236,6 +327,85 @@ func (w *simWorld) load() {
 		w.failf("a terminated log reloads in state %v", c.state)
 	}
 	w.core = c
+	w.setPolicies(w.pol)
+	w.subWins = map[consumerKey]*simSubWindow{} // the windows are the loaded topic's
+}
+
+// setPolicies puts p in force on the core; the checker's budget starts again from it.
+func (w *simWorld) setPolicies(p Policies) {
+	w.pol = p
+	now := w.nowNs()
+	w.budget = simRateBudget{msgs: float64(p.PublishRateMsgs), bytes: float64(p.PublishRateBytes), t0: now}
+	if w.core == nil {
+		return
+	}
+	w.core.setPolicies(p, now)
+	w.perform()
+}
+
+// changeRate is a policy update of the publish rate.
+func (w *simWorld) changeRate() {
+	p := w.pol
+	p.PublishRateMsgs, p.PublishRateBytes = randomPublishRate(w.s.Rand())
+	w.stats.RateChanges++
+	w.s.Tracef("publish rate %d/s %dB/s", p.PublishRateMsgs, p.PublishRateBytes)
+	w.setPolicies(p)
+}
+
+// admitted checks a SEND the core admits at now (P1: within the publish rate's budget).
+func (w *simWorld) admitted(m Message) {
+	if w.core.state != StateActive || (w.pol.PublishRateMsgs == 0 && w.pol.PublishRateBytes == 0) {
+		return // released without the rate: the topic answers it
+	}
+	if why := w.budget.admit(m, w.nowNs()); why != "" {
+		w.failf("P1: SEND admitted beyond the publish rate: %s", why)
+	}
+}
+
+// release checks a SEND the core releases (P2: the oldest held one) and publishes it.
+func (w *simWorld) release(h heldSend) {
+	w.stats.Released++
+	if len(w.held) == 0 || w.held[0] != (simHeld{h.p, h.m.SequenceID}) {
+		w.failf("P2: released SEND %d of producer %d is not the oldest held (%v)", h.m.SequenceID, h.p.ID, w.held)
+		return
+	}
+	w.held = w.held[1:]
+	w.admitted(h.m)
+	w.core.publish(h.p, h.m)
+}
+
+// subscribe is a consumer's subscribe, checked against the model of its rate window (S1:
+// admitted exactly when its window has room).
+func (w *simWorld) subscribe(k consumerKey) {
+	if w.core == nil {
+		return
+	}
+	now := w.nowNs()
+	w.stats.Subscribes++
+	err := w.core.subscribeRateAdmits(k, now)
+	want := true
+	if w.pol.SubscribeRate > 0 {
+		win := w.subWins[k]
+		if win == nil || now-win.start >= int64(max(w.pol.SubscribeRatePeriod, time.Second)) {
+			if win != nil {
+				w.stats.SubWindows++
+			}
+			win = &simSubWindow{start: now}
+			w.subWins[k] = win
+		}
+		want = win.n < w.pol.SubscribeRate
+		if want {
+			win.n++
+		}
+	}
+	if !want {
+		w.stats.SubscribesRefused++
+	}
+	w.s.Tracef("consumer %v subscribes: %v", k, err)
+	if (err == nil) != want {
+		w.failf("S1: subscribe of %v admitted=%v, its window (rate %d per %v) admits=%v", k, err == nil,
+			w.pol.SubscribeRate, w.pol.SubscribeRatePeriod, want)
+	}
 }
 
 // perform does what the core asked for, as Topic.perform does, on the simulated log.
@@ -243,6 +413,9 @@ func (w *simWorld) perform() {
 	c := w.core
 	if c == nil || c.ready.empty() {
 		return
+	}
+	for _, h := range c.takeReleased() {
+		w.release(h)
 	}
 	rd := c.takeReady()
 	if len(rd.adds) > 0 && c.state != StateActive {
@@ -264,6 +437,12 @@ func (w *simWorld) perform() {
 	}
 	for i := range rd.out {
 		w.deliver(rd.out[i])
+	}
+	if at := rd.timerAt; at != 0 {
+		w.at(time.Duration(at-w.nowNs()), "publish timer", func() {
+			w.core.publishTick(at, w.nowNs())
+			w.perform()
+		})
 	}
 	c.recycle(&rd)
 }
@@ -387,6 +566,7 @@ func (w *simWorld) crash() {
 		w.log.terminated = true
 	}
 	w.adds, w.props, w.terminate, w.ticking = nil, nil, 0, false
+	w.held = nil // lost with the core: the clients send them again
 	w.core = nil
 	w.gen++
 	for _, c := range w.clients {
@@ -442,7 +622,18 @@ func (w *simWorld) send(c *simClient, seq uint64) {
 		return
 	}
 	before := w.core.state
-	if !w.core.publish(p, w.message(c, seq)) && before == StateActive && len(w.core.ready.out) == 0 && p.state == producerReady {
+	m := w.message(c, seq)
+	if !w.core.send(p, m, w.nowNs()) {
+		w.stats.Held++
+		w.held = append(w.held, simHeld{p, seq})
+		w.perform()
+		return
+	}
+	if len(w.held) > 0 {
+		w.failf("P2: SEND %d of producer %d admitted ahead of %d held", seq, p.ID, len(w.held))
+	}
+	w.admitted(m)
+	if !w.core.publish(p, m) && before == StateActive && len(w.core.ready.out) == 0 && p.state == producerReady {
 		w.stats.DedupHits++ // attached to its original in flight
 	}
 	w.perform()
@@ -664,6 +855,14 @@ func (w *simWorld) run() error {
 	for i := 0; i < p.crashes; i++ {
 		w.s.After(w.s.Between(0, p.window), "crash", w.crash)
 	}
+	for i := 0; i < p.pubChanges; i++ {
+		w.s.After(w.s.Between(0, p.window), "publish rate change", w.changeRate)
+	}
+	for i := 0; i < p.subscribes; i++ {
+		k := consumerKey{host: "10.0.0.1", name: "c", id: uint64(w.s.Rand().IntN(p.subKeys))}
+		at := w.s.Between(0, 5*max(p.subPeriod, time.Second)/2)
+		w.s.After(at, fmt.Sprintf("consumer %d subscribes", k.id), func() { w.subscribe(k) })
+	}
 	w.load()
 	for w.err == nil && w.s.Now() < p.window && w.s.Step() {
 		w.check()
@@ -724,7 +923,8 @@ func TestSim(t *testing.T) {
 	t.Logf("%+v", st)
 	if ran >= 200 && (st.Receipts == 0 || st.Takeovers == 0 || st.Resumes == 0 || st.Fenced == 0 ||
 		st.Waits == 0 || st.DedupHits == 0 || st.Crashes == 0 || st.Terminated == 0 || st.TerminatedSends == 0 ||
-		st.EpochFails == 0 || st.RefusedStale == 0) {
+		st.EpochFails == 0 || st.RefusedStale == 0 || st.Held == 0 || st.Released == 0 || st.RateChanges == 0 ||
+		st.SubscribesRefused == 0 || st.SubWindows == 0) {
 		t.Errorf("the seeds did not exercise the topic core: %+v", st)
 	}
 }
@@ -748,6 +948,11 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "storing epochs out of order", Mut: coreMutation{unserializedEpochs: true}},
 		{Name: "deduplication not replayed after the snapshot", Mut: coreMutation{dedupSkipReplay: true}},
 		{Name: "send error before closing the producer of a terminated topic", Mut: coreMutation{sendErrorBeforeClose: true}},
+		{Name: "a publish timer releasing held SENDs the rate does not allow", Mut: coreMutation{releaseEarly: true}},
+		{Name: "a SEND published ahead of held ones", Mut: coreMutation{overtakeHeld: true}},
+		{Name: "held SENDs with no timer to release them", Mut: coreMutation{publishNoWake: true}},
+		{Name: "an admitted subscribe not counted in its window", Mut: coreMutation{subscribeUncounted: true}},
+		{Name: "every subscribe restarting its window", Mut: coreMutation{subscribeWindowSlides: true}},
 	}, func(seed int64, mut coreMutation) error {
 		_, err := runTopicSeed(seed, mut, false)
 		return err
