@@ -39,11 +39,11 @@ type storeCall struct {
 // for every Commit before it applies: a non-nil channel holds the commit until it closes.
 // Safe for concurrent use.
 type memStore struct {
-	mu     sync.Mutex
-	kvs    map[string]metadata.KV
-	rev    int64
-	calls  []storeCall
-	gate   func(ops []metadata.Op) chan struct{}
+	mu      sync.Mutex
+	kvs     map[string]metadata.KV
+	rev     int64
+	calls   []storeCall
+	gate    func(ops []metadata.Op) chan struct{}
 	failGet func(key string) error
 }
 
@@ -331,11 +331,11 @@ func (c *txnConn) Send(cmd *pb.BaseCommand) {
 	c.mu.Unlock()
 }
 func (c *txnConn) SendMessage(cmd *pb.BaseCommand, _ []byte) { c.Send(cmd) }
-func (c *txnConn) ProducerClosed(*topic.Producer)           {}
-func (c *txnConn) ConsumerClosed(*topic.Consumer)           {}
-func (c *txnConn) PublishDone()                             {}
-func (c *txnConn) RemoteAddr() string                       { return "test" }
-func (c *txnConn) ClientVersion() string                    { return "test" }
+func (c *txnConn) ProducerClosed(*topic.Producer)            {}
+func (c *txnConn) ConsumerClosed(*topic.Consumer)            {}
+func (c *txnConn) PublishDone()                              {}
+func (c *txnConn) RemoteAddr() string                        { return "test" }
+func (c *txnConn) ClientVersion() string                     { return "test" }
 
 // of returns the commands of type typ received so far.
 func (c *txnConn) of(typ pb.BaseCommand_Type) []*pb.BaseCommand {
