@@ -108,7 +108,8 @@ type Action struct {
 }
 
 // Candidate is a live broker as a Placement sees it: its load including the bundles assigned
-// or moved to it that its report does not show yet.
+// or moved to it that its report does not show yet. A moved bundle counts with the load it had
+// when moved; an assigned one its report does not list yet with unreportedBundleLoad.
 type Candidate struct {
 	ID         string
 	MsgRate    float64 // msg/s in+out over its bundles
@@ -159,11 +160,28 @@ func lessLoaded(a, b Candidate) bool {
 	return a.ID < b.ID
 }
 
+// unreportedBundleLoad is the load a bundle assigned by SelectBroker counts with in placement
+// until its broker's report lists it: Pulsar's estimate for a bundle it has no data of
+// (ModularLoadManagerImpl's DEFAULT_MESSAGE_RATE, 50 msg/s, and DEFAULT_MESSAGE_THROUGHPUT,
+// 50,000 bytes/s, each way), which its LeastLongTermMessageRate adds for every preallocated
+// bundle. With no load, a burst of assignments would all go to the broker whose reported rate
+// is the least, however small the difference. Shedding does not see it: it moves real load.
+var unreportedBundleLoad = BundleLoad{MsgRateIn: 50, MsgRateOut: 50, MsgThroughputIn: 50_000, MsgThroughputOut: 50_000}
+
 // pendingMove is a bundle the leader moved or SelectBroker assigned recently.
 type pendingMove struct {
-	to   string
-	at   time.Time
-	load BundleLoad
+	to       string
+	at       time.Time
+	load     BundleLoad
+	assigned bool // by SelectBroker (load is zero): counts as unreportedBundleLoad until reported
+}
+
+// mutation deliberately breaks the core, to prove the simulation's checkers catch it. Only
+// tests set it.
+type mutation struct {
+	// weightlessAssignments: an assigned bundle counts in placement as a bundle with no load
+	// until reported, so a burst goes to the broker with the least reported rate.
+	weightlessAssignments bool
 }
 
 // State is the load manager's sans-I/O core: the live brokers, their last reports and the
@@ -173,6 +191,7 @@ type pendingMove struct {
 type State struct {
 	th        Thresholds
 	placement Placement
+	mut       mutation
 
 	live    map[string]bool    // brokers registered under metadata.PrefixBrokers
 	reports map[string]*Report // last report of each broker, by id
@@ -263,11 +282,15 @@ func (s *State) Live() []string {
 // Report returns broker id's last report (nil if none). The caller must not modify it.
 func (s *State) Report(id string) *Report { return s.reports[id] }
 
-// brokerView is a live broker's projected load.
+// brokerView is a live broker's projected load. Candidate's rates are the real load (what
+// shedding balances); candidates adds the estimate of the unreported assignments.
 type brokerView struct {
 	Candidate
 	bundles map[string]BundleLoad
 	report  *Report
+	// unreported counts the bundles SelectBroker assigned to the broker that its report does
+	// not list yet (Pulsar's preallocated bundles).
+	unreported int
 }
 
 // expire drops the moves and splits older than AssignmentTTL.
@@ -341,10 +364,15 @@ func (s *State) views(now time.Time) []*brokerView {
 			continue
 		}
 		l := m.load
+		reported := false
 		if r := v.report; r != nil {
-			if rl, ok := r.Bundles[b]; ok && rl.MsgRate() >= l.MsgRate() {
+			var rl BundleLoad
+			if rl, reported = r.Bundles[b]; reported && rl.MsgRate() >= l.MsgRate() {
 				l = rl
 			}
+		}
+		if m.assigned && !reported {
+			v.unreported++
 		}
 		v.bundles[b] = l
 	}
@@ -386,26 +414,34 @@ func (s *State) SelectBroker(bundle string, now time.Time) string {
 	if m, ok := s.moves[bundle]; ok {
 		return m.to // views dropped the moves to brokers no longer live
 	}
-	i := s.placement.Choose(bundle, candidates(vs))
+	i := s.placement.Choose(bundle, s.candidates(vs))
 	if i < 0 {
 		return ""
 	}
 	v := vs[i]
-	s.setMove(bundle, pendingMove{to: v.ID, at: now})
+	s.setMove(bundle, pendingMove{to: v.ID, at: now, assigned: true})
 	if _, counted := s.where[bundle]; counted {
 		s.cached = false // it moves from another view: rebuild
 	} else {
 		v.bundles[bundle] = BundleLoad{}
 		v.Bundles++
+		v.unreported++
 		s.where[bundle] = v
 	}
 	return v.ID
 }
 
-func candidates(vs []*brokerView) []Candidate {
+// candidates returns the views as a Placement sees them: each broker's load plus
+// unreportedBundleLoad for every bundle assigned to it that its report does not list yet.
+func (s *State) candidates(vs []*brokerView) []Candidate {
 	cs := make([]Candidate, len(vs))
 	for i, v := range vs {
 		cs[i] = v.Candidate
+		if !s.mut.weightlessAssignments {
+			n := float64(v.unreported)
+			cs[i].MsgRate += n * unreportedBundleLoad.MsgRate()
+			cs[i].Throughput += n * unreportedBundleLoad.Throughput()
+		}
 	}
 	return cs
 }
@@ -551,7 +587,7 @@ func (s *State) planShedding(vs []*brokerView, now time.Time) []Action {
 			if marked > 0 && marked+r-need > need-marked {
 				continue
 			}
-			j := s.placement.Choose(b, candidates(others))
+			j := s.placement.Choose(b, s.candidates(others))
 			if j < 0 {
 				break
 			}

@@ -65,6 +65,51 @@ func TestSelectBrokerSpreadsAndExpires(t *testing.T) {
 	}
 }
 
+// TestSelectBrokerBurstOverUnequalLoads: a burst of assignments with no report in between
+// spreads over brokers whose reported rates differ, each assignment counting as Pulsar's
+// estimate for an unknown bundle until its broker's report lists it; listed, it counts with
+// the reported load.
+func TestSelectBrokerBurstOverUnequalLoads(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  mutation
+		want []string
+	}{
+		{"estimated", mutation{}, []string{"a", "b", "c", "a", "b", "c"}},
+		{"mutation weightlessAssignments", mutation{weightlessAssignments: true}, []string{"a", "a", "a", "a", "a", "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewState(DefaultThresholds(), nil)
+			s.mut = tc.mut
+			for i, id := range []string{"a", "b", "c"} {
+				s.SetLive(id, true)
+				s.Observe(id, report(id, t0, map[string]BundleLoad{"o/ns/" + id: load(float64(30 * i))}))
+			}
+			var got []string
+			for i := range 6 {
+				got = append(got, s.SelectBroker(bundleN(i), t0))
+			}
+			if !equal(got, tc.want) {
+				t.Fatalf("burst over rates 0, 30, 60: %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// a's report lists its two bundles, idle: they no longer count as 100 msg/s each, so a
+	// (0) is below b (30+200) and c (60+200) again.
+	s := NewState(DefaultThresholds(), nil)
+	for i, id := range []string{"a", "b", "c"} {
+		s.SetLive(id, true)
+		s.Observe(id, report(id, t0, map[string]BundleLoad{"o/ns/" + id: load(float64(30 * i))}))
+	}
+	for i := range 6 {
+		s.SelectBroker(bundleN(i), t0)
+	}
+	s.Observe("a", report("a", t0.Add(time.Second), map[string]BundleLoad{"o/ns/a": {}, bundleN(0): {}, bundleN(3): {}}))
+	if got := s.SelectBroker(bundleN(6), t0.Add(time.Second)); got != "a" {
+		t.Fatalf("after a reported its assignments idle: %q, want a", got)
+	}
+}
+
 func bundleN(i int) string {
 	lo := uint32(i) << 24
 	return "t/n/" + hex(lo) + "_" + hex(lo+1<<24)

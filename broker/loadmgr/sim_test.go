@@ -344,3 +344,136 @@ func BenchmarkSelectBroker(b *testing.B) {
 		})
 	}
 }
+
+// The burst scenario: a namespace of new bundles is looked up at once on a cluster whose
+// brokers carry unequal, randomly spread load. Every lookup is assigned before the clients
+// connect; part-way through, some assigned bundles connect (with a little load) and the brokers
+// report. The checker runs after every assignment:
+//   - least projected load: the broker chosen had the least projected rate of all (none is
+//     overloaded here), where a broker's projected rate is its last observed report plus
+//     unreportedBundleLoad for every bundle of the burst assigned to it that this report does
+//     not list (Pulsar counts preallocated bundles so);
+//   - a repeated lookup of an assigned bundle gets the same broker.
+// Then: once the estimates of the burst exceed what it takes to raise every broker to the
+// most loaded one's reported rate plus one estimate, every broker got part of it. A core whose assignments count with no load
+// (mutation weightlessAssignments) sends the burst to the least loaded broker, and is caught.
+
+// burstViolation runs the burst scenario and returns its first violation, or "".
+func burstViolation(t testing.TB, seed int64, mut mutation) string {
+	v, _ := burstRun(t, seed, mut)
+	return v
+}
+
+// burstRun also reports whether the burst was large enough for the spread property.
+func burstRun(t testing.TB, seed int64, mut mutation) (violation string, spreadChecked bool) {
+	w := newSimWorld(t, seed, 2+int(seed%4), 3, 4)
+	for _, name := range sortedKeys(w.bundles) {
+		w.bundles[name].owner = w.brokers[w.rnd.Intn(len(w.brokers))]
+	}
+	st := simState(DefaultThresholds(), nil, w)
+	st.mut = mut
+	w.report(st, 10, 15*time.Minute)
+	n := 6 + w.rnd.Intn(60)
+	connectAt := w.rnd.Intn(n)
+	assigned := map[string]string{} // burst bundle → broker
+	var order []string
+	projected := func(id string) float64 {
+		r := w.lastReport[id]
+		p := r.MsgRate()
+		for b, to := range assigned {
+			if _, listed := r.Bundles[b]; to == id && !listed {
+				p += unreportedBundleLoad.MsgRate()
+			}
+		}
+		return p
+	}
+	for i := range n {
+		if i == connectAt { // some clients connect, with a little load; the brokers report
+			for _, b := range order {
+				if w.rnd.Intn(2) == 0 {
+					rate := 10 * w.rnd.Float64()
+					w.bundles[b] = &simBundle{owner: assigned[b], load: BundleLoad{MsgRateIn: rate / 2, MsgRateOut: rate / 2}}
+				}
+			}
+			w.now = w.now.Add(time.Second)
+			w.report(st, 10, 15*time.Minute)
+		}
+		b := fmt.Sprintf("burst/ns/0x%08x_0x%08x", i<<20, (i+1)<<20)
+		before := map[string]float64{}
+		for _, id := range w.brokers {
+			before[id] = projected(id)
+		}
+		to := st.SelectBroker(b, w.now)
+		if to == "" {
+			return fmt.Sprintf("seed %d: lookup %d of %s got no broker", seed, i, b), false
+		}
+		for _, id := range w.brokers {
+			if before[id] < before[to]-1e-6 {
+				return fmt.Sprintf("seed %d: lookup %d of %d: %s went to %s (projected %.0f msg/s), but %s had %.0f (assigned so far %v)",
+					seed, i, n, b, to, before[to], id, before[id], countBy(assigned)), false
+			}
+		}
+		assigned[b] = to
+		order = append(order, b)
+		if again := order[w.rnd.Intn(len(order))]; st.SelectBroker(again, w.now) != assigned[again] {
+			return fmt.Sprintf("seed %d: a repeated lookup of %s left %s", seed, again, assigned[again]), false
+		}
+	}
+	// Water-filling: a broker left without any has its reported rate r, and every other got
+	// its last bundle while at most r, so carries at most r plus one estimate. So if the
+	// estimates still counted exceed sum(hi + estimate - rate) over the brokers, where hi is
+	// the largest reported rate, no broker can be left without.
+	est := unreportedBundleLoad.MsgRate()
+	var unreported, room, hi float64
+	for _, id := range w.brokers {
+		hi = max(hi, w.lastReport[id].MsgRate())
+	}
+	for _, id := range w.brokers {
+		room += hi + est - w.lastReport[id].MsgRate()
+	}
+	for b, to := range assigned {
+		if _, listed := w.lastReport[to].Bundles[b]; !listed {
+			unreported += est
+		}
+	}
+	if got := countBy(assigned); unreported > room {
+		for _, id := range w.brokers {
+			if got[id] == 0 {
+				return fmt.Sprintf("seed %d: a burst of %d (%.0f msg/s estimated, room %.0f) left %s without any: %v", seed, n, unreported, room, id, got), true
+			}
+		}
+		return "", true
+	}
+	return "", false
+}
+
+func countBy(assigned map[string]string) map[string]int {
+	out := map[string]int{}
+	for _, to := range assigned {
+		out[to]++
+	}
+	return out
+}
+
+func TestSimLookupBurst(t *testing.T) {
+	spreadChecked := 0
+	for seed := int64(1); seed <= simSeeds; seed++ {
+		v, checked := burstRun(t, seed, mutation{})
+		if v != "" {
+			t.Fatal(v)
+		}
+		if checked {
+			spreadChecked++
+		}
+	}
+	t.Logf("%d seeds; %d bursts large enough that every broker must get part", simSeeds, spreadChecked)
+	if spreadChecked == 0 {
+		t.Fatal("no seed checked the spread")
+	}
+}
+
+func TestSimLookupBurstMutation(t *testing.T) {
+	if !anySeed(func(seed int64) string { return burstViolation(t, seed, mutation{weightlessAssignments: true}) }) {
+		t.Fatal("a core counting assignments with no load passed the burst checker")
+	}
+}
