@@ -5,16 +5,14 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 )
 
 // Authorizer is implemented by services that authorize admin requests (*broker.Service
 // does, with the principal the authentication middleware put in the request's context).
 type Authorizer interface {
-	AuthorizeAdmin(ctx context.Context, op broker.AdminOp, tenant, ns, topic string) error
+	AuthorizeAdmin(ctx context.Context, op api.AdminOp, tenant, ns, topic string) error
 }
-
-var _ Authorizer = (*broker.Service)(nil)
 
 // authorize checks a request against what its route needs (requiredOp).
 func (h *handler) authorize(r *http.Request, pattern string, sc scope) error {
@@ -29,23 +27,23 @@ func (h *handler) authorize(r *http.Request, pattern string, sc scope) error {
 // information any authenticated role; the tenant list and tenant changes superusers;
 // stats, partitions metadata and lookups whoever may produce or consume the topic;
 // subscription operations whoever may consume it; everything else a tenant admin.
-func requiredOp(pattern string) broker.AdminOp {
+func requiredOp(pattern string) api.AdminOp {
 	method, path, _ := strings.Cut(pattern, " ")
 	switch {
 	case path == "/admin/v2/clusters", path == "/admin/v2/clusters/{cluster}", path == "/admin/v2/brokers/health":
-		return broker.OpAuthenticated
+		return api.OpAuthenticated
 	case path == "/admin/v2/tenants", path == "/admin/v2/tenants/{tenant}" && method != "GET":
-		return broker.OpSuperUser
+		return api.OpSuperUser
 	case strings.HasPrefix(path, "/lookup/"):
-		return broker.OpLookup
+		return api.OpLookup
 	case strings.HasSuffix(path, "/permissions"), strings.HasSuffix(path, "/permissions/{role}"):
-		return broker.OpTenantAdmin
+		return api.OpTenantAdmin
 	case strings.Contains(path, "/subscription/"), strings.HasSuffix(path, "/subscriptions"):
-		return broker.OpConsume
+		return api.OpConsume
 	}
 	if method == "GET" && (strings.HasPrefix(path, "/admin/v2/persistent/{tenant}/{ns}/{topic}") ||
 		strings.HasPrefix(path, "/admin/v2/scalable/{tenant}/{ns}/{topic}")) {
-		return broker.OpLookup // stats, internal stats, last message id, partitions, layouts
+		return api.OpLookup // stats, internal stats, last message id, partitions, layouts
 	}
-	return broker.OpTenantAdmin
+	return api.OpTenantAdmin
 }

@@ -262,3 +262,20 @@ func TestUnloadThenAdminCall(t *testing.T) {
 		})
 	}
 }
+
+// The broker's Service implements every role interface of the admin layer.
+var (
+	_ Authorizer           = (*broker.Service)(nil)
+	_ BrokersService       = (*broker.Service)(nil)
+	_ LoadReporter         = (*broker.Service)(nil)
+	_ CompactionService    = (*broker.Service)(nil)
+	_ InspectService       = (*broker.Service)(nil)
+	_ NonPersistentService = (*broker.Service)(nil)
+	_ PermissionService    = (*broker.Service)(nil)
+	_ ClusterService       = (*broker.Service)(nil)
+	_ PolicyService        = (*broker.Service)(nil)
+	_ ScalableService      = (*broker.Service)(nil)
+	_ SchemaService        = (*broker.Service)(nil)
+	_ Service              = (*broker.Service)(nil)
+	_ TxnService           = (*broker.Service)(nil)
+)

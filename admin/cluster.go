@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 )
 
@@ -16,27 +16,23 @@ import (
 // (*broker.Service does): namespace bundles, their unloading, hand-over and splitting, and
 // the brokers and their leader, as Pulsar's brokers, clusters and namespaces resources.
 type BrokersService interface {
-	LookupAuthoritative(ctx context.Context, topic string, authoritative bool) (broker.LookupResult, error)
+	LookupAuthoritative(ctx context.Context, topic string, authoritative bool) (api.LookupResult, error)
 	TopicBundle(ctx context.Context, topic string) (string, error)
-	NamespaceBundles(ctx context.Context, ns string) (broker.BundlesData, error)
+	NamespaceBundles(ctx context.Context, ns string) (api.BundlesData, error)
 	UnloadBundle(ctx context.Context, ns, bundle, destination string) error
-	UnloadNamespace(ctx context.Context, ns string) (map[string]broker.BrokerInfo, error)
+	UnloadNamespace(ctx context.Context, ns string) (map[string]api.BrokerInfo, error)
 	SplitBundle(ctx context.Context, ns, bundle string, unload bool, algorithm string) error
 	Brokers(ctx context.Context, cluster string) ([]string, error)
-	LiveBroker(ctx context.Context, id string) (broker.BrokerInfo, error)
-	LeaderBroker(ctx context.Context) (broker.BrokerInfo, error)
-	OwnedNamespaces(ctx context.Context) map[string]broker.NamespaceOwnership
+	LiveBroker(ctx context.Context, id string) (api.BrokerInfo, error)
+	LeaderBroker(ctx context.Context) (api.BrokerInfo, error)
+	OwnedNamespaces(ctx context.Context) map[string]api.NamespaceOwnership
 	Healthy(ctx context.Context) error
 }
-
-var _ BrokersService = (*broker.Service)(nil)
 
 // LoadReporter is implemented by services with a load manager (*broker.Service).
 type LoadReporter interface {
 	LoadReport(ctx context.Context) (*loadmgr.Report, error)
 }
-
-var _ LoadReporter = (*broker.Service)(nil)
 
 func (h *handler) clusterRoutes(cs BrokersService, route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
 	none := func(*http.Request) scope { return scope{} }
@@ -83,7 +79,7 @@ func (h *handler) clusterRoutes(cs BrokersService, route routeFunc, nsScope, top
 			if err != nil {
 				return restErr(http.StatusNotFound, "Broker %s not found", name)
 			}
-			return &broker.NotOwnerError{Topic: name, Owner: bi} // 307 to that broker
+			return &api.NotOwnerError{Topic: name, Owner: bi} // 307 to that broker
 		}
 		return ok(w, cs.OwnedNamespaces(r.Context()))
 	}, none)
@@ -167,7 +163,7 @@ func hostOf(u string) string {
 
 // forwardUnload asks owner to unload bundle of namespace ns, with the request's
 // credentials.
-func forwardUnload(r *http.Request, owner broker.BrokerInfo, ns, bundle string) error {
+func forwardUnload(r *http.Request, owner api.BrokerInfo, ns, bundle string) error {
 	if owner.HTTPURL == "" {
 		return restErr(http.StatusServiceUnavailable, "bundle %s/%s is owned by %s, which has no HTTP URL", ns, bundle, owner.ID)
 	}

@@ -5,18 +5,17 @@ import (
 	"net/http"
 
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 )
 
 // CompactionService is the topic compaction part of the broker API. *broker.Service
 // implements it; a Service that does not answers these paths with 501.
 type CompactionService interface {
 	Compact(ctx context.Context, topic string) (<-chan struct{}, error)
-	CompactionStatus(ctx context.Context, topic string) (broker.CompactionStatus, error)
+	CompactionStatus(ctx context.Context, topic string) (api.CompactionStatus, error)
 	TopicCompactionThreshold(ctx context.Context, topic string, applied bool) (*int64, error)
 	SetTopicCompactionThreshold(ctx context.Context, topic string, bytes *int64) error
 }
-
-var _ CompactionService = (*broker.Service)(nil)
 
 func (h *handler) compactionRoutes(route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
 	const p = "/admin/v2/persistent/{tenant}/{ns}/{topic}"

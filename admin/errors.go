@@ -10,6 +10,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic"
 )
 
@@ -57,24 +58,24 @@ func toREST(err error, sc scope) *restError {
 		return re
 	}
 	switch {
-	case errors.Is(err, broker.ErrClusterNotFound):
+	case errors.Is(err, api.ErrClusterNotFound):
 		return restErr(http.StatusNotFound, "Cluster does not exist")
-	case errors.Is(err, broker.ErrBundleNotFound):
+	case errors.Is(err, api.ErrBundleNotFound):
 		return restErr(http.StatusNotFound, "%s", reasonOf(err))
-	case errors.Is(err, broker.ErrTenantNotFound):
+	case errors.Is(err, api.ErrTenantNotFound):
 		return restErr(http.StatusNotFound, "Tenant does not exist")
-	case errors.Is(err, broker.ErrTransactionNotFound):
+	case errors.Is(err, api.ErrTransactionNotFound):
 		return restErr(http.StatusNotFound, "%v", err)
-	case errors.Is(err, broker.ErrNamespaceNotFound):
+	case errors.Is(err, api.ErrNamespaceNotFound):
 		return restErr(http.StatusNotFound, "Namespace does not exist")
-	case errors.Is(err, broker.ErrSubscriptionNotFound), errors.Is(err, topic.ErrSubscriptionNotFound):
+	case errors.Is(err, api.ErrSubscriptionNotFound), errors.Is(err, topic.ErrSubscriptionNotFound):
 		return restErr(http.StatusNotFound, "Subscription %s not found for topic %s", sc.sub, sc.topic)
-	case errors.Is(err, broker.ErrTopicNotFound):
+	case errors.Is(err, api.ErrTopicNotFound):
 		if sc.partitioned {
 			return restErr(http.StatusNotFound, "Partitioned Topic %s not found", sc.topic)
 		}
 		return restErr(http.StatusNotFound, "Topic %s not found", sc.topic)
-	case errors.Is(err, broker.ErrAlreadyExists), errors.Is(err, topic.ErrAlreadyExists):
+	case errors.Is(err, api.ErrAlreadyExists), errors.Is(err, topic.ErrAlreadyExists):
 		switch {
 		case sc.sub != "":
 			return restErr(http.StatusConflict, "Subscription already exists for topic")
@@ -87,7 +88,7 @@ func toREST(err error, sc scope) *restError {
 		default:
 			return restErr(http.StatusConflict, "Tenant already exists")
 		}
-	case errors.Is(err, broker.ErrNotEmpty), errors.Is(err, topic.ErrNotEmpty):
+	case errors.Is(err, api.ErrNotEmpty), errors.Is(err, topic.ErrNotEmpty):
 		switch {
 		case sc.sub != "":
 			return restErr(http.StatusPreconditionFailed, "Subscription has active connected consumers")
@@ -98,7 +99,7 @@ func toREST(err error, sc scope) *restError {
 		default:
 			return restErr(http.StatusConflict, "The tenant still has active namespaces")
 		}
-	case errors.Is(err, broker.ErrInvalidName):
+	case errors.Is(err, api.ErrInvalidName):
 		switch {
 		case sc.topic != "":
 			return restErr(http.StatusPreconditionFailed, "Topic name is not valid")
@@ -107,28 +108,28 @@ func toREST(err error, sc scope) *restError {
 		default:
 			return restErr(http.StatusPreconditionFailed, "Tenant name is not valid")
 		}
-	case errors.Is(err, broker.ErrCompactionRunning):
+	case errors.Is(err, api.ErrCompactionRunning):
 		return restErr(http.StatusConflict, "Compaction already in progress")
-	case errors.Is(err, broker.ErrMessageNotFound):
+	case errors.Is(err, api.ErrMessageNotFound):
 		return restErr(http.StatusNotFound, "Message not found")
-	case errors.Is(err, broker.ErrSchemaNotFound):
+	case errors.Is(err, api.ErrSchemaNotFound):
 		return restErr(http.StatusNotFound, "Schema not found")
-	case errors.Is(err, broker.ErrIncompatibleSchema):
+	case errors.Is(err, api.ErrIncompatibleSchema):
 		return restErr(http.StatusConflict, "%s", reasonOf(err))
-	case errors.Is(err, broker.ErrInvalidSchema):
+	case errors.Is(err, api.ErrInvalidSchema):
 		return restErr(http.StatusUnprocessableEntity, "%s", reasonOf(err))
-	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, topic.ErrInvalid):
+	case errors.Is(err, api.ErrInvalidArgument), errors.Is(err, topic.ErrInvalid):
 		return restErr(http.StatusBadRequest, "%s", reasonOf(err))
 	case errors.Is(err, auth.ErrAuthentication):
 		return restErr(http.StatusUnauthorized, "%s", reasonOf(err))
 	case errors.Is(err, auth.ErrNotAuthorized):
 		return restErr(http.StatusForbidden, "%s", reasonOf(err))
-	case errors.Is(err, broker.ErrTopicTerminated):
+	case errors.Is(err, api.ErrTopicTerminated):
 		return restErr(http.StatusMethodNotAllowed, "Topic %s is terminated", sc.topic)
-	case errors.Is(err, broker.ErrNotAllowed), errors.Is(err, topic.ErrNotAllowed):
+	case errors.Is(err, api.ErrNotAllowed), errors.Is(err, topic.ErrNotAllowed):
 		return restErr(http.StatusMethodNotAllowed, "%s", reasonOf(err))
-	case errors.Is(err, broker.ErrServiceNotReady), errors.Is(err, topic.ErrClosed), errors.Is(err, topic.ErrFenced),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, broker.ErrNotOwner):
+	case errors.Is(err, api.ErrServiceNotReady), errors.Is(err, topic.ErrClosed), errors.Is(err, topic.ErrFenced),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, api.ErrNotOwner):
 		return restErr(http.StatusServiceUnavailable, "%s", reasonOf(err))
 	}
 	return restErr(http.StatusInternalServerError, "%s", reasonOf(err))

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
@@ -252,8 +252,8 @@ func (h *handler) getTenant(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, info)
 }
 
-func (h *handler) tenantInfo(r *http.Request) (broker.TenantInfo, error) {
-	info := broker.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{h.svc.Info().Cluster}}
+func (h *handler) tenantInfo(r *http.Request) (api.TenantInfo, error) {
+	info := api.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{h.svc.Info().Cluster}}
 	if _, err := readJSON(r, &info); err != nil {
 		return info, err
 	}
@@ -347,7 +347,7 @@ func (h *handler) createNamespace(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	var p broker.NamespacePolicies
+	var p api.NamespacePolicies
 	if _, err := readJSON(r, &p); err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (h *handler) setNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var p broker.NamespacePolicies
+	var p api.NamespacePolicies
 	if has, err := readJSON(r, &p); err != nil {
 		return err
 	} else if !has {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
@@ -19,13 +19,11 @@ import (
 // examine, message id by time). *broker.Service implements it; a Service that does not
 // answers these paths with 501.
 type InspectService interface {
-	PeekMessage(ctx context.Context, topic, sub string, n int) (broker.StoredMessage, error)
-	MessageByID(ctx context.Context, topic string, ledger, entry int64) (broker.StoredMessage, error)
-	ExamineMessage(ctx context.Context, topic string, latest bool, n int) (broker.StoredMessage, error)
-	MessageIDByTime(ctx context.Context, topic string, at time.Time) (broker.MessageID, error)
+	PeekMessage(ctx context.Context, topic, sub string, n int) (api.StoredMessage, error)
+	MessageByID(ctx context.Context, topic string, ledger, entry int64) (api.StoredMessage, error)
+	ExamineMessage(ctx context.Context, topic string, latest bool, n int) (api.StoredMessage, error)
+	MessageIDByTime(ctx context.Context, topic string, at time.Time) (api.MessageID, error)
 }
-
-var _ InspectService = (*broker.Service)(nil)
 
 func (h *handler) inspectRoutes(route routeFunc, topicScope func(r *http.Request) scope) {
 	const p = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
@@ -160,7 +158,7 @@ func pulsarTime(ms uint64) string {
 
 // writeMessage answers a stored message as Pulsar does: the payload as the body and the
 // metadata in X-Pulsar-* headers.
-func writeMessage(w http.ResponseWriter, m broker.StoredMessage) error {
+func writeMessage(w http.ResponseWriter, m api.StoredMessage) error {
 	hd := w.Header()
 	md := m.Metadata
 	hd.Set("Content-Type", "application/octet-stream")

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
@@ -15,8 +14,6 @@ import (
 type NonPersistentService interface {
 	NonPersistentTopics(ctx context.Context, ns string) ([]string, error)
 }
-
-var _ NonPersistentService = (*broker.Service)(nil)
 
 // nonPersistentRoutes serves the /admin/v2/non-persistent topic paths Pulsar has: create and
 // delete, partitions, stats, internal stats, unload, subscriptions (list, delete) and lookup.

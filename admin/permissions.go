@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/magnetar-io/magnetar/auth"
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 )
 
 // PermissionService is implemented by services that keep permission grants
@@ -19,15 +19,11 @@ type PermissionService interface {
 	RevokeTopicPermission(ctx context.Context, topic, role string) error
 }
 
-var _ PermissionService = (*broker.Service)(nil)
-
 // ClusterService is implemented by services that keep cluster records (*broker.Service
 // does): GET /admin/v2/clusters/{cluster} answers the record.
 type ClusterService interface {
-	Cluster(ctx context.Context, name string) (broker.ClusterData, error)
+	Cluster(ctx context.Context, name string) (api.ClusterData, error)
 }
-
-var _ ClusterService = (*broker.Service)(nil)
 
 // permissionRoutes mounts Pulsar's permission endpoints:
 //

@@ -34,8 +34,6 @@ type PolicyService interface {
 	ExpireMessages(ctx context.Context, topic, sub string, seconds int64) error
 }
 
-var _ PolicyService = (*broker.Service)(nil)
-
 // policyLevel is the namespace or the topic level of the policy paths.
 type policyLevel struct {
 	prefix string

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/scalable"
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
@@ -23,22 +23,20 @@ type ScalableService interface {
 	SplitScalableSegment(ctx context.Context, topic string, seg uint64, at uint16) error
 	MergeScalableSegments(ctx context.Context, topic string, a, b uint64) error
 	CreateScalableSubscription(ctx context.Context, topic, sub string) error
-	ScalableTopicStats(ctx context.Context, topic string) (broker.ScalableStats, error)
+	ScalableTopicStats(ctx context.Context, topic string) (api.ScalableStats, error)
 	RegisterStreamConsumer(ctx context.Context, topic, sub, consumer string, session uint64) error
 	UnregisterStreamConsumer(ctx context.Context, topic, sub, consumer string) error
 	StreamAssignment(ctx context.Context, topic, sub, consumer string, after uint64) (scalable.Assignment, error)
-	SeekScalableSubscription(ctx context.Context, topic, sub string, seg uint64, to broker.MessageID) error
+	SeekScalableSubscription(ctx context.Context, topic, sub string, seg uint64, to api.MessageID) error
 
 	SegmentCreate(ctx context.Context, segment string, subs []string) error
 	SegmentSeal(ctx context.Context, segment string) error
 	SegmentDelete(ctx context.Context, segment string) error
 	SegmentDrained(ctx context.Context, segment, sub string) (bool, error)
 	SegmentFence(ctx context.Context, segment, sub string, term, version uint64) error
-	SegmentReset(ctx context.Context, segment, sub string, term uint64, to broker.MessageID) error
-	TopicStats(ctx context.Context, topic string) (broker.TopicStats, error)
+	SegmentReset(ctx context.Context, segment, sub string, term uint64, to api.MessageID) error
+	TopicStats(ctx context.Context, topic string) (api.TopicStats, error)
 }
-
-var _ ScalableService = (*broker.Service)(nil)
 
 // maxAssignmentWait bounds an assignment poll's wait (?wait=ms).
 const maxAssignmentWait = 30 * time.Second
@@ -146,7 +144,7 @@ func (h *handler) scalableLayout(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) scalableStats(w http.ResponseWriter, r *http.Request) error {
-	return scalableRead(h, w, func(svc ScalableService) (broker.ScalableStats, error) {
+	return scalableRead(h, w, func(svc ScalableService) (api.ScalableStats, error) {
 		return svc.ScalableTopicStats(r.Context(), scalableName(r))
 	})
 }
@@ -279,7 +277,7 @@ func (h *handler) segmentReset(w http.ResponseWriter, r *http.Request) error {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return restErr(http.StatusBadRequest, "want ?sub=S&term=T&ledger=L&entry=E")
 	}
-	id := broker.MessageID{LedgerID: l, EntryID: e, Partition: -1, BatchIndex: -1}
+	id := api.MessageID{LedgerID: l, EntryID: e, Partition: -1, BatchIndex: -1}
 	return h.scalableWrite(w, func(svc ScalableService) error {
 		return svc.SegmentReset(r.Context(), segmentName(r), q.Get("sub"), term, id)
 	})
@@ -307,7 +305,7 @@ func (h *handler) seekScalable(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return restErr(http.StatusBadRequest, "want ?segment=ID")
 	}
-	id := broker.MessageID{LedgerID: -1, EntryID: -1, Partition: -1, BatchIndex: -1}
+	id := api.MessageID{LedgerID: -1, EntryID: -1, Partition: -1, BatchIndex: -1}
 	switch _, earliest := q["earliest"]; {
 	case earliest && (q.Has("ledger") || q.Has("entry")):
 		return restErr(http.StatusBadRequest, "give either ?earliest or ?ledger=L&entry=E")
@@ -325,7 +323,7 @@ func (h *handler) seekScalable(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) segmentStats(w http.ResponseWriter, r *http.Request) error {
-	return scalableRead(h, w, func(svc ScalableService) (broker.TopicStats, error) {
+	return scalableRead(h, w, func(svc ScalableService) (api.TopicStats, error) {
 		return svc.TopicStats(r.Context(), segmentName(r))
 	})
 }

@@ -9,23 +9,22 @@ import (
 	"strings"
 
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 )
 
 // SchemaService is the schema registry part of the broker API: Pulsar's
 // /admin/v2/schemas/... and the schema compatibility policies. *broker.Service implements
 // it; a Service that does not answers these paths with 501.
 type SchemaService interface {
-	Schema(ctx context.Context, topic string, version int64) (broker.SchemaInfo, error)
-	SchemaVersions(ctx context.Context, topic string) ([]broker.SchemaInfo, error)
-	CreateSchema(ctx context.Context, topic string, info broker.SchemaInfo) (int64, error)
-	SchemaVersionOf(ctx context.Context, topic string, info broker.SchemaInfo) (int64, error)
+	Schema(ctx context.Context, topic string, version int64) (api.SchemaInfo, error)
+	SchemaVersions(ctx context.Context, topic string) ([]api.SchemaInfo, error)
+	CreateSchema(ctx context.Context, topic string, info api.SchemaInfo) (int64, error)
+	SchemaVersionOf(ctx context.Context, topic string, info api.SchemaInfo) (int64, error)
 	DeleteSchema(ctx context.Context, topic string, force bool) (int64, error)
-	TestSchemaCompatibility(ctx context.Context, topic string, info broker.SchemaInfo) (bool, string, error)
+	TestSchemaCompatibility(ctx context.Context, topic string, info api.SchemaInfo) (bool, string, error)
 	TopicSchemaCompatibility(ctx context.Context, topic string, applied bool) (string, error)
 	SetTopicSchemaCompatibility(ctx context.Context, topic, strategy string) error
 }
-
-var _ SchemaService = (*broker.Service)(nil)
 
 // routeFunc registers one route (Handler's route closure).
 type routeFunc func(pattern string, f func(w http.ResponseWriter, r *http.Request) error, sc func(r *http.Request) scope)
@@ -74,7 +73,7 @@ type getSchemaResponse struct {
 	Properties map[string]string `json:"properties"`
 }
 
-func schemaResponse(i broker.SchemaInfo) getSchemaResponse {
+func schemaResponse(i api.SchemaInfo) getSchemaResponse {
 	return getSchemaResponse{Version: i.Version, Type: i.Type, Timestamp: i.Timestamp, Data: string(i.Data),
 		Properties: i.Properties}
 }
@@ -86,14 +85,14 @@ type postSchemaPayload struct {
 	Properties map[string]string `json:"properties"`
 }
 
-func readSchemaPayload(r *http.Request) (broker.SchemaInfo, error) {
+func readSchemaPayload(r *http.Request) (api.SchemaInfo, error) {
 	var p postSchemaPayload
 	if has, err := readJSON(r, &p); err != nil {
-		return broker.SchemaInfo{}, err
+		return api.SchemaInfo{}, err
 	} else if !has || p.Type == "" {
-		return broker.SchemaInfo{}, restErr(http.StatusBadRequest, "a schema payload (type, schema, properties) is required")
+		return api.SchemaInfo{}, restErr(http.StatusBadRequest, "a schema payload (type, schema, properties) is required")
 	}
-	return broker.SchemaInfo{Type: p.Type, Data: []byte(p.Schema), Properties: p.Properties}, nil
+	return api.SchemaInfo{Type: p.Type, Data: []byte(p.Schema), Properties: p.Properties}, nil
 }
 
 // schemaTopic validates a /admin/v2/schemas request: the service and the topic.
@@ -109,7 +108,7 @@ func (h *handler) schemaTopic(r *http.Request) (SchemaService, string, error) {
 // schemaPost validates a /admin/v2/schemas request with a schema payload and calls f with
 // it; f's answer is the response.
 func (h *handler) schemaPost(w http.ResponseWriter, r *http.Request,
-	f func(svc SchemaService, topic string, info broker.SchemaInfo) (any, error)) error {
+	f func(svc SchemaService, topic string, info api.SchemaInfo) (any, error)) error {
 	svc, t, err := h.schemaTopic(r)
 	if err != nil {
 		return err
@@ -167,7 +166,7 @@ type versionAnswer struct {
 }
 
 func (h *handler) postSchema(w http.ResponseWriter, r *http.Request) error {
-	return h.schemaPost(w, r, func(svc SchemaService, t string, info broker.SchemaInfo) (any, error) {
+	return h.schemaPost(w, r, func(svc SchemaService, t string, info api.SchemaInfo) (any, error) {
 		v, err := svc.CreateSchema(r.Context(), t, info)
 		return struct {
 			Version versionAnswer `json:"version"`
@@ -192,14 +191,14 @@ func (h *handler) deleteSchema(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) testCompatibility(w http.ResponseWriter, r *http.Request) error {
-	return h.schemaPost(w, r, func(svc SchemaService, t string, info broker.SchemaInfo) (any, error) {
+	return h.schemaPost(w, r, func(svc SchemaService, t string, info api.SchemaInfo) (any, error) {
 		compatible, strategy, err := svc.TestSchemaCompatibility(r.Context(), t, info)
 		return map[string]any{"compatibility": compatible, "schemaCompatibilityStrategy": strategy}, err
 	})
 }
 
 func (h *handler) schemaVersion(w http.ResponseWriter, r *http.Request) error {
-	return h.schemaPost(w, r, func(svc SchemaService, t string, info broker.SchemaInfo) (any, error) {
+	return h.schemaPost(w, r, func(svc SchemaService, t string, info api.SchemaInfo) (any, error) {
 		v, err := svc.SchemaVersionOf(r.Context(), t, info)
 		return versionAnswer{v}, err
 	})

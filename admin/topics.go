@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
@@ -132,7 +132,7 @@ func (h *handler) updatePartitioned(w http.ResponseWriter, r *http.Request) erro
 		return restErr(http.StatusNotAcceptable, "Number of partitions should be more than 0")
 	}
 	if err := h.svc.UpdatePartitionedTopic(r.Context(), n.String(), count); err != nil {
-		if errors.Is(err, broker.ErrInvalidArgument) {
+		if errors.Is(err, api.ErrInvalidArgument) {
 			return restErr(http.StatusUnprocessableEntity, "%s", reasonOf(err))
 		}
 		return err
@@ -158,7 +158,7 @@ func (h *handler) getPartitions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return ok(w, broker.PartitionedTopicMetadata{Partitions: count})
+	return ok(w, api.PartitionedTopicMetadata{Partitions: count})
 }
 
 // partitionsAutoCreator answers a client's partitioned-metadata lookup over HTTP
@@ -186,13 +186,13 @@ func (h *handler) deletePartitioned(w http.ResponseWriter, r *http.Request) erro
 // PartitionedTopicStats is the answer of …/partitioned-stats (and of …/stats for a
 // partitioned topic): the partitions' stats summed, as Pulsar's PartitionedTopicStatsImpl.
 type PartitionedTopicStats struct {
-	broker.TopicStats
-	Metadata   broker.PartitionedTopicMetadata `json:"metadata"`
-	Partitions map[string]broker.TopicStats    `json:"partitions,omitempty"`
+	api.TopicStats
+	Metadata   api.PartitionedTopicMetadata `json:"metadata"`
+	Partitions map[string]api.TopicStats    `json:"partitions,omitempty"`
 }
 
 // aggregate adds one partition's stats to the partitioned topic's.
-func (p *PartitionedTopicStats) aggregate(s broker.TopicStats) {
+func (p *PartitionedTopicStats) aggregate(s api.TopicStats) {
 	a := &p.TopicStats
 	a.MsgRateIn += s.MsgRateIn
 	a.MsgThroughputIn += s.MsgThroughputIn
@@ -240,16 +240,16 @@ func (p *PartitionedTopicStats) aggregate(s broker.TopicStats) {
 }
 
 func (h *handler) partitionedStatsOf(r *http.Request, n topicname.Name, count int, perPartition bool) (*PartitionedTopicStats, error) {
-	ps := &PartitionedTopicStats{Metadata: broker.PartitionedTopicMetadata{Partitions: count}}
-	ps.Publishers = []broker.PublisherStats{}
-	ps.Subscriptions = map[string]broker.SubscriptionStats{}
+	ps := &PartitionedTopicStats{Metadata: api.PartitionedTopicMetadata{Partitions: count}}
+	ps.Publishers = []api.PublisherStats{}
+	ps.Subscriptions = map[string]api.SubscriptionStats{}
 	ps.Replication = map[string]any{}
 	if perPartition {
-		ps.Partitions = map[string]broker.TopicStats{}
+		ps.Partitions = map[string]api.TopicStats{}
 	}
 	err := eachPartition(n, count, func(_ int, name string) error {
 		s, err := h.svc.TopicStats(r.Context(), name)
-		if errors.Is(err, broker.ErrTopicNotFound) {
+		if errors.Is(err, api.ErrTopicNotFound) {
 			return nil // a partition not created yet: no stats
 		}
 		if err != nil {
@@ -314,16 +314,16 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request) error
 
 // PartitionedInternalStats is the answer of …/partitioned-internalStats.
 type PartitionedInternalStats struct {
-	Metadata   broker.PartitionedTopicMetadata `json:"metadata"`
-	Partitions map[string]broker.InternalStats `json:"partitions"`
+	Metadata   api.PartitionedTopicMetadata `json:"metadata"`
+	Partitions map[string]api.InternalStats `json:"partitions"`
 }
 
 func (h *handler) partitionedInternal(r *http.Request, n topicname.Name, count int) (*PartitionedInternalStats, error) {
-	out := &PartitionedInternalStats{Metadata: broker.PartitionedTopicMetadata{Partitions: count},
-		Partitions: map[string]broker.InternalStats{}}
+	out := &PartitionedInternalStats{Metadata: api.PartitionedTopicMetadata{Partitions: count},
+		Partitions: map[string]api.InternalStats{}}
 	err := eachPartition(n, count, func(_ int, name string) error {
 		s, err := h.svc.InternalStats(r.Context(), name)
-		if errors.Is(err, broker.ErrTopicNotFound) {
+		if errors.Is(err, api.ErrTopicNotFound) {
 			return nil
 		}
 		out.Partitions[name] = s
@@ -448,7 +448,7 @@ func (h *handler) terminatePartitions(w http.ResponseWriter, r *http.Request) er
 	if count == 0 {
 		return restErr(http.StatusNotFound, "Partitioned Topic %s not found", n)
 	}
-	ids := map[string]broker.MessageID{}
+	ids := map[string]api.MessageID{}
 	err = eachPartition(n, count, func(i int, name string) error {
 		id, err := h.svc.Terminate(r.Context(), name)
 		ids[strconv.Itoa(i)] = id
@@ -482,7 +482,7 @@ func (h *handler) subscriptions(w http.ResponseWriter, r *http.Request) error {
 	all := []string{}
 	err = eachPartition(n, count, func(_ int, name string) error {
 		subs, err := h.svc.Subscriptions(r.Context(), name)
-		if errors.Is(err, broker.ErrTopicNotFound) {
+		if errors.Is(err, api.ErrTopicNotFound) {
 			return nil
 		}
 		for _, s := range subs {
@@ -509,7 +509,7 @@ type messageIDBody struct {
 }
 
 // messageID reads an optional message id body; def when there is none.
-func messageIDFromBody(r *http.Request, def broker.MessageID) (broker.MessageID, error) {
+func messageIDFromBody(r *http.Request, def api.MessageID) (api.MessageID, error) {
 	var b messageIDBody
 	has, err := readJSON(r, &b)
 	if err != nil || !has {
@@ -518,14 +518,14 @@ func messageIDFromBody(r *http.Request, def broker.MessageID) (broker.MessageID,
 	if b.LedgerID == nil || b.EntryID == nil {
 		return def, restErr(http.StatusBadRequest, "a message id needs ledgerId and entryId")
 	}
-	id := broker.MessageID{LedgerID: *b.LedgerID, EntryID: *b.EntryID, Partition: -1, BatchIndex: -1}
+	id := api.MessageID{LedgerID: *b.LedgerID, EntryID: *b.EntryID, Partition: -1, BatchIndex: -1}
 	if b.PartitionIndex != nil {
 		id.Partition = *b.PartitionIndex
 	}
 	if b.BatchIndex != nil {
 		id.BatchIndex = *b.BatchIndex
 	}
-	special := id.LedgerID == broker.Earliest.LedgerID || id.LedgerID == broker.Latest.LedgerID
+	special := id.LedgerID == api.Earliest.LedgerID || id.LedgerID == api.Latest.LedgerID
 	if b.IsExcluded && !special {
 		// Start after the message: the next batch index, or the next entry.
 		if id.BatchIndex >= 0 {
@@ -543,7 +543,7 @@ func (h *handler) createSubscription(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	sub := r.PathValue("sub")
-	at, err := messageIDFromBody(r, broker.Latest)
+	at, err := messageIDFromBody(r, api.Latest)
 	if err != nil {
 		return err
 	}
@@ -623,7 +623,7 @@ func (h *handler) resetCursor(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var none broker.MessageID
+	var none api.MessageID
 	id, err := messageIDFromBody(r, none)
 	if err != nil {
 		return err

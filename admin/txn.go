@@ -6,23 +6,21 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/txn"
 )
 
 // TxnService is the transaction part of the broker API (Pulsar's /admin/v3/transactions).
 // The routes are served only if the Service implements it.
 type TxnService interface {
-	CoordinatorStats(ctx context.Context, tc *uint64) (map[string]broker.CoordinatorStats, error)
-	TransactionMetadata(ctx context.Context, id txn.ID) (broker.TxnMetadata, error)
-	TransactionInBufferStats(ctx context.Context, topic string, id txn.ID) (broker.TxnInBufferStats, error)
-	TransactionBufferStats(ctx context.Context, topic string) (broker.TxnBufferStats, error)
-	PendingAckStats(ctx context.Context, topic, sub string) (broker.PendingAckStats, error)
-	TransactionInPendingAckStats(ctx context.Context, topic, sub string, id txn.ID) (broker.TxnInPendingAckStats, error)
-	SlowTransactions(ctx context.Context, age time.Duration, tc *uint64) (map[string]broker.TxnMetadata, error)
+	CoordinatorStats(ctx context.Context, tc *uint64) (map[string]api.CoordinatorStats, error)
+	TransactionMetadata(ctx context.Context, id txn.ID) (api.TxnMetadata, error)
+	TransactionInBufferStats(ctx context.Context, topic string, id txn.ID) (api.TxnInBufferStats, error)
+	TransactionBufferStats(ctx context.Context, topic string) (api.TxnBufferStats, error)
+	PendingAckStats(ctx context.Context, topic, sub string) (api.PendingAckStats, error)
+	TransactionInPendingAckStats(ctx context.Context, topic, sub string, id txn.ID) (api.TxnInPendingAckStats, error)
+	SlowTransactions(ctx context.Context, age time.Duration, tc *uint64) (map[string]api.TxnMetadata, error)
 }
-
-var _ TxnService = (*broker.Service)(nil)
 
 // txnRoutes registers the transaction endpoints on route.
 func (h *handler) txnRoutes(ts TxnService, route routeFunc,

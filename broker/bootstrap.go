@@ -10,14 +10,6 @@ import (
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
-// ClusterData is a cluster's record (Pulsar's ClusterData JSON).
-type ClusterData struct {
-	ServiceURL          string `json:"serviceUrl,omitempty"`
-	ServiceURLTLS       string `json:"serviceUrlTls,omitempty"`
-	BrokerServiceURL    string `json:"brokerServiceUrl,omitempty"`
-	BrokerServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"`
-}
-
 // SystemTenant and SystemNamespace are what Pulsar's initialize-cluster-metadata creates
 // beside public/default.
 const (
@@ -74,6 +66,3 @@ func (s *Service) Cluster(ctx context.Context, name string) (ClusterData, error)
 	}
 	return cd, nil
 }
-
-// ErrClusterNotFound: no record for the cluster (404).
-var ErrClusterNotFound = errors.New("broker: cluster does not exist")

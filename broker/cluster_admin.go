@@ -14,19 +14,6 @@ import (
 // Exported cluster API (the admin layer's brokers, clusters and namespace-bundle
 // resources): bundles, their unloading, hand-over and splitting, and the brokers.
 
-// BundlesData is a namespace's bundles as Pulsar's admin API writes them.
-type BundlesData struct {
-	Boundaries []string `json:"boundaries"`
-	NumBundles int      `json:"numBundles"`
-}
-
-// NamespaceOwnership is one entry of Pulsar's ownedNamespaces answer.
-type NamespaceOwnership struct {
-	BrokerAssignment string `json:"broker_assignment"`
-	IsControlled     bool   `json:"is_controlled"`
-	IsActive         bool   `json:"is_active"`
-}
-
 // NamespaceBundles returns the bundles of namespace "tenant/ns".
 func (s *Service) NamespaceBundles(ctx context.Context, ns string) (BundlesData, error) {
 	t, n, err := topicname.ParseNamespace(ns)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
@@ -16,15 +17,6 @@ import (
 // compaction.Manager (Service.compactors), made in openTopic and closed with the topic. The
 // admin API triggers and watches it; the compaction monitor triggers it when the bytes after
 // the horizon exceed the topic's compaction threshold.
-
-// ErrCompactionRunning: a compaction of the topic is in progress (409).
-var ErrCompactionRunning = compaction.ErrRunning
-
-// CompactionStatus is Pulsar's LongRunningProcessStatus of a topic's compaction.
-type CompactionStatus struct {
-	Status    string `json:"status"` // NOT_RUN, RUNNING, SUCCESS or ERROR
-	LastError string `json:"lastError"`
-}
 
 // compactedLogName names the logs of a topic's compacted generations:
 // "tenant/ns/compacted/<local, path-escaped>", apart from every topic's managed ledger.
@@ -126,7 +118,7 @@ func (s *Service) compactionThreshold(ctx context.Context, n topicname.Name) (in
 	if err != nil {
 		return 0, err
 	}
-	if v := tp.compactionThreshold(); v != nil {
+	if v := tp.CompactionThreshold(); v != nil {
 		return *v, nil
 	}
 	pol, err := s.res.namespacePolicies(ctx, n.Tenant, n.Namespace)
@@ -152,7 +144,7 @@ func (s *Service) TopicCompactionThreshold(ctx context.Context, topicName string
 		return &v, err
 	}
 	tp, err := s.topicRecord(ctx, n)
-	return tp.compactionThreshold(), err
+	return tp.CompactionThreshold(), err
 }
 
 // SetTopicCompactionThreshold sets (nil: removes) a topic's compaction threshold in bytes.
@@ -164,12 +156,12 @@ func (s *Service) SetTopicCompactionThreshold(ctx context.Context, topicName str
 	if bytes != nil && *bytes < 0 {
 		return fmt.Errorf("%w: compaction threshold %d", ErrInvalidArgument, *bytes)
 	}
-	return s.updateTopicRecord(ctx, n.Base(), func(r policyRecord) error {
+	return s.updateTopicRecord(ctx, n.Base(), func(r policy.Record) error {
 		if bytes == nil {
-			delete(r, keyCompactionThreshold)
+			delete(r, policy.KeyCompactionThreshold)
 			return nil
 		}
-		return r.set(nil, keyCompactionThreshold, "", *bytes)
+		return r.Set(nil, policy.KeyCompactionThreshold, "", *bytes)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
+	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
@@ -144,7 +145,7 @@ type Config struct {
 
 	// Policies are the broker-level defaults of the namespace and topic policies and the
 	// intervals of their checks (policyapply.go).
-	Policies PolicyDefaults
+	Policies policy.Defaults
 
 	// NonPersistent bounds what each non-persistent topic holds for slow subscriptions.
 	NonPersistent nonpersistent.Config
@@ -200,6 +201,6 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.Policies = c.Policies.withDefaults()
+	c.Policies = c.Policies.WithDefaults()
 	return c
 }

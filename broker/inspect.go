@@ -8,22 +8,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/compression"
-	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
-
-// ErrMessageNotFound: no stored message at that id, backlog position or time (404).
-var ErrMessageNotFound = topic.ErrMessageNotFound
-
-// StoredMessage is one stored entry as the inspection calls return it: its id (BatchIndex
-// -1), its metadata as stored, and its payload uncompressed (for a batch entry, the batch
-// of SingleMessageMetadata-framed messages), as Pulsar's admin answers it. An encrypted
-// payload stays as stored (compressed if Metadata.compression says so): only its
-// consumers can decrypt it.
-type StoredMessage struct {
-	ID       MessageID
-	Metadata *pb.MessageMetadata
-	Payload  []byte
-}
 
 func (s *Service) storedMessage(t *topic.Topic, e topic.Entry) (StoredMessage, error) {
 	meta, payload, err := pulsar.ParseHeadersAndPayload(e.Data)

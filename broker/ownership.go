@@ -26,9 +26,6 @@ import (
 // until it hands the bundle over (TransferTo names the destination, which takes the bundle
 // as soon as the record is deleted).
 
-// ErrBundleNotFound: no such bundle in the namespace (404).
-var ErrBundleNotFound = errors.New("broker: namespace bundle not found")
-
 // BrokerSelector chooses the broker that gets an unowned bundle. bundle is
 // "tenant/ns/0x00000000_0x40000000"; the answer is a BrokerInfo.ID of a live broker. The
 // load manager implements it (the default, Config.LoadManager); without one the live broker

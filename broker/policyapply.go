@@ -7,287 +7,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
 )
 
-// PolicyDefaults are the broker-level defaults of the policies, used where neither the
-// topic nor its namespace sets one (Pulsar's broker.conf keys in parentheses). Zero values
-// take the documented defaults; 0 limits are unlimited.
-type PolicyDefaults struct {
-	// BacklogQuotaCheckInterval is how often the loaded topics' backlogs are checked against
-	// their quotas (backlogQuotaCheckIntervalInSeconds). Default 60s.
-	BacklogQuotaCheckInterval time.Duration
-	// BacklogQuotaDefaultLimitBytes and BacklogQuotaDefaultLimitSeconds are the default
-	// destination_storage and message_age quotas (backlogQuotaDefaultLimitBytes,
-	// backlogQuotaDefaultLimitSecond; <= 0: none), enforced with
-	// BacklogQuotaDefaultRetentionPolicy (default producer_request_hold).
-	BacklogQuotaDefaultLimitBytes      int64
-	BacklogQuotaDefaultLimitSeconds    int64
-	BacklogQuotaDefaultRetentionPolicy string
-	// TTLDurationDefaultInSeconds is the default message TTL (ttlDurationDefaultInSeconds;
-	// 0: none), checked every MessageExpiryCheckInterval
-	// (messageExpiryCheckIntervalInMinutes, default 5m).
-	TTLDurationDefaultInSeconds int
-	MessageExpiryCheckInterval  time.Duration
-	// Limits (maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription,
-	// maxSubscriptionsPerTopic, maxUnackedMessagesPerConsumer,
-	// maxUnackedMessagesPerSubscription, maxTopicsPerNamespace). Pulsar's defaults for the
-	// unacknowledged limits are 50000 and 200000; Magnetar's are unlimited.
-	MaxProducersPerTopic, MaxConsumersPerTopic, MaxConsumersPerSubscription, MaxSubscriptionsPerTopic int
-	MaxUnackedMessagesPerConsumer, MaxUnackedMessagesPerSubscription                                  int
-	MaxTopicsPerNamespace                                                                             int
-	// MaxPublishRatePerTopicInMessages and InBytes are the default publish rate
-	// (maxPublishRatePerTopicInMessages, maxPublishRatePerTopicInBytes; 0: unlimited).
-	MaxPublishRatePerTopicInMessages, MaxPublishRatePerTopicInBytes int64
-	// DeleteInactiveTopics turns on the default inactive-topic policy
-	// (brokerDeleteInactiveTopicsEnabled; Pulsar's default is on, Magnetar's off) with
-	// DeleteInactiveTopicsMode (brokerDeleteInactiveTopicsMode, default
-	// delete_when_no_subscriptions) and DeleteInactiveTopicsMaxInactive
-	// (brokerDeleteInactiveTopicsMaxInactiveDurationSeconds, default 60s), checked every
-	// InactiveTopicCheckInterval (brokerDeleteInactiveTopicsFrequencySeconds, default 60s).
-	DeleteInactiveTopics            bool
-	DeleteInactiveTopicsMode        string
-	DeleteInactiveTopicsMaxInactive time.Duration
-	InactiveTopicCheckInterval      time.Duration
-	// SubscriptionExpirationTimeMinutes deletes the subscriptions without consumers for
-	// longer (subscriptionExpirationTimeMinutes; 0: never), checked every
-	// SubscriptionExpiryCheckInterval (subscriptionExpiryCheckIntervalInMinutes, default 5m).
-	SubscriptionExpirationTimeMinutes int
-	SubscriptionExpiryCheckInterval   time.Duration
-	// SubscribeThrottlingRatePerConsumer subscribes per SubscribeRatePeriodPerConsumer are
-	// allowed per consumer (subscribeThrottlingRatePerConsumer, 0: unlimited;
-	// subscribeRatePeriodPerConsumerInSecond, default 30s).
-	SubscribeThrottlingRatePerConsumer int
-	SubscribeRatePeriodPerConsumer     time.Duration
-	// DeduplicationSnapshotInterval records a deduplication snapshot of a topic that stored
-	// entries since its last one this often (brokerDeduplicationSnapshotIntervalSeconds:
-	// the commands' default is Pulsar's 120s; 0: by entry count only,
-	// Config.DeduplicationSnapshotInterval).
-	DeduplicationSnapshotInterval time.Duration
-	// AutoTopicCreationType is what a producer or consumer of an unknown topic creates
-	// (allowAutoTopicCreationType: "non-partitioned", the default, or "partitioned", with
-	// DefaultNumPartitions partitions: defaultNumPartitions, default 1).
-	AutoTopicCreationType string
-	DefaultNumPartitions  int
-	// Clock, if set, replaces time.Now in the inactivity checks (subscription expiration):
-	// tests move it instead of waiting minutes.
-	Clock func() time.Time
-}
-
-func (d PolicyDefaults) withDefaults() PolicyDefaults {
-	if d.BacklogQuotaCheckInterval <= 0 {
-		d.BacklogQuotaCheckInterval = time.Minute
-	}
-	if d.BacklogQuotaDefaultRetentionPolicy == "" {
-		d.BacklogQuotaDefaultRetentionPolicy = QuotaProducerRequestHold
-	}
-	if d.MessageExpiryCheckInterval <= 0 {
-		d.MessageExpiryCheckInterval = 5 * time.Minute
-	}
-	if d.DeleteInactiveTopicsMode == "" {
-		d.DeleteInactiveTopicsMode = "delete_when_no_subscriptions"
-	}
-	if d.DeleteInactiveTopicsMaxInactive <= 0 {
-		d.DeleteInactiveTopicsMaxInactive = time.Minute
-	}
-	if d.InactiveTopicCheckInterval <= 0 {
-		d.InactiveTopicCheckInterval = time.Minute
-	}
-	if d.SubscriptionExpiryCheckInterval <= 0 {
-		d.SubscriptionExpiryCheckInterval = 5 * time.Minute
-	}
-	if d.SubscribeRatePeriodPerConsumer <= 0 {
-		d.SubscribeRatePeriodPerConsumer = 30 * time.Second
-	}
-	if d.AutoTopicCreationType == "" {
-		d.AutoTopicCreationType = "non-partitioned"
-	}
-	if d.DefaultNumPartitions <= 0 {
-		d.DefaultNumPartitions = 1
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
-	}
-	return d
-}
-
-// policyDefault is the broker's default of p (nil: none).
-func (s *Service) policyDefault(p *policy) any {
-	d := s.cfg.Policies
-	pos := func(v int) any {
-		if v > 0 {
-			return v
-		}
-		return nil
-	}
-	switch p.topicPath + "|" + p.nsPath {
-	case "retention|retention":
-		ml := s.cfg.ManagedLedger
-		r := RetentionPolicies{RetentionTimeInMinutes: int(ml.RetentionTime / time.Minute), RetentionSizeInMB: ml.RetentionSize >> 20}
-		if ml.RetentionTime < 0 {
-			r.RetentionTimeInMinutes = -1
-		}
-		if ml.RetentionSize < 0 {
-			r.RetentionSizeInMB = -1
-		}
-		return r
-	case "messageTTL|messageTTL":
-		return pos(d.TTLDurationDefaultInSeconds)
-	case "maxProducers|maxProducersPerTopic":
-		return pos(d.MaxProducersPerTopic)
-	case "maxConsumers|maxConsumersPerTopic":
-		return pos(d.MaxConsumersPerTopic)
-	case "maxConsumersPerSubscription|maxConsumersPerSubscription":
-		return pos(d.MaxConsumersPerSubscription)
-	case "maxSubscriptionsPerTopic|maxSubscriptionsPerTopic":
-		return pos(d.MaxSubscriptionsPerTopic)
-	case "maxUnackedMessagesOnConsumer|maxUnackedMessagesPerConsumer":
-		return pos(d.MaxUnackedMessagesPerConsumer)
-	case "maxUnackedMessagesOnSubscription|maxUnackedMessagesPerSubscription":
-		return pos(d.MaxUnackedMessagesPerSubscription)
-	case "|maxTopicsPerNamespace":
-		return pos(d.MaxTopicsPerNamespace)
-	case "maxMessageSize|":
-		return s.cfg.MaxMessageSize
-	case "publishRate|publishRate":
-		if d.MaxPublishRatePerTopicInMessages > 0 || d.MaxPublishRatePerTopicInBytes > 0 {
-			return PublishRate{PublishThrottlingRateInMsg: d.MaxPublishRatePerTopicInMessages, PublishThrottlingRateInByte: d.MaxPublishRatePerTopicInBytes}
-		}
-	case "inactiveTopicPolicies|inactiveTopicPolicies":
-		return InactiveTopicPolicies{InactiveTopicDeleteMode: d.DeleteInactiveTopicsMode,
-			MaxInactiveDurationSeconds: int(d.DeleteInactiveTopicsMaxInactive / time.Second), DeleteWhileInactive: d.DeleteInactiveTopics}
-	case "subscriptionExpirationTime|subscriptionExpirationTime":
-		return pos(d.SubscriptionExpirationTimeMinutes)
-	case "subscribeRate|subscribeRate":
-		if d.SubscribeThrottlingRatePerConsumer > 0 {
-			return SubscribeRate{SubscribeThrottlingRatePerConsumer: d.SubscribeThrottlingRatePerConsumer,
-				RatePeriodInSecond: int(d.SubscribeRatePeriodPerConsumer / time.Second)}
-		}
-	case "deduplicationSnapshotInterval|deduplicationSnapshotInterval":
-		return pos(int(d.DeduplicationSnapshotInterval / time.Second))
-	case "deduplicationEnabled|deduplication":
-		return !s.cfg.DisableDeduplication
-	case "persistence|persistence":
-		ml := s.cfg.ManagedLedger
-		return PersistencePolicies{BookkeeperEnsemble: ml.Ensemble, BookkeeperWriteQuorum: ml.WriteQuorum, BookkeeperAckQuorum: ml.AckQuorum}
-	}
-	return nil
-}
-
-func (s *Service) defaultQuota(typ string) (BacklogQuota, bool) {
-	d := s.cfg.Policies
-	switch {
-	case typ == QuotaDestinationStorage && d.BacklogQuotaDefaultLimitBytes > 0:
-		return BacklogQuota{LimitSize: d.BacklogQuotaDefaultLimitBytes, Policy: d.BacklogQuotaDefaultRetentionPolicy}, true
-	case typ == QuotaMessageAge && d.BacklogQuotaDefaultLimitSeconds > 0:
-		return BacklogQuota{LimitTime: d.BacklogQuotaDefaultLimitSeconds, Policy: d.BacklogQuotaDefaultRetentionPolicy}, true
-	}
-	return BacklogQuota{}, false
-}
-
-// resolved are the policies in force on a topic.
-type resolved struct {
-	topic     topic.Policies
-	retention RetentionPolicies
-	quotas    map[string]BacklogQuota
-	ttl       int64 // seconds; 0: none
-	inactive  InactiveTopicPolicies
-	dedup     *bool
-	persist   PersistencePolicies
-	maxTopics int
-	// subExpiry deletes subscriptions without consumers for longer (0: never).
-	subExpiry time.Duration
-	// autoPartitions is the partition count a producer or consumer of an unknown topic
-	// creates (0: a non-partitioned topic).
-	autoPartitions int
-	// autoCreate is the namespace's autoTopicCreationOverride (nil: none).
-	autoCreate *bool
-}
-
-// resolve returns the policies in force on topic n.
-func (s *Service) resolve(ctx context.Context, n topicname.Name) (resolved, error) {
-	var r resolved
-	tr, nr, err := s.policyRecords(ctx, n)
-	if err != nil {
-		return r, err
-	}
-	num := func(path string) int {
-		var v int
-		s.decodeApplied(tr, nr, path, &v)
-		return v
-	}
-	tp := &r.topic
-	tp.MaxProducers, tp.MaxConsumers = num("maxProducers"), num("maxConsumers")
-	tp.MaxConsumersPerSubscription, tp.MaxSubscriptions = num("maxConsumersPerSubscription"), num("maxSubscriptionsPerTopic")
-	tp.MaxUnackedPerConsumer, tp.MaxUnackedPerSubscription = num("maxUnackedMessagesOnConsumer"), num("maxUnackedMessagesOnSubscription")
-	if v := num("maxMessageSize"); v > 0 && v < s.cfg.MaxMessageSize {
-		tp.MaxMessageSize = v
-	}
-	r.ttl = int64(num("messageTTL"))
-	r.maxTopics = num("maxTopicsPerNamespace")
-	r.subExpiry = time.Duration(num("subscriptionExpirationTime")) * time.Minute
-	var pr PublishRate
-	if s.decodeApplied(tr, nr, "publishRate", &pr) {
-		tp.PublishRateMsgs, tp.PublishRateBytes = max(pr.PublishThrottlingRateInMsg, 0), max(pr.PublishThrottlingRateInByte, 0)
-	}
-	for path, to := range map[string]struct {
-		msgs, bytes *int64
-		relative    *bool
-	}{"dispatchRate": {&tp.DispatchRateMsgs, &tp.DispatchRateBytes, &tp.DispatchRelative},
-		"subscriptionDispatchRate": {&tp.SubDispatchRateMsgs, &tp.SubDispatchRateBytes, &tp.SubDispatchRelative}} {
-		var dr DispatchRate
-		if s.decodeApplied(tr, nr, path, &dr) {
-			period := int64(max(dr.RatePeriodInSecond, 1))
-			*to.msgs, *to.bytes = max(dr.DispatchThrottlingRateInMsg, 0)/period, max(dr.DispatchThrottlingRateInByte, 0)/period
-			*to.relative = dr.RelativeToPublishRate
-		}
-	}
-	s.decodeApplied(tr, nr, "retention", &r.retention)
-	s.decodeApplied(tr, nr, "inactiveTopicPolicies", &r.inactive)
-	s.decodeApplied(tr, nr, "persistence", &r.persist)
-	var dd bool
-	if s.decodeApplied(tr, nr, "deduplicationEnabled", &dd) {
-		r.dedup = &dd
-	}
-	on := r.dedup != nil && *r.dedup && n.IsPersistent()
-	tp.Dedup = &on
-	tp.DedupSnapshotInterval = time.Duration(num("deduplicationSnapshotInterval")) * time.Second
-	var sr SubscribeRate
-	if s.decodeApplied(tr, nr, "subscribeRate", &sr) && sr.SubscribeThrottlingRatePerConsumer > 0 && sr.RatePeriodInSecond > 0 {
-		tp.SubscribeRate, tp.SubscribeRatePeriod = sr.SubscribeThrottlingRatePerConsumer, time.Duration(sr.RatePeriodInSecond)*time.Second
-	}
-	var asc AutoSubscriptionCreationOverride
-	tp.NoAutoSubscriptionCreation = s.decodeApplied(tr, nr, "autoSubscriptionCreation", &asc) && !asc.AllowAutoSubscriptionCreation
-	var ddp DelayedDeliveryPolicies
-	if s.decodeApplied(tr, nr, "delayedDelivery", &ddp) {
-		tp.NoDelayedDelivery, tp.DelayedTickMs, tp.MaxDeliveryDelayMs = !ddp.Active, ddp.TickTime, ddp.MaxDeliveryDelayInMillis
-	}
-	r.autoCreate, r.autoPartitions = s.autoTopicCreation(tr, nr)
-	r.quotas = map[string]BacklogQuota{}
-	tp.BacklogQuotaLimitSize, tp.BacklogQuotaLimitTime = -1, -1
-	for _, typ := range []string{QuotaDestinationStorage, QuotaMessageAge} {
-		if q, ok := s.quotaOf(tr, nr, typ); ok {
-			r.quotas[typ] = q
-			if typ == QuotaDestinationStorage && q.LimitSize > 0 {
-				tp.BacklogQuotaLimitSize = q.LimitSize
-			}
-			if typ == QuotaMessageAge && q.LimitTime > 0 {
-				tp.BacklogQuotaLimitTime = q.LimitTime
-			}
-		}
-	}
-	return r, nil
-}
-
 // managedLedgerConfig is the managed-ledger configuration of a topic under r: the broker's
 // template with the retention and persistence policies.
-func (s *Service) managedLedgerConfig(r resolved) mledger.Config {
+func (s *Service) managedLedgerConfig(r policy.Resolved) mledger.Config {
 	cfg := s.cfg.ManagedLedger
-	cfg.RetentionTime, cfg.RetentionSize = retentionOf(r.retention)
-	if p := r.persist; p.BookkeeperAckQuorum > 0 {
+	cfg.RetentionTime, cfg.RetentionSize = policy.RetentionOf(r.Retention)
+	if p := r.Persist; p.BookkeeperAckQuorum > 0 {
 		cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum = p.BookkeeperEnsemble, p.BookkeeperWriteQuorum, p.BookkeeperAckQuorum
 		// As in Pulsar, a persistence policy's rate replaces the broker's default (0: unlimited).
 		cfg.MaxMarkDeleteRate = p.ManagedLedgerMaxMarkDeleteRate
@@ -295,58 +27,19 @@ func (s *Service) managedLedgerConfig(r resolved) mledger.Config {
 	return cfg
 }
 
-func retentionOf(r RetentionPolicies) (time.Duration, int64) {
-	d, size := time.Duration(r.RetentionTimeInMinutes)*time.Minute, r.RetentionSizeInMB<<20
-	if r.RetentionTimeInMinutes < 0 {
-		d = -1
-	}
-	if r.RetentionSizeInMB < 0 {
-		size = -1
-	}
-	return d, size
-}
-
 // checkTopicCount refuses a new topic in a namespace at its max_topics_per_namespace.
-func (s *Service) checkTopicCount(ctx context.Context, n topicname.Name, r resolved) error {
-	if r.maxTopics <= 0 {
+func (s *Service) checkTopicCount(ctx context.Context, n topicname.Name, r policy.Resolved) error {
+	if r.MaxTopics <= 0 {
 		return nil
 	}
 	ts, err := s.res.domainTopics(ctx, n.Tenant, n.Namespace, n.Domain)
 	if err != nil {
 		return err
 	}
-	if len(ts) >= r.maxTopics {
+	if len(ts) >= r.MaxTopics {
 		return fmt.Errorf("%w: Exceed maximum number of topics in namespace %s/%s", ErrNotAllowed, n.Tenant, n.Namespace)
 	}
 	return nil
-}
-
-// autoTopicCreation resolves the auto topic creation policy: whether it is allowed (nil:
-// not set) and the partitions of what it creates (0: a non-partitioned topic).
-func (s *Service) autoTopicCreation(tr, nr policyRecord) (*bool, int) {
-	var atc AutoTopicCreationOverride
-	if !s.decodeApplied(tr, nr, "autoTopicCreation", &atc) {
-		if s.cfg.Policies.AutoTopicCreationType == "partitioned" {
-			return nil, s.cfg.Policies.DefaultNumPartitions
-		}
-		return nil, 0
-	}
-	if atc.TopicType == "partitioned" && atc.DefaultNumPartitions != nil {
-		return &atc.AllowAutoTopicCreation, *atc.DefaultNumPartitions
-	}
-	return &atc.AllowAutoTopicCreation, 0
-}
-
-// autoCreateAllowed reports whether a producer or consumer of an unknown topic creates it:
-// the namespace's autoTopicCreationOverride, else its legacy flag, else the broker's.
-func (s *Service) autoCreateAllowed(pol NamespacePolicies, r resolved) bool {
-	switch {
-	case r.autoCreate != nil:
-		return *r.autoCreate
-	case pol.AutoTopicCreation != nil:
-		return *pol.AutoTopicCreation
-	}
-	return !s.cfg.DisableAutoTopicCreation
 }
 
 // PartitionsAutoCreate is partitionsAutoCreate for the admin API's HTTP lookup of
@@ -380,15 +73,15 @@ func (s *Service) partitionsAutoCreate(ctx context.Context, topic string) (int, 
 	if err != nil {
 		return 0, nil //nolint:nilerr // the partition count answered stands
 	}
-	nr, err := recordOf(pol)
+	nr, err := policy.RecordOf(pol)
 	if err != nil {
 		return 0, nil //nolint:nilerr // as above
 	}
-	if auto, parts := s.autoTopicCreation(policyRecord{}, nr); parts <= 0 || !s.autoCreateAllowed(pol, resolved{autoCreate: auto}) {
+	if auto, parts := s.pol.AutoTopicCreation(policy.Record{}, nr); parts <= 0 || !s.pol.AutoCreateAllowed(pol, policy.Resolved{AutoCreate: auto}) {
 		return 0, nil
 	}
 	r, err := s.resolve(ctx, n)
-	if err != nil || r.autoPartitions <= 0 || !s.autoCreateAllowed(pol, r) {
+	if err != nil || r.AutoPartitions <= 0 || !s.pol.AutoCreateAllowed(pol, r) {
 		return 0, err
 	}
 	if exists, err := s.res.topicExists(ctx, n); err != nil || exists {
@@ -397,14 +90,14 @@ func (s *Service) partitionsAutoCreate(ctx context.Context, topic string) (int, 
 	if err := s.checkTopicCount(ctx, n, r); err != nil {
 		return 0, err
 	}
-	switch err := s.res.createPartitioned(ctx, n.String(), r.autoPartitions); {
+	switch err := s.res.createPartitioned(ctx, n.String(), r.AutoPartitions); {
 	case errors.Is(err, ErrAlreadyExists): // created meanwhile, partitioned or not
 		return s.partitions(ctx, topic)
 	case err != nil:
 		return 0, err
 	}
-	s.log.Info("auto-created partitioned topic", "topic", n.String(), "partitions", r.autoPartitions)
-	return r.autoPartitions, nil
+	s.log.Info("auto-created partitioned topic", "topic", n.String(), "partitions", r.AutoPartitions)
+	return r.AutoPartitions, nil
 }
 
 // retentionSetter is the managed-ledger binding's live retention change.
@@ -424,11 +117,11 @@ type markDeleteRateSetter interface {
 
 // applyPolicies resolves and applies the policies of loaded topic t (an event for its
 // goroutine; retention and persistence go to its managed ledger).
-func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r resolved) {
-	t.SetPolicies(r.topic)
+func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r policy.Resolved) {
+	t.SetPolicies(r.Topic)
 	s.applied.Store(t.Name().String(), r)
 	if rs, ok := t.Log().(retentionSetter); ok {
-		d, size := retentionOf(r.retention)
+		d, size := policy.RetentionOf(r.Retention)
 		if err := rs.SetRetention(ctx, d, size); err != nil && !errors.Is(err, mledger.ErrClosed) {
 			s.log.Debug("apply retention", "topic", t.Name().String(), "err", err)
 		}
@@ -508,7 +201,7 @@ func (s *Service) policyMonitor() {
 	idle := map[string]time.Time{}    // topic → inactive since
 	subIdle := map[string]time.Time{} // topic NUL subscription → without consumers since
 	for {
-		var check func(ctx context.Context, t *topic.Topic, r resolved)
+		var check func(ctx context.Context, t *topic.Topic, r policy.Resolved)
 		select {
 		case <-s.ctx.Done():
 			return
@@ -517,9 +210,11 @@ func (s *Service) policyMonitor() {
 		case <-expiry.C:
 			check = s.expireTTL
 		case <-inactive.C:
-			check = func(ctx context.Context, t *topic.Topic, r resolved) { s.checkInactive(ctx, t, r, idle) }
+			check = func(ctx context.Context, t *topic.Topic, r policy.Resolved) { s.checkInactive(ctx, t, r, idle) }
 		case <-subExpiry.C:
-			check = func(ctx context.Context, t *topic.Topic, r resolved) { s.expireSubscriptions(ctx, t, r, subIdle) }
+			check = func(ctx context.Context, t *topic.Topic, r policy.Resolved) {
+				s.expireSubscriptions(ctx, t, r, subIdle)
+			}
 		}
 		loaded := map[string]bool{}
 		for _, t := range s.loadedTopics() {
@@ -532,7 +227,7 @@ func (s *Service) policyMonitor() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-			check(ctx, t, v.(resolved))
+			check(ctx, t, v.(policy.Resolved))
 			cancel()
 		}
 		forgetUnloaded(idle, loaded)
@@ -579,14 +274,14 @@ func (s *Service) watchPolicies(prefix string) {
 // checkBacklogQuota enforces topic t's backlog quotas: beyond one, consumer_backlog_eviction
 // moves the slowest subscriptions' cursors past their oldest backlog, the producer policies
 // refuse producers (the topic closes those connected) until the backlog is back under it.
-func (s *Service) checkBacklogQuota(ctx context.Context, t *topic.Topic, r resolved) {
+func (s *Service) checkBacklogQuota(ctx context.Context, t *topic.Topic, r policy.Resolved) {
 	block := topic.QuotaOK
-	if len(r.quotas) > 0 {
+	if len(r.Quotas) > 0 {
 		st, err := t.Stats(ctx)
 		if err != nil {
 			return
 		}
-		if q, ok := r.quotas[QuotaDestinationStorage]; ok && q.LimitSize > 0 {
+		if q, ok := r.Quotas[QuotaDestinationStorage]; ok && q.LimitSize > 0 {
 			for name, ss := range st.Subscriptions {
 				if ss.BacklogSize <= q.LimitSize {
 					continue
@@ -604,7 +299,7 @@ func (s *Service) checkBacklogQuota(ctx context.Context, t *topic.Topic, r resol
 				}
 			}
 		}
-		if q, ok := r.quotas[QuotaMessageAge]; ok && q.LimitTime > 0 {
+		if q, ok := r.Quotas[QuotaMessageAge]; ok && q.LimitTime > 0 {
 			cutoff := time.Now().UnixMilli() - q.LimitTime*1000
 			for name := range st.Subscriptions {
 				oldest, err := t.OldestBacklogPublishTime(ctx, name)
@@ -632,11 +327,11 @@ func quotaBlock(policy string) topic.QuotaBlock {
 }
 
 // expireTTL expires the messages older than topic t's TTL from its subscriptions.
-func (s *Service) expireTTL(ctx context.Context, t *topic.Topic, r resolved) {
-	if r.ttl <= 0 {
+func (s *Service) expireTTL(ctx context.Context, t *topic.Topic, r policy.Resolved) {
+	if r.TTL <= 0 {
 		return
 	}
-	s.expire(ctx, t, "", time.Now().UnixMilli()-r.ttl*1000) //nolint:errcheck // retried at the next check
+	s.expire(ctx, t, "", time.Now().UnixMilli()-r.TTL*1000) //nolint:errcheck // retried at the next check
 }
 
 // expire expires what was published before ms from subscription sub ("": every one).
@@ -661,7 +356,7 @@ func (s *Service) expire(ctx context.Context, t *topic.Topic, sub string, ms int
 // expire-messages-all-subscriptions).
 func (s *Service) ExpireMessages(ctx context.Context, topicName, sub string, seconds int64) error {
 	if seconds < 0 {
-		return invalid("expireTimeInSeconds must be 0 or more")
+		return fmt.Errorf("%w: expireTimeInSeconds must be 0 or more", ErrInvalidArgument)
 	}
 	t, err := s.adminTopic(ctx, topicName)
 	if err != nil {
@@ -672,11 +367,11 @@ func (s *Service) ExpireMessages(ctx context.Context, topicName, sub string, sec
 
 // checkInactive deletes topic t once it has been inactive (no producers and consumers,
 // and no subscriptions or none with a backlog, by its mode) for the policy's duration.
-func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r resolved, idle map[string]time.Time) {
+func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r policy.Resolved, idle map[string]time.Time) {
 	name := t.Name().String()
 	// A scalable topic's segments live and die by its controller (garbage collection),
 	// never by inactivity, as upstream excludes them.
-	if !r.inactive.DeleteWhileInactive || t.Name().IsSegment() {
+	if !r.Inactive.DeleteWhileInactive || t.Name().IsSegment() {
 		delete(idle, name)
 		return
 	}
@@ -686,7 +381,7 @@ func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r resolved,
 		st, err := t.Stats(ctx)
 		inactive = err == nil
 		for _, ss := range st.Subscriptions {
-			if r.inactive.InactiveTopicDeleteMode != "delete_when_subscriptions_caught_up" || ss.MsgBacklog > 0 {
+			if r.Inactive.InactiveTopicDeleteMode != "delete_when_subscriptions_caught_up" || ss.MsgBacklog > 0 {
 				inactive = false
 			}
 		}
@@ -700,7 +395,7 @@ func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r resolved,
 		idle[name] = time.Now()
 		return
 	}
-	if time.Since(since) < time.Duration(r.inactive.MaxInactiveDurationSeconds)*time.Second {
+	if time.Since(since) < time.Duration(r.Inactive.MaxInactiveDurationSeconds)*time.Second {
 		return
 	}
 	delete(idle, name)
@@ -716,9 +411,9 @@ func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r resolved,
 // than its subscription expiration time (Pulsar's checkInactiveSubscriptions; as there,
 // the time without consumers is known to this broker only since it loaded the topic). idle
 // holds, by topic and subscription, since when each has been seen without consumers.
-func (s *Service) expireSubscriptions(ctx context.Context, t *topic.Topic, r resolved, idle map[string]time.Time) {
+func (s *Service) expireSubscriptions(ctx context.Context, t *topic.Topic, r policy.Resolved, idle map[string]time.Time) {
 	prefix := t.Name().String() + "\x00"
-	if r.subExpiry <= 0 {
+	if r.SubExpiry <= 0 {
 		for k := range idle {
 			if strings.HasPrefix(k, prefix) {
 				delete(idle, k)
@@ -747,7 +442,7 @@ func (s *Service) expireSubscriptions(ctx context.Context, t *topic.Topic, r res
 			idle[key] = now
 			continue
 		}
-		if now.Sub(since) <= r.subExpiry {
+		if now.Sub(since) <= r.SubExpiry {
 			continue
 		}
 		delete(idle, key)

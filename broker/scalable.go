@@ -69,21 +69,6 @@ func (c ScalableConfig) withDefaults() ScalableConfig {
 	return c
 }
 
-// ScalableStats is a scalable topic's statistics: each segment's (by segment name) and their
-// sums.
-type ScalableStats struct {
-	Topic    string                `json:"topic"`
-	Epoch    int64                 `json:"epoch"`
-	Active   int                   `json:"activeSegments"`
-	Sealed   int                   `json:"sealedSegments"`
-	MsgIn    int64                 `json:"msgInCounter"`
-	MsgOut   int64                 `json:"msgOutCounter"`
-	RateIn   float64               `json:"msgRateIn"`
-	RateOut  float64               `json:"msgRateOut"`
-	Backlog  map[string]int64      `json:"backlog"` // per subscription, summed over segments
-	Segments map[string]TopicStats `json:"segments"`
-}
-
 // scalableTopics is the broker's part of scalable topics. Goroutines: run (the watch of the
 // layout records; it starts and closes the controllers), sample (with an auto-scale policy:
 // the leader's load samples) and the controllers' own; close stops them all.

@@ -21,9 +21,6 @@ import (
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
-// ErrSchemaNotFound: the topic has no schema (of that version).
-var ErrSchemaNotFound = errors.New("broker: schema not found")
-
 // schemaRegistry keeps the schema versions of topics in the metadata store
 // (metadata.SchemaKey; partitions share their partitioned topic's schemas). A schema not
 // registered yet is validated and checked against the live versions (those after the last
@@ -328,7 +325,7 @@ func (s *Service) schemaPolicy(ctx context.Context, n topicname.Name) (schemaPol
 		return pol, err
 	}
 	legacy, _ := ns.Other["schema_auto_update_compatibility_strategy"].(string)
-	for _, name := range []string{tp.schemaStrategy(), ns.SchemaCompatibility, legacy, s.cfg.SchemaCompatibilityStrategy} {
+	for _, name := range []string{tp.SchemaStrategy(), ns.SchemaCompatibility, legacy, s.cfg.SchemaCompatibilityStrategy} {
 		if st, err := schema.ParseStrategy(name); err == nil && st != schema.Undefined {
 			pol.strategy = st
 			return pol, nil

@@ -7,20 +7,11 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
-
-// SchemaInfo is one schema version of a topic (the admin API's GetSchemaResponse), or a
-// schema offered to it (PostSchemaPayload: Version and Timestamp unused).
-type SchemaInfo struct {
-	Version    int64             `json:"version"`
-	Type       string            `json:"type"` // Pulsar's type name: AVRO, JSON, STRING, KEY_VALUE, ...
-	Timestamp  int64             `json:"timestamp"`
-	Data       []byte            `json:"data"` // the definition (for AVRO and JSON: the schema's JSON text)
-	Properties map[string]string `json:"properties"`
-}
 
 func (rec *schemaRecord) info() SchemaInfo {
 	props := maps.Clone(rec.Properties)
@@ -31,7 +22,7 @@ func (rec *schemaRecord) info() SchemaInfo {
 		Data: rec.Data, Properties: props}
 }
 
-func (i SchemaInfo) proto() (*pb.Schema, error) {
+func schemaProto(i SchemaInfo) (*pb.Schema, error) {
 	t, err := schema.ParseType(i.Type)
 	if err != nil {
 		return nil, err
@@ -61,7 +52,7 @@ func schemaArgs(topic string, info SchemaInfo) (topicname.Name, *pb.Schema, erro
 	if err != nil {
 		return n, nil, err
 	}
-	sc, err := info.proto()
+	sc, err := schemaProto(info)
 	return n, sc, err
 }
 
@@ -184,7 +175,7 @@ func (s *Service) TopicSchemaCompatibility(ctx context.Context, topic string, ap
 		return pol.strategy.String(), err
 	}
 	tp, err := s.topicRecord(ctx, n)
-	return tp.schemaStrategy(), err
+	return tp.SchemaStrategy(), err
 }
 
 // SetTopicSchemaCompatibility sets the topic-level schema compatibility strategy ("":
@@ -202,12 +193,12 @@ func (s *Service) SetTopicSchemaCompatibility(ctx context.Context, topic, strate
 	if st != schema.Undefined {
 		name = st.String()
 	}
-	return s.updateTopicRecord(ctx, n, func(r policyRecord) error {
+	return s.updateTopicRecord(ctx, n, func(r policy.Record) error {
 		if name == "" {
-			delete(r, keySchemaStrategy)
+			delete(r, policy.KeySchemaStrategy)
 			return nil
 		}
-		return r.set(nil, keySchemaStrategy, "", name)
+		return r.Set(nil, policy.KeySchemaStrategy, "", name)
 	})
 }
 

@@ -21,6 +21,8 @@ import (
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
+	"github.com/magnetar-io/magnetar/broker/policy"
+	"github.com/magnetar-io/magnetar/broker/server"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/ledger"
@@ -40,6 +42,7 @@ type Service struct {
 	m       *metrics
 	tm      *topic.Metrics
 	res     *resources
+	pol     *policy.Resolver // policy resolution: topic > namespace > broker default
 	schemas *schemaRegistry
 	txn     *txnService      // nil: transactions are off
 	own     *ownership       // bundle ownership and the watched caches (ownership.go)
@@ -57,8 +60,11 @@ type Service struct {
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // listener, session keeper, connections
+	wg     sync.WaitGroup // session keeper, monitors, watched caches
 	bg     sync.WaitGroup // background metadata chores (goBackground)
+
+	// srv serves the Pulsar protocol on ln and lnTLS (package broker/server, backend.go).
+	srv *server.Server
 
 	producerPrefix string
 	producerSeq    atomic.Uint64
@@ -66,7 +72,6 @@ type Service struct {
 	mu struct {
 		sync.Mutex // guards the fields below
 		topics     map[string]*topicEntry
-		conns      map[*conn]struct{}
 		session    metadata.Session
 		closed     bool
 		bgClosed   bool // no more goBackground
@@ -89,10 +94,10 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "broker"), store: cfg.Store, reg: prometheus.NewRegistry()}
 	s.mu.topics = map[string]*topicEntry{}
-	s.mu.conns = map[*conn]struct{}{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.m = newMetrics(s.reg)
 	s.tm = topic.NewMetrics(s.reg)
+	s.srv = s.newServer() // backend.go
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ok := false
 	defer func() {
@@ -114,6 +119,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.closers = append(s.closers, func() { as.Close() })
 	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log})
 	s.res = &resources{store: cfg.Store, cluster: cfg.Cluster}
+	s.pol = &policy.Resolver{Defaults: cfg.Policies, Cluster: cfg.Cluster, MaxMessageSize: cfg.MaxMessageSize,
+		ManagedLedger: cfg.ManagedLedger, DisableDeduplication: cfg.DisableDeduplication,
+		DisableAutoTopicCreation: cfg.DisableAutoTopicCreation}
 	s.own = newOwnership(s)
 	s.own.start(s.ctx, &s.wg)
 	s.schemas = newSchemaRegistry(cfg.Store)
@@ -151,8 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 
 	s.wg.Add(3) // keepSession, compactionMonitor, policyMonitor
 	for _, l := range s.listeners() {
-		s.wg.Add(1)
-		go s.acceptLoop(l)
+		s.srv.Serve(l)
 	}
 	go s.keepSession()
 	if s.txn != nil {
@@ -266,6 +273,7 @@ func (s *Service) Close() error {
 	}
 	s.mu.closed = true
 	s.mu.Unlock()
+	s.srv.Refuse() // connections accepted from now on are closed at once
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.scal.close()     // resign the scalable topics' leaderships first
@@ -278,17 +286,12 @@ func (s *Service) Close() error {
 	}
 	s.unloadAll(ctx)
 	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.mu.conns))
-	for c := range s.mu.conns {
-		conns = append(conns, c)
-	}
 	sess := s.mu.session
 	s.mu.Unlock()
-	for _, c := range conns {
-		c.close("broker shutting down")
-	}
+	s.srv.CloseConns("broker shutting down")
 	s.cancel()
 	s.wg.Wait()
+	s.srv.Wait()
 	s.mu.Lock()
 	s.mu.bgClosed = true
 	s.mu.Unlock()
@@ -316,44 +319,6 @@ func (s *Service) unloadAll(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
-}
-
-func (s *Service) acceptLoop(ln net.Listener) {
-	defer s.wg.Done()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			s.log.Warn("accept", "err", err)
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(10 * time.Millisecond): // back off a failing accept (e.g. EMFILE)
-			}
-			continue
-		}
-		c := newConn(s, nc)
-		s.mu.Lock()
-		if s.mu.closed {
-			s.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		s.mu.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.m.connections.Inc()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.mu.conns, c)
-			s.mu.Unlock()
-			s.m.connections.Dec()
-		}()
-	}
 }
 
 // Topics.
@@ -437,7 +402,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		return nil, err
 	}
 	if !exists {
-		if !create || (!s.autoCreateAllowed(pol, pols) && !force) || (name.IsSegment() && !force) { // segments: only their controller creates them
+		if !create || (!s.pol.AutoCreateAllowed(pol, pols) && !force) || (name.IsSegment() && !force) { // segments: only their controller creates them
 			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 		}
 		if !name.IsPartition() {
@@ -476,8 +441,8 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		return nil, fmt.Errorf("open managed ledger of %s: %w", name, err)
 	}
 	dedup := !s.cfg.DisableDeduplication
-	if pols.dedup != nil {
-		dedup = *pols.dedup
+	if pols.Dedup != nil {
+		dedup = *pols.Dedup
 	}
 	dedup = dedup && name.IsPersistent()
 	tcfg := topic.Config{

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
@@ -16,7 +17,7 @@ import (
 
 var (
 	// ErrRunning: a compaction of the topic is in progress.
-	ErrRunning = errors.New("compaction: compaction already in progress")
+	ErrRunning = api.ErrCompactionRunning
 	// ErrClosed: the manager is closed (its topic unloaded).
 	ErrClosed = errors.New("compaction: closed")
 )

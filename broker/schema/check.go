@@ -3,19 +3,19 @@ package schema
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
 var (
 	// ErrInvalid: a schema definition (or a strategy or type name) that is not valid.
-	ErrInvalid = errors.New("schema: invalid schema definition")
+	ErrInvalid = api.ErrInvalidSchema
 	// ErrIncompatible: a schema that the topic's compatibility strategy refuses.
-	ErrIncompatible = errors.New("schema: incompatible schema")
+	ErrIncompatible = api.ErrIncompatibleSchema
 )
 
 // Definition is one schema: its type, its definition bytes and its properties.

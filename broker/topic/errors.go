@@ -3,17 +3,19 @@ package topic
 import (
 	"errors"
 	"fmt"
+
+	"github.com/magnetar-io/magnetar/broker/api"
 )
 
 // Errors. Callers test them with errors.Is; the broker maps them to protocol ServerError
 // codes in one table (broker/errors.go).
 var (
 	// ErrTerminated: the topic is terminated (TopicTerminatedError).
-	ErrTerminated = errors.New("topic: terminated")
+	ErrTerminated = api.ErrTopicTerminated
 	// ErrClosed: the service is not ready: the topic or subscription is closing or closed
 	// (e.g. being unloaded) or the broker is starting or stopping; the client should look the
 	// topic up again and retry (ServiceNotReady).
-	ErrClosed = errors.New("service not ready: topic closed")
+	ErrClosed = api.ErrServiceNotReady
 	// ErrFenced: another broker took the topic's managed ledger over (ServiceNotReady). It
 	// wraps ErrClosed.
 	ErrFenced = fmt.Errorf("topic fenced by another owner: %w", ErrClosed)
@@ -30,16 +32,16 @@ var (
 	// (ConsumerAssignError).
 	ErrConsumerAssign = errors.New("topic: consumer hash ranges conflict")
 	// ErrSubscriptionNotFound: no such subscription (SubscriptionNotFound).
-	ErrSubscriptionNotFound = errors.New("subscription not found")
+	ErrSubscriptionNotFound = api.ErrSubscriptionNotFound
 	// ErrAlreadyExists: the subscription (tenant, namespace, topic) exists.
-	ErrAlreadyExists = errors.New("already exists")
+	ErrAlreadyExists = api.ErrAlreadyExists
 	// ErrNotEmpty: the subscription or topic still has connected clients (the tenant has
 	// namespaces, the namespace has topics).
-	ErrNotEmpty = errors.New("not empty")
+	ErrNotEmpty = api.ErrNotEmpty
 	// ErrInvalid: a malformed request or argument.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = api.ErrInvalidArgument
 	// ErrNotAllowed: the operation is not allowed for this subscription type (NotAllowedError).
-	ErrNotAllowed = errors.New("operation not allowed")
+	ErrNotAllowed = api.ErrNotAllowed
 	// ErrTxnDisabled answers transactional requests when transactions are off (Pulsar's
 	// exact message, which clients and tools match).
 	//lint:ignore ST1005 Pulsar's message

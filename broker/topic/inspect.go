@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/mledger"
 )
 
@@ -15,7 +16,7 @@ import (
 // anything; they read the log on the caller's goroutine.
 
 // ErrMessageNotFound: no stored entry at that id, position or time.
-var ErrMessageNotFound = errors.New("topic: message not found")
+var ErrMessageNotFound = api.ErrMessageNotFound
 
 // inspectReadTimeout bounds one log read of an inspection: the log's Read waits for an
 // entry, and an inspection must not wait for new ones.
