@@ -13,8 +13,8 @@
 //	ledger create|write|read|show|...   ledger.go              ledger tools
 //	admin tenants|namespaces|topics|... admin.go               a client of the admin v2 REST API
 //	produce, consume                    client.go              Pulsar client tools (package pulsarclient)
-//	perf disk|ledger                    perf.go                benchmarks of the disk (perf_disk_rate.go: --rate) and of ledgers
-//	perf produce|consume|e2e            perf_pulsar.go         Pulsar benchmarks; perfstats.go holds the percentile reports
+//	perf disk|ledger                    perf.go                benchmarks of the disk and of ledgers (package perf)
+//	perf produce|consume|e2e            perf_pulsar.go         Pulsar benchmarks (package perf)
 //
 // docs/TOOLS.md describes the tools' flags and output; README.md lists the commands.
 //
@@ -45,6 +45,6 @@
 // autorecovery, etcd, bookie decommission, consume) run until SIGINT or SIGTERM cancels their
 // context (signal.NotifyContext), then close what they started in reverse order and return.
 // serveHTTP runs the HTTP server on its own goroutine and a second one that shuts it down
-// when the context ends. The perf tools start their own worker goroutines for the load and
-// wait for them before they report. Every other goroutine belongs to the packages wired here.
+// when the context ends. The perf tools' load goroutines are package perf's, which waits for
+// them before it returns its report. Every other goroutine belongs to the packages wired here.
 package main

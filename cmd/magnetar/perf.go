@@ -1,23 +1,17 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
-	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/perf"
 )
 
 func init() { register(newPerfCmd) }
@@ -105,15 +99,8 @@ compare with perf ledger --rate R and E=journals, WQ=AQ=copies.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			print := func(s string) { fmt.Println(s) }
-			var res string
-			var err error
-			if rate > 0 {
-				res, err = diskRateRun{dir: dir, size: size, rate: rate, journals: journals, copies: copies,
-					d: duration, prealloc: prealloc}.run(ctx, print)
-			} else {
-				res, err = perfDisk(ctx, dir, size, group, duration, prealloc, print)
-			}
+			res, err := perf.Disk(ctx, perf.DiskOptions{Dir: dir, Size: size, Duration: duration, Prealloc: prealloc,
+				Group: group, Rate: rate, Journals: journals, Copies: copies, Progress: printProgress})
 			if err != nil {
 				return err
 			}
@@ -133,65 +120,8 @@ compare with perf ledger --rate R and E=journals, WQ=AQ=copies.`,
 	return c
 }
 
-// preallocated creates a temporary file in dir, fallocated to size bytes and synced: the
-// reference's files, which read as zeros and need no block allocation while written. The
-// caller removes and closes it.
-func preallocated(dir string, size int64) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "magnetar-perf-disk-*.dat")
-	if err != nil {
-		return nil, err
-	}
-	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if err != nil {
-		err = fmt.Errorf("fallocate %s: %w", filepath.Base(f.Name()), err)
-	} else {
-		err = unix.Fdatasync(int(f.Fd()))
-	}
-	if err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	return f, nil
-}
-
-// perfDisk appends group entries of size bytes, fdatasyncs, and repeats for d.
-func perfDisk(ctx context.Context, dir string, size, group int, d time.Duration, prealloc int64, progress func(string)) (string, error) {
-	f, err := preallocated(dir, prealloc)
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, size*group)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	var (
-		off     int64
-		entries int64
-		lat     latencies
-		pr      = newProgress(size, progress)
-		start   = time.Now()
-	)
-	for time.Since(start) < d && ctx.Err() == nil {
-		t0 := time.Now()
-		if off+int64(len(buf)) > prealloc {
-			off = 0
-		}
-		if _, err := f.WriteAt(buf, off); err != nil {
-			return "", err
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			return "", err
-		}
-		lat.add(time.Since(t0))
-		off += int64(len(buf))
-		entries += int64(group)
-		pr.tick(entries)
-	}
-	return fmt.Sprintf("disk (groups of %d, fdatasync each): %s; fdatasync %s", group, pr.throughput(entries), lat.summary()), nil
-}
+// printProgress prints a benchmark's progress report on stdout.
+func printProgress(p perf.Progress) { fmt.Println(p) }
 
 func newPerfLedgerCmd() *cobra.Command {
 	var (
@@ -221,7 +151,8 @@ func newPerfLedgerCmd() *cobra.Command {
 				return err
 			}
 			defer env.Close()
-			res, err := perfLedger(ctx, env, opts, size, duration, rate, keep, func(s string) { fmt.Println(s) })
+			res, err := perf.Ledger(ctx, perf.LedgerOptions{Client: perf.LedgerClientOf(env.client), Create: opts,
+				Size: size, Duration: duration, Rate: rate, Keep: keep, Progress: printProgress})
 			if err != nil {
 				return err
 			}
@@ -236,87 +167,4 @@ func newPerfLedgerCmd() *cobra.Command {
 	c.Flags().Float64Var(&rate, "rate", 0, "entries per second (0: as fast as possible)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the ledger afterwards (default: delete it)")
 	return c
-}
-
-// pacingStep is the shortest sleep of a paced load generator (perf ledger, perf produce).
-const pacingStep = 500 * time.Microsecond
-
-// perfLedger appends to one ledger for d, pacing at rate if > 0. Latency is counted from the
-// scheduled send time, so a stalled writer shows up in the percentiles.
-func perfLedger(ctx context.Context, env *ledgerEnv, opts ledger.CreateOptions, size int, d time.Duration,
-	rate float64, keep bool, progress func(string)) (string, error) {
-	h, err := env.client.Create(ctx, opts)
-	if err != nil {
-		return "", err
-	}
-	payload := make([]byte, size)
-	var (
-		lat      latencies
-		late     latencies // how late each paced append was made (part of lat)
-		acked    atomic.Int64
-		failed   atomic.Int64
-		firstErr atomic.Value
-		inflight sync.WaitGroup
-	)
-	pr := newProgress(size, progress)
-	start := time.Now()
-	var interval time.Duration
-	if rate > 0 {
-		interval = time.Duration(float64(time.Second) / rate)
-	}
-	for i := int64(0); ctx.Err() == nil; i++ {
-		sched := time.Now()
-		if interval > 0 {
-			sched = start.Add(time.Duration(i) * interval)
-			if wait := time.Until(sched); wait > 0 {
-				// Pacing the load generator, not synchronisation. It sleeps at least
-				// pacingStep, then sends every entry that fell due meanwhile (each timed from
-				// its own due time): a sleep per entry would cost the generator more CPU than
-				// the entries it sends at tens of thousands a second.
-				time.Sleep(max(wait, pacingStep))
-			}
-		}
-		if time.Since(start) >= d {
-			break
-		}
-		if interval > 0 {
-			late.add(time.Since(sched))
-		}
-		inflight.Add(1)
-		h.AppendAsync(ctx, payload, func(_ int64, err error) {
-			defer inflight.Done()
-			if err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-				return
-			}
-			lat.add(time.Since(sched))
-			acked.Add(1)
-		})
-		pr.tick(acked.Load())
-		if failed.Load() > 0 {
-			break
-		}
-	}
-	inflight.Wait()
-	n := acked.Load()
-	summary := fmt.Sprintf("ledger %d (E=%d WQ=%d AQ=%d): %s; add latency %s",
-		h.ID(), opts.Ensemble, opts.WriteQuorum, opts.AckQuorum, pr.throughput(n), lat.summary())
-	if interval > 0 {
-		// The pacer's own lateness (Go timers fire no sooner than about 1 ms on Linux) is
-		// part of the add latency, which counts from the scheduled times.
-		summary += "; of which send lateness " + late.summary()
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	closeErr := h.Close(cctx)
-	if !keep {
-		if err := env.client.Delete(cctx, h.ID()); err != nil {
-			closeErr = errors.Join(closeErr, err)
-		}
-	}
-	if e, ok := firstErr.Load().(error); ok {
-		return summary, fmt.Errorf("%d adds failed, first: %w", failed.Load(), e)
-	}
-	return summary, closeErr
 }

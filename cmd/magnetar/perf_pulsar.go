@@ -2,27 +2,23 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/magnetar-io/magnetar/perf"
 	"github.com/magnetar-io/magnetar/pulsarclient"
 )
 
-// The Pulsar perf tools: `magnetar perf produce|consume|e2e`. Latency is counted from each
-// message's scheduled send time (start + i/rate), so a client that falls behind its rate
-// reports the delay instead of hiding it (no coordinated omission).
+// The Pulsar perf tools: `magnetar perf produce|consume|e2e`, the flags of package perf's
+// engine (perf.Run).
 
 // perfClientFlags are the flags every Pulsar perf tool shares.
 type perfClientFlags struct {
@@ -95,308 +91,62 @@ func (f *perfProducerFlags) validate(minSize int) error {
 	return nil
 }
 
-func (f *perfProducerFlags) mode() string {
-	if f.sync {
-		return "sync"
-	}
-	return fmt.Sprintf("async, %d in flight", f.maxPending)
-}
-
-// perfResult is the final report (-o json prints it).
-type perfResult struct {
-	Tool       string  `json:"tool"`
-	Topic      string  `json:"topic"`
-	Clients    int     `json:"clients"`
-	Size       int     `json:"size"`
-	Mode       string  `json:"mode,omitempty"`
-	Batching   bool    `json:"batching"`
-	TargetRate float64 `json:"targetRate,omitempty"`
-	Messages   int64   `json:"messages"`
-	Seconds    float64 `json:"seconds"`
-	MsgPerSec  float64 `json:"msgPerSec"`
-	MiBPerSec  float64 `json:"mibPerSec"`
-	Failed     int64   `json:"failed"`
-	// ReceivedMsgPerSec is the consumers' rate in an e2e run.
-	ReceivedMsgPerSec float64            `json:"receivedMsgPerSec,omitempty"`
-	Publish           map[string]float64 `json:"publishLatencyMs,omitempty"`
-	EndToEnd          map[string]float64 `json:"endToEndLatencyMs,omitempty"`
-	// SendLateness is how late the paced producers handed messages to the client after
-	// their scheduled times (with --rate): the load generator's own share of the latencies
-	// above, which are counted from the scheduled times (Go timers fire no sooner than
-	// about 1 ms on Linux).
-	SendLateness map[string]float64 `json:"sendLatenessMs,omitempty"`
-}
-
-func (r *perfResult) print(w io.Writer, asJSON bool) error {
-	if asJSON {
-		return printJSON(w, r)
-	}
-	fmt.Fprintf(w, "%s %s: %d clients, %d B messages", r.Tool, r.Topic, r.Clients, r.Size)
-	if r.Mode != "" {
-		fmt.Fprintf(w, ", %s, batching %v", r.Mode, r.Batching)
-	}
-	if r.TargetRate > 0 {
-		fmt.Fprintf(w, ", rate %.0f msg/s", r.TargetRate)
-	}
-	fmt.Fprintf(w, "\n  %d messages in %.2fs: %.0f msg/s, %.2f MiB/s, %d failed\n", r.Messages, r.Seconds, r.MsgPerSec, r.MiBPerSec, r.Failed)
-	if r.ReceivedMsgPerSec > 0 {
-		fmt.Fprintf(w, "  received: %.0f msg/s\n", r.ReceivedMsgPerSec)
-	}
-	if r.Publish != nil {
-		fmt.Fprintf(w, "  publish latency (ms): %s\n", fmtPercentiles(r.Publish))
-	}
-	if r.EndToEnd != nil {
-		fmt.Fprintf(w, "  end-to-end latency (ms): %s\n", fmtPercentiles(r.EndToEnd))
-	}
-	if r.SendLateness != nil {
-		fmt.Fprintf(w, "  of which the generator's send lateness (ms): %s\n", fmtPercentiles(r.SendLateness))
-	}
-	return nil
-}
-
-func fmtPercentiles(m map[string]float64) string {
-	return fmt.Sprintf("p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (%0.f samples)", m["p50"], m["p99"], m["p99.9"], m["max"], m["samples"])
-}
-
-// percentiles returns p50/p99/p99.9/max in milliseconds (and the sample count).
-func percentiles(l *latencies) map[string]float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.s) == 0 {
-		return nil
-	}
-	slices.Sort(l.s)
-	pct := func(p float64) float64 {
-		return float64(l.s[min(len(l.s)-1, int(float64(len(l.s))*p))]) / 1e6
-	}
-	return map[string]float64{"p50": pct(0.5), "p99": pct(0.99), "p99.9": pct(0.999), "max": pct(1), "samples": float64(len(l.s))}
-}
-
-// window is the measured interval: after the warm-up, until the end (or the last event).
-type window struct {
-	start, end time.Time // end is zero without a duration limit
-	count      atomic.Int64
-	last       atomic.Int64 // unix nanos of the last counted event
-}
-
-// in reports whether t is inside the window.
-func (w *window) in(t time.Time) bool {
-	return !t.Before(w.start) && (w.end.IsZero() || t.Before(w.end))
-}
-
-func (w *window) add(t time.Time) {
-	if w.in(t) {
-		w.count.Add(1)
-		w.last.Store(t.UnixNano())
-	}
-}
-
-// seconds is the window's measured length so far.
-func (w *window) seconds(now time.Time) float64 {
-	end := now
-	if !w.end.IsZero() && w.end.Before(end) {
-		end = w.end
-	}
-	if l := w.last.Load(); l != 0 && (w.end.IsZero() || now.After(w.end)) {
-		end = time.Unix(0, l)
-		if !w.end.IsZero() && w.end.Before(end) {
-			end = w.end
-		}
-	}
-	return max(end.Sub(w.start).Seconds(), 1e-9)
-}
-
-// perfRun is the shared state of one perf run.
-type perfRun struct {
-	sf       *serviceFlags // --admin-url for scalable topics
-	size     int
-	pubWin   window // publish acknowledgements
-	subWin   window // messages received
-	rxBytes  atomic.Int64
-	received chan struct{} // cap 1: a message was received (for draining)
-	sent     atomic.Int64  // publishes started (reserved against --messages)
-	queued   atomic.Int64  // publishes handed to the producer
-	acked    atomic.Int64  // publishes acknowledged
-	nrecv    atomic.Int64  // messages consumed
-	failed   atomic.Int64
-	pubLat   latencies
-	e2eLat   latencies
-	lateness latencies // paced sends: handed to the client after the scheduled time by this much
-	errOnce  sync.Once
-	err      error
-}
-
-func (r *perfRun) fail(err error) {
-	r.failed.Add(1)
-	r.errOnce.Do(func() { r.err = err })
-}
-
-// report prints a progress line per second until ctx ends.
-func (r *perfRun) report(ctx context.Context, w io.Writer, count *atomic.Int64, what string) {
-	pr := newProgress(r.size, func(s string) {
-		fmt.Fprintf(w, "%s  %s total %d, %d in flight\n", s, what, count.Load(), r.queued.Load()-r.acked.Load()-r.failed.Load())
-	})
-	pr.unit = "msg"
-	t := time.NewTicker(100 * time.Millisecond) // tick prints once a second has passed
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			pr.tick(count.Load())
-		}
-	}
-}
-
-// produceLoop publishes from one producer until ctx ends, the window closes, or the total
-// reaches limit (0: none). rate is this producer's msg/s (0: as fast as possible); stamp puts
-// the scheduled send time in the payload's first 8 bytes (for end-to-end latency).
-func (r *perfRun) produceLoop(ctx context.Context, p clientProducer, f *perfProducerFlags, rate float64, limit int64, stamp bool) {
-	payload := make([]byte, f.size)
-	for i := range payload {
-		payload[i] = byte(i)
-	}
-	var interval time.Duration
-	if rate > 0 {
-		interval = time.Duration(float64(time.Second) / rate)
-	}
-	t0 := time.Now()
-	for i := int64(0); ctx.Err() == nil; i++ {
-		if limit > 0 && r.sent.Add(1) > limit {
-			r.sent.Add(-1)
-			return
-		} else if limit == 0 {
-			r.sent.Add(1)
-		}
-		sched := time.Now()
-		if interval > 0 {
-			sched = t0.Add(time.Duration(i) * interval)
-			if d := time.Until(sched); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-					r.sent.Add(-1)
-					return
-				}
-			}
-		}
-		if !r.pubWin.end.IsZero() && sched.After(r.pubWin.end) {
-			r.sent.Add(-1)
-			return
-		}
-		if interval > 0 && r.pubWin.in(sched) {
-			r.lateness.add(time.Since(sched))
-		}
-		body := payload
-		if stamp {
-			body = make([]byte, f.size)
-			copy(body, payload)
-			binary.BigEndian.PutUint64(body, uint64(sched.UnixNano()))
-		}
-		msg := &pulsarclient.ProducerMessage{Payload: body}
-		done := func(_ pulsarclient.MessageID, err error) {
-			if err != nil {
-				r.fail(err)
-				return
-			}
-			now := time.Now()
-			r.acked.Add(1)
-			r.pubWin.add(now)
-			if r.pubWin.in(sched) {
-				r.pubLat.add(now.Sub(sched))
-			}
-		}
-		if f.sync {
-			r.queued.Add(1)
-			id, err := p.Send(ctx, msg)
-			if err != nil && ctx.Err() != nil {
-				r.sent.Add(-1)
-				return
-			}
-			done(id, err)
-			continue
-		}
-		r.queued.Add(1)
-		if err := p.SendAsync(ctx, msg, done); err != nil {
-			r.sent.Add(-1)
-			r.queued.Add(-1)
-			if ctx.Err() == nil {
-				r.fail(err)
-			}
-			return
-		}
-	}
-}
-
-// startProducers creates n producers and runs their loops; wait returns when they are done
-// and flushed.
-func (r *perfRun) startProducers(ctx context.Context, cl []*pulsarclient.Client, topic string, f *perfProducerFlags, stamp bool) (wait func() error, err error) {
-	var prods []clientProducer
-	for i := range f.producers {
-		pending := f.maxPending
-		if f.sync {
-			pending = 1
-		}
-		p, err := createProducer(ctx, cl[i%len(cl)], r.sf, pulsarclient.ProducerOptions{Topic: topic,
-			DisableBatching: f.noBatching, BatchingMaxMessages: f.batchMax, BatchingMaxDelay: f.batchDelay, BatchingMaxInFlight: f.inFlight,
-			MaxPendingMessages: pending})
-		if err != nil {
-			return nil, err
-		}
-		prods = append(prods, p)
-	}
-	var wg sync.WaitGroup
-	for _, p := range prods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.produceLoop(ctx, p, f, f.rate/float64(f.producers), f.messages, stamp)
-		}()
-	}
-	return func() error {
-		wg.Wait()
-		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var errs []error
-		for _, p := range prods {
-			errs = append(errs, p.Close(fctx))
-		}
-		return errors.Join(errs...)
-	}, nil
+// options are the engine's producer options.
+func (f *perfProducerFlags) options() perf.ProducerOptions {
+	return perf.ProducerOptions{Producers: f.producers, Size: f.size, Rate: f.rate, MaxPending: f.maxPending, Sync: f.sync,
+		Messages: f.messages, NoBatching: f.noBatching, BatchMax: f.batchMax, BatchDelay: f.batchDelay, InFlight: f.inFlight}
 }
 
 // perfClients opens n clients (one connection each, as separate Pulsar client processes
 // would have).
 func perfClients(sf *serviceFlags, n int) ([]*pulsarclient.Client, func(), error) {
 	var cls []*pulsarclient.Client
+	closeAll := func() {
+		for _, cl := range cls {
+			cl.Close()
+		}
+	}
 	for range n {
 		cl, err := newPulsarClient(sf)
 		if err != nil {
+			closeAll()
 			return nil, nil, err
 		}
 		cls = append(cls, cl)
 	}
-	return cls, func() {
-		for _, cl := range cls {
-			cl.Close()
-		}
-	}, nil
+	return cls, closeAll, nil
 }
 
-// runContext returns the run's context: it ends on a signal, or after warm-up + duration
-// (plus grace for the last acknowledgements, handled by the callers' Flush).
-func runContext(parent context.Context, f *perfClientFlags) (context.Context, context.CancelFunc, time.Time, time.Time) {
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	start := time.Now().Add(f.warmup)
-	var end time.Time
-	if f.duration > 0 {
-		end = start.Add(f.duration)
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, end)
-		return ctx, func() { cancel(); stop() }, start, end
+// perfRun runs one Pulsar benchmark on the clients: producer i on cls[i], consumer i on
+// cls[consumerOffset+i]. It prints the progress on stderr and the result on stdout.
+func perfRun(cmd *cobra.Command, f *perfClientFlags, cls []*pulsarclient.Client, consumerOffset int, o perf.Options) error {
+	sf := &f.serviceFlags
+	o.Duration, o.Warmup = f.duration, f.warmup
+	o.NewProducer = func(ctx context.Context, i int, po pulsarclient.ProducerOptions) (perf.Producer, error) {
+		return createProducer(ctx, cls[i], sf, po)
 	}
-	return ctx, stop, start, end
+	o.Subscribe = func(ctx context.Context, i int, co pulsarclient.ConsumerOptions) (perf.Consumer, error) {
+		return subscribe(ctx, cls[consumerOffset+i], sf, co, fmt.Sprintf("perf-%d-%d", os.Getpid(), i))
+	}
+	w := cmd.ErrOrStderr()
+	o.Progress = func(p perf.Progress) { fmt.Fprintln(w, p) }
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := perf.Run(ctx, o)
+	if res == nil {
+		return err
+	}
+	if perr := printPerfResult(cmd.OutOrStdout(), res, f.out.json()); perr != nil {
+		return perr
+	}
+	return err
+}
+
+func printPerfResult(w io.Writer, r *perf.Result, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, r)
+	}
+	return r.WriteText(w)
 }
 
 func newPerfProduceCmd() *cobra.Command {
@@ -418,66 +168,12 @@ func newPerfProduceCmd() *cobra.Command {
 				return err
 			}
 			defer closeAll()
-			ctx, cancel, start, end := runContext(cmd.Context(), &f)
-			defer cancel()
-			r := newPerfRun(pf.size, start, end)
-			r.sf = &f.serviceFlags
-			wait, err := r.startProducers(ctx, cls, args[0], &pf, false)
-			if err != nil {
-				return err
-			}
-			rctx, stopReport := context.WithCancel(ctx)
-			go r.report(rctx, cmd.ErrOrStderr(), &r.acked, "acked")
-			werr := wait()
-			stopReport()
-			res := r.result("produce", args[0], pf.producers, &pf)
-			if err := res.print(cmd.OutOrStdout(), f.out.json()); err != nil {
-				return err
-			}
-			return firstErr(r.err, werr)
+			return perfRun(cmd, &f, cls, 0, perf.Options{Tool: perf.Produce, Topic: args[0], Producer: pf.options()})
 		},
 	}
 	f.add(c)
 	pf.add(c)
 	return clientTool(c)
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil && !errors.Is(e, context.Canceled) && !errors.Is(e, context.DeadlineExceeded) {
-			return e
-		}
-	}
-	return nil
-}
-
-func newPerfRun(size int, start, end time.Time) *perfRun {
-	return &perfRun{size: size, pubWin: window{start: start, end: end}, subWin: window{start: start, end: end},
-		received: make(chan struct{}, 1)}
-}
-
-// result reports the publish side (produce, e2e) or the receive side (consume).
-func (r *perfRun) result(tool, topic string, clients int, pf *perfProducerFlags) *perfResult {
-	now := time.Now()
-	res := &perfResult{Tool: tool, Topic: topic, Clients: clients, Size: r.size, Failed: r.failed.Load(),
-		Publish: percentiles(&r.pubLat), EndToEnd: percentiles(&r.e2eLat), SendLateness: percentiles(&r.lateness)}
-	if pf != nil {
-		res.Mode, res.Batching, res.TargetRate = pf.mode(), !pf.noBatching, pf.rate
-		res.Messages, res.Seconds = r.pubWin.count.Load(), r.pubWin.seconds(now)
-		res.MsgPerSec = float64(res.Messages) / res.Seconds
-		res.MiBPerSec = res.MsgPerSec * float64(r.size) / (1 << 20)
-	} else {
-		res.Messages, res.Seconds = r.subWin.count.Load(), r.subWin.seconds(now)
-		res.MsgPerSec = float64(res.Messages) / res.Seconds
-		res.MiBPerSec = float64(r.rxBytes.Load()) / res.Seconds / (1 << 20)
-		if res.Messages > 0 {
-			res.Size = int(r.rxBytes.Load() / res.Messages)
-		}
-	}
-	if tool == "e2e" {
-		res.ReceivedMsgPerSec = float64(r.subWin.count.Load()) / r.subWin.seconds(now)
-	}
-	return res
 }
 
 // perfConsumerFlags configure the consuming side.
@@ -523,72 +219,6 @@ func (f *perfConsumerFlags) options(topic string) (pulsarclient.ConsumerOptions,
 	return o, nil
 }
 
-// consumeLoop receives and acknowledges until ctx ends or the total reaches limit.
-func (r *perfRun) consumeLoop(ctx context.Context, cons clientConsumer, f *perfConsumerFlags, limit int64, stamped bool, done func()) {
-	for ctx.Err() == nil {
-		m, err := cons.Receive(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.fail(err)
-			}
-			return
-		}
-		now := time.Now()
-		if stamped && len(m.Payload) >= 8 {
-			sched := time.Unix(0, int64(binary.BigEndian.Uint64(m.Payload)))
-			if r.pubWin.in(sched) {
-				r.e2eLat.add(now.Sub(sched))
-			}
-		}
-		if !f.noAck {
-			if err := cons.Ack(m); err != nil {
-				r.fail(err)
-				return
-			}
-		}
-		if r.subWin.in(now) {
-			r.rxBytes.Add(int64(len(m.Payload)))
-		}
-		r.subWin.add(now)
-		n := r.nrecv.Add(1)
-		select {
-		case r.received <- struct{}{}:
-		default:
-		}
-		if limit > 0 && n >= limit {
-			done()
-			return
-		}
-	}
-}
-
-func (r *perfRun) startConsumers(ctx context.Context, cls []*pulsarclient.Client, opts pulsarclient.ConsumerOptions, f *perfConsumerFlags, limit int64, stamped bool, done func()) (func(), error) {
-	var conss []clientConsumer
-	for i := range f.consumers {
-		cons, err := subscribe(ctx, cls[i%len(cls)], r.sf, opts, fmt.Sprintf("perf-%d-%d", os.Getpid(), i))
-		if err != nil {
-			return nil, err
-		}
-		conss = append(conss, cons)
-	}
-	var wg sync.WaitGroup
-	for _, cons := range conss {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.consumeLoop(ctx, cons, f, limit, stamped, done)
-		}()
-	}
-	return func() {
-		wg.Wait()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, cons := range conss {
-			cons.Close(cctx)
-		}
-	}, nil
-}
-
 func newPerfConsumeCmd() *cobra.Command {
 	var f perfClientFlags
 	var cf perfConsumerFlags
@@ -610,29 +240,8 @@ func newPerfConsumeCmd() *cobra.Command {
 				return err
 			}
 			defer closeAll()
-			if messages > 0 {
-				f.warmup = 0 // a backlog is measured from the subscription on
-			}
-			ctx, cancel, start, end := runContext(cmd.Context(), &f)
-			defer cancel()
-			r := newPerfRun(0, start, end)
-			r.sf = &f.serviceFlags
-			cctx, stopAll := context.WithCancel(ctx)
-			defer stopAll()
-			wait, err := r.startConsumers(cctx, cls, opts, &cf, messages, false, stopAll)
-			if err != nil {
-				return err
-			}
-			go r.report(cctx, cmd.ErrOrStderr(), &r.nrecv, "received")
-			wait()
-			res := r.result("consume", args[0], cf.consumers, nil)
-			if err := res.print(cmd.OutOrStdout(), f.out.json()); err != nil {
-				return err
-			}
-			if messages > 0 && r.nrecv.Load() < messages {
-				return firstErr(r.err, fmt.Errorf("received %d of %d messages", r.nrecv.Load(), messages))
-			}
-			return firstErr(r.err)
+			return perfRun(cmd, &f, cls, 0, perf.Options{Tool: perf.Consume, Topic: args[0],
+				Consumer: perf.ConsumerOptions{Consumers: cf.consumers, Messages: messages, NoAck: cf.noAck, Options: opts}})
 		},
 	}
 	f.add(c)
@@ -665,45 +274,8 @@ func newPerfE2ECmd() *cobra.Command {
 				return err
 			}
 			defer closeAll()
-			ctx, cancel, start, end := runContext(cmd.Context(), &f)
-			defer cancel()
-			r := newPerfRun(pf.size, start, end)
-			r.sf = &f.serviceFlags
-			cctx, stopConsumers := context.WithCancel(context.Background())
-			defer stopConsumers()
-			// Consumers first, so that nothing published is missed.
-			waitCons, err := r.startConsumers(cctx, cls[pf.producers:], opts, &cf, 0, true, stopConsumers)
-			if err != nil {
-				return err
-			}
-			wait, err := r.startProducers(ctx, cls[:pf.producers], args[0], &pf, true)
-			if err != nil {
-				stopConsumers()
-				waitCons()
-				return err
-			}
-			rctx, stopReport := context.WithCancel(cctx)
-			go r.report(rctx, cmd.ErrOrStderr(), &r.nrecv, "received")
-			werr := wait()
-			// Let the consumers receive what was acknowledged, for at most 10 s.
-			drain := time.NewTimer(10 * time.Second)
-		drain:
-			for r.nrecv.Load() < r.acked.Load() {
-				select {
-				case <-r.received:
-				case <-drain.C:
-					break drain
-				}
-			}
-			drain.Stop()
-			stopReport()
-			stopConsumers()
-			waitCons()
-			res := r.result("e2e", args[0], pf.producers, &pf)
-			if err := res.print(cmd.OutOrStdout(), f.out.json()); err != nil {
-				return err
-			}
-			return firstErr(r.err, werr)
+			return perfRun(cmd, &f, cls, pf.producers, perf.Options{Tool: perf.E2E, Topic: args[0], Producer: pf.options(),
+				Consumer: perf.ConsumerOptions{Consumers: cf.consumers, NoAck: cf.noAck, Options: opts}})
 		},
 	}
 	f.add(c)
