@@ -81,20 +81,6 @@ func newBrokerCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
-			bc := broker.Config{
-				Store: store, Listen: listen, DisablePlain: listen == "", Advertise: advertise,
-				HTTPURL: httpURL, HTTPURLTLS: httpsURL, ID: id, Cluster: cluster,
-				SessionTTL: sessionTTL, MaxMessageSize: maxMessageSize, DisableAutoTopicCreation: noAutoCreate,
-				DisableDeduplication: noDedup, Ensemble: ensemble, WriteQuorum: writeQuorum, AckQuorum: ackQuorum,
-				BookieDial: bookieDial, Auth: authn, Authz: af.authorizer(), ProxyRoles: af.proxyRoles, AuthRefreshInterval: af.refresh,
-				Logger: slog.Default(), TransactionCoordinatorEnabled: txnOn, TransactionCoordinators: txnCoordinators,
-				DefaultNumberOfNamespaceBundles: defaultBundles,
-			}
-			if ts != nil && tf.listen != "" {
-				bc.ListenTLS, bc.TLS = tf.listen, ts.Config()
-			}
-			pf.apply(&bc)
-			lf.Apply(&bc.LoadManager)
 			// The load manager's transfers and splits: admin requests to the other brokers,
 			// with the broker's own credentials (Pulsar's brokerClientAuthentication*).
 			hc, err := brokerAuth.httpClient()
@@ -102,7 +88,12 @@ func newBrokerCmd() *cobra.Command {
 				return usageError{fmt.Errorf("--broker-client-auth-plugin/--broker-client-auth-params: %w", err)}
 			}
 			hc.Timeout = time.Minute
-			bc.LoadManager.Executor = &loadmgr.Executor{Client: hc}
+			bc := brokerConfig(brokerSettings{store: store, listen: listen, httpURL: httpURL, httpsURL: httpsURL,
+				cluster: cluster, maxMessageSize: maxMessageSize, noAutoCreate: noAutoCreate, noDedup: noDedup, txn: txnOn,
+				authn: authn, auth: &af, ts: ts, tls: &tf, pol: &pf, lb: lf,
+				ensemble: ensemble, writeQuorum: writeQuorum, ackQuorum: ackQuorum, txnCoordinators: txnCoordinators,
+				bookieDial: bookieDial, executor: &loadmgr.Executor{Client: hc},
+				advertise: advertise, id: id, sessionTTL: sessionTTL, defaultBundles: defaultBundles})
 			svc, err := broker.Start(ctx, bc)
 			if err != nil {
 				if errors.Is(err, syscall.EADDRINUSE) {

@@ -158,26 +158,17 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer b.Close()
-	bc := broker.Config{
-		Store: store, Listen: fl.brokerAddr, DisablePlain: fl.brokerAddr == "", HTTPURL: httpURL, HTTPURLTLS: httpsURL, Cluster: fl.cluster,
-		MaxMessageSize: fl.maxMessageSize, DisableAutoTopicCreation: fl.noAutoCreate, DisableDeduplication: fl.noDedup,
-		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Auth: authn, Authz: fl.auth.authorizer(), ProxyRoles: fl.auth.proxyRoles, AuthRefreshInterval: fl.auth.refresh, Logger: slog.Default(),
-		TransactionCoordinatorEnabled: fl.txn, TransactionCoordinators: 1,
+	bc := brokerConfig(brokerSettings{store: store, listen: fl.brokerAddr, httpURL: httpURL, httpsURL: httpsURL,
+		cluster: fl.cluster, maxMessageSize: fl.maxMessageSize, noAutoCreate: fl.noAutoCreate, noDedup: fl.noDedup, txn: fl.txn,
+		authn: authn, auth: &fl.auth, ts: ts, tls: &fl.tls, pol: &fl.pol, lb: fl.lb,
+		ensemble: 1, writeQuorum: 1, ackQuorum: 1, txnCoordinators: 1,
 		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
-		BookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
+		bookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
 			if addr == b.Addr() {
 				return b.DialLocal()
 			}
 			return bkclient.DialTCP(ctx, addr)
-		},
-	}
-	if ts != nil && fl.tls.listen != "" {
-		bc.ListenTLS, bc.TLS = fl.tls.listen, ts.Config()
-	}
-	fl.pol.apply(&bc)
-	if fl.lb != nil {
-		fl.lb.Apply(&bc.LoadManager)
-	}
+		}})
 	svc, err := broker.Start(ctx, bc)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {

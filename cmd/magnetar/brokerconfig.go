@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/tlsconf"
+)
+
+// brokerSettings are what the broker and standalone commands give their broker: the same
+// fields from the flags both have, and, marked below, those where the two differ on purpose.
+type brokerSettings struct {
+	store             metadata.Store
+	listen            string // Pulsar protocol address; empty disables the plain listener
+	httpURL, httpsURL string // the admin web service's URLs (lookups report them)
+	cluster           string
+	maxMessageSize    int
+	noAutoCreate      bool
+	noDedup           bool
+	txn               bool
+	authn             *auth.Service
+	auth              *authFlags
+	ts                *tlsconf.Server // nil without TLS
+	tls               *tlsFlags
+	pol               *policyFlags
+	lb                *loadmgr.Flags
+
+	// Ensemble, write and ack quorum: the broker's flags; standalone 1/1/1 (one bookie).
+	ensemble, writeQuorum, ackQuorum int
+	// txnCoordinators: the broker's --transaction-coordinators (16 by default); standalone 1.
+	txnCoordinators int
+	// bookieDial: the broker's --bookie-client-* TLS dialer; standalone dials its own bookie
+	// in process.
+	bookieDial func(ctx context.Context, addr string) (net.Conn, error)
+	// executor carries out the load manager's transfers and splits with the broker's own
+	// credentials (--broker-client-auth-*); standalone has no such flags: nil, the load
+	// manager's default (no credentials).
+	executor *loadmgr.Executor
+
+	// Only the broker has flags for these; standalone leaves them zero, which the broker
+	// package defaults to the values the broker's flags default to (session TTL 10 s, 4
+	// bundles, the advertised address as the id).
+	advertise, id  string
+	sessionTTL     time.Duration
+	defaultBundles int
+}
+
+// brokerConfig builds the broker's configuration from s: the one place the commands' flags
+// become a broker.Config.
+func brokerConfig(s brokerSettings) broker.Config {
+	bc := broker.Config{
+		Store: s.store, Listen: s.listen, DisablePlain: s.listen == "", Advertise: s.advertise,
+		HTTPURL: s.httpURL, HTTPURLTLS: s.httpsURL, ID: s.id, Cluster: s.cluster,
+		SessionTTL: s.sessionTTL, MaxMessageSize: s.maxMessageSize, DisableAutoTopicCreation: s.noAutoCreate,
+		DisableDeduplication: s.noDedup, Ensemble: s.ensemble, WriteQuorum: s.writeQuorum, AckQuorum: s.ackQuorum,
+		BookieDial: s.bookieDial, Auth: s.authn, Authz: s.auth.authorizer(), ProxyRoles: s.auth.proxyRoles,
+		AuthRefreshInterval: s.auth.refresh, Logger: slog.Default(),
+		TransactionCoordinatorEnabled: s.txn, TransactionCoordinators: s.txnCoordinators,
+		DefaultNumberOfNamespaceBundles: s.defaultBundles,
+	}
+	if s.ts != nil && s.tls.listen != "" {
+		bc.ListenTLS, bc.TLS = s.tls.listen, s.ts.Config()
+	}
+	s.pol.apply(&bc)
+	if s.lb != nil {
+		s.lb.Apply(&bc.LoadManager)
+	}
+	bc.LoadManager.Executor = s.executor
+	return bc
+}
