@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/api"
 )
 
@@ -151,7 +150,7 @@ func (h *handler) setNSThreshold(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.updateNamespace(r, func(p *broker.NamespacePolicies) error {
+	if err := h.updateNamespace(r, func(p *api.NamespacePolicies) error {
 		if p.Other == nil {
 			p.Other = map[string]any{}
 		}
@@ -164,7 +163,7 @@ func (h *handler) setNSThreshold(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) removeNSThreshold(w http.ResponseWriter, r *http.Request) error {
-	if err := h.updateNamespace(r, func(p *broker.NamespacePolicies) error {
+	if err := h.updateNamespace(r, func(p *api.NamespacePolicies) error {
 		delete(p.Other, "compaction_threshold")
 		return nil
 	}); err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/magnetar-io/magnetar/auth"
-	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic"
 )
@@ -148,7 +147,7 @@ func reasonOf(err error) string {
 // writeError answers err: a redirect to the owner for a topic another broker serves, else
 // the status and {"reason": …} of toREST.
 func writeError(w http.ResponseWriter, r *http.Request, err error, sc scope, log *slog.Logger) {
-	var no *broker.NotOwnerError
+	var no *api.NotOwnerError
 	if errors.As(err, &no) && no.Owner.HTTPURL != "" {
 		http.Redirect(w, r, strings.TrimSuffix(no.Owner.HTTPURL, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 		return

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/policy"
 )
 
 // PolicyService is the namespace and topic policies part of the broker API (retention,
@@ -52,12 +52,12 @@ func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http
 	}
 	const tp = "/admin/v2/persistent/{tenant}/{ns}/{topic}/"
 	levels := []policyLevel{
-		{prefix: "/admin/v2/namespaces/{tenant}/{ns}/", paths: broker.NamespacePolicyPaths(), scope: nsScope, name: checkNamespace,
+		{prefix: "/admin/v2/namespaces/{tenant}/{ns}/", paths: policy.NamespacePaths(), scope: nsScope, name: checkNamespace,
 			get: func(ctx context.Context, ns, path string, _ bool) (json.RawMessage, error) {
 				return ps.NamespacePolicy(ctx, ns, path)
 			},
 			set: ps.SetNamespacePolicy, remove: ps.RemoveNamespacePolicy},
-		{prefix: tp, paths: broker.TopicPolicyPaths(), scope: topicScope,
+		{prefix: tp, paths: policy.TopicPaths(), scope: topicScope,
 			name: func(r *http.Request) (string, error) {
 				n, err := checkTopic(r)
 				return n.String(), err

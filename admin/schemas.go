@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/api"
 )
 
@@ -238,7 +237,7 @@ func (h *handler) nsStrategy(w http.ResponseWriter, r *http.Request) error {
 }
 
 // updateNamespace reads, changes and writes back a namespace's policies.
-func (h *handler) updateNamespace(r *http.Request, change func(p *broker.NamespacePolicies) error) error {
+func (h *handler) updateNamespace(r *http.Request, change func(p *api.NamespacePolicies) error) error {
 	ns, err := checkNamespace(r)
 	if err != nil {
 		return err
@@ -258,7 +257,7 @@ func (h *handler) setNSStrategy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.updateNamespace(r, func(p *broker.NamespacePolicies) error {
+	if err := h.updateNamespace(r, func(p *api.NamespacePolicies) error {
 		p.SchemaCompatibility = strings.ToUpper(s)
 		return nil
 	}); err != nil {
@@ -267,7 +266,7 @@ func (h *handler) setNSStrategy(w http.ResponseWriter, r *http.Request) error {
 	return noContent(w)
 }
 
-func nsBoolField(p *broker.NamespacePolicies, name string) **bool {
+func nsBoolField(p *api.NamespacePolicies, name string) **bool {
 	if name == "schemaValidationEnforced" {
 		return &p.SchemaValidationEnforced
 	}
@@ -297,7 +296,7 @@ func (h *handler) setNSBool(name string) func(w http.ResponseWriter, r *http.Req
 		} else if !has {
 			return restErr(http.StatusBadRequest, "a boolean body is required")
 		}
-		if err := h.updateNamespace(r, func(p *broker.NamespacePolicies) error {
+		if err := h.updateNamespace(r, func(p *api.NamespacePolicies) error {
 			*nsBoolField(p, name) = &v
 			return nil
 		}); err != nil {
