@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,7 +66,9 @@ type Topic struct {
 	logger  *slog.Logger
 	m       *Metrics
 	in      *inbox.Queue[func()]
-	stopped chan struct{}
+	stopped chan struct{} // closed when run stops taking events
+	exited  chan struct{} // closed when run and every helper goroutine have ended
+	helpers sync.WaitGroup
 	created time.Time
 	// pubBudget bounds the bytes in flight; every Publish holds len(Data) of it until done.
 	pubBudget budget
@@ -113,7 +116,8 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	}
 	t := &Topic{
 		name: cfg.Name, cfg: cfg, log: cfg.Log, logger: cfg.Logger.With("topic", cfg.Name.String()),
-		m: cfg.Metrics, in: inbox.New[func()](), stopped: make(chan struct{}), created: time.Now(),
+		m: cfg.Metrics, in: inbox.New[func()](), stopped: make(chan struct{}), exited: make(chan struct{}),
+		created:   time.Now(),
 		topicCore: newTopicCore(cfg.Name.String(), cfg.Dedup, cfg.DedupSnapshotEvery, cfg.Metrics),
 		subs:      map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
 	}
@@ -142,10 +146,12 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 // Name returns the topic's name.
 func (t *Topic) Name() topicname.Name { return t.name }
 
-// Done is closed once the topic has closed.
-func (t *Topic) Done() <-chan struct{} { return t.stopped }
+// Done is closed once the topic has closed and its goroutines have ended.
+func (t *Topic) Done() <-chan struct{} { return t.exited }
 
 func (t *Topic) run() {
+	defer close(t.exited)
+	defer t.helpers.Wait() // after stopped is closed: a helper's call to the topic fails then
 	defer close(t.stopped)
 	var batch []func()
 	for range t.in.Signal() {
@@ -157,6 +163,7 @@ func (t *Topic) run() {
 		}
 		if t.state == StateClosed {
 			t.in.Close()
+			t.stopTimers()
 			t.m.topics.Dec()
 			if t.cfg.OnClosed != nil {
 				t.cfg.OnClosed(t)
@@ -184,12 +191,12 @@ func (t *Topic) perform() {
 	}
 	if rd.terminate != 0 {
 		tag, log := rd.terminate, t.log
-		go func() {
+		t.spawn(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			pos, err := log.Terminate(ctx)
 			cancel()
 			t.post(func() { t.onTerminated(tag, pos, err) })
-		}()
+		})
 	}
 	for i := range rd.out {
 		t.tell(&rd.out[i])
@@ -221,7 +228,7 @@ func (t *Topic) onAdded(op *pubOp, pos Position, err error) {
 
 func (t *Topic) setProperty(w propWrite) {
 	log := t.log
-	go func() {
+	t.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := log.SetProperty(ctx, w.key, w.value)
 		cancel()
@@ -231,7 +238,7 @@ func (t *Topic) setProperty(w propWrite) {
 			}
 			t.propertyWritten(w.key, w.value, w.tag, err)
 		})
-	}()
+	})
 }
 
 // tell performs one output of the core.
@@ -266,6 +273,25 @@ func (t *Topic) tell(o *output) {
 
 // post runs fn on the topic goroutine; false if the topic has stopped.
 func (t *Topic) post(fn func()) bool { return t.in.Push(fn) }
+
+// spawn runs blocking I/O off the topic goroutine (called on it); run waits for it before
+// the topic is done.
+func (t *Topic) spawn(fn func()) {
+	t.helpers.Add(1)
+	go func() {
+		defer t.helpers.Done()
+		fn()
+	}()
+}
+
+// stopTimers stops the timers that post to the topic (it has stopped).
+func (t *Topic) stopTimers() {
+	for _, tm := range []*time.Timer{t.throttleTimer, t.dedupTimer, t.relative.timer} {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
+}
 
 // Producers.
 
@@ -305,7 +331,7 @@ func (t *Topic) Terminate(ctx context.Context) (MessageID, error) {
 	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(MessageID, error)) {
 		switch t.state {
 		case StateTerminated:
-			go func() { reply(t.LastMessageID(ctx)) }()
+			t.spawn(func() { reply(t.LastMessageID(ctx)) })
 		case StateTerminating:
 			t.terminateWait = append(t.terminateWait, reply)
 		case StateActive:
@@ -336,14 +362,14 @@ func (t *Topic) onTerminated(tag uint64, pos Position, err error) {
 		return
 	}
 	t.logger.Info("topic terminated", "last", pos)
-	go func() {
+	t.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		id, err := t.LastMessageID(ctx)
 		for _, w := range waiters {
 			w(id, err)
 		}
-	}()
+	})
 }
 
 // LastMessageID returns the id of the topic's last message: the last entry, with the index
@@ -484,13 +510,26 @@ func (t *Topic) State(ctx context.Context) (State, error) {
 // Closing.
 
 // Close unloads the topic: producers and consumers are disconnected (they reconnect and find
-// the topic again), subscriptions and the managed ledger are closed. Idempotent.
+// the topic again), subscriptions and the managed ledger are closed. It returns once the
+// topic's goroutines have ended. Idempotent.
 func (t *Topic) Close(ctx context.Context) error {
 	err := inbox.Call0(ctx, t.in, t.stopped, ErrClosed, func(reply func(error)) { t.startClose(false, reply) })
 	if errors.Is(err, ErrClosed) {
-		return nil
+		err = nil
+	} else if err != nil {
+		return err
 	}
-	return err
+	return t.wait(ctx, err)
+}
+
+// wait waits for the topic's goroutines to end, then returns err.
+func (t *Topic) wait(ctx context.Context, err error) error {
+	select {
+	case <-t.exited:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Redirect names the broker a closed topic's clients reconnect to: CLOSE_PRODUCER and
@@ -541,7 +580,10 @@ func (t *Topic) Delete(ctx context.Context, force bool) error {
 		}
 		t.startClose(true, reply)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return t.wait(ctx, nil)
 }
 
 // startClose disconnects everything and closes (or deletes) the managed ledger; done (may
@@ -608,7 +650,7 @@ func (t *Topic) closeLog() {
 			}
 		}
 	}
-	go func() {
+	t.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		var err error
@@ -638,7 +680,7 @@ func (t *Topic) closeLog() {
 			t.become(StateClosed) //nolint:errcheck // legal edge
 			t.finishClose()
 		})
-	}()
+	})
 }
 
 func (t *Topic) finishClose() {

@@ -80,7 +80,7 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, compa
 	}
 	t.opening[name] = []func(*Subscription, error){fn}
 	log := t.log
-	go func() {
+	t.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		var cur Cursor
@@ -116,7 +116,7 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, compa
 		if !t.post(func() { t.onSubOpened(name, durable, hasLog, cur, err) }) && cur != nil {
 			_ = cur.Close(ctx)
 		}
-	}()
+	})
 }
 
 func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cursor, err error) {
@@ -127,7 +127,7 @@ func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cur
 	}
 	if err != nil {
 		if cur != nil {
-			go cur.Close(context.Background()) //nolint:errcheck // best effort
+			t.spawn(func() { _ = cur.Close(context.Background()) }) // best effort
 		}
 		for _, w := range ws {
 			w(nil, err)
