@@ -128,10 +128,10 @@ type pendingAck struct {
 	done func(error)
 }
 
-// Core is one subscription's pending acknowledgements, sans I/O (seed 003's fixed design).
-// Transactional acks lock their positions until the transaction ends; each is durable in the
-// pending-ack log (a managed ledger, group-committed) before it is answered; at load the log
-// is replayed.
+// Core is one subscription's pending acknowledgements, sans I/O (designed against
+// apache/pulsar#26374). Transactional acks lock their positions until the transaction ends;
+// each is durable in the pending-ack log (a managed ledger, group-committed) before it is
+// answered; at load the log is replayed.
 //
 // Replay (T5): an attempt reads the log from its start to its end, one read at a time. A
 // failed read ends the attempt: a transient failure schedules a new attempt after a bounded
@@ -192,12 +192,12 @@ type appendOp struct {
 // Mutation deliberately breaks the core (upstream's behaviour), to prove the checker
 // catches it. Only tests set it.
 type Mutation struct {
-	// RetryReadAtOnce re-issues a failed replay read at once, forever (#26374).
+	// RetryReadAtOnce re-issues a failed replay read at once, forever (apache/pulsar#26374).
 	RetryReadAtOnce bool
 	// ReadyOnPermanentFailure ends a replay that hit a permanent failure as if complete.
 	ReadyOnPermanentFailure bool
-	// RetryPermanentFailure retries a permanent failure like a transient one (#26374: a
-	// deleted ledger is read again forever; the subscribe never completes).
+	// RetryPermanentFailure retries a permanent failure like a transient one (apache/pulsar#26374:
+	// a deleted ledger is read again forever; the subscribe never completes).
 	RetryPermanentFailure bool
 	// ApplyBeforeDurable applies an outcome with ack records still in flight.
 	ApplyBeforeDurable bool

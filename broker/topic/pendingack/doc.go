@@ -1,9 +1,10 @@
-// Package pendingack is a subscription's pending acknowledgements (seed 003's fixed
-// design): transactional acks lock their positions (whole entries, or messages of a batch
-// entry by bits) until their transaction ends; each is durable in the subscription's
-// pending-ack log (a managed ledger of Records, group-committed) before it is answered; a
-// commit applies the acks to the subscription's cursor durably, an abort hands the messages
-// back; the log is replayed when the subscription loads.
+// Package pendingack is a subscription's pending acknowledgements (designed against
+// upstream's pending-ack replay bug, apache/pulsar#26374): transactional acks lock their
+// positions (whole entries, or messages of a batch entry by bits) until their transaction
+// ends; each is durable in the subscription's pending-ack log (a managed ledger of Records,
+// group-committed) before it is answered; a commit applies the acks to the subscription's
+// cursor durably, an abort hands the messages back; the log is replayed when the
+// subscription loads.
 //
 // # Usage
 //
@@ -13,8 +14,9 @@
 //   - OpenLog: open (Create: create) the log and its cursor; for a replay report the
 //     transactions with a pending-ack record with Recorded, then LogOpened with the
 //     position after the cursor's mark-delete;
-//   - ReadLog: read from From and report with LogRead; failures of both are classified by
-//     the owner (permanent: the data is gone or unreadable);
+//   - ReadLog: read from From and report with LogRead; the core classifies the failures of
+//     both (Permanent: the log or its data is gone or unreadable), so the owner passes them
+//     on unchanged, with the time it saw them (the backoff starts then);
 //   - Registers: put the transaction's record, then read its header; if it is not OPEN or
 //     does not list the subscription, delete the record again and report rejected;
 //   - Appends: append to the log (Appended); Awaits: report each outcome with Ended (0:
@@ -28,8 +30,8 @@
 // # Invariants (DESIGN.md T5, and the locks)
 //
 // Checked after every step by the seeded simulation (sim_test.go, TestSim; each checker is
-// shown to fail by TestSimCatchesMutations with a Mutation; seed 003's two scenarios are
-// named tests in scenario_test.go):
+// shown to fail by TestSimCatchesMutations with a Mutation; the two scenarios of upstream's
+// bug report are named tests in scenario_test.go):
 //
 //   - a position locked by a live transaction is never acknowledged by another
 //     transaction or a plain ack, also across reloads (a replay locks in log order);
@@ -49,9 +51,14 @@
 //
 // The simulation's log completes appends in order after seeded delays and fails some;
 // reads and opens fail transiently (some after a timeout of up to 3 s) or during a bookie
-// outage, or permanently once a ledger of the log is deleted; the store fails record
-// writes; cursor flushes fail; outcomes arrive late; the subscription crashes and a new
-// core replays the log while writes of the crashed one may still land.
+// outage, or permanently once a ledger of the log is deleted (reads) or the whole log is
+// (opens); the store fails record writes; cursor flushes fail; outcomes arrive late; the
+// subscription crashes and a new core replays the log while writes of the crashed one may
+// still land.
+//
+// The owner's performance of Ready (broker/topic's pendingacks.go) has its own tests on
+// fakes, broker/topic's pendingacks_test.go: the replay's backoff measured from a slow
+// failure, and a deleted log or ledger failing the subscribe at once.
 //
 // Replay a failing seed with `go test ./broker/topic/pendingack -run 'TestSim$' -seed S
 // -v`; a long run: `go test ./broker/topic/pendingack -run 'TestSim$' -seeds 1000000

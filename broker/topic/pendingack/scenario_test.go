@@ -11,9 +11,10 @@ import (
 	"github.com/magnetar-io/magnetar/txn"
 )
 
-// Seed 003's scenarios, scripted on the simulation's world without random faults: the
-// checks of the random simulation run at every step, and each scenario asserts its own
-// outcome. Each must pass, and fail with its upstream behaviour.
+// The scenarios of upstream's pending-ack replay bug report (apache/pulsar#26374), scripted
+// on the simulation's world without random faults: the checks of the random simulation run
+// at every step, and each scenario asserts its own outcome. Each must pass, and fail with
+// its upstream behaviour.
 
 // newScenario returns a world with one incarnation, no faults and 1ms delays.
 func newScenario(mut Mutation) *simWorld {
@@ -132,15 +133,15 @@ func testScenario(t *testing.T, run func(Mutation) error, upstream ...Mutation) 
 	}
 }
 
-// TestDeletedPendingAckLedgerFailsSubscribeFast is seed 003's first scenario: the upstream
-// behaviours are a replay that reads the deleted ledger again forever (a hang) and one
-// that completes without it.
+// TestDeletedPendingAckLedgerFailsSubscribeFast is the bug report's first scenario: the
+// upstream behaviours are a replay that reads the deleted ledger again forever (a hang)
+// and one that completes without it.
 func TestDeletedPendingAckLedgerFailsSubscribeFast(t *testing.T) {
 	testScenario(t, scenarioDeletedLedger, Mutation{RetryPermanentFailure: true}, Mutation{ReadyOnPermanentFailure: true})
 }
 
-// TestBookieOutageDuringReplayBacksOff is seed 003's second scenario: the upstream
-// behaviour re-issues the failed read at once (#26374's hot loop).
+// TestBookieOutageDuringReplayBacksOff is the bug report's second scenario: the upstream
+// behaviour re-issues the failed read at once (apache/pulsar#26374's hot loop).
 func TestBookieOutageDuringReplayBacksOff(t *testing.T) {
 	testScenario(t, scenarioBookieOutage, Mutation{RetryReadAtOnce: true})
 }

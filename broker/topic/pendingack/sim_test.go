@@ -1102,11 +1102,11 @@ func TestSimDeterministic(t *testing.T) {
 	})
 }
 
-// simMutants are upstream's behaviours (seed 003) and other deliberate bugs.
+// simMutants are upstream's behaviours (apache/pulsar#26374) and other deliberate bugs.
 var simMutants = []sim.Mutant[Mutation]{
-	{Name: "a failed read re-issued at once (#26374)", Mut: Mutation{RetryReadAtOnce: true}},
+	{Name: "a failed read re-issued at once (apache/pulsar#26374)", Mut: Mutation{RetryReadAtOnce: true}},
 	{Name: "a permanent failure ends the replay as complete", Mut: Mutation{ReadyOnPermanentFailure: true}},
-	{Name: "a permanent failure retried like a transient one (#26374)", Mut: Mutation{RetryPermanentFailure: true}},
+	{Name: "a permanent failure retried like a transient one (apache/pulsar#26374)", Mut: Mutation{RetryPermanentFailure: true}},
 	{Name: "the acks applied before they are durable", Mut: Mutation{ApplyBeforeDurable: true}},
 	{Name: "the log trimmed past open transactions", Mut: Mutation{TrimPastOpen: true}},
 	{Name: "replayed acks not locked", Mut: Mutation{NoReplayLocks: true}},

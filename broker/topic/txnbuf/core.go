@@ -66,10 +66,10 @@ type entry struct {
 	lookups  int
 }
 
-// Core is a topic's transaction buffer, sans I/O (seed 002's fixed design): it decides which
-// transactional sends may be appended, how far readers may read (the max read position), and
-// applies each transaction's outcome in order. The owner (the topic goroutine) performs what
-// Ready lists and feeds the outcomes back.
+// Core is a topic's transaction buffer, sans I/O (designed against apache/pulsar#25821): it
+// decides which transactional sends may be appended, how far readers may read (the max read
+// position), and applies each transaction's outcome in order. The owner (the topic
+// goroutine) performs what Ready lists and feeds the outcomes back.
 //
 // Invariants (DESIGN.md T1–T4):
 //   - a transaction's open record is durable before any of its entries is appended (T3):
@@ -121,7 +121,7 @@ type Core struct {
 // checker catches it. Only tests set it.
 type Mutation struct {
 	// UnknownIsAborted filters a transaction without an aborted record or known outcome
-	// (#25768 before #25821).
+	// (upstream before apache/pulsar#25821 fixed apache/pulsar#25768).
 	UnknownIsAborted bool
 	// AppendBeforeRecord appends a transaction's first entry before its open record is
 	// durable.

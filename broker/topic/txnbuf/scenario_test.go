@@ -10,9 +10,10 @@ import (
 	"github.com/magnetar-io/magnetar/txn"
 )
 
-// Seed 002's scenarios (and an apply racing an append), each scripted on the simulation's
-// world without faults: the checks of the random simulation run at every step, and each
-// scenario asserts its own outcome. Each must pass, and fail with its upstream behaviour.
+// The scenarios of upstream's transaction-buffer bug report (apache/pulsar#25821), and an
+// apply racing an append, each scripted on the simulation's world without faults: the
+// checks of the random simulation run at every step, and each scenario asserts its own
+// outcome. Each must pass, and fail with its upstream behaviour.
 
 // newScenario returns a world with one loaded incarnation, no faults and 1ms delays.
 func newScenario(mut Mutation) *simWorld {

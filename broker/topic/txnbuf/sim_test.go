@@ -959,10 +959,10 @@ func TestSimDeterministic(t *testing.T) {
 	})
 }
 
-// simMutants are upstream's behaviours (seed 002) and an apply that does not wait.
+// simMutants are upstream's behaviours (apache/pulsar#25768) and an apply that does not wait.
 var simMutants = []sim.Mutant[Mutation]{
-	{Name: "unknown transactions read as aborted (#25768)", Mut: Mutation{UnknownIsAborted: true}},
-	{Name: "the append before the open record (#25768)", Mut: Mutation{AppendBeforeRecord: true}},
+	{Name: "unknown transactions read as aborted (apache/pulsar#25768)", Mut: Mutation{UnknownIsAborted: true}},
+	{Name: "the append before the open record (apache/pulsar#25768)", Mut: Mutation{AppendBeforeRecord: true}},
 	{Name: "no pin at a transaction found open at recovery", Mut: Mutation{NoPinAtRecovery: true}},
 	{Name: "the watermark past an abort without its aborted record", Mut: Mutation{SkipAbortRecord: true}},
 	{Name: "an outcome applied with appends in flight", Mut: Mutation{ApplyWithInflight: true}},
