@@ -246,7 +246,8 @@ func TestAdminOnRealBroker(t *testing.T) {
 }
 
 // TestUnloadThenAdminCall: a request right after an unload (or a delete) answers from a
-// freshly loaded topic, never with the closing one's "topic closed" 503 (NEEDS.md #6).
+// freshly loaded topic, never with the closing one's "topic closed" 503: Unload and Delete return
+// only once the topic goroutine has stopped and forgotten its entry.
 func TestUnloadThenAdminCall(t *testing.T) {
 	rb := startRealBroker(t)
 	p := "/admin/v2/persistent/public/default/reload"

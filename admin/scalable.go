@@ -11,7 +11,7 @@ import (
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
-// ScalableService is the scalable-topic part of the broker API (issue #17). *broker.Service
+// ScalableService is the scalable-topic part of the broker API. *broker.Service
 // implements it; a Service that does not answers these paths with 501. Calls that need the
 // topic's controller leader answer *broker.NotOwnerError (307 to the leader) elsewhere; the
 // Segment* calls answer it (307) on a broker that does not serve the segment.
