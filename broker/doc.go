@@ -21,7 +21,7 @@
 // Caller obligations:
 //  1. Config.Store must stay open until Close returns.
 //
-// Security (conn_auth.go, authz.go, listen.go, permissions.go): Config.ListenTLS adds a
+// Security (broker/server, authz.go, listen.go, permissions.go): Config.ListenTLS adds a
 // pulsar+ssl:// listener (Config.TLS, see package tlsconf; DisablePlain turns the plain one
 // off) and lookups answer both URLs. With Config.Auth, CONNECT is authenticated (package
 // auth): a refusal is answered with AuthenticationError and the connection closes; every
@@ -146,31 +146,30 @@
 //
 // # Goroutines and ownership
 //
-//   - Service: the accept loop, the session keeper (which drops every bundle and opens a new
+//   - Service: the session keeper (which drops every bundle and opens a new
 //     metadata session if the old one is lost), the four watched caches and the hand-over
 //     watcher (ownership.start) are goroutines; bundle acquisitions run on their own
 //     goroutines (ownership.write); the topics registry
-//     (name → loading/loaded entry) and the connection set are small mutex-guarded maps.
+//     (name → loading/loaded entry) is a small mutex-guarded map.
 //     Loading a topic runs on its own goroutine and completes a future (topicEntry.ready)
 //     the callers wait on. Background metadata chores (ownership release) run through
 //     goBackground and are waited for by Close.
-//   - Connection (conn.go): one reader goroutine owns the FrameReader and the connection
-//     state (Handshaking → Connected → Closed) and handles every command; commands that need
-//     I/O (lookups, topic loads, schemas, GetLastMessageId) run on their own goroutines. One
-//     writer goroutine drains the outbound buffer (frames encoded under a leaf mutex by
-//     whichever goroutine sends) and writes it in batches; it also pings the client every
-//     KeepAliveInterval. The producer and consumer ids are two registries (conn_registry.go,
-//     leaf mutexes), because creating goroutines and topic and subscription goroutines change
-//     them; each id has an explicit state (Creating → Waiting → Ready → Closed) and is served
-//     only when Ready. A malformed, oversized or
+//   - Connections: package broker/server serves the protocol (its doc.go lists its
+//     goroutines and invariants): one accept loop per listener, and per connection one
+//     reader goroutine, which owns the FrameReader and the connection state (Handshaking →
+//     Connected → Closed) and handles every command (the ones that need I/O on goroutines of
+//     their own), and one writer goroutine, which writes the outbound buffer in batches and
+//     pings the client. It reaches the broker only through server.Backend, which backend.go
+//     implements over the Service: authorization, lookups and namespaces' topics, loaded
+//     topics (topicFor), schemas, transaction coordinators and the scalable topics' sessions
+//     (backend_scalable.go: the DAG and namespace watches follow metadata-store watches; a
+//     stream session long-polls the controller's leader, here or through its admin API).
+//     Start binds the listeners (listen.go, server.Listen) and serves them once the broker
+//     is up; Close refuses new connections at once, closes the listeners after the bundles
+//     are handed over, and closes the connections after the topics are unloaded, then
+//     cancels the server's context and waits for its goroutines. A malformed, oversized or
 //     out-of-order frame closes that connection only, with a logged reason and a
 //     magnetar_broker_bad_frames_total{reason} count.
-//   - Scalable-topic sessions (conn_scalable.go), only for a client whose CONNECT set
-//     supports_scalable_topics: each DAG watch, stream consumer and namespace watch is one
-//     goroutine owning what it last sent, keyed by its id in a leaf-locked map of the
-//     connection, and ending with the connection or its close command. A DAG watch and a
-//     namespace watch follow a metadata-store watch; a stream session long-polls the
-//     controller's leader (here, or its admin API) and pushes each newer assignment.
 //   - Topic (broker/topic): one goroutine per loaded topic owns the topic State
 //     (Active, Terminating, Terminated, Fenced, Closing, Closed), its producers (access modes,
 //     topic epoch, the WaitForExclusive queue), the deduplication state and the publish

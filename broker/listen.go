@@ -1,60 +1,35 @@
 package broker
 
 import (
-	"crypto/tls"
-	"fmt"
 	"net"
+
+	"github.com/magnetar-io/magnetar/broker/server"
 )
 
-// listen binds the plain and TLS listeners the configuration asks for and fills the
-// broker record's URLs; it returns the advertised address the broker id defaults to.
+// listen binds the plain and TLS listeners the configuration asks for (server.Listen) and
+// fills the broker record's URLs; it returns the advertised address the broker id defaults
+// to. The protocol server serves the listeners once Start is done (server.Serve).
 func (s *Service) listen() (string, error) {
 	cfg := s.cfg
-	if cfg.DisablePlain && cfg.ListenTLS == "" {
-		return "", fmt.Errorf("%w: the plain listener is off and there is no TLS listener", ErrInvalidArgument)
+	ls, err := server.Listen(server.ListenConfig{Listen: cfg.Listen, DisablePlain: cfg.DisablePlain,
+		ListenTLS: cfg.ListenTLS, TLS: cfg.TLS, Advertise: cfg.Advertise, AdvertiseTLS: cfg.AdvertiseTLS})
+	if err != nil {
+		return "", err
 	}
-	if cfg.ListenTLS != "" && cfg.TLS == nil {
-		return "", fmt.Errorf("%w: ListenTLS needs a TLS configuration", ErrInvalidArgument)
+	s.ln, s.lnTLS = ls.Plain, ls.TLS
+	for _, l := range s.listeners() {
+		s.closers = append(s.closers, func() { l.Close() })
 	}
-	var adv, advTLS string
-	if !cfg.DisablePlain {
-		ln, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return "", fmt.Errorf("broker: listen %s: %w", cfg.Listen, err)
-		}
-		s.ln = ln
-		s.closers = append(s.closers, func() { ln.Close() })
-		adv = cfg.Advertise
-		if adv == "" {
-			adv = ln.Addr().String()
-		}
-		s.info.ServiceURL = "pulsar://" + adv
+	if ls.Plain != nil {
+		s.info.ServiceURL = "pulsar://" + ls.Advertise
 	}
-	if cfg.ListenTLS != "" {
-		ln, err := net.Listen("tcp", cfg.ListenTLS)
-		if err != nil {
-			return "", fmt.Errorf("broker: listen %s: %w", cfg.ListenTLS, err)
-		}
-		s.lnTLS = tls.NewListener(ln, cfg.TLS)
-		s.closers = append(s.closers, func() { ln.Close() })
-		advTLS = cfg.AdvertiseTLS
-		if advTLS == "" {
-			host := cfg.Advertise
-			if host == "" {
-				host = ln.Addr().String()
-			}
-			h, _, err := net.SplitHostPort(host)
-			if err != nil {
-				return "", fmt.Errorf("%w: Advertise %q: %v", ErrInvalidArgument, cfg.Advertise, err)
-			}
-			_, p, _ := net.SplitHostPort(ln.Addr().String())
-			advTLS = net.JoinHostPort(h, p)
-		}
-		s.info.ServiceURLTLS = "pulsar+ssl://" + advTLS
+	if ls.TLS != nil {
+		s.info.ServiceURLTLS = "pulsar+ssl://" + ls.AdvertiseTLS
 	}
 	s.info.HTTPURL, s.info.HTTPURLTLS = cfg.HTTPURL, cfg.HTTPURLTLS
+	adv := ls.Advertise
 	if adv == "" {
-		adv = advTLS
+		adv = ls.AdvertiseTLS
 	}
 	return adv, nil
 }

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
@@ -18,7 +19,7 @@ import (
 
 func (c *conn) handleSubscribe(cmd *pb.CommandSubscribe) {
 	if cmd.GetSubscription() == "" {
-		c.sendError(cmd.GetRequestId(), fmt.Errorf("%w: empty subscription name", ErrNotAllowed))
+		c.sendError(cmd.GetRequestId(), fmt.Errorf("%w: empty subscription name", api.ErrNotAllowed))
 		return
 	}
 	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(), auth.ActionConsume,
@@ -33,7 +34,7 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 	fail func(error)) {
 	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
 	if sc := cmd.GetSchema(); sc != nil && sc.GetType() != pb.Schema_None {
-		if _, err := c.s.offerSchema(ctx, t.Name(), sc, opConsume); err != nil {
+		if _, err := c.b.OfferSchema(ctx, t.Name(), sc, SchemaConsume); err != nil {
 			fail(err)
 			return
 		}
@@ -43,7 +44,7 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 	req := topic.SubscribeRequest{Consumer: cons, Subscription: cmd.GetSubscription(), Durable: cmd.GetDurable(),
 		Initial: mledger.Latest, ReadCompacted: cmd.GetReadCompacted()}
 	if req.ReadCompacted && (cons.Type == pb.CommandSubscribe_Shared || cons.Type == pb.CommandSubscribe_Key_Shared) {
-		fail(fmt.Errorf("%w: Compacted topic reads are only allowed for Exclusive and Failover subscriptions", ErrNotAllowed))
+		fail(fmt.Errorf("%w: Compacted topic reads are only allowed for Exclusive and Failover subscriptions", api.ErrNotAllowed))
 		return
 	}
 	if cmd.GetInitialPosition() == pb.CommandSubscribe_Earliest {
@@ -55,9 +56,9 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 	}
 	t.Subscribe(req, func(err error) {
 		if err == nil {
-			// A stream consumer of a segment fenced by a seek (scalable_seek.go): checked once
+			// A stream consumer of a segment fenced by a seek (Backend.CheckAttach): checked once
 			// attached, so a concurrent fence either detaches it or is seen here.
-			if err = c.s.checkAttach(t.Name().String(), req.Subscription, cons.Metadata); err != nil {
+			if err = c.b.CheckAttach(t.Name().String(), req.Subscription, cons.Metadata); err != nil {
 				cons.Close(nil)
 			}
 		}
@@ -82,7 +83,7 @@ func (c *conn) resubscribed(cons *topic.Consumer) func(rid uint64) {
 	return func(rid uint64) {
 		cons.Reattach(func(ok bool) {
 			if !ok {
-				c.sendError(rid, fmt.Errorf("%w: consumer %d is closing", ErrServiceNotReady, cons.ID))
+				c.sendError(rid, fmt.Errorf("%w: consumer %d is closing", api.ErrServiceNotReady, cons.ID))
 				return
 			}
 			c.sendSuccess(rid)
@@ -130,7 +131,7 @@ func (c *conn) handleSeek(cmd *pb.CommandSeek) {
 	rid := cmd.GetRequestId()
 	e := c.consumers.get(cmd.GetConsumerId())
 	if e == nil {
-		c.sendError(rid, fmt.Errorf("%w: consumer %d not found", ErrNotAllowed, cmd.GetConsumerId()))
+		c.sendError(rid, fmt.Errorf("%w: consumer %d not found", api.ErrNotAllowed, cmd.GetConsumerId()))
 		return
 	}
 	done := func(err error) {
@@ -147,7 +148,7 @@ func (c *conn) handleSeek(cmd *pb.CommandSeek) {
 	case cmd.MessagePublishTime != nil:
 		e.obj.Seek(nil, max(int64(cmd.GetMessagePublishTime()), 1), done)
 	default:
-		c.sendError(rid, fmt.Errorf("%w: seek without a message id or publish time", ErrNotAllowed))
+		c.sendError(rid, fmt.Errorf("%w: seek without a message id or publish time", api.ErrNotAllowed))
 	}
 }
 
@@ -155,7 +156,7 @@ func (c *conn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) {
 	rid, cid := cmd.GetRequestId(), cmd.GetConsumerId()
 	e := c.consumers.get(cid)
 	if e == nil {
-		c.sendError(rid, fmt.Errorf("%w: consumer %d not found", ErrNotAllowed, cid))
+		c.sendError(rid, fmt.Errorf("%w: consumer %d not found", api.ErrNotAllowed, cid))
 		return
 	}
 	e.obj.Unsubscribe(cmd.GetForce(), func(err error) {
@@ -172,7 +173,7 @@ func (c *conn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) {
 	rid := cmd.GetRequestId()
 	e := c.consumers.get(cmd.GetConsumerId())
 	if e == nil {
-		c.sendError(rid, fmt.Errorf("%w: consumer %d not found", ErrNotAllowed, cmd.GetConsumerId()))
+		c.sendError(rid, fmt.Errorf("%w: consumer %d not found", api.ErrNotAllowed, cmd.GetConsumerId()))
 		return
 	}
 	ctx, cancel := c.ctx(30 * time.Second)

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"errors"
@@ -81,7 +81,7 @@ func (c *conn) readFailed(err error) {
 
 // badFrame closes the connection because of what the client sent.
 func (c *conn) badFrame(reason string, err error) {
-	c.s.m.malformed.WithLabelValues(reason).Inc()
+	c.s.m.BadFrames.WithLabelValues(reason).Inc()
 	c.log.Warn("closing connection: bad frame", "reason", reason, "err", err)
 	c.close(reason)
 }

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"time"
@@ -14,13 +14,10 @@ import (
 // defaultTxnTimeout is the timeout of a transaction whose client sent none.
 const defaultTxnTimeout = 3 * time.Hour
 
-func (c *conn) txnCoordinator(tc uint64) (*txn.Coordinator, error) {
-	if c.s.txn == nil {
-		return nil, errTxnDisabled
-	}
+func (c *conn) txnCoordinator(tc uint64) (Coordinator, error) {
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
-	return c.s.txn.coordinator(ctx, tc)
+	return c.b.TxnCoordinator(ctx, tc)
 }
 
 func errFields(err error) (*pb.ServerError, *string) {

@@ -1,30 +1,23 @@
-package broker
+package server
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/internal/backoff"
-	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
-	"github.com/magnetar-io/magnetar/scalable"
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
@@ -53,7 +46,7 @@ import (
 // the flag travel in the command's own response type, as upstream answers them.
 
 // errScalableFlag answers a scalable-topic command from a client that did not advertise them.
-var errScalableFlag = fmt.Errorf("%w: scalable-topic commands need FeatureFlags.supports_scalable_topics in CONNECT", ErrNotAllowed)
+var errScalableFlag = fmt.Errorf("%w: scalable-topic commands need FeatureFlags.supports_scalable_topics in CONNECT", api.ErrNotAllowed)
 
 // scalableSessions are one connection's scalable-topic sessions by id (a leaf lock).
 type scalableSessions struct {
@@ -155,14 +148,14 @@ func (c *conn) dagError(id uint64, err error) {
 
 func (c *conn) startDAGSession(cmd *pb.CommandScalableTopicLookup) {
 	id := cmd.GetSessionId()
-	t, err := c.s.scalableTopic(cmd.GetTopic())
+	t, err := scalableTopic(cmd.GetTopic())
 	if err != nil {
 		c.dagError(id, err)
 		return
 	}
 	ctx, ok := c.scal.start(c, &c.scal.dags, id)
 	if !ok {
-		c.dagError(id, fmt.Errorf("%w: DAG watch session %d is already open", ErrNotAllowed, id))
+		c.dagError(id, fmt.Errorf("%w: DAG watch session %d is already open", api.ErrNotAllowed, id))
 		return
 	}
 	go func() {
@@ -178,11 +171,10 @@ func (c *conn) dagSession(ctx context.Context, id uint64, t layout.Topic) {
 		c.dagError(id, err)
 		return
 	}
-	prefix := metadata.ScalableTopicPrefix(t.Tenant, t.Namespace, t.Name)
 	resolved := t.String()
 	var last []byte // the DAG last sent, marshalled
 	send := func() bool {
-		dag, err := c.s.scalableDAG(ctx, t)
+		dag, err := c.b.ScalableDAG(ctx, t)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.dagError(id, err)
@@ -196,78 +188,11 @@ func (c *conn) dagSession(ctx context.Context, id uint64, t layout.Topic) {
 		}
 		return true
 	}
-	for ctx.Err() == nil {
-		_, rev, err := c.s.store.List(ctx, prefix)
-		if err != nil {
-			if !backoff.Sleep(ctx, time.Second) {
-				return
-			}
-			continue
-		}
+	for range c.b.WatchScalableTopic(ctx, t) {
 		if !send() {
 			return
 		}
-		w := c.s.store.Watch(ctx, prefix, rev+1)
-		for range w.C {
-			if !send() {
-				return
-			}
-		}
 	}
-}
-
-// scalableDAG builds topic t's DAG from its stored layout, the brokers serving its
-// segments and its controller leader.
-func (s *Service) scalableDAG(ctx context.Context, t layout.Topic) (*pb.ScalableTopicDAG, error) {
-	_, l, _, err := s.scalableLayout(ctx, t.String())
-	if err != nil {
-		return nil, err
-	}
-	epoch := uint64(l.Epoch)
-	dag := &pb.ScalableTopicDAG{Epoch: &epoch}
-	for _, seg := range l.Segments {
-		dag.Segments = append(dag.Segments, segmentProto(seg))
-		r, err := s.lookup(ctx, t.SegmentName(seg))
-		if err != nil || r.ServiceURL == "" {
-			continue // unknown now: the client looks the segment up itself
-		}
-		sb := &pb.SegmentBrokerAddress{SegmentId: proto.Uint64(uint64(seg.ID)), BrokerUrl: proto.String(r.ServiceURL)}
-		if r.ServiceURLTLS != "" {
-			sb.BrokerUrlTls = proto.String(r.ServiceURLTLS)
-		}
-		dag.SegmentBrokers = append(dag.SegmentBrokers, sb)
-	}
-	if kv, err := s.store.Get(ctx, metadata.ScalableControllerKey(t.Tenant, t.Namespace, t.Name)); err == nil {
-		if bi, err := s.own.liveBroker(ctx, string(kv.Value)); err == nil && bi.ServiceURL != "" {
-			dag.ControllerBrokerUrl = proto.String(bi.ServiceURL)
-			if bi.ServiceURLTLS != "" {
-				dag.ControllerBrokerUrlTls = proto.String(bi.ServiceURLTLS)
-			}
-		}
-	}
-	return dag, nil
-}
-
-func segmentProto(seg layout.Segment) *pb.SegmentInfoProto {
-	state := pb.SegmentState_ACTIVE
-	if seg.State != layout.StateActive {
-		state = pb.SegmentState_SEALED
-	}
-	ids := func(in []layout.SegmentID) []uint64 {
-		out := make([]uint64, len(in))
-		for i, id := range in {
-			out[i] = uint64(id)
-		}
-		return out
-	}
-	p := &pb.SegmentInfoProto{SegmentId: proto.Uint64(uint64(seg.ID)), HashStart: proto.Uint32(uint32(seg.Range.Start)),
-		HashEnd: proto.Uint32(uint32(seg.Range.End)), State: state.Enum(), ParentIds: ids(seg.Parents),
-		ChildIds: ids(seg.Children), CreatedAtEpoch: proto.Uint64(uint64(seg.CreatedEpoch)),
-		CreatedAtMs: proto.Uint64(uint64(seg.CreatedMs))}
-	if seg.State != layout.StateActive {
-		p.SealedAtEpoch, p.SealedAtMs = proto.Uint64(uint64(seg.SealedEpoch)), proto.Uint64(uint64(seg.SealedMs))
-	}
-	return p
 }
 
 // ---- stream consumers ----
@@ -278,21 +203,21 @@ func (c *conn) startStreamSession(cmd *pb.CommandScalableTopicSubscribe) {
 		msg := err.Error()
 		c.Send(pulsar.Wrap(&pb.CommandScalableTopicSubscribeResponse{RequestId: &rid, Error: serverError(err).Enum(), Message: &msg}))
 	}
-	t, err := c.s.scalableTopic(cmd.GetTopic())
+	t, err := scalableTopic(cmd.GetTopic())
 	switch {
 	case err != nil:
 		fail(err)
 		return
 	case cmd.GetSubscription() == "" || cmd.GetConsumerName() == "":
-		fail(fmt.Errorf("%w: a stream consumer needs a subscription and a consumer name", ErrInvalidArgument))
+		fail(fmt.Errorf("%w: a stream consumer needs a subscription and a consumer name", api.ErrInvalidArgument))
 		return
 	case cmd.GetConsumerType() != pb.ScalableConsumerType_STREAM:
-		fail(fmt.Errorf("%w: consumer type %v is not supported", ErrNotAllowed, cmd.GetConsumerType()))
+		fail(fmt.Errorf("%w: consumer type %v is not supported", api.ErrNotAllowed, cmd.GetConsumerType()))
 		return
 	}
 	ctx, ok := c.scal.start(c, &c.scal.consumers, cid)
 	if !ok {
-		fail(fmt.Errorf("%w: stream consumer %d is already subscribed on this connection", ErrNotAllowed, cid))
+		fail(fmt.Errorf("%w: stream consumer %d is already subscribed on this connection", api.ErrNotAllowed, cid))
 		return
 	}
 	go func() {
@@ -313,22 +238,20 @@ func (c *conn) streamSession(ctx context.Context, rid, cid uint64, t layout.Topi
 		return
 	}
 	session := uint64(time.Now().UnixNano())>>1 ^ cid
-	leader, err := c.s.registerStream(ctx, name, sub, consumer, session)
+	leader, err := c.b.RegisterStream(ctx, name, sub, consumer, session)
 	if err != nil {
 		fail(err)
 		return
 	}
 	defer func() {
-		if c.s.ctx.Err() == nil && leader == c.s.info.ID {
-			c.s.streamGone(name, sub, consumer, session) // the connection or the session ended
-		}
+		c.b.StreamEnded(leader, name, sub, consumer, session) // the connection or the session ended
 	}()
-	a, err := c.s.streamAssignment(ctx, leader, name, sub, consumer, 0, streamWait)
+	a, err := c.b.StreamAssignment(ctx, leader, name, sub, consumer, 0, streamWait)
 	if err != nil && ctx.Err() == nil {
 		fail(err)
 		return
 	}
-	pa, err := c.s.assignmentProto(ctx, t, a)
+	pa, err := c.b.AssignmentProto(ctx, t, a)
 	if err != nil {
 		fail(err)
 		return
@@ -337,15 +260,15 @@ func (c *conn) streamSession(ctx context.Context, rid, cid uint64, t layout.Topi
 	version := a.Version
 	delay := 10 * time.Millisecond
 	for ctx.Err() == nil {
-		a, err := c.s.streamAssignment(ctx, leader, name, sub, consumer, version, streamWait)
+		a, err := c.b.StreamAssignment(ctx, leader, name, sub, consumer, version, streamWait)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			// Unregistered at the same leader: the consumer closed. Otherwise the leader may
 			// have moved: register with the current one.
-			next, lerr := c.s.leaderID(ctx, name)
-			if errors.Is(err, ErrSubscriptionNotFound) && lerr == nil && next == leader {
+			next, lerr := c.b.StreamLeader(ctx, name)
+			if errors.Is(err, api.ErrSubscriptionNotFound) && lerr == nil && next == leader {
 				c.log.Debug("stream consumer unregistered", "topic", name, "sub", sub, "consumer", consumer)
 				return
 			}
@@ -353,7 +276,7 @@ func (c *conn) streamSession(ctx context.Context, rid, cid uint64, t layout.Topi
 				return
 			}
 			delay = min(2*delay, time.Second)
-			if l, err := c.s.registerStream(ctx, name, sub, consumer, session); err == nil {
+			if l, err := c.b.RegisterStream(ctx, name, sub, consumer, session); err == nil {
 				leader, version = l, 0
 			}
 			continue
@@ -363,144 +286,12 @@ func (c *conn) streamSession(ctx context.Context, rid, cid uint64, t layout.Topi
 			continue
 		}
 		version = a.Version
-		pa, err := c.s.assignmentProto(ctx, t, a)
+		pa, err := c.b.AssignmentProto(ctx, t, a)
 		if err != nil {
 			continue
 		}
 		c.Send(pulsar.Wrap(&pb.CommandScalableTopicAssignmentUpdate{ConsumerId: &cid, Assignment: pa}))
 	}
-}
-
-// streamGone reports stream consumer consumer of sub, session session, disconnected at once
-// (its grace period starts) when this broker leads the topic; otherwise the leader notices
-// its polls stopped (sweepConsumers). A newer session of the consumer is left alone.
-func (s *Service) streamGone(name, sub, consumer string, session uint64) {
-	t, err := s.scalableTopic(name)
-	if err != nil {
-		return
-	}
-	sct := s.scal.topic(t)
-	if sct == nil || !sct.ctl.Leading() {
-		return
-	}
-	k := [2]string{sub, consumer}
-	sct.mu.Lock()
-	mine := sct.session[k] == session
-	if mine {
-		delete(sct.polled, k)
-	}
-	sct.mu.Unlock()
-	if !mine {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
-	_ = sct.ctl.Disconnected(ctx, sub, consumer, session)
-}
-
-// assignmentProto is assignment a with its segments' ranges and names (from the stored
-// layout; a segment no longer in it is left out).
-func (s *Service) assignmentProto(ctx context.Context, t layout.Topic, a scalable.Assignment) (*pb.ScalableConsumerAssignment, error) {
-	_, l, _, err := s.scalableLayout(ctx, t.String())
-	if err != nil {
-		return nil, err
-	}
-	epoch := uint64(l.Epoch)
-	out := &pb.ScalableConsumerAssignment{LayoutEpoch: &epoch, AssignmentVersion: proto.Uint64(a.Version)}
-	for _, id := range a.Segments {
-		seg, ok := l.Segment(id)
-		if !ok {
-			continue
-		}
-		out.Segments = append(out.Segments, &pb.ScalableAssignedSegment{SegmentId: proto.Uint64(uint64(id)),
-			HashStart: proto.Uint32(uint32(seg.Range.Start)), HashEnd: proto.Uint32(uint32(seg.Range.End)),
-			SegmentTopic: proto.String(t.SegmentName(seg))})
-	}
-	return out, nil
-}
-
-// leaderID is the broker id leading topic name's controller.
-func (s *Service) leaderID(ctx context.Context, name string) (string, error) {
-	t, err := s.scalableTopic(name)
-	if err != nil {
-		return "", err
-	}
-	kv, err := s.store.Get(ctx, metadata.ScalableControllerKey(t.Tenant, t.Namespace, t.Name))
-	if err != nil {
-		return "", err
-	}
-	return string(kv.Value), nil
-}
-
-// registerStream registers a stream consumer with topic name's leader (here, or through
-// the leader's admin API) and returns the leader's id.
-func (s *Service) registerStream(ctx context.Context, name, sub, consumer string, session uint64) (string, error) {
-	err := s.RegisterStreamConsumer(ctx, name, sub, consumer, session)
-	var no *NotOwnerError
-	if errors.As(err, &no) && no.Owner.HTTPURL != "" {
-		q := url.Values{"session": {strconv.FormatUint(session, 10)}}
-		return no.Owner.ID, s.scal.leaderCall(ctx, no.Owner, http.MethodPut, name, consumerPath(sub, consumer), q, nil)
-	}
-	if err != nil {
-		return "", err
-	}
-	return s.info.ID, nil
-}
-
-// streamAssignment is StreamAssignment on leader (this broker, or through its admin API),
-// waiting up to wait for an assignment newer than after.
-func (s *Service) streamAssignment(ctx context.Context, leader, name, sub, consumer string, after uint64, wait time.Duration) (scalable.Assignment, error) {
-	if leader == s.info.ID {
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		return s.StreamAssignment(wctx, name, sub, consumer, after)
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait+10*time.Second)
-	defer cancel()
-	bi, err := s.own.liveBroker(ctx, leader)
-	if err != nil {
-		return scalable.Assignment{}, fmt.Errorf("%w: controller leader %s: %v", ErrServiceNotReady, leader, err)
-	}
-	q := url.Values{"after": {strconv.FormatUint(after, 10)}, "wait": {strconv.FormatInt(wait.Milliseconds(), 10)}}
-	var a scalable.Assignment
-	err = s.scal.leaderCall(ctx, bi, http.MethodGet, name, consumerPath(sub, consumer)+"/assignment", q, &a)
-	return a, err
-}
-
-func consumerPath(sub, consumer string) string {
-	return "/subscription/" + url.PathEscape(sub) + "/consumers/" + url.PathEscape(consumer)
-}
-
-// leaderCall calls the admin API of topic name's leader bi (path below the topic's
-// ScalableAdminPath); a 404 is ErrSubscriptionNotFound, another refusal ErrServiceNotReady.
-func (st *scalableTopics) leaderCall(ctx context.Context, bi BrokerInfo, method, name, path string, q url.Values, out any) error {
-	t, err := layout.ParseTopic(name)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidName, err)
-	}
-	u := strings.TrimSuffix(bi.HTTPURL, "/") + ScalableAdminPath(t) + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(nil))
-	if err != nil {
-		return err
-	}
-	resp, err := st.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: %s %s on %s: %v", ErrServiceNotReady, method, path, bi.ID, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%w: %s", ErrSubscriptionNotFound, bytes.TrimSpace(b))
-	case resp.StatusCode/100 != 2:
-		return fmt.Errorf("%w: %s %s on %s: %s %s", ErrServiceNotReady, method, path, bi.ID, resp.Status, bytes.TrimSpace(b))
-	case out != nil:
-		return json.Unmarshal(b, out)
-	}
-	return nil
 }
 
 // ---- namespace watch ----
@@ -518,12 +309,12 @@ func (c *conn) startNamespaceWatch(cmd *pb.CommandWatchScalableTopics) {
 		c.watchError(id, err)
 		return
 	case len(cmd.GetPropertyFilters()) > 0:
-		c.watchError(id, fmt.Errorf("%w: scalable topics have no properties to filter on", ErrNotAllowed))
+		c.watchError(id, fmt.Errorf("%w: scalable topics have no properties to filter on", api.ErrNotAllowed))
 		return
 	}
 	ctx, ok := c.scal.start(c, &c.scal.watches, id)
 	if !ok {
-		c.watchError(id, fmt.Errorf("%w: namespace watch %d is already open", ErrNotAllowed, id))
+		c.watchError(id, fmt.Errorf("%w: namespace watch %d is already open", api.ErrNotAllowed, id))
 		return
 	}
 	go func() {
@@ -538,52 +329,34 @@ func (c *conn) namespaceWatch(ctx context.Context, id uint64, tenant, ns string)
 		c.watchError(id, err)
 		return
 	}
-	if err := c.s.res.checkNamespace(ctx, tenant, ns); err != nil {
+	if err := c.b.CheckNamespace(ctx, tenant, ns); err != nil {
 		c.watchError(id, err)
 		return
 	}
-	prefix := metadata.PrefixScalableTopics + tenant + "/" + ns + "/"
 	var have map[string]bool // nil until the snapshot is sent
-	for ctx.Err() == nil {
-		kvs, rev, err := c.s.store.List(ctx, prefix)
-		if err != nil {
-			if !backoff.Sleep(ctx, time.Second) {
-				return
-			}
-			continue
-		}
-		now := map[string]bool{}
-		for _, kv := range kvs {
-			if t, ok := layoutKeyTopic(kv.Key); ok {
-				now[t.String()] = true
-			}
+	for topics := range c.b.WatchScalableTopics(ctx, tenant, ns) {
+		now := make(map[string]bool, len(topics))
+		for _, t := range topics {
+			now[t] = true
 		}
 		if have == nil {
 			snap := slices.Sorted(maps.Keys(now))
 			c.Send(pulsar.Wrap(&pb.CommandWatchScalableTopicsUpdate{WatchId: &id,
 				Event: &pb.CommandWatchScalableTopicsUpdate_Snapshot{Snapshot: &pb.ScalableTopicsSnapshot{Topics: snap}}}))
-			have = now
 		} else {
-			c.sendTopicsDiff(id, have, now) // after a compacted watch: catch up
+			c.sendTopicsDiff(id, have, now)
 		}
-		w := c.s.store.Watch(ctx, prefix, rev+1)
-		for b := range w.C {
-			next := maps.Clone(have)
-			for _, ev := range b.Events {
-				t, ok := layoutKeyTopic(ev.KV.Key)
-				if !ok {
-					continue
-				}
-				if ev.Type == metadata.EventPut {
-					next[t.String()] = true
-				} else {
-					delete(next, t.String())
-				}
-			}
-			c.sendTopicsDiff(id, have, next)
-			have = next
-		}
+		have = now
 	}
+}
+
+// scalableTopic parses a scalable topic's name (topic://tenant/ns/name).
+func scalableTopic(name string) (layout.Topic, error) {
+	t, err := layout.ParseTopic(name)
+	if err != nil {
+		return t, fmt.Errorf("%w: %v", api.ErrInvalidName, err)
+	}
+	return t, topicname.CheckNamespace(t.Tenant, t.Namespace)
 }
 
 // sendTopicsDiff sends what changed from have to next, if anything did.

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -20,7 +21,7 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 	rid := cmd.GetRequestId()
 	ctx, cancel := c.ctx(30 * time.Second)
 	defer cancel()
-	c.s.m.lookups.Inc()
+	c.s.m.Lookups.Inc()
 	r, err := c.lookupAuthorized(ctx, cmd.GetTopic(), cmd.GetAuthoritative())
 	resp := &pb.CommandLookupTopicResponse{RequestId: &rid}
 	if err != nil {
@@ -82,8 +83,8 @@ func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 		return
 	}
 	if mode != pb.CommandGetTopicsOfNamespace_PERSISTENT {
-		err := c.s.res.checkNamespace(ctx, tenant, ns)
-		if errors.Is(err, ErrNamespaceNotFound) {
+		err := c.b.CheckNamespace(ctx, tenant, ns)
+		if errors.Is(err, api.ErrNamespaceNotFound) {
 			msg := fmt.Sprintf("Policies not found for %s/%s namespace", tenant, ns)
 			c.Send(pulsar.Wrap(&pb.CommandError{RequestId: &rid, Error: pb.ServerError_MetadataError.Enum(), Message: &msg}))
 			return
@@ -102,7 +103,7 @@ func (c *conn) handleTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) {
 		if mode != d.mode && mode != pb.CommandGetTopicsOfNamespace_ALL {
 			continue
 		}
-		ts, err := c.s.res.domainTopics(ctx, tenant, ns, d.domain)
+		ts, err := c.b.NamespaceTopics(ctx, tenant, ns, d.domain)
 		if err != nil {
 			c.sendError(rid, err)
 			return
@@ -124,15 +125,12 @@ func (c *conn) handleGetSchema(cmd *pb.CommandGetSchema) {
 		err = c.authorize(ctx, name, auth.ActionLookup)
 	}
 	if err == nil {
-		var rec schemaRecord
-		if rec, err = c.s.schemas.get(ctx, name, cmd.GetSchemaVersion(), false); err == nil {
-			sc, v = rec.toProto(), encodeSchemaVersion(rec.Version)
-		}
+		sc, v, err = c.b.Schema(ctx, name, cmd.GetSchemaVersion())
 	}
 	if err != nil {
 		msg := err.Error()
 		code := serverError(err)
-		if errors.Is(err, ErrSchemaNotFound) {
+		if errors.Is(err, api.ErrSchemaNotFound) {
 			code = pb.ServerError_TopicNotFound
 		}
 		resp.ErrorCode, resp.ErrorMessage = code.Enum(), &msg
@@ -153,7 +151,7 @@ func (c *conn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) {
 		err = c.authorize(ctx, name, auth.ActionProduce)
 	}
 	if err == nil {
-		v, err = c.s.offerSchema(ctx, name, cmd.GetSchema(), opProduce)
+		v, err = c.b.OfferSchema(ctx, name, cmd.GetSchema(), SchemaProduce)
 	}
 	if err != nil {
 		msg := err.Error()

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"crypto/tls"
@@ -111,7 +111,7 @@ func (c *conn) authenticate(cmd *pb.CommandConnect) error {
 
 // refuseAuth answers a failed authentication (the message says why, never the credential).
 func (c *conn) refuseAuth(err error) {
-	c.s.m.authFailures.Inc()
+	c.s.m.AuthFailures.Inc()
 	c.log.Info("authentication refused", "err", err)
 	msg := err.Error()
 	rid := uint64(math.MaxUint64) // Pulsar answers a CONNECT's failure with request id -1
@@ -173,7 +173,7 @@ func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
 		c.auth.becomeLocked(authVerified)
 	}
 	c.auth.mu.Unlock()
-	c.s.m.authRefreshes.Inc()
+	c.s.m.AuthRefreshes.Inc()
 	c.log.Debug("credentials refreshed")
 	return nil
 }

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/internal/fsm"
@@ -226,7 +227,7 @@ func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, to
 	e, again := r.register(id)
 	if e == nil {
 		if again == nil {
-			c.sendError(rid, fmt.Errorf("%w: %s id %d is being created on this connection", ErrServiceNotReady, kind, id))
+			c.sendError(rid, fmt.Errorf("%w: %s id %d is being created on this connection", api.ErrServiceNotReady, kind, id))
 			return
 		}
 		again(rid) // as Pulsar: an id that is ready is answered with its success again
@@ -250,7 +251,7 @@ func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, to
 			fail(err)
 			return
 		}
-		t, err := c.s.topicFor(ctx, name, create, false)
+		t, err := c.b.Topic(ctx, name, create)
 		if err != nil {
 			fail(err)
 			return

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -51,7 +52,8 @@ const serverVersion = "Magnetar-Pulsar-4.0"
 //
 // The commands are served in conn_produce.go, conn_consume.go and conn_lookup.go.
 type conn struct {
-	s      *Service
+	s      *Server
+	b      Backend
 	nc     net.Conn
 	log    *slog.Logger
 	remote string
@@ -81,8 +83,8 @@ type conn struct {
 	scal       scalableSessions // conn_scalable.go
 }
 
-func newConn(s *Service, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), state: connHandshaking,
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, b: s.b, nc: nc, remote: nc.RemoteAddr().String(), state: connHandshaking,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), writerEnd: make(chan struct{}),
 		budget:    make(chan struct{}, s.cfg.MaxPendingPublishPerConnection),
 		producers: newRegistry[*topic.Producer](), consumers: newRegistry[*topic.Consumer]()}
@@ -172,7 +174,7 @@ func requestID(cmd *pb.BaseCommand) (uint64, bool) {
 func (c *conn) handle(f pulsar.Frame) error {
 	cmd := f.Cmd
 	t := cmd.GetType()
-	c.s.m.commands.WithLabelValues(t.String()).Inc()
+	c.s.m.Commands.WithLabelValues(t.String()).Inc()
 	if c.state == connHandshaking {
 		if t != pb.BaseCommand_CONNECT {
 			return fmt.Errorf("expected CONNECT, got %v", t)
@@ -245,7 +247,7 @@ func (c *conn) handle(f pulsar.Frame) error {
 		// Commands Magnetar does not serve (transactions, topic watchers, ...): answer the
 		// request, if it is one, so the client does not wait for its timeout.
 		if rid, ok := requestID(cmd); ok {
-			c.sendError(rid, fmt.Errorf("%w: %v is not supported", ErrNotAllowed, t))
+			c.sendError(rid, fmt.Errorf("%w: %v is not supported", api.ErrNotAllowed, t))
 		} else {
 			c.log.Debug("ignoring unsupported command", "type", t)
 		}

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 	"github.com/magnetar-io/magnetar/txn"
@@ -52,7 +53,7 @@ func (c *conn) handleSend(f pulsar.Frame) {
 	select {
 	case c.budget <- struct{}{}:
 	default:
-		c.s.m.throttled.Inc()
+		c.s.m.Throttled.Inc()
 		select {
 		case c.budget <- struct{}{}:
 		case <-c.done:
@@ -80,20 +81,20 @@ func (c *conn) handleProducer(cmd *pb.CommandProducer) {
 func (c *conn) createProducer(ctx context.Context, cmd *pb.CommandProducer, t *topic.Topic, e *idEntry[*topic.Producer],
 	fail func(error)) {
 	rid, pid := cmd.GetRequestId(), cmd.GetProducerId()
-	schemaVersion, err := c.s.offerSchema(ctx, t.Name(), cmd.GetSchema(), opProduce)
+	schemaVersion, err := c.b.OfferSchema(ctx, t.Name(), cmd.GetSchema(), SchemaProduce)
 	if err != nil {
 		fail(err)
 		return
 	}
 	if sub := cmd.GetInitialSubscriptionName(); sub != "" {
-		if err := createInitialSubscription(ctx, t, sub); err != nil {
+		if err := CreateInitialSubscription(ctx, t, sub); err != nil {
 			fail(err)
 			return
 		}
 	}
 	pname := cmd.GetProducerName()
 	if pname == "" {
-		pname = c.s.newProducerName()
+		pname = c.b.NewProducerName()
 	}
 	p := &topic.Producer{ID: pid, Name: pname, Conn: c, AccessMode: cmd.GetProducerAccessMode(),
 		TopicEpoch: cmd.TopicEpoch, Metadata: kvMap(cmd.GetMetadata()), UserProvidedName: cmd.GetUserProvidedProducerName()}
@@ -130,15 +131,18 @@ func (c *conn) createProducer(ctx context.Context, cmd *pb.CommandProducer, t *t
 	})
 }
 
-// createInitialSubscription creates the subscription a producer names in
+// earliest is the topic's id before every message.
+var earliest = topic.MessageID{LedgerID: mledger.Earliest.LedgerID, EntryID: mledger.Earliest.EntryID, BatchIndex: -1}
+
+// CreateInitialSubscription creates the subscription a producer names in
 // initial_subscription_name (the clients' dead-letter producers do), as Pulsar does before
 // it adds the producer: durable, at the earliest message, and only if the topic has no
 // subscription (durable or not) of that name yet. Pulsar refuses it with NotAllowedError when
 // auto subscription creation is off; Magnetar has no such switch.
-func createInitialSubscription(ctx context.Context, t *topic.Topic, name string) error {
+func CreateInitialSubscription(ctx context.Context, t *topic.Topic, name string) error {
 	subs, err := t.Subscriptions(ctx)
 	if err == nil && !slices.Contains(subs, name) {
-		err = t.CreateSubscription(ctx, name, toTopicID(Earliest))
+		err = t.CreateSubscription(ctx, name, earliest)
 		if errors.Is(err, topic.ErrAlreadyExists) {
 			err = nil // created meanwhile (by another producer of the topic)
 		}

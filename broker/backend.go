@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/server"
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+)
+
+// The protocol server's view of the Service (package broker/server): backend implements
+// server.Backend by delegating to the Service's parts; the scalable-topic methods are in
+// backend_scalable.go.
+
+// backend is the Service as the protocol server's Backend.
+type backend struct{ s *Service }
+
+var _ server.Backend = backend{}
+
+// newServer returns the protocol server of s, with the connection metrics registered in
+// s.reg; Start gives it the listeners once the broker is up, and Close stops it.
+func (s *Service) newServer() *server.Server {
+	cfg := s.cfg
+	return server.New(s.ctx, backend{s}, server.Config{
+		MaxMessageSize: cfg.MaxMessageSize, MaxPendingPublishPerConnection: cfg.MaxPendingPublishPerConnection,
+		KeepAliveInterval: cfg.KeepAliveInterval, Auth: cfg.Auth, AuthRefreshInterval: cfg.AuthRefreshInterval,
+		ProxyRoles: cfg.ProxyRoles, Authz: cfg.Authz, Logger: s.log, Metrics: server.NewMetrics(s.reg),
+	})
+}
+
+func (b backend) AuthorizeTopic(ctx context.Context, role string, n topicname.Name, act auth.Action) error {
+	return b.s.authorizeTopic(ctx, role, n, act)
+}
+
+func (b backend) AuthorizeNamespace(ctx context.Context, role, tenant, ns string) error {
+	return b.s.authorizeNamespace(ctx, role, tenant, ns)
+}
+
+func (b backend) Lookup(ctx context.Context, topic string, authoritative bool) (LookupResult, error) {
+	return b.s.lookupTopic(ctx, topic, authoritative)
+}
+
+func (b backend) PartitionedMetadata(ctx context.Context, topic string) (int, error) {
+	return b.s.partitionsAutoCreate(ctx, topic)
+}
+
+func (b backend) CheckNamespace(ctx context.Context, tenant, ns string) error {
+	return b.s.res.checkNamespace(ctx, tenant, ns)
+}
+
+func (b backend) NamespaceTopics(ctx context.Context, tenant, ns, domain string) ([]string, error) {
+	return b.s.res.domainTopics(ctx, tenant, ns, domain)
+}
+
+func (b backend) Topic(ctx context.Context, n topicname.Name, create bool) (*topic.Topic, error) {
+	return b.s.topicFor(ctx, n, create, false)
+}
+
+func (b backend) NewProducerName() string { return b.s.newProducerName() }
+
+func (b backend) OfferSchema(ctx context.Context, n topicname.Name, sc *pb.Schema, use server.SchemaUse) ([]byte, error) {
+	op := opProduce
+	if use == server.SchemaConsume {
+		op = opConsume
+	}
+	return b.s.offerSchema(ctx, n, sc, op)
+}
+
+func (b backend) Schema(ctx context.Context, n topicname.Name, version []byte) (*pb.Schema, []byte, error) {
+	rec, err := b.s.schemas.get(ctx, n, version, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec.toProto(), encodeSchemaVersion(rec.Version), nil
+}
+
+func (b backend) TxnCoordinator(ctx context.Context, tc uint64) (server.Coordinator, error) {
+	if b.s.txn == nil {
+		return nil, errTxnDisabled
+	}
+	c, err := b.s.txn.coordinator(ctx, tc)
+	if errors.Is(err, errNoCoordinator) {
+		return nil, markedError{err: err, mark: server.ErrNoCoordinator}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// markedError is err, with its message, that also matches mark (errors.Is).
+type markedError struct{ err, mark error }
+
+func (e markedError) Error() string   { return e.err.Error() }
+func (e markedError) Unwrap() []error { return []error{e.err, e.mark} }
+
+// createInitialSubscription creates a topic's subscription as a producer naming it in
+// initial_subscription_name gets it (compaction.go creates its own this way).
+func createInitialSubscription(ctx context.Context, t *topic.Topic, name string) error {
+	return server.CreateInitialSubscription(ctx, t, name)
+}
+
+// kvMap converts the protocol's key-value list (nil for none).
+func kvMap(kvs []*pb.KeyValue) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.GetKey()] = kv.GetValue()
+	}
+	return m
+}
