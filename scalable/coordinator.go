@@ -274,7 +274,8 @@ func (c *Core) Checked(tag uint64, drained bool, err error) {
 		return
 	}
 	delete(ss.checking, e.seg)
-	if err != nil || !drained || ss.gen[e.seg] != e.gen || ss.seeking[e.seg] != nil || !c.l.Has(e.seg) {
+	stale := ss.gen[e.seg] != e.gen || ss.seeking[e.seg] != nil
+	if err != nil || !drained || stale && !c.mut.StaleDrainChecks || !c.l.Has(e.seg) {
 		return
 	}
 	ss.drained[e.seg] = true

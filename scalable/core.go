@@ -89,6 +89,9 @@ type Mutation struct {
 	CommitBeforeSeal bool
 	// NoChildCursors creates children without the subscriptions' cursors.
 	NoChildCursors bool
+	// StaleDrainChecks lets a drain check issued before a seek mark the segment drained when
+	// its answer lands during or after the seek (no generation or seek-in-progress guard).
+	StaleDrainChecks bool
 }
 
 // Write asks for a compare-and-swap of the whole layout record: put Record if the stored

@@ -79,7 +79,8 @@
 //
 // Checked by the seeded simulation (sim_test.go, TestSim, 2,000 seeds in CI; each checker is
 // shown to fail by TestSimCatchesMutations; the upstream cases apache/pulsar#26842 and
-// #26850 are named tests in scenario_test.go): at every change of the record S1 and the DAG's structure (Validate), S3
+// #26850 are named tests in scenario_test.go, a seek racing a drain check of its segment is
+// TestScenarioSeekRacesDrainCheck in scenario_seekdrain_test.go): at every change of the record S1 and the DAG's structure (Validate), S3
 // and "pruned only when drained by every subscription", children active only after their
 // parents are terminated, a cursor of every subscription on every segment; at every append
 // no segment is written after a descendant; at every read of a stream subscription S2 and

@@ -381,6 +381,7 @@ var simMutants = []sim.Mutant[Mutation]{
 	{Name: "a seek keeps the descendants assigned (#26274)", Mut: Mutation{SeekKeepsDrained: true}},
 	{Name: "the commit before the seal", Mut: Mutation{CommitBeforeSeal: true}},
 	{Name: "children without cursors", Mut: Mutation{NoChildCursors: true}},
+	{Name: "a drain check issued before a seek counts after it", Mut: Mutation{StaleDrainChecks: true}},
 }
 
 // TestSimCatchesMutations proves the checkers can fail: each broken core is caught by some
