@@ -24,8 +24,8 @@ func (t *Topic) Load(ctx context.Context) (Load, error) {
 	}
 	sn, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(snap, error)) {
 		var l Load
-		l.MsgRateIn, l.MsgThroughputIn = t.rateIn.rates(time.Now())
-		l.Producers = len(t.producers)
+		l.MsgRateIn, l.MsgThroughputIn = t.core.rateIn.rates(time.Now())
+		l.Producers = len(t.core.producers)
 		subs := make([]*Subscription, 0, len(t.subs))
 		for _, s := range t.subs {
 			subs = append(subs, s)

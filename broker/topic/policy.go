@@ -86,7 +86,7 @@ var (
 func (t *Topic) SetPolicies(p Policies) {
 	t.post(func() {
 		now := time.Now().UnixNano()
-		t.setPolicies(p, now)
+		t.core.setPolicies(p, now)
 		t.dispatch.Lock()
 		t.dispatch.msgs.set(p.DispatchRateMsgs, now)
 		t.dispatch.bytes.set(p.DispatchRateBytes, now)
@@ -98,7 +98,7 @@ func (t *Topic) SetPolicies(p Policies) {
 		t.publishReleased() // before a deduplication change
 		t.armRelativeDispatch()
 		if p.Dedup != nil {
-			t.setDedup(*p.Dedup)
+			t.core.setDedup(*p.Dedup)
 		}
 		t.armDedupSnapshots(p.DedupSnapshotInterval)
 	})
@@ -137,15 +137,15 @@ func relativeOn(p Policies) bool {
 // armRelativeDispatch starts the measurement of the publish rate when a relative dispatch
 // rate is set (on the topic goroutine; the tick stops itself once none is).
 func (t *Topic) armRelativeDispatch() {
-	if !relativeOn(t.pol) || t.relative.timer != nil {
+	if !relativeOn(t.core.pol) || t.relative.timer != nil {
 		return
 	}
-	t.relative.msgs, t.relative.bytes, t.relative.at = t.rateIn.msgs, t.rateIn.bytes, time.Now().UnixNano()
+	t.relative.msgs, t.relative.bytes, t.relative.at = t.core.rateIn.msgs, t.core.rateIn.bytes, time.Now().UnixNano()
 	var tick func()
 	tick = func() {
 		t.post(func() {
 			t.relative.timer = nil
-			if t.state == StateClosed || !relativeOn(t.pol) {
+			if t.core.state == StateClosed || !relativeOn(t.core.pol) {
 				return
 			}
 			t.relativeTick(time.Now().UnixNano())
@@ -163,9 +163,9 @@ func (t *Topic) relativeTick(now int64) {
 	if el <= 0 {
 		return
 	}
-	msgRate, byteRate := float64(t.rateIn.msgs-r.msgs)/el, float64(t.rateIn.bytes-r.bytes)/el
-	r.msgs, r.bytes, r.at = t.rateIn.msgs, t.rateIn.bytes, now
-	p := t.pol
+	msgRate, byteRate := float64(t.core.rateIn.msgs-r.msgs)/el, float64(t.core.rateIn.bytes-r.bytes)/el
+	r.msgs, r.bytes, r.at = t.core.rateIn.msgs, t.core.rateIn.bytes, now
+	p := t.core.pol
 	if p.DispatchRelative {
 		t.dispatch.Lock()
 		t.dispatch.msgs.retune(relativeRate(p.DispatchRateMsgs, msgRate), now)
@@ -198,10 +198,10 @@ func (t *Topic) armDedupSnapshots(d time.Duration) {
 	var tick func()
 	tick = func() {
 		t.post(func() {
-			if t.dedupInterval != d || t.state == StateClosed {
+			if t.dedupInterval != d || t.core.state == StateClosed {
 				return
 			}
-			t.snapshotDedupNow()
+			t.core.snapshotDedupNow()
 			t.dedupTimer = time.AfterFunc(d, tick)
 		})
 	}
@@ -211,15 +211,18 @@ func (t *Topic) armDedupSnapshots(d time.Duration) {
 // SetQuotaBlock sets what the backlog quota does to producers. Entering a block closes the
 // producers connected (CLOSE_PRODUCER: they reconnect and are refused until it lifts).
 func (t *Topic) SetQuotaBlock(b QuotaBlock) {
-	t.post(func() {
-		if b != QuotaOK && t.quota != b {
-			t.m.quotaBlocks.Inc()
-			for _, p := range sortedProducers(t.producers) {
-				t.removeProducer(p, true)
-			}
+	t.post(func() { t.core.setQuota(b) })
+}
+
+// setQuota sets what the backlog quota does to producers; entering a block closes them.
+func (c *topicCore) setQuota(b QuotaBlock) {
+	if b != QuotaOK && c.quota != b {
+		c.m.quotaBlocks.Inc()
+		for _, p := range sortedProducers(c.producers) {
+			c.removeProducer(p, true)
 		}
-		t.quota = b
-	})
+	}
+	c.quota = b
 }
 
 // Log returns the topic's log (the broker applies log-level policies such as retention).
@@ -242,20 +245,20 @@ func (c *topicCore) admitProducer() error {
 // admitSubscribe refuses a consumer the topic's limits do not allow (nil: admitted); it
 // runs on the topic goroutine.
 func (t *Topic) admitSubscribe(sub string, c *Consumer) error {
-	if err := t.subscribeRateAdmits(keyOf(c), time.Now().UnixNano()); err != nil {
+	if err := t.core.subscribeRateAdmits(keyOf(c), time.Now().UnixNano()); err != nil {
 		return err
 	}
-	if t.pol.MaxConsumers > 0 {
+	if t.core.pol.MaxConsumers > 0 {
 		n := 0
 		for _, s := range t.subs {
 			n += s.consumerCount()
 		}
-		if n >= t.pol.MaxConsumers {
+		if n >= t.core.pol.MaxConsumers {
 			return fmt.Errorf("%w: Topic reached max consumers limit", ErrConsumerBusy)
 		}
 	}
-	if _, open := t.subs[sub]; !open && t.pol.MaxSubscriptions > 0 {
-		if _, opening := t.opening[sub]; !opening && len(t.subs)+len(t.opening) >= t.pol.MaxSubscriptions {
+	if _, open := t.subs[sub]; !open && t.core.pol.MaxSubscriptions > 0 {
+		if _, opening := t.opening[sub]; !opening && len(t.subs)+len(t.opening) >= t.core.pol.MaxSubscriptions {
 			return fmt.Errorf("%w: Exceed the maximum number of subscriptions of the topic: %s", ErrNotAllowed, t.name)
 		}
 	}
@@ -419,7 +422,7 @@ func (b *tokenBucket) wait() time.Duration {
 
 // onSend takes a SEND: the core refuses it, holds it for the publish rate, or admits it.
 func (t *Topic) onSend(p *Producer, m Message) {
-	if t.send(p, m, time.Now().UnixNano()) {
+	if t.core.send(p, m, time.Now().UnixNano()) {
 		t.onPublish(p, m)
 	}
 }
@@ -531,7 +534,7 @@ func (t *Topic) armPublishTimer(at int64) {
 		t.throttleTimer.Stop()
 	}
 	t.throttleTimer = time.AfterFunc(time.Until(time.Unix(0, at)), func() {
-		t.post(func() { t.publishTick(at, time.Now().UnixNano()) })
+		t.post(func() { t.core.publishTick(at, time.Now().UnixNano()) })
 	})
 }
 
@@ -644,10 +647,10 @@ func backlogBytes(st mledger.Stats, md Position) int64 {
 
 // policyStats fills the topic statistics' policy fields.
 func (t *Topic) policyStats(st *Stats) {
-	st.BacklogQuotaLimitSize, st.BacklogQuotaLimitTime = t.pol.BacklogQuotaLimitSize, t.pol.BacklogQuotaLimitTime
-	st.PublishRateLimitedTimes = t.rateLimited
-	st.ThrottledPublishes = len(t.throttled)
-	switch t.quota {
+	st.BacklogQuotaLimitSize, st.BacklogQuotaLimitTime = t.core.pol.BacklogQuotaLimitSize, t.core.pol.BacklogQuotaLimitTime
+	st.PublishRateLimitedTimes = t.core.rateLimited
+	st.ThrottledPublishes = len(t.core.throttled)
+	switch t.core.quota {
 	case QuotaHold:
 		st.BacklogQuotaBlock = "producer_request_hold"
 	case QuotaException:
@@ -661,13 +664,13 @@ func (t *Topic) flushThrottled() {
 		t.throttleTimer.Stop()
 		t.throttleTimer = nil
 	}
-	t.releaseThrottled(time.Now().UnixNano())
+	t.core.releaseThrottled(time.Now().UnixNano())
 	t.publishReleased()
 }
 
 // publishReleased publishes the SENDs the core's publish rate released, in order.
 func (t *Topic) publishReleased() {
-	for _, h := range t.takeReleased() {
+	for _, h := range t.core.takeReleased() {
 		t.onPublish(h.p, h.m)
 	}
 }

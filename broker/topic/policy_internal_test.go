@@ -58,13 +58,13 @@ func TestMetaTimes(t *testing.T) {
 // configured one plus the publish rate measured since the last tick (messages and bytes);
 // a rate not configured stays unlimited, and a non-relative policy is left alone.
 func TestRelativeDispatchRate(t *testing.T) {
-	tp := &Topic{topicCore: &topicCore{}}
+	tp := &Topic{core: &topicCore{}}
 	now := time.Unix(1000, 0).UnixNano()
-	tp.pol = Policies{DispatchRateMsgs: 10, DispatchRelative: true}
+	tp.core.pol = Policies{DispatchRateMsgs: 10, DispatchRelative: true}
 	tp.dispatch.msgs.set(10, now)
 	tp.dispatch.bytes.set(0, now)
 	tp.relative.at = now
-	tp.rateIn.add(100, 5000) // 100 messages published in the next 2 s
+	tp.core.rateIn.add(100, 5000) // 100 messages published in the next 2 s
 	now += 2 * int64(time.Second)
 	tp.relativeTick(now)
 	if got := tp.dispatch.msgs.rate; got != 60 {
@@ -80,8 +80,8 @@ func TestRelativeDispatchRate(t *testing.T) {
 		t.Fatalf("relative rate %v without publishing, want 10", got)
 	}
 	// Not relative: the tick changes nothing.
-	tp.pol.DispatchRelative = false
-	tp.rateIn.add(100, 100)
+	tp.core.pol.DispatchRelative = false
+	tp.core.rateIn.add(100, 100)
 	tp.relativeTick(now + int64(time.Second))
 	if got := tp.dispatch.msgs.rate; got != 10 {
 		t.Fatalf("a non-relative rate moved to %v", got)

@@ -83,7 +83,7 @@ func (p *Producer) Publish(m Message) {
 // Close removes the producer from the topic; done (may be nil) runs once it is removed.
 func (p *Producer) Close(done func()) {
 	if !p.topic.in.Push(func() {
-		p.topic.removeProducer(p, false)
+		p.topic.core.removeProducer(p, false)
 		if done != nil {
 			done()
 		}

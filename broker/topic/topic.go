@@ -56,9 +56,11 @@ const (
 )
 
 // Topic is a loaded persistent topic. One goroutine (run) owns it: the topic core (its
-// state, producers, epoch, deduplication and publish pipeline; see topicCore), whose effects
-// it performs, and the subscriptions' registry; each subscription has its own goroutine.
-// Methods are safe for concurrent use.
+// state, producers, epoch, deduplication, publish pipeline and rate decisions; see
+// topicCore), which it feeds inputs through the core's methods and whose effects it
+// performs, and the subscriptions' registry; each subscription has its own goroutine.
+// Helper goroutines do the blocking log I/O (spawn); run waits for them before the topic is
+// done. Methods are safe for concurrent use.
 type Topic struct {
 	name    topicname.Name
 	cfg     Config
@@ -76,7 +78,7 @@ type Topic struct {
 	assigned atomic.Pointer[Redirect]
 
 	// Owned by the run goroutine.
-	*topicCore
+	core          *topicCore
 	txn           *txnTopic // nil: transactions are off
 	subs          map[string]*Subscription
 	opening       map[string][]func(*Subscription, error)
@@ -117,16 +119,16 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	t := &Topic{
 		name: cfg.Name, cfg: cfg, log: cfg.Log, logger: cfg.Logger.With("topic", cfg.Name.String()),
 		m: cfg.Metrics, in: inbox.New[func()](), stopped: make(chan struct{}), exited: make(chan struct{}),
-		created:   time.Now(),
-		topicCore: newTopicCore(cfg.Name.String(), cfg.Dedup, cfg.DedupSnapshotEvery, cfg.Metrics),
-		subs:      map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
+		created: time.Now(),
+		core:    newTopicCore(cfg.Name.String(), cfg.Dedup, cfg.DedupSnapshotEvery, cfg.Metrics),
+		subs:    map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
 	}
 	t.pubBudget.limit = cfg.MaxPendingBytes
 	st, err := cfg.Log.Stats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: stats: %w", cfg.Name, err)
 	}
-	if err := t.load(ctx, st, cfg.Log); err != nil {
+	if err := t.core.load(ctx, st, cfg.Log); err != nil {
 		return nil, fmt.Errorf("topic %s: %w", cfg.Name, err)
 	}
 	if cfg.Txn != nil {
@@ -161,7 +163,7 @@ func (t *Topic) run() {
 			batch[i] = nil
 			t.perform()
 		}
-		if t.state == StateClosed {
+		if t.core.state == StateClosed {
 			t.in.Close()
 			t.stopTimers()
 			t.m.topics.Dec()
@@ -179,10 +181,10 @@ func (t *Topic) run() {
 func (t *Topic) perform() {
 	t.publishReleased()
 	t.performTxn()
-	if t.ready.empty() {
+	if t.core.ready.empty() {
 		return
 	}
-	rd := t.takeReady()
+	rd := t.core.takeReady()
 	for _, op := range rd.adds {
 		t.addAsync(op)
 	}
@@ -204,7 +206,7 @@ func (t *Topic) perform() {
 	if rd.timerAt != 0 {
 		t.armPublishTimer(rd.timerAt)
 	}
-	t.recycle(&rd)
+	t.core.recycle(&rd)
 }
 
 func (t *Topic) addAsync(op *pubOp) {
@@ -219,7 +221,7 @@ func (t *Topic) addAsync(op *pubOp) {
 }
 
 func (t *Topic) onAdded(op *pubOp, pos Position, err error) {
-	t.added(op, pos, err, time.Now().UnixMilli())
+	t.core.added(op, pos, err, time.Now().UnixMilli())
 	t.txnAdded(op.m, pos, err)
 	if err != nil && errors.Is(err, mledger.ErrFenced) {
 		t.fence(err)
@@ -236,7 +238,7 @@ func (t *Topic) setProperty(w propWrite) {
 			if err != nil && !errors.Is(err, mledger.ErrClosed) {
 				t.logger.Warn("record topic property", "key", w.key, "value", w.value, "err", err)
 			}
-			t.propertyWritten(w.key, w.value, w.tag, err)
+			t.core.propertyWritten(w.key, w.value, w.tag, err)
 		})
 	})
 }
@@ -300,7 +302,7 @@ func (t *Topic) AddProducer(p *Producer, cb ProducerCallbacks) {
 	p.topic = t
 	p.cb = cb
 	p.connected = time.Now()
-	if !t.post(func() { t.addProducer(p) }) {
+	if !t.post(func() { t.core.addProducer(p) }) {
 		cb.Failed(ErrClosed)
 	}
 }
@@ -316,12 +318,12 @@ func (t *Topic) pubDone(p *Producer, m Message) {
 // fence closes the topic because another owner took its managed ledger over (the clients
 // reconnect, look the topic up and find the new owner).
 func (t *Topic) fence(err error) {
-	switch t.state {
+	switch t.core.state {
 	case StateFenced, StateClosing, StateClosed, StateTerminating:
 		return
 	}
 	t.logger.Warn("managed ledger fenced: closing the topic", "err", err)
-	if t.become(StateFenced) == nil {
+	if t.core.become(StateFenced) == nil {
 		t.startClose(false, nil)
 	}
 }
@@ -329,13 +331,13 @@ func (t *Topic) fence(err error) {
 // Terminate seals the topic and returns its last message id.
 func (t *Topic) Terminate(ctx context.Context) (MessageID, error) {
 	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(MessageID, error)) {
-		switch t.state {
+		switch t.core.state {
 		case StateTerminated:
 			t.spawn(func() { reply(t.LastMessageID(ctx)) })
 		case StateTerminating:
 			t.terminateWait = append(t.terminateWait, reply)
 		case StateActive:
-			if !t.terminate() {
+			if !t.core.terminate() {
 				reply(MessageID{}, ErrIllegalTransition)
 				return
 			}
@@ -347,7 +349,7 @@ func (t *Topic) Terminate(ctx context.Context) (MessageID, error) {
 }
 
 func (t *Topic) onTerminated(tag uint64, pos Position, err error) {
-	if !t.terminated(tag, err) {
+	if !t.core.terminated(tag, err) {
 		return
 	}
 	waiters := t.terminateWait
@@ -356,7 +358,7 @@ func (t *Topic) onTerminated(tag uint64, pos Position, err error) {
 		for _, w := range waiters {
 			w(MessageID{}, err)
 		}
-		if t.state == StateFenced {
+		if t.core.state == StateFenced {
 			t.startClose(false, nil)
 		}
 		return
@@ -383,7 +385,7 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 		bound *Position
 	}
 	li, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(lastInfo, error)) {
-		l := lastInfo{pos: t.last, msgs: t.lastMsgs}
+		l := lastInfo{pos: t.core.last, msgs: t.core.lastMsgs}
 		if t.txn != nil {
 			l.msgs = 0 // the last entry may not be readable: look
 			if b := t.txn.core.MaxRead(); b != nil {
@@ -431,11 +433,7 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 			msgs = 0 // not a batch
 		}
 	}
-	t.post(func() {
-		if t.lastMsgs == 0 && !pos.Less(t.last) {
-			t.last, t.lastMsgs = pos, max(msgs, 1)
-		}
-	})
+	t.post(func() { t.core.learnLast(pos, msgs) })
 	if msgs == 0 {
 		return MessageID{LedgerID: pos.LedgerID, EntryID: pos.EntryID, BatchIndex: -1}, nil
 	}
@@ -504,7 +502,7 @@ func lastID(pos Position, msgs int) MessageID {
 
 // State returns the topic's state.
 func (t *Topic) State(ctx context.Context) (State, error) {
-	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(State, error)) { reply(t.state, nil) })
+	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(State, error)) { reply(t.core.state, nil) })
 }
 
 // Closing.
@@ -566,8 +564,8 @@ func (t *Topic) assignedURLs() (url, urlTLS *string) {
 // producers or consumers are connected.
 func (t *Topic) Delete(ctx context.Context, force bool) error {
 	err := inbox.Call0(ctx, t.in, t.stopped, ErrClosed, func(reply func(error)) {
-		if !force && t.state != StateClosing {
-			if len(t.producers) > 0 || len(t.waiting) > 0 {
+		if !force && t.core.state != StateClosing {
+			if len(t.core.producers) > 0 || len(t.core.waiting) > 0 {
 				reply(fmt.Errorf("%w: topic has producers", ErrNotEmpty))
 				return
 			}
@@ -595,7 +593,7 @@ func (t *Topic) startClose(del bool, done func(error)) {
 	if del {
 		t.deleting = true
 	}
-	switch t.state {
+	switch t.core.state {
 	case StateClosing:
 		return
 	case StateClosed:
@@ -608,10 +606,10 @@ func (t *Topic) startClose(del bool, done func(error)) {
 		})
 		return
 	}
-	if t.become(StateClosing) != nil {
+	if t.core.become(StateClosing) != nil {
 		return
 	}
-	t.closeProducers(ErrClosed)
+	t.core.closeProducers(ErrClosed)
 	t.flushThrottled()
 	t.closeTxn()
 	for name, ws := range t.opening {
@@ -631,7 +629,7 @@ func (t *Topic) startClose(del bool, done func(error)) {
 
 func (t *Topic) subClosed() {
 	t.closingSubs--
-	if t.closingSubs == 0 && t.state == StateClosing {
+	if t.closingSubs == 0 && t.core.state == StateClosing {
 		t.closeLog()
 	}
 }
@@ -640,7 +638,7 @@ func (t *Topic) closeLog() {
 	log, del := t.log, t.deleting
 	snap := ""
 	if !del {
-		snap = t.finalSnapshot()
+		snap = t.core.finalSnapshot()
 	}
 	var subs []string
 	if del && t.txn != nil {
@@ -676,8 +674,8 @@ func (t *Topic) closeLog() {
 		}
 		t.post(func() {
 			t.closeErr = err
-			t.failInflight()      // the log completes every add before closing
-			t.become(StateClosed) //nolint:errcheck // legal edge
+			t.core.failInflight()      // the log completes every add before closing
+			t.core.become(StateClosed) //nolint:errcheck // legal edge
 			t.finishClose()
 		})
 	})
@@ -698,7 +696,10 @@ func (t *Topic) Counts(ctx context.Context) (producers, consumers int, err error
 		for _, s := range t.subs {
 			c += s.consumerCount()
 		}
-		reply(counts{len(t.producers) + len(t.waiting), c}, nil)
+		reply(counts{len(t.core.producers) + len(t.core.waiting), c}, nil)
 	})
 	return r.p, r.c, err
 }
+
+// publish hands m of p to the core's publish pipeline (see topicCore.publish).
+func (t *Topic) publish(p *Producer, m Message) bool { return t.core.publish(p, m) }

@@ -38,7 +38,7 @@ func (t *Topic) Subscribe(req SubscribeRequest, done func(error)) {
 }
 
 func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
-	switch t.state {
+	switch t.core.state {
 	case StateActive, StateTerminating, StateTerminated:
 	default:
 		done(ErrClosed)
@@ -52,7 +52,7 @@ func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
 	if !req.Durable {
 		start = req.Start
 	}
-	create := !req.Durable || !t.pol.NoAutoSubscriptionCreation // policy.go
+	create := !req.Durable || !t.core.pol.NoAutoSubscriptionCreation // policy.go
 	t.withSub(req.Subscription, req.Durable, create, start, req.ReadCompacted, func(s *Subscription, err error) {
 		if err != nil {
 			done(err)
@@ -122,7 +122,7 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, compa
 func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cursor, err error) {
 	ws := t.opening[name]
 	delete(t.opening, name)
-	if err == nil && t.state != StateActive && t.state != StateTerminated && t.state != StateTerminating {
+	if err == nil && t.core.state != StateActive && t.core.state != StateTerminated && t.core.state != StateTerminating {
 		err = ErrClosed
 	}
 	if err != nil {
@@ -136,7 +136,7 @@ func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cur
 	}
 	s := newSubscription(t, name, cur, durable)
 	s.initPendingAcks(hasPendingAckLog)
-	s.setPolicies(t.pol)
+	s.setPolicies(t.core.pol)
 	t.subs[name] = s
 	for _, w := range ws {
 		w(s, nil)
@@ -153,7 +153,7 @@ func (t *Topic) subGone(s *Subscription) {
 // sub returns the open subscription name (opening an existing durable one), for admin calls.
 func (t *Topic) sub(ctx context.Context, name string) (*Subscription, error) {
 	return inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(*Subscription, error)) {
-		if t.state == StateClosing || t.state == StateClosed || t.state == StateFenced {
+		if t.core.state == StateClosing || t.core.state == StateClosed || t.core.state == StateFenced {
 			reply(nil, ErrClosed)
 			return
 		}
@@ -299,20 +299,20 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 	sn, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(snap, error)) {
 		now := time.Now()
 		st := Stats{
-			MsgInCounter: t.rateIn.msgs, BytesInCounter: t.rateIn.bytes, Publishers: []PublisherStats{},
+			MsgInCounter: t.core.rateIn.msgs, BytesInCounter: t.core.rateIn.bytes, Publishers: []PublisherStats{},
 			Subscriptions: map[string]SubscriptionStats{}, Replication: map[string]any{},
-			WaitingPublishers: len(t.waiting), LastPublishTimestamp: t.lastPublish,
-			Terminated: t.state == StateTerminated, DeduplicationStatus: "Disabled",
+			WaitingPublishers: len(t.core.waiting), LastPublishTimestamp: t.core.lastPublish,
+			Terminated: t.core.state == StateTerminated, DeduplicationStatus: "Disabled",
 		}
-		if t.dedup.on {
+		if t.core.dedup.on {
 			st.DeduplicationStatus = "Enabled"
 		}
 		t.policyStats(&st)
-		st.MsgRateIn, st.MsgThroughputIn = t.rateIn.rates(now)
-		if t.rateIn.msgs > 0 {
-			st.AverageMsgSize = float64(t.rateIn.bytes) / float64(t.rateIn.msgs)
+		st.MsgRateIn, st.MsgThroughputIn = t.core.rateIn.rates(now)
+		if t.core.rateIn.msgs > 0 {
+			st.AverageMsgSize = float64(t.core.rateIn.bytes) / float64(t.core.rateIn.msgs)
 		}
-		for p := range t.producers {
+		for p := range t.core.producers {
 			ps := PublisherStats{
 				AccessMode: accessModeName(p.AccessMode), ProducerID: int64(p.ID), ProducerName: p.Name,
 				Address: p.Conn.RemoteAddr(), ConnectedSince: p.connected.UTC().Format(time.RFC3339Nano),

@@ -578,6 +578,14 @@ func (c *topicCore) findInflight(name string, seq uint64) *pubOp {
 	return nil
 }
 
+// learnLast records the last entry, which a read of the log found (msgs messages), unless
+// the core knows a newer one.
+func (c *topicCore) learnLast(pos Position, msgs int) {
+	if c.lastMsgs == 0 && !pos.Less(c.last) {
+		c.last, c.lastMsgs = pos, max(msgs, 1)
+	}
+}
+
 // added completes add op at pos (or with err); nowMs is the wall clock in milliseconds.
 func (c *topicCore) added(op *pubOp, pos Position, err error, nowMs int64) {
 	if len(c.inflight) == 0 || c.inflight[0] != op {

@@ -157,7 +157,7 @@ func (t *Topic) TxnBufferStats(ctx context.Context) (TxnBufferStats, error) {
 		}
 		c := t.txn.core
 		st := TxnBufferStats{Enabled: true, Open: c.Open(), Aborted: len(c.Aborted()), Watermark: c.Watermark(),
-			LastStored: t.last, State: c.State().String()}
+			LastStored: t.core.last, State: c.State().String()}
 		if b := c.MaxRead(); b != nil {
 			p := b.Pos
 			st.MaxRead = &p
