@@ -27,28 +27,38 @@
 // queue (internal/inbox) of closures:
 //
 //   - Topic.run owns the topic core (topicCore, topiccore.go): state, producers and access
-//     modes, the topic epoch, deduplication and the publish pipeline. API calls, SENDs,
-//     add and property-write completions and terminate completions arrive as events; after
-//     each one the goroutine performs the core's Ready (Log.AddAsync, Log.SetProperty,
-//     Log.Terminate, frames to the clients) and feeds the completions back tagged with
-//     what they were issued for; the core drops a stale one.
+//     modes, the topic epoch, deduplication, the publish pipeline, the publish rate (which
+//     SENDs are admitted, held and released) and the subscribe-rate windows. API calls,
+//     SENDs, policies, subscribes, add and property-write completions, terminate
+//     completions and the core's timers arrive as events, with the time where the core
+//     decides by it; after each one the goroutine publishes the SENDs the core released,
+//     performs the core's Ready (Log.AddAsync, Log.SetProperty, Log.Terminate, frames to
+//     the clients, a timer to arm) and feeds the completions back tagged with what they
+//     were issued for (a timer with the time it was asked for); the core drops a stale one.
+//     The core is a field of Topic, changed only through its methods. Log I/O runs on
+//     helper goroutines that the topic tracks (spawn): run waits for them after it stops
+//     taking events, and Done, Close and Delete wait for run.
 //   - Subscription.run owns one subscription: its lifecycle (SubState) and its dispatcher
 //     core (package dispatch), which decides every delivery. Flows, acks, redeliveries,
 //     seeks, consumer arrivals and departures, cursor read results and timers arrive as
-//     events; the goroutine performs the core's Ready (MESSAGEs, cursor acks, reads,
-//     re-reads, resets, a timer) and feeds the results back tagged with the dispatch epoch.
+//     events, each told the time first (Core.SetTime); the core decides by it whether the
+//     dispatch rates allow a read. The goroutine performs the core's Ready (MESSAGEs,
+//     cursor acks, reads, re-reads, resets, a timer) and feeds the results back tagged with
+//     the dispatch epoch.
 //     Cursor I/O runs on helper goroutines that the subscription tracks: run waits for
 //     them before it ends.
 //   - Nothing else touches a core. Stats and admin calls are events that reply (call).
 //   - Policies (policy.go) are events too: SetPolicies and SetQuotaBlock run on the topic
-//     goroutine, which passes the limits on to each subscription's goroutine. The publish
-//     rate's held SENDs and their release timer belong to the topic goroutine; the timer
-//     only posts an event, as the timed deduplication snapshots' timer does. The subscribe
-//     rate's per-consumer windows belong to the topic goroutine. A dispatch rate relative
-//     to the publish rate (Policies.DispatchRelative, SubDispatchRelative: Pulsar's
-//     relativeToPublishRate) is retuned every second by a timer that posts to the topic
-//     goroutine: it measures the publish rate since the last tick, retunes the topic's
-//     dispatch buckets (under their mutex) and posts the subscriptions' retune to theirs.
+//     goroutine, which gives them to the topic core and passes the limits on to each
+//     subscription's goroutine, whose dispatcher core takes its dispatch rate (SetRate).
+//     Timers only post events (the publish rate's release, asked for by the core; the
+//     timed deduplication snapshots). The topic dispatch rate is a leaf structure under a
+//     mutex (topicDispatch) that the subscriptions' dispatcher cores draw on together
+//     (dispatch.Limiter). A dispatch rate relative to the publish rate
+//     (Policies.DispatchRelative, SubDispatchRelative: Pulsar's relativeToPublishRate) is
+//     retuned every second by a timer that posts to the topic goroutine: it measures the
+//     publish rate since the last tick, retunes the topic's dispatch buckets and posts the
+//     subscriptions' retune to theirs (Core.RetuneRate).
 //
 // # States
 //
@@ -60,12 +70,16 @@
 //
 // Checked after every step by the seeded simulations, each shown to fail by mutations:
 //
-//   - B1–B4, B6 (deliveries, acknowledgements, order, permits, seeks): package dispatch,
-//     dispatch/sim_test.go TestSim and TestSimCatchesMutations;
+//   - B1–B4, B6 (deliveries, acknowledgements, order, permits, seeks) and R1 (no read of
+//     new entries beyond the budget of the subscription's or the topic's dispatch rate):
+//     package dispatch, dispatch/sim_test.go TestSim and TestSimCatchesMutations;
 //   - B5 (a producer is told it is connected only after its epoch is durable; an older epoch
 //     is never accepted after a newer one; a reload never sees an epoch older than one given),
 //     receipts in order and exactly once, deduplication across reloads, nothing accepted
-//     after termination: topiccore_sim_test.go TestSim and TestSimCatchesMutations.
+//     after termination, P1 (no SEND admitted beyond the publish rate's budget), P2 (held
+//     SENDs are released in arrival order and no SEND overtakes them; every held SEND is
+//     released in the end) and S1 (a subscribe is admitted exactly when its consumer's
+//     rate window has room): topiccore_sim_test.go TestSim and TestSimCatchesMutations.
 //
 // Replay a failing seed with `go test ./broker/topic -run 'TestSim$' -seed S -v` (or
 // ./broker/topic/dispatch); long runs: `-seeds 1000000 -timeout 0`.

@@ -377,7 +377,7 @@ func (t *Topic) onTerminated(tag uint64, pos Position, err error) {
 // LastMessageID returns the id of the topic's last message: the last entry, with the index
 // of its last message if it is a batch. For an empty topic EntryID is -1. With transactions,
 // it is the last entry a reader can be given: before the max read position, and not of an
-// aborted transaction (Pulsar's #22610), so a reader's HasNext ends.
+// aborted transaction (apache/pulsar#22610), so a reader's HasNext ends.
 func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 	type lastInfo struct {
 		pos   Position
@@ -400,7 +400,8 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 	}
 	if li.msgs > 0 {
 		// Retention may have trimmed the ledger of the last message: then, as Pulsar does
-		// (#10087), the topic is empty at its current ledger, and a reader's HasNext ends.
+		// (apache/pulsar#10087), the topic is empty at its current ledger, and a reader's
+		// HasNext ends.
 		st, err := t.log.Stats(ctx)
 		if err != nil || !trimmed(st, li.pos) {
 			return lastID(li.pos, li.msgs), nil

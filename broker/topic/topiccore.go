@@ -14,15 +14,20 @@ import (
 )
 
 // topicCore is the topic's sans-I/O state machine: its lifecycle state, the producers and
-// their access modes, the topic epoch, the deduplication state and the publish pipeline. It
-// imports no net, os or time and starts no goroutine; it is thread-unsafe and owned by the
-// topic goroutine (Topic.run) or by the simulator (topiccore_sim_test.go).
+// their access modes, the topic epoch, the deduplication state, the publish pipeline, and
+// the policies' decisions on them (policy.go): which SENDs the publish rate admits, holds
+// and releases, and which subscribes the subscribe-rate windows admit. It reads no clock and
+// starts no goroutine: the time is an input (Unix ns) of the calls that need it. It is
+// thread-unsafe and owned by the topic goroutine (Topic.run) or by the simulator
+// (topiccore_sim_test.go); the owner changes it only through its methods.
 //
-// Inputs are method calls (a producer arrives or leaves, a SEND, an add or property write
-// completed, terminate asked or completed); outputs accumulate in ready, which the owner
-// takes with takeReady and performs in order: adds to hand to the log, property writes,
-// a terminate, and what to tell the clients. Completions come back tagged with what they
-// were issued for (the add, the write's tag, the terminate attempt); a stale one is dropped.
+// Inputs are method calls (a producer arrives or leaves, a SEND, new policies, a subscribe
+// to count, a publish timer fired, an add or property write completed, terminate asked or
+// completed); outputs accumulate in ready, which the owner takes with takeReleased and
+// takeReady and performs in order: the released SENDs to publish, adds to hand to the log,
+// property writes, a terminate, what to tell the clients, and a timer to arm. Completions
+// come back tagged with what they were issued for (the add, the write's tag, the terminate
+// attempt, the timer's time); a stale one is dropped.
 //
 // Durable writes complete before anything that depends on them is reported: an exclusive
 // producer is told it is connected (PRODUCER_SUCCESS) only once its topic epoch is stored;

@@ -240,7 +240,8 @@ type hashHold struct {
 
 // Core is a subscription's dispatcher: consumers and their permits, the pending
 // (delivered, unacknowledged) set, the replay set, Key_Shared ranges and key holds, the
-// delayed-delivery heap and the active consumer of Exclusive and Failover. It is a pure,
+// delayed-delivery heap, the active consumer of Exclusive and Failover, and the
+// subscription's dispatch rate. It is a pure,
 // thread-unsafe state machine: inputs are method calls, outputs are collected in a Ready
 // that the owner takes with Ready() and performs; it does no I/O, reads no clock and starts
 // no goroutine.
@@ -248,7 +249,8 @@ type hashHold struct {
 // Invariants (checked by the simulation, sim_test.go):
 //   - pending, replay and delayed are disjoint;
 //   - at most one read and one re-read are in flight; a result of an older epoch is dropped;
-//   - Key_Shared (in order): every pending entry of a hash is with one consumer.
+//   - Key_Shared (in order): every pending entry of a hash is with one consumer;
+//   - a read of new entries is issued only when the dispatch rates allow one (R1).
 type Core struct {
 	cfg       Config
 	mut       Mutation

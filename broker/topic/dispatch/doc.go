@@ -5,7 +5,8 @@
 // Key_Shared (hash ranges, AUTO_SPLIT or STICKY, with per-key holds) — and owns the
 // consumers' permits, the pending (delivered, unacknowledged) set, the replay set
 // (returned, due or undeliverable entries, re-read before new ones), redelivery counts,
-// batch-index acknowledgements and the delayed-delivery heap.
+// batch-index acknowledgements and the delayed-delivery heap; it gates its reads of new
+// entries by the subscription's dispatch rate and the topic's (rate.go).
 //
 // # Usage
 //
@@ -25,7 +26,9 @@
 //  1. Call every method from one goroutine, and after each input perform the whole Ready in
 //     the order its doc gives: sends, cursor acks, replies, active-consumer changes, then
 //     the cancel, read, re-read and reset requests, then arm a timer for TimerAt that calls
-//     Tick.
+//     Tick. With a dispatch rate (SetRate, Config.Shared), tell the core the time
+//     (SetTime) before each input: a read it holds back for the rates is asked for at the
+//     time they allow it, through TimerAt.
 //  2. Feed every Read, Replay and Reset back exactly once (ReadDone, ReplayDone,
 //     ResetDone), with the epoch it carried; a cancelled read is fed back too (ReadIdle).
 //     The core drops a result of an older epoch (B6).
@@ -55,6 +58,9 @@
 //   - B4 an entry is sent only while its consumer's permit balance is positive (a batch may
 //     take it below zero, as in Pulsar);
 //   - B6 nothing read before a seek was requested is delivered after it;
+//   - R1 a read of new entries is issued only while the subscription's and the topic's
+//     dispatch rates have budget left (their burst plus rate × time since set, less what
+//     the reads brought), and a read they hold back is issued once they allow it (B2);
 //   - internal: pending, replay and delayed are disjoint; a Key_Shared hash is pending with
 //     at most one consumer.
 //
