@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/magnetar-io/magnetar/auth"
@@ -19,6 +20,13 @@ import (
 
 // Config configures a broker. Zero values take the documented defaults.
 type Config struct {
+	// PeerHTTP is the client the broker calls its peers' admin APIs with (package
+	// broker/peer: the load manager's unloads and splits, scalable topics' segment
+	// operations and consumer sessions). It carries the broker's credentials and TLS
+	// settings towards the other brokers (Pulsar's brokerClientAuthenticationPlugin,
+	// brokerClientAuthenticationParameters and brokerClientTls*). Nil: no credentials, a
+	// 30 s timeout.
+	PeerHTTP *http.Client
 	// Store is the metadata store. Required.
 	Store metadata.Store
 	// Ledgers is the managed ledgers' port to the ledger layer. Default: a ledger client on

@@ -32,7 +32,11 @@ func (s *Service) startLoadManager(ctx context.Context) error {
 		lc.Logger = s.log
 	}
 	if lc.Executor == nil {
-		lc.Executor = &loadmgr.Executor{Client: &http.Client{Timeout: time.Minute}}
+		hc := s.cfg.PeerHTTP
+		if hc == nil {
+			hc = &http.Client{Timeout: time.Minute}
+		}
+		lc.Executor = &loadmgr.Executor{Client: hc}
 	}
 	lm, err := loadmgr.Start(ctx, lc)
 	if err != nil {

@@ -1,12 +1,10 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,8 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/magnetar-io/magnetar/broker/peer"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/internal/backoff"
+	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/scalable"
@@ -73,13 +73,15 @@ func (c ScalableConfig) withDefaults() ScalableConfig {
 // layout records; it starts and closes the controllers), sample (with an auto-scale policy:
 // the leader's load samples) and the controllers' own; close stops them all.
 type scalableTopics struct {
-	s      *Service
-	cfg    ScalableConfig
-	http   *http.Client
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	m      scalableMetrics
-	marks  segmentMarks // scalable_seek.go
+	s    *Service
+	cfg  ScalableConfig
+	peer *peer.Client // calls to the segments' owners and the controllers' leaders
+	// refusedLog reports peers refusing this broker's credentials, rate-limited.
+	refusedLog *slog.Logger
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	m          scalableMetrics
+	marks      segmentMarks // scalable_seek.go
 
 	mu struct {
 		sync.Mutex
@@ -106,7 +108,8 @@ type scalableMetrics struct {
 
 func startScalable(s *Service) *scalableTopics {
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &scalableTopics{s: s, cfg: s.cfg.Scalable.withDefaults(), cancel: cancel, http: &http.Client{Timeout: 30 * time.Second}}
+	st := &scalableTopics{s: s, cfg: s.cfg.Scalable.withDefaults(), cancel: cancel, peer: peer.New(s.cfg.PeerHTTP),
+		refusedLog: slog.New(ratelog.New(s.log.Handler(), ratelog.Options{}))}
 	st.mu.ctls = map[layout.Topic]*scalableTopic{}
 	c := func(name, help string) prometheus.Counter {
 		ctr := prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_scalable_" + name, Help: help})
@@ -467,25 +470,12 @@ func (st *scalableTopics) onOwner(ctx context.Context, segment, op string, q url
 	if err != nil {
 		return err
 	}
-	u := strings.TrimSuffix(no.Owner.HTTPURL, "/") + p + "/" + op
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(nil))
-	if err != nil {
-		return err
-	}
-	resp, err := st.http.Do(req)
-	if err != nil {
+	if err := st.peer.Segment(ctx, no.Owner.HTTPURL, p, op, q, out); err != nil {
+		if errors.Is(err, peer.ErrRefused) {
+			st.refusedLog.Warn("a peer refused this broker's credentials (brokerClientAuthentication*)",
+				"op", op, "segment", segment, "owner", no.Owner.ID, "err", err)
+		}
 		return fmt.Errorf("%w: %s of %s on %s: %v", ErrServiceNotReady, op, segment, no.Owner.ID, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%w: %s of %s on %s: %s %s", ErrServiceNotReady, op, segment, no.Owner.ID, resp.Status, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
 	}
 	return nil
 }
@@ -847,4 +837,26 @@ func (s *Service) ScalableTopicStats(ctx context.Context, name string) (Scalable
 		}
 	}
 	return out, nil
+}
+
+// leaderCall calls the admin API of topic name's leader bi (path below the topic's
+// ScalableAdminPath) through the peer client; a 404 is ErrSubscriptionNotFound, another
+// refusal ErrServiceNotReady.
+func (st *scalableTopics) leaderCall(ctx context.Context, bi BrokerInfo, method, name, path string, q url.Values, out any) error {
+	t, err := layout.ParseTopic(name)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidName, err)
+	}
+	err = st.peer.Scalable(ctx, bi.HTTPURL, method, ScalableAdminPath(t), path, q, out)
+	var se *peer.StatusError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && se.Status == http.StatusNotFound:
+		return fmt.Errorf("%w: %s", ErrSubscriptionNotFound, se.Body)
+	case errors.Is(err, peer.ErrRefused):
+		st.refusedLog.Warn("a peer refused this broker's credentials (brokerClientAuthentication*)",
+			"method", method, "path", path, "leader", bi.ID, "err", err)
+	}
+	return fmt.Errorf("%w: %s %s on %s: %v", ErrServiceNotReady, method, path, bi.ID, err)
 }

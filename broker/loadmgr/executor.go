@@ -2,11 +2,12 @@ package loadmgr
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
+
+	"github.com/magnetar-io/magnetar/broker/peer"
 )
 
 // Executor carries out the leader's actions through Pulsar's admin REST API on the bundle's
@@ -47,6 +48,8 @@ func (e *Executor) Execute(ctx context.Context, ownerURL string, a Action) error
 	return fmt.Errorf("loadmgr: unknown action %v", a.Kind)
 }
 
+// put runs op on bundle's owner through the broker's peer client (package broker/peer,
+// which owns the admin paths), with Client's transport and Prepare's additions.
 func (e *Executor) put(ctx context.Context, ownerURL, bundle, op string, q url.Values) error {
 	ns, rng, err := splitBundleName(bundle)
 	if err != nil {
@@ -55,32 +58,55 @@ func (e *Executor) put(ctx context.Context, ownerURL, bundle, op string, q url.V
 	if ownerURL == "" {
 		return fmt.Errorf("loadmgr: %s %s: the owner has no web service URL", op, bundle)
 	}
-	tenant, local, _ := strings.Cut(ns, "/")
-	u := strings.TrimSuffix(ownerURL, "/") + "/admin/v2/namespaces/" + url.PathEscape(tenant) + "/" +
-		url.PathEscape(local) + "/" + rng + "/" + op + "?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, nil)
-	if err != nil {
-		return err
+	pc := peer.New(e.httpClient())
+	switch op {
+	case "unload":
+		err = pc.BundleUnload(ctx, ownerURL, ns, rng, q.Get("destinationBroker"))
+	case "split":
+		err = pc.BundleSplit(ctx, ownerURL, ns, rng)
+	default:
+		return fmt.Errorf("loadmgr: unknown bundle operation %q", op)
 	}
-	if e.Prepare != nil {
-		if err := e.Prepare(req); err != nil {
-			return err
-		}
+	var se *peer.StatusError
+	switch {
+	case errors.As(err, &se):
+		return &AdminError{Op: op, Bundle: bundle, Status: se.Status, Body: se.Body}
+	case err != nil:
+		return fmt.Errorf("loadmgr: %s %s: %w", op, bundle, err)
 	}
+	return nil
+}
+
+// httpClient is Client (http.DefaultClient if nil) with Prepare applied to every request.
+func (e *Executor) httpClient() *http.Client {
 	c := e.Client
 	if c == nil {
 		c = http.DefaultClient
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return fmt.Errorf("loadmgr: %s %s: %w", op, bundle, err)
+	if e.Prepare == nil {
+		return c
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return &AdminError{Op: op, Bundle: bundle, Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
 	}
-	return nil
+	cc := *c
+	cc.Transport = prepareTransport{next: next, prepare: e.Prepare}
+	return &cc
+}
+
+// prepareTransport calls prepare on a copy of every request before sending it.
+type prepareTransport struct {
+	next    http.RoundTripper
+	prepare func(*http.Request) error
+}
+
+func (t prepareTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if err := t.prepare(r); err != nil {
+		return nil, err
+	}
+	return t.next.RoundTrip(r)
 }
 
 // AdminError is an admin request the owner refused.

@@ -72,5 +72,9 @@ func brokerConfig(s brokerSettings) broker.Config {
 		s.lb.Apply(&bc.LoadManager)
 	}
 	bc.LoadManager.Executor = s.executor
+	if s.executor != nil {
+		// Every call to a peer broker goes with the same credentials (package broker/peer).
+		bc.PeerHTTP = s.executor.Client
+	}
 	return bc
 }
