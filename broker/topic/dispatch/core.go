@@ -214,6 +214,7 @@ type Mutation struct {
 	RateIgnored          bool // a read is issued although the dispatch rates allow none now
 	RateUncharged        bool // what a read brought is not charged to the dispatch rates
 	RateNoWake           bool // a read held back by the dispatch rates asks for no timer
+	RateUncapped         bool // a read asks for more entries than the dispatch rates allow
 }
 
 type consumer struct {
@@ -692,7 +693,9 @@ func (d *Core) dispatch() {
 			}
 			return
 		}
-		n = max(min(n, allow), 1)
+		if !d.mut.RateUncapped {
+			n = max(min(n, allow), 1)
+		}
 	}
 	d.reading = true
 	d.ready.Read = &Read{Epoch: d.epoch, N: n}

@@ -183,9 +183,17 @@ func newSimBudget(msgs, bytes, now int64) simBudget {
 	return simBudget{msgs: float64(msgs), bytes: float64(bytes), t0: now}
 }
 
-// exceeded describes how a read issued at now goes beyond the budget ("" if it does not).
-func (b *simBudget) exceeded(now int64) string {
+// exceeded describes how a read of n entries issued at now goes beyond the budget ("" if
+// it does not): issued with none left, or asking for more entries than messages are left
+// (a bucket's tokens are at most what is left, and a read asks for at most their number).
+func (b *simBudget) exceeded(n int, now int64) string {
 	el := float64(now-b.t0) / 1000
+	if b.msgs > 0 {
+		left := max(b.msgs/10, 1) + b.msgs*el - b.usedMsgs
+		if limit := max(int(left+0.999+1e-6), 1); n > limit {
+			return fmt.Sprintf("a read of %d entries with %.2f messages left at %.0f/s", n, left, b.msgs)
+		}
+	}
 	if b.msgs > 0 {
 		if allow := max(b.msgs/10, 1) + b.msgs*el; b.usedMsgs > allow+1e-6 {
 			return fmt.Sprintf("%.0f messages read of %.1f allowed at %.0f/s in %.3fs", b.usedMsgs, allow, b.msgs, el)
@@ -607,10 +615,10 @@ func (w *simWorld) entry(i int) Entry {
 func (w *simWorld) read(inc *simIncarnation, r Read) {
 	w.s.Tracef("  read %d (epoch %d)", r.N, r.Epoch)
 	// R1: a read of new entries is issued only while the dispatch rates have budget left.
-	if why := inc.own.exceeded(w.nowMs()); why != "" {
+	if why := inc.own.exceeded(r.N, w.nowMs()); why != "" {
 		w.failf("R1: read issued beyond the subscription's dispatch rate: %s", why)
 	}
-	if why := inc.shared.exceeded(w.nowMs()); why != "" {
+	if why := inc.shared.exceeded(r.N, w.nowMs()); why != "" {
 		w.failf("R1: read issued beyond the topic's dispatch rate: %s", why)
 	}
 	rd := &simRead{inc: inc, epoch: r.Epoch, n: r.N, gen: w.seekGen}
@@ -987,6 +995,7 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "a read issued while the dispatch rates allow none", Mut: Mutation{RateIgnored: true}},
 		{Name: "a read's entries not charged to the dispatch rates", Mut: Mutation{RateUncharged: true}},
 		{Name: "a read held back by the dispatch rates with no timer", Mut: Mutation{RateNoWake: true}},
+		{Name: "a read asking for more entries than the dispatch rates allow", Mut: Mutation{RateUncapped: true}},
 	}, func(seed int64, mut Mutation) error {
 		_, err := runSimSeed(seed, mut, false)
 		return err
