@@ -51,15 +51,53 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// FreeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+// FreeAddr returns a 127.0.0.1 address whose port stays reserved for t until it ends, for a
+// process (or an in-process server) to listen on, again after a restart.
+//
+// Probing a free port and releasing it is not enough: between the probe and the child's
+// bind, the kernel may hand the port to any outgoing connection on the machine as its source
+// port (the probe's port comes from the same ephemeral range), and the child then fails with
+// "address already in use". So the port is held by a socket bound to it with SO_REUSEADDR
+// and never listening. On Linux that bucket keeps the port out of every automatic choice (a
+// connection's source port, a bind to port 0) and from any bind without SO_REUSEADDR, while a
+// listener with SO_REUSEADDR — every Go listener sets it — may still bind and listen on it.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, closeFn, err := reservePort()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reserve a port: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Cleanup(closeFn)
+	return addr
+}
+
+// reservePort binds a socket to a port of 127.0.0.1 the kernel picks, without listening,
+// and returns the address and the function that releases it.
+func reservePort() (string, func(), error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	release := func() { syscall.Close(fd) }
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		release()
+		return "", nil, err
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		release()
+		return "", nil, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		release()
+		return "", nil, err
+	}
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	if !ok {
+		release()
+		return "", nil, fmt.Errorf("reserved socket has address %T", sa)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(in4.Port)), release, nil
 }
 
 // Proc is a running magnetar process whose output goes to a log file.
