@@ -201,6 +201,9 @@ func (s *Subscription) performPA() {
 			s.post(func() { pa.core.Deleted(d.Tag, err); s.performPA() })
 		})
 	}
+	for _, id := range r.Drops {
+		tt.dropRecord(metadata.TxnPendingAckKey(key, s.name, id.Key()))
+	}
 	if r.Trim != nil && pa.cur != nil {
 		pa.cur.AckCumulative(*r.Trim, nil)
 	}

@@ -420,7 +420,7 @@ func (t *Topic) performTxn() {
 // TxnEnded tells the topic that transaction id, which listed it (sub "": as a produced
 // partition; else as an acknowledged subscription), has ended: if it never registered id,
 // it deletes the record the coordinator created for it, so the header can be collected
-// (the buffer decides: Core.EndedNotice).
+// (the buffer or the pending acknowledgements decide: their cores' EndedNotice).
 func (t *Topic) TxnEnded(id txn.ID, sub string) {
 	t.post(func() {
 		tt := t.txn
@@ -436,8 +436,9 @@ func (t *Topic) TxnEnded(id txn.ID, sub string) {
 			return
 		}
 		s.post(func() {
-			if s.pa != nil && s.pa.core.Unknown(id) {
-				tt.dropRecord(metadata.TxnPendingAckKey(tt.key, sub, id.Key()))
+			if s.pa != nil {
+				s.pa.core.EndedNotice(id)
+				s.performPA()
 			}
 		})
 	})

@@ -3,11 +3,16 @@ package topic_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topic/txnbuf"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/txn"
 )
@@ -15,6 +20,8 @@ import (
 // Tests of the transaction buffer's driver (txnbuffer.go): what the topic goroutine does
 // with the decisions of the buffer's core (package txnbuf), on fakes (txnfakes_test.go).
 // The core's simulation proves the decisions; these prove they are performed as decided.
+
+var errStoreDown = errors.New("metadata store unavailable")
 
 func jsonPos(t *testing.T, p topic.Position) []byte {
 	b, err := json.Marshal(p)
@@ -240,14 +247,7 @@ func TestTxnEndedNoticeKeepsApplyingRecord(t *testing.T) {
 		}
 
 		gate := make(chan struct{})
-		w.store.setGate(func(ops []metadata.Op) chan struct{} {
-			for _, op := range ops {
-				if op.Key == xKey {
-					return gate
-				}
-			}
-			return nil
-		})
+		w.store.hooks(hold(xKey, gate), nil)
 		w.tracker.end(x, txn.Aborted)
 		synctest.Wait() // the apply commit is held
 		w.tp.TxnEnded(x, "")
@@ -263,6 +263,72 @@ func TestTxnEndedNoticeKeepsApplyingRecord(t *testing.T) {
 		synctest.Wait()
 		if w.store.has(xKey) || !w.store.has(metadata.TxnAbortedKey(w.key, x.Key())) {
 			t.Fatal("the apply did not delete the open record and put the aborted record")
+		}
+	})
+}
+
+// TestTxnRetriesBackOffFromFailure: a failed apply commit and a failed read of an aborted
+// record are retried no sooner than txnbuf.RetryDelay after the failure was seen, also when
+// the failure was slow (a timeout): the driver reports each failure with its own time.
+func TestTxnRetriesBackOffFromFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTxnWorld(t)
+		w.open()
+		p := w.producer()
+		a, b := w.begin(1, ""), w.begin(2, "")
+		w.send(p, 1, &a)
+		w.send(p, 2, &b)
+
+		var mu sync.Mutex
+		attempts := map[string][]time.Time{} // key: attempt starts
+		failures := map[string][]time.Time{}
+		// slowFail fails the first two attempts on key, each after 5 s.
+		slowFail := func(key string) error {
+			mu.Lock()
+			attempts[key] = append(attempts[key], time.Now())
+			n := len(attempts[key])
+			mu.Unlock()
+			if n > 2 {
+				return nil
+			}
+			time.Sleep(5 * time.Second) // a slow failure: the fake models a timeout
+			mu.Lock()
+			failures[key] = append(failures[key], time.Now())
+			mu.Unlock()
+			return fmt.Errorf("attempt %d on %s: %w", n, key, errStoreDown)
+		}
+		aOpen, bAborted := metadata.TxnOpenKey(w.key, a.Key()), metadata.TxnAbortedKey(w.key, b.Key())
+		w.store.hooks(func(_ context.Context, ops []metadata.Op) error {
+			for _, op := range ops {
+				if op.Key == aOpen {
+					return slowFail(aOpen)
+				}
+			}
+			return nil
+		}, func(key string) error {
+			if key == bAborted {
+				return slowFail(bAborted)
+			}
+			return nil
+		})
+		w.tracker.end(a, txn.Committed)
+		w.tracker.collect(b)
+		for w.bufferStats().Open > 0 {
+			time.Sleep(time.Second) // virtual: the retries take 5 s each
+		}
+
+		mu.Lock()
+		defer mu.Unlock()
+		for _, key := range []string{aOpen, bAborted} {
+			if len(attempts[key]) != 3 || len(failures[key]) != 2 {
+				t.Fatalf("%s: %d attempts, %d failed; want 3 and 2", key, len(attempts[key]), len(failures[key]))
+			}
+			for k, failed := range failures[key] {
+				want := time.Duration(txnbuf.RetryDelay(k+1)) * time.Millisecond
+				if got := attempts[key][k+1].Sub(failed); got < want {
+					t.Errorf("%s: attempt %d started %v after attempt %d failed, want at least %v", key, k+2, got, k+1, want)
+				}
+			}
 		}
 	})
 }

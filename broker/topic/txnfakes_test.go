@@ -35,16 +35,16 @@ type storeCall struct {
 	ops  []metadata.Op
 }
 
-// memStore is an in-memory metadata.Store that records its writes. gate, if set, is asked
-// for every Commit before it applies: a non-nil channel holds the commit until it closes.
-// Safe for concurrent use.
+// memStore is an in-memory metadata.Store that records its writes. Its hooks, if set, run
+// before a Commit or Get (outside its lock: they may block or sleep) and fail it with
+// their error. Safe for concurrent use.
 type memStore struct {
-	mu      sync.Mutex
-	kvs     map[string]metadata.KV
-	rev     int64
-	calls   []storeCall
-	gate    func(ops []metadata.Op) chan struct{}
-	failGet func(key string) error
+	mu       sync.Mutex
+	kvs      map[string]metadata.KV
+	rev      int64
+	calls    []storeCall
+	onCommit func(ctx context.Context, ops []metadata.Op) error
+	onGet    func(key string) error
 }
 
 var _ metadata.Store = (*memStore)(nil)
@@ -53,12 +53,15 @@ func newMemStore() *memStore { return &memStore{kvs: map[string]metadata.KV{}} }
 
 func (s *memStore) Get(_ context.Context, key string) (metadata.KV, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failGet != nil {
-		if err := s.failGet(key); err != nil {
+	hook := s.onGet
+	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(key); err != nil {
 			return metadata.KV{}, err
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	kv, ok := s.kvs[key]
 	if !ok {
 		return metadata.KV{}, metadata.ErrNotFound
@@ -81,15 +84,11 @@ func (s *memStore) Delete(ctx context.Context, key string, expected metadata.Ver
 
 func (s *memStore) Commit(ctx context.Context, ops []metadata.Op) ([]metadata.Version, error) {
 	s.mu.Lock()
-	gate := s.gate
+	hook := s.onCommit
 	s.mu.Unlock()
-	if gate != nil {
-		if ch := gate(ops); ch != nil {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+	if hook != nil {
+		if err := hook(ctx, ops); err != nil {
+			return nil, err
 		}
 	}
 	return s.apply("commit", ops)
@@ -179,10 +178,27 @@ func (s *memStore) writes() []storeCall {
 	return slices.Clone(s.calls)
 }
 
-func (s *memStore) setGate(g func(ops []metadata.Op) chan struct{}) {
+// hooks sets the hooks.
+func (s *memStore) hooks(onCommit func(ctx context.Context, ops []metadata.Op) error, onGet func(key string) error) {
 	s.mu.Lock()
-	s.gate = g
+	s.onCommit, s.onGet = onCommit, onGet
 	s.mu.Unlock()
+}
+
+// hold returns a commit hook that holds every commit touching key until gate closes.
+func hold(key string, gate chan struct{}) func(ctx context.Context, ops []metadata.Op) error {
+	return func(ctx context.Context, ops []metadata.Op) error {
+		for _, op := range ops {
+			if op.Key == key {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // touches returns the ops of c on key.

@@ -205,6 +205,8 @@ type Mutation struct {
 	TrimPastOpen bool
 	// NoReplayLocks does not lock the acks of the transactions a replay finds open.
 	NoReplayLocks bool
+	// DropApplying lets an ended notice drop the record of a transaction being applied.
+	DropApplying bool
 	// OpenFailureTransient retries a permanent failure to open the log like a transient
 	// one (the log is gone: the subscribe never completes).
 	OpenFailureTransient bool
@@ -233,6 +235,9 @@ type Ready struct {
 	Applies []Apply
 	// Deletes: delete the transaction's pending-ack record; Deleted reports each.
 	Deletes []Delete
+	// Drops: delete each transaction's pending-ack record, in the background (a failure
+	// leaves it to the next replay); see EndedNotice.
+	Drops []txn.ID
 	// Trim: the log's entries before it are no longer needed (nil: nothing new).
 	Trim *Position
 	// Replies answer transactional acks.
@@ -670,7 +675,20 @@ func (c *Core) Pending() (txns, positions int) { return len(c.txns), len(c.locks
 // Unknown tells that id is surely not registered on the subscription: it is loaded (or has
 // no log) and holds nothing of id.
 func (c *Core) Unknown(id txn.ID) bool {
-	return (c.state == StateNone || c.state == StateReady) && c.txns[id] == nil
+	t := c.txns[id]
+	return (c.state == StateNone || c.state == StateReady) &&
+		(t == nil || c.mut.DropApplying && t.state == txApplying)
+}
+
+// EndedNotice reports that the coordinator says id, which listed the subscription, has
+// ended. If the handle holds nothing of id (Unknown), its pending-ack record is dropped
+// (Ready.Drops), so that the header can be collected; a transaction being applied keeps
+// its record until the apply is done (Deletes), since a replay after a crash learns its
+// outcome from the header the record keeps.
+func (c *Core) EndedNotice(id txn.ID) {
+	if c.Unknown(id) {
+		c.ready.Drops = append(c.ready.Drops, id)
+	}
 }
 
 // Transactional acknowledgements.
@@ -891,6 +909,12 @@ func (c *Core) pumpApply(t *txEntry) {
 	switch t.step {
 	case stepNone:
 		if t.appends > 0 && !c.mut.ApplyBeforeDurable {
+			return
+		}
+		if len(t.acks) == 0 && t.firstLog == nil {
+			// Nothing to apply and nothing in the log to mark (a record without acks).
+			t.step = stepDelete
+			c.pumpApply(t)
 			return
 		}
 		t.step = stepApply

@@ -151,7 +151,7 @@ type simInc struct {
 type simStats struct {
 	Acks, Granted, Conflicts, Plain, PlainRefused, Committed, Aborted, TimedOut, Rejected, RegFailed,
 	AddFailed, Crashes, Replays, ReadFails, SlowFails, Outages, Gone, LogGone, FailedHandles, Trims, FlushFails,
-	Reapplied, EndedUnknown, Batch int
+	Reapplied, EndedUnknown, Batch, Dropped int
 }
 
 type simWorld struct {
@@ -336,6 +336,14 @@ func (w *simWorld) perform(inc *simInc, r Ready) {
 		w.storeOp(inc, "delete record "+id.String(), func() { delete(w.records, id) }, func(err error) {
 			w.input(inc, fmt.Sprintf("deleted %v %v", id, err), func(c *Core) { c.Deleted(d.Tag, err) })
 		})
+	}
+	for _, id := range r.Drops {
+		w.storeOp(inc, "drop record "+id.String(), func() {
+			if w.records[id] {
+				w.stats.Dropped++
+			}
+			delete(w.records, id)
+		}, func(error) {})
 	}
 	if r.Trim != nil {
 		w.trim(inc, *r.Trim)
@@ -663,8 +671,18 @@ func (w *simWorld) endTxn(id txn.ID, s txn.Status) bool {
 	if inc := w.inc; inc.awaiting[id] {
 		w.notify(inc, id)
 	}
+	w.endedNotice(id)
 	w.gc(id, w.s.Between(time.Millisecond, 20*time.Millisecond))
 	return true
+}
+
+// endedNotice is the coordinator's broker telling the subscription that id ended
+// (Topic.TxnEnded), at any time relative to the outcome's arrival through the tracker.
+func (w *simWorld) endedNotice(id txn.ID) {
+	w.s.After(w.delay()+w.s.Between(0, w.p.lateEnd), "ended notice "+id.String(), func() {
+		inc := w.inc
+		w.input(inc, fmt.Sprintf("ended notice %v", id), func(c *Core) { c.EndedNotice(id) })
+	})
 }
 
 // gc deletes the header once the subscription's record is gone (checking with backoff).
@@ -1111,6 +1129,7 @@ var simMutants = []sim.Mutant[Mutation]{
 	{Name: "the log trimmed past open transactions", Mut: Mutation{TrimPastOpen: true}},
 	{Name: "replayed acks not locked", Mut: Mutation{NoReplayLocks: true}},
 	{Name: "a permanent failure to open the log retried like a transient one", Mut: Mutation{OpenFailureTransient: true}},
+	{Name: "an ended notice drops the record of a transaction being applied", Mut: Mutation{DropApplying: true}},
 }
 
 // TestSimCatchesMutations proves the checkers can fail: each deliberately broken core is

@@ -546,7 +546,7 @@ func (c *Core) LookedUp(now int64, id txn.ID, found bool, err error) {
 	c.clock(now)
 	if err != nil {
 		e.lookups++
-		e.lookupAt = c.now + retryDelay(e.lookups)
+		e.lookupAt = c.now + RetryDelay(e.lookups)
 		return
 	}
 	e.lookup = false
@@ -557,9 +557,9 @@ func (c *Core) LookedUp(now int64, id txn.ID, found bool, err error) {
 	c.Ended(id, txn.Committed)
 }
 
-// retryDelay is the wait before retry n (n ≥ 1) of a failed store operation: 200 ms
-// doubling up to 10 s.
-func retryDelay(n int) int64 { return min(int64(100)<<min(n, 8), 10_000) }
+// RetryDelay is the wait (ms) before retry n (n ≥ 1) of a failed store operation, from the
+// failure: 200 ms doubling up to 10 s.
+func RetryDelay(n int) int64 { return min(int64(100)<<min(n, 8), 10_000) }
 
 func (c *Core) end(e *entry) {
 	e.state = ended
@@ -667,7 +667,7 @@ func (c *Core) Written(now int64, tag uint64, ver metadata.Version, err error) {
 	c.stepTag = 0
 	if err != nil {
 		c.retries++
-		c.retryAt = c.now + retryDelay(c.retries)
+		c.retryAt = c.now + RetryDelay(c.retries)
 		return
 	}
 	c.retries = 0
