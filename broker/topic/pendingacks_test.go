@@ -10,11 +10,15 @@ import (
 	"testing/synctest"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topic/pendingack"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
+	"github.com/magnetar-io/magnetar/txn"
 )
 
 // Tests of the pending acknowledgements' driver (pendingacks.go): the subscription
@@ -162,4 +166,76 @@ func TestPendingAckPermanentFailureFailsSubscribe(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPendingAckEndedNoticeKeepsApplyingRecord: the coordinator's notice that a
+// transaction ended may arrive before or after its outcome. It drops the pending-ack
+// record of a transaction that never acknowledged on the subscription, but never the
+// record of one still open here or being applied: a replay after a crash learns the
+// outcome from the header that record keeps from being collected.
+func TestPendingAckEndedNoticeKeepsApplyingRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTxnWorld(t)
+		paLog := &hookLog{Log: w.logs.Open(topic.PendingAckLogName(w.key, "s"))}
+		w.openLog = func(ctx context.Context, name string, create bool) (topic.Log, error) {
+			if name == topic.PendingAckLogName(w.key, "s") {
+				return paLog, nil
+			}
+			return w.logs.Open(name), nil
+		}
+		w.open()
+		p := w.producer()
+		pos := w.send(p, 1, nil)
+		conn := &txnConn{}
+		c, ch := w.subscribe("s", 1, conn)
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+		c.Flow(10)
+		x, y := w.begin(1, "s"), w.begin(2, "s") // y added the subscription, never acknowledged
+		xKey, yKey := metadata.TxnPendingAckKey(w.key, "s", x.Key()), metadata.TxnPendingAckKey(w.key, "s", y.Key())
+		acked := make(chan error, 1)
+		c.Ack(&pb.CommandAck{ConsumerId: proto.Uint64(c.ID), AckType: pb.CommandAck_Individual.Enum(),
+			MessageId:     []*pb.MessageIdData{{LedgerId: proto.Uint64(uint64(pos.LedgerID)), EntryId: proto.Uint64(uint64(pos.EntryID))}},
+			TxnidMostBits: proto.Uint64(x.Most), TxnidLeastBits: proto.Uint64(x.Least)}, func(err error) { acked <- err })
+		if err := <-acked; err != nil {
+			t.Fatalf("transactional ack: %v", err)
+		}
+
+		w.tp.TxnEnded(x, "s") // ahead of its outcome
+		synctest.Wait()
+		if !w.store.has(xKey) {
+			t.Fatal("a notice ahead of the outcome dropped the record of a transaction open here")
+		}
+
+		gate := make(chan struct{})
+		paLog.mu.Lock()
+		paLog.onAdd = func(data []byte) chan struct{} {
+			if strings.Contains(string(data), `"op":"commit"`) {
+				return gate // the commit marker: the apply is not done
+			}
+			return nil
+		}
+		paLog.mu.Unlock()
+		w.tracker.end(x, txn.Committed)
+		synctest.Wait()
+		w.tp.TxnEnded(x, "s")
+		w.tp.TxnEnded(y, "s")
+		synctest.Wait()
+		if !w.store.has(xKey) {
+			t.Fatal("a notice dropped the record of a transaction being applied")
+		}
+		if w.store.has(yKey) {
+			t.Fatal("the record of a transaction that never acknowledged here was not dropped")
+		}
+		close(gate)
+		synctest.Wait()
+		if w.store.has(xKey) {
+			t.Fatal("the apply did not delete the record")
+		}
+		st, err := c.Subscription().PendingAckStats(context.Background())
+		if err != nil || st.Txns != 0 || st.State != pendingack.StateReady.String() {
+			t.Fatalf("pending acks after the apply: %+v %v", st, err)
+		}
+	})
 }

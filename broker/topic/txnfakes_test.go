@@ -286,12 +286,14 @@ func (f *fakeTracker) collect(id txn.ID) {
 }
 
 // hookLog wraps a topic.Log: onSetMaxRead, if set, runs after each SetMaxRead took effect
-// (on the caller's goroutine, the topic's); stats and read, if set, replace Stats and Read.
+// (on the caller's goroutine, the topic's); onAdd, if set, may hold an add until the
+// channel it returns closes; stats and read, if set, replace Stats and Read.
 type hookLog struct {
 	topic.Log
 	mu           sync.Mutex
 	maxReads     []*topic.Position
 	onSetMaxRead func(p *topic.Position)
+	onAdd        func(data []byte) chan struct{}
 	stats        func(ctx context.Context) (mledger.Stats, error)
 	read         func(ctx context.Context, from topic.Position, n int) ([]topic.Entry, error)
 }
@@ -309,6 +311,22 @@ func (h *hookLog) SetMaxRead(p *topic.Position) {
 	if fn != nil {
 		fn(p)
 	}
+}
+
+func (h *hookLog) AddAsync(data []byte, cb func(topic.Position, error)) {
+	h.mu.Lock()
+	fn := h.onAdd
+	h.mu.Unlock()
+	if fn != nil {
+		if gate := fn(data); gate != nil {
+			go func() {
+				<-gate
+				h.Log.AddAsync(data, cb)
+			}()
+			return
+		}
+	}
+	h.Log.AddAsync(data, cb)
 }
 
 func (h *hookLog) Stats(ctx context.Context) (mledger.Stats, error) {
