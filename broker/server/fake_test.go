@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,12 +53,19 @@ type fakeBackend struct {
 	namespaces map[string][]string
 	// coordinator serves the transaction commands (nil: transactions are off).
 	coordinator server.Coordinator
+	// dagEpoch is the epoch of the one scalable topic's DAG (0: there is none). Each DAG
+	// watch and namespace watch hands the test, on dagWatches and nsWatches, the channel
+	// that feeds its ticks or topic lists.
+	dagEpoch   atomic.Uint64
+	dagWatches chan chan<- struct{}
+	nsWatches  chan chan<- []string
 }
 
 var _ server.Backend = (*fakeBackend)(nil)
 
 func newFakeBackend() *fakeBackend {
-	b := &fakeBackend{mem: topictest.NewStore(), namespaces: map[string][]string{"public/default": nil}}
+	b := &fakeBackend{mem: topictest.NewStore(), namespaces: map[string][]string{"public/default": nil},
+		dagWatches: make(chan chan<- struct{}, 10), nsWatches: make(chan chan<- []string, 10)}
 	b.mu.topics = map[string]*topic.Topic{}
 	b.mu.existing = map[string]bool{}
 	return b
@@ -181,31 +189,44 @@ func (b *fakeBackend) TxnCoordinator(_ context.Context, tc uint64) (server.Coord
 var errNoScalable = fmt.Errorf("%w: no scalable topics here", api.ErrTopicNotFound)
 
 func (b *fakeBackend) ScalableDAG(context.Context, layout.Topic) (*pb.ScalableTopicDAG, error) {
-	return nil, errNoScalable
+	e := b.dagEpoch.Load()
+	if e == 0 {
+		return nil, errNoScalable
+	}
+	return &pb.ScalableTopicDAG{Epoch: &e}, nil
+}
+
+// forward sends what in carries to a new channel until ctx ends.
+func forward[T any](ctx context.Context, in <-chan T) <-chan T {
+	out := make(chan T)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case v := <-in:
+				select {
+				case out <- v:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }
 
 func (b *fakeBackend) WatchScalableTopic(ctx context.Context, _ layout.Topic) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		select {
-		case ch <- struct{}{}:
-		case <-ctx.Done():
-		}
-	}()
-	return ch
+	in := make(chan struct{})
+	b.dagWatches <- in
+	return forward(ctx, in)
 }
 
 func (b *fakeBackend) WatchScalableTopics(ctx context.Context, _, _ string) <-chan []string {
-	ch := make(chan []string)
-	go func() {
-		defer close(ch)
-		select {
-		case ch <- nil:
-		case <-ctx.Done():
-		}
-	}()
-	return ch
+	in := make(chan []string)
+	b.nsWatches <- in
+	return forward(ctx, in)
 }
 
 func (b *fakeBackend) RegisterStream(context.Context, string, string, string, uint64) (string, error) {

@@ -573,3 +573,84 @@ func TestTopicNames(t *testing.T) {
 		t.Fatal("the topic was not created under its full name")
 	}
 }
+
+// TestScalableSessions: for a client that announced scalable topics, a DAG watch sends the
+// DAG at the first tick of the backend's watch and again only when it changed, and ends
+// with a TopicNotFound update when there is no DAG; a namespace watch sends a snapshot,
+// then only the differences; a namespace that does not exist and a stream consumer the
+// backend refuses are answered in their own response types.
+func TestScalableSessions(t *testing.T) {
+	b := newFakeBackend()
+	ts := startServer(t, b, server.Config{})
+	c, got := ts.connect(t, &pb.CommandConnect{FeatureFlags: &pb.FeatureFlags{SupportsScalableTopics: proto.Bool(true)}})
+	if got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatal(got)
+	}
+	const name = "topic://public/default/s"
+	c.push(&pb.CommandScalableTopicLookup{SessionId: proto.Uint64(1), Topic: proto.String(name)})
+	(<-b.dagWatches) <- struct{}{}
+	got = c.next()
+	if u := got.GetScalableTopicUpdate(); u.GetSessionId() != 1 || u.GetError() != pb.ServerError_TopicNotFound {
+		t.Fatalf("DAG watch of a topic without a DAG: %v", got)
+	}
+
+	b.dagEpoch.Store(3)
+	c.push(&pb.CommandScalableTopicLookup{SessionId: proto.Uint64(2), Topic: proto.String(name)})
+	dag := <-b.dagWatches
+	dag <- struct{}{}
+	got = c.next()
+	if u := got.GetScalableTopicUpdate(); u.GetSessionId() != 2 || u.GetDag().GetEpoch() != 3 || u.GetResolvedTopicName() != name || u.Error != nil {
+		t.Fatalf("DAG watch: %v", got)
+	}
+	// Ticks without a change: once the third is taken, the session has handled the first
+	// (the backend's channels are unbuffered), and sent nothing for it.
+	for range 3 {
+		dag <- struct{}{}
+	}
+	if got := c.roundTrip(&pb.CommandPing{}); got.GetType() != pb.BaseCommand_PONG {
+		t.Fatalf("a DAG watch tick without a change sent %v", got)
+	}
+	b.dagEpoch.Store(4)
+	dag <- struct{}{}
+	if got := c.next(); got.GetScalableTopicUpdate().GetDag().GetEpoch() != 4 {
+		t.Fatalf("DAG watch after a change: %v", got)
+	}
+	c.push(&pb.CommandScalableTopicClose{SessionId: proto.Uint64(2)})
+
+	c.push(&pb.CommandWatchScalableTopics{WatchId: proto.Uint64(5), Namespace: proto.String("public/default")})
+	ns := <-b.nsWatches
+	ns <- []string{"topic://public/default/b", "topic://public/default/a"}
+	got = c.next()
+	if u := got.GetWatchScalableTopicsUpdate(); u.GetWatchId() != 5 ||
+		!slices.Equal(u.GetSnapshot().GetTopics(), []string{"topic://public/default/a", "topic://public/default/b"}) {
+		t.Fatalf("namespace watch snapshot: %v", got)
+	}
+	ns <- []string{"topic://public/default/a", "topic://public/default/c"}
+	got = c.next()
+	if d := got.GetWatchScalableTopicsUpdate().GetDiff(); !slices.Equal(d.GetAdded(), []string{"topic://public/default/c"}) ||
+		!slices.Equal(d.GetRemoved(), []string{"topic://public/default/b"}) {
+		t.Fatalf("namespace watch diff: %v", got)
+	}
+	ns <- []string{"topic://public/default/c", "topic://public/default/a"} // no change: nothing sent
+	ns <- []string{"topic://public/default/c"}
+	got = c.next()
+	if d := got.GetWatchScalableTopicsUpdate().GetDiff(); len(d.GetAdded()) != 0 || !slices.Equal(d.GetRemoved(), []string{"topic://public/default/a"}) {
+		t.Fatalf("namespace watch diff after an unchanged list: %v", got)
+	}
+
+	got = c.roundTrip(&pb.CommandWatchScalableTopics{WatchId: proto.Uint64(6), Namespace: proto.String("public/missing")})
+	if u := got.GetWatchScalableTopicsUpdate(); u.GetWatchId() != 6 || u.GetError() != pb.ServerError_TopicNotFound {
+		t.Fatalf("namespace watch of a missing namespace: %v", got)
+	}
+	rid := c.nextID()
+	got = c.roundTrip(&pb.CommandScalableTopicSubscribe{RequestId: rid, Topic: proto.String(name), Subscription: proto.String("sub"),
+		ConsumerName: proto.String("c1"), ConsumerId: proto.Uint64(1), ConsumerType: pb.ScalableConsumerType_STREAM.Enum()})
+	if r := got.GetScalableTopicSubscribeResponse(); r.GetRequestId() != *rid || r.GetError() != pb.ServerError_TopicNotFound {
+		t.Fatalf("stream consumer the backend refuses: %v", got)
+	}
+	got = c.roundTrip(&pb.CommandScalableTopicSubscribe{RequestId: c.nextID(), Topic: proto.String(name), Subscription: proto.String("sub"),
+		ConsumerName: proto.String(""), ConsumerId: proto.Uint64(2), ConsumerType: pb.ScalableConsumerType_STREAM.Enum()})
+	if r := got.GetScalableTopicSubscribeResponse(); r.GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("stream consumer without a name: %v", got)
+	}
+}
