@@ -103,7 +103,7 @@
 // Controller.Sample. Calls that need the leader (split, merge, subscribe, stream consumers)
 // answer 307 to it from any other broker.
 //
-// Protocol (broker/conn_scalable.go): upstream's scalable-topic commands,
+// Protocol (broker/server/conn_scalable.go): upstream's scalable-topic commands,
 // BaseCommand types 70..78 (proto/pulsar/doc.go says what was checked against upstream),
 // served only to clients whose CONNECT set FeatureFlags.supports_scalable_topics; any other
 // client (pulsar-client-go v0.19) gets ERROR NotAllowedError for one and is never sent one.

@@ -8,7 +8,7 @@ import (
 )
 
 // Errors. Callers test them with errors.Is; the broker maps them to protocol ServerError
-// codes in one table (broker/errors.go).
+// codes in one table (broker/server/errors.go).
 var (
 	// ErrTerminated: the topic is terminated (TopicTerminatedError).
 	ErrTerminated = api.ErrTopicTerminated
