@@ -19,6 +19,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
+	"github.com/magnetar-io/magnetar/itest"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 )
@@ -106,13 +107,14 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
 	c := &cluster{t: t, store: metadatatest.NewStore(t, sharedEtcd(t))}
 	log := testLogger(t)
-	c.cfg = broker.Config{Store: c.store, Listen: "127.0.0.1:0", Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
+	// Reserved ports (itest.FreeAddr), so that a restart listens on the same one again.
+	c.cfg = broker.Config{Store: c.store, Listen: itest.FreeAddr(t), Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
 		Logger: log, KeepAliveInterval: 30 * time.Second}
 	if o.memLog {
 		c.mem = topictest.NewStore()
 		c.cfg.OpenLog = func(_ context.Context, name string) (topic.Log, error) { return c.mem.Open(name), nil }
 	} else {
-		c.bookieCfg = bookie.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Store: c.store, Logger: log, GCInterval: -1}
+		c.bookieCfg = bookie.Config{Listen: itest.FreeAddr(t), DataDir: t.TempDir(), Store: c.store, Logger: log, GCInterval: -1}
 		c.startBookie()
 		t.Cleanup(func() { c.bookie.Close() })
 	}
@@ -126,7 +128,8 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	return c
 }
 
-// startBookie starts the bookie (again: on the address and data directory it had).
+// startBookie starts the bookie (again: on its reserved address and the data directory it
+// had).
 func (c *cluster) startBookie() {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -136,7 +139,6 @@ func (c *cluster) startBookie() {
 		c.t.Fatalf("bookie: %v", err)
 	}
 	c.bookie = b
-	c.bookieCfg.Listen = b.Addr()
 }
 
 func (c *cluster) startBroker() {
@@ -149,7 +151,6 @@ func (c *cluster) startBroker() {
 	}
 	c.broker = b
 	c.url = "pulsar://" + b.Addr().String()
-	c.cfg.Listen = b.Addr().String() // a restart listens on the same port
 }
 
 // restartBroker stops the broker (cleanly) and starts a new one on the same port.

@@ -40,15 +40,6 @@ func pollFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	waitEvery(t, d, 100*time.Millisecond, what, cond)
 }
 
-// addBroker starts one more broker in the cluster.
-func (m *multiBroker) addBroker() *mbNode {
-	m.t.Helper()
-	nd := &mbNode{id: fmt.Sprintf("broker-%d", len(m.nodes)+1), httpAddr: "127.0.0.1:0"}
-	m.nodes = append(m.nodes, nd)
-	m.start(nd)
-	return nd
-}
-
 // reportedRates returns each running broker's message rate (in+out) in its own last load
 // report, by broker id (0 if it has none yet).
 func (m *multiBroker) reportedRates(ctx context.Context) map[string]float64 {
@@ -259,6 +250,13 @@ func counterSum(t *testing.T, m *multiBroker, name, label string) float64 {
 // every bundle are created all at once through one service URL listing the brokers; the
 // lookups of the unowned bundles are sent to the load manager's leader, whose placement
 // counts each assignment as it makes it, so the bundles spread evenly.
+//
+// The leader can only place bundles on brokers its load manager has seen (through its watches
+// of the registrations and the load reports), so the burst starts once it has every broker's
+// report: a broker's report is written after its registration. Waiting only for every broker
+// to name the same leader, as read from the store, can let a burst on a busy machine start
+// before the leader's watches delivered the other two brokers; the leader, seeing only
+// itself, then takes every bundle (24/0/0).
 func TestLoadBalanceLookupBurst(t *testing.T) {
 	const bundles = 24
 	m := newMultiBroker(t, 3, mbOpts{tweak: func(cfg *broker.Config) {
@@ -267,7 +265,8 @@ func TestLoadBalanceLookupBurst(t *testing.T) {
 	}})
 	ctx := ctxT(t, 90*time.Second)
 	var leader string
-	waitFor(t, 30*time.Second, "a load manager leader every broker knows", func() bool {
+	var leaderSvc *broker.Service
+	waitFor(t, 30*time.Second, "a load manager leader every broker knows, which has every broker's load report", func() bool {
 		ids := map[string]bool{}
 		for _, nd := range m.nodes {
 			bi, err := nd.svc.Load().LeaderBroker(ctx)
@@ -276,7 +275,16 @@ func TestLoadBalanceLookupBurst(t *testing.T) {
 			}
 			ids[bi.ID], leader = true, bi.ID
 		}
-		return len(ids) == 1
+		if len(ids) != 1 {
+			return false
+		}
+		for _, nd := range m.nodes {
+			if nd.id == leader {
+				leaderSvc = nd.svc.Load()
+			}
+		}
+		reports, err := leaderSvc.LoadReports(ctx)
+		return err == nil && len(reports) == len(m.nodes)
 	})
 	topics := topicsPerBundle(t, m.nodes[0].svc.Load(), bundles, 2)
 	cl := m.clientOf(m.serviceURL())
@@ -314,6 +322,11 @@ func TestLoadBalanceLookupBurst(t *testing.T) {
 	}
 	sort.Ints(counts)
 	t.Logf("%d topics over %d bundles looked up at once: bundles per broker %v (leader %s)", len(topics), bundles, owned, leader)
+	if reports, err := leaderSvc.LoadReports(ctx); err == nil {
+		for id, r := range reports {
+			t.Logf("the leader's view of %s: %d bundles, %.1f msg/s", id, len(r.Bundles), r.MsgRate())
+		}
+	}
 	if total != bundles {
 		t.Fatalf("%d bundles owned, want %d: %v", total, bundles, owned)
 	}

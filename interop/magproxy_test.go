@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/itest"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	mproxy "github.com/magnetar-io/magnetar/proxy"
@@ -41,18 +41,6 @@ type proxyCluster struct {
 	// redirects counts the 307s the brokers' admin APIs answered.
 	redirects atomic.Int64
 	relays    []*proxy // see newProxyClusterWith
-}
-
-// freeAddr returns a local address nothing listens on (for a broker to listen on).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
 }
 
 func newProxyCluster(t *testing.T, n int) *proxyCluster { return newProxyClusterWith(t, n, false) }
@@ -85,7 +73,7 @@ func newProxyClusterWith(t *testing.T, n int, relayed bool) *proxyCluster {
 		bc := broker.Config{Store: c.store, Listen: "127.0.0.1:0", HTTPURL: srv.URL,
 			Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: log, KeepAliveInterval: 30 * time.Second}
 		if relayed {
-			bc.Listen = freeAddr(t)
+			bc.Listen = itest.FreeAddr(t)
 			r := newProxy(t)
 			r.setBackend(bc.Listen)
 			bc.Advertise = r.addr()

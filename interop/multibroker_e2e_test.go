@@ -17,6 +17,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar/backoff"
 
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/itest"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -375,7 +376,7 @@ func TestMultiBrokerTransfer(t *testing.T) {
 func TestMultiBrokerServiceURLs(t *testing.T) {
 	m := newMultiBroker(t, 3, mbOpts{})
 	ctx := ctxT(t, 45*time.Second)
-	for _, url := range []string{m.nodes[1].httpURL, "pulsar://" + freeAddr(t) + "," + strings.TrimPrefix(m.nodes[2].url, "pulsar://")} {
+	for _, url := range []string{m.nodes[1].httpURL, "pulsar://" + itest.FreeAddr(t) + "," + strings.TrimPrefix(m.nodes[2].url, "pulsar://")} {
 		cl := m.clientOf(url)
 		topic := topicName(t)
 		createPartitioned(t, m.nodes[0].httpURL, topic, 4)

@@ -24,6 +24,7 @@ import (
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/itest"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 )
@@ -86,7 +87,7 @@ func brokerConfig(store metadata.Store, id string, ttl time.Duration, log *slog.
 // mbNode is one broker of a multiBroker.
 type mbNode struct {
 	id               string
-	listen, httpAddr string // fixed after the first start, so a restart keeps its URLs
+	listen, httpAddr string // reserved ports (itest.FreeAddr): a restart keeps its URLs
 	svc              atomic.Pointer[broker.Service]
 	web              *http.Server
 	proc             *exec.Cmd // a child process; nil in process
@@ -100,18 +101,14 @@ func (n *mbNode) startInProcess(ctx context.Context, cfg broker.Config) error {
 	if err != nil {
 		return err
 	}
-	n.httpAddr = web.Addr().String()
 	cfg.Listen, cfg.HTTPURL = n.listen, "http://"+n.httpAddr
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
 	svc, err := broker.Start(ctx, cfg)
 	if err != nil {
 		web.Close()
 		return err
 	}
 	n.svc.Store(svc)
-	n.listen, n.url, n.httpURL = svc.Addr().String(), "pulsar://"+svc.Addr().String(), cfg.HTTPURL
+	n.url, n.httpURL = "pulsar://"+n.listen, cfg.HTTPURL
 	h := admin.Handler(svc, admin.Options{Logger: cfg.Logger})
 	n.web = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go n.web.Serve(web) //nolint:errcheck // ends with Close
@@ -172,13 +169,8 @@ func newMultiBroker(t *testing.T, n int, o mbOpts) *multiBroker {
 	}
 	m.bookie = b
 	t.Cleanup(func() { b.Close() })
-	for i := 0; i < n; i++ {
-		nd := &mbNode{id: fmt.Sprintf("broker-%d", i+1), httpAddr: "127.0.0.1:0"}
-		if o.children {
-			nd.listen, nd.httpAddr = freeAddr(t), freeAddr(t)
-		}
-		m.nodes = append(m.nodes, nd)
-		m.start(nd)
+	for range n {
+		m.addBroker()
 	}
 	t.Cleanup(func() {
 		for _, nd := range m.nodes {
@@ -186,6 +178,15 @@ func newMultiBroker(t *testing.T, n int, o mbOpts) *multiBroker {
 		}
 	})
 	return m
+}
+
+// addBroker starts one more broker in the cluster.
+func (m *multiBroker) addBroker() *mbNode {
+	m.t.Helper()
+	nd := &mbNode{id: fmt.Sprintf("broker-%d", len(m.nodes)+1), listen: itest.FreeAddr(m.t), httpAddr: itest.FreeAddr(m.t)}
+	m.nodes = append(m.nodes, nd)
+	m.start(nd)
+	return nd
 }
 
 // start (re)starts nd.
