@@ -22,6 +22,9 @@
 //   - Appends: append to the log (Appended); Awaits: report each outcome with Ended (0:
 //     the header is gone, treated as aborted); Applies: acknowledge on the cursor and flush
 //     it (commit) or redeliver (abort), then Applied; Deletes: delete the record (Deleted);
+//   - report the coordinator's notice that a transaction ended with EndedNotice; Drops:
+//     delete each record, in the background (the core drops only the record of a
+//     transaction it holds nothing of: one being applied keeps its record until Deletes);
 //   - Trim: mark-delete the log up to it; Replies: answer the acks; StateChanged: answer
 //     the subscribes waiting for the handle; Tick at TimerAt.
 //
@@ -45,20 +48,23 @@
 //     10 a second) and recovers once the fault stops; a permanent one fails the handle at
 //     once with an error naming the cause, and the subscribes waiting fail with it;
 //   - Trim never passes an ack record of a transaction whose marker is not durable;
+//   - an ended notice never drops the record of a transaction being applied (its header
+//     would be collected, and a replay after a crash would take the commit for an abort);
 //   - with the faults stopped and a last reload, nothing is left: no lock, no
 //     transaction, no pending-ack record (a record a crash left without a durable ack is
 //     deleted after the next replay, so the coordinator can collect the header).
 //
-// The simulation's log completes appends in order after seeded delays and fails some;
-// reads and opens fail transiently (some after a timeout of up to 3 s) or during a bookie
-// outage, or permanently once a ledger of the log is deleted (reads) or the whole log is
-// (opens); the store fails record writes; cursor flushes fail; outcomes arrive late; the
-// subscription crashes and a new core replays the log while writes of the crashed one may
-// still land.
+// The simulation's log completes appends in order after seeded delays and fails some; reads
+// and opens fail transiently (some after a timeout of up to 3 s) or during a bookie outage,
+// or permanently once a ledger of the log is deleted (reads) or the whole log is (opens);
+// the store fails record writes; cursor flushes fail; outcomes and the coordinator's ended
+// notices arrive late, in either order; the subscription crashes and a new core replays the
+// log while writes of the crashed one may still land.
 //
 // The owner's performance of Ready (broker/topic's pendingacks.go) has its own tests on
 // fakes, broker/topic's pendingacks_test.go: the replay's backoff measured from a slow
-// failure, and a deleted log or ledger failing the subscribe at once.
+// failure, a deleted log or ledger failing the subscribe at once, and ended notices
+// before and during an apply.
 //
 // Replay a failing seed with `go test ./broker/topic/pendingack -run 'TestSim$' -seed S
 // -v`; a long run: `go test ./broker/topic/pendingack -run 'TestSim$' -seeds 1000000
