@@ -183,6 +183,13 @@ func (h *handler) deletePartitioned(w http.ResponseWriter, r *http.Request) erro
 	return noContent(w)
 }
 
+// PartitionStatsService is implemented by services that fetch a partition's stats from the
+// broker serving it (*broker.Service does): partitioned-stats then aggregates on the
+// broker asked, as Pulsar's does, instead of redirecting for each partition.
+type PartitionStatsService interface {
+	PartitionStats(ctx context.Context, topic string) (api.TopicStats, error)
+}
+
 // PartitionedTopicStats is the answer of …/partitioned-stats (and of …/stats for a
 // partitioned topic): the partitions' stats summed, as Pulsar's PartitionedTopicStatsImpl.
 type PartitionedTopicStats struct {
@@ -247,8 +254,12 @@ func (h *handler) partitionedStatsOf(r *http.Request, n topicname.Name, count in
 	if perPartition {
 		ps.Partitions = map[string]api.TopicStats{}
 	}
+	stats := h.svc.TopicStats
+	if pss, ok := h.svc.(PartitionStatsService); ok {
+		stats = pss.PartitionStats
+	}
 	err := eachPartition(n, count, func(_ int, name string) error {
-		s, err := h.svc.TopicStats(r.Context(), name)
+		s, err := stats(r.Context(), name)
 		if errors.Is(err, api.ErrTopicNotFound) {
 			return nil // a partition not created yet: no stats
 		}

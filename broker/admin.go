@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"time"
 
@@ -171,6 +172,24 @@ func (s *Service) TopicStats(ctx context.Context, topic string) (TopicStats, err
 		return TopicStats{}, err
 	}
 	return t.Stats(ctx)
+}
+
+// PartitionStats returns one partition's stats for a partitioned topic's aggregate
+// (partitioned-stats, and stats of a partitioned topic). As Pulsar does on the broker asked,
+// a partition another broker serves is fetched from that broker with this broker's
+// credentials (package broker/peer) rather than answered with a redirect: a client
+// following the redirects of every partition's owner would go round in a cycle.
+func (s *Service) PartitionStats(ctx context.Context, topic string) (TopicStats, error) {
+	st, err := s.TopicStats(ctx, topic)
+	var no *NotOwnerError
+	if !errors.As(err, &no) {
+		return st, err
+	}
+	owner := no.Owner.HTTPURL
+	if owner == "" {
+		owner = no.Owner.HTTPURLTLS
+	}
+	return s.peer.TopicStats(ctx, owner, topic)
 }
 
 // InternalStats returns a topic's managed-ledger statistics.

@@ -108,7 +108,7 @@ type scalableMetrics struct {
 
 func startScalable(s *Service) *scalableTopics {
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &scalableTopics{s: s, cfg: s.cfg.Scalable.withDefaults(), cancel: cancel, peer: peer.New(s.cfg.PeerHTTP),
+	st := &scalableTopics{s: s, cfg: s.cfg.Scalable.withDefaults(), cancel: cancel, peer: s.peer,
 		refusedLog: slog.New(ratelog.New(s.log.Handler(), ratelog.Options{}))}
 	st.mu.ctls = map[layout.Topic]*scalableTopic{}
 	c := func(name, help string) prometheus.Counter {

@@ -21,6 +21,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
+	"github.com/magnetar-io/magnetar/broker/peer"
 	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/server"
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -43,6 +44,7 @@ type Service struct {
 	tm      *topic.Metrics
 	res     *resources
 	pol     *policy.Resolver // policy resolution: topic > namespace > broker default
+	peer    *peer.Client     // calls to the other brokers, with this broker's credentials
 	schemas *schemaRegistry
 	txn     *txnService      // nil: transactions are off
 	own     *ownership       // bundle ownership and the watched caches (ownership.go)
@@ -119,6 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.closers = append(s.closers, func() { as.Close() })
 	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log})
 	s.res = &resources{store: cfg.Store, cluster: cfg.Cluster}
+	s.peer = peer.New(cfg.PeerHTTP)
 	s.pol = &policy.Resolver{Defaults: cfg.Policies, Cluster: cfg.Cluster, MaxMessageSize: cfg.MaxMessageSize,
 		ManagedLedger: cfg.ManagedLedger, DisableDeduplication: cfg.DisableDeduplication,
 		DisableAutoTopicCreation: cfg.DisableAutoTopicCreation}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
 // DefaultTimeout bounds a request when the broker is given no client of its own.
@@ -53,18 +54,21 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("peer: %s %s: HTTP %d: %s", e.Method, e.URL, e.Status, e.Body)
 }
 
-// Unwrap classifies the refusal: 404 is api.ErrSubscriptionNotFound for consumer sessions and
-// segments alike (the callers that care test for it); 401 and 403 are not retried by
-// waiting, every other status is api.ErrServiceNotReady (the peer is moving or busy).
+// Unwrap classifies the refusal: 404 is ErrNotFound (each call says what was not found);
+// 401 and 403 are ErrRefused, which waiting does not cure; every other status is
+// api.ErrServiceNotReady (the peer is moving or busy).
 func (e *StatusError) Unwrap() error {
 	switch e.Status {
 	case http.StatusNotFound:
-		return api.ErrSubscriptionNotFound
+		return ErrNotFound
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return ErrRefused
 	}
 	return api.ErrServiceNotReady
 }
+
+// ErrNotFound: the peer answered 404.
+var ErrNotFound = errors.New("peer: not found")
 
 // ErrRefused: the peer refused the broker's credentials (401 or 403). It is a
 // configuration problem (brokerClientAuthentication*), not a transient one.
@@ -110,6 +114,24 @@ func (c *Client) Segment(ctx context.Context, ownerURL, segmentPath, op string, 
 // assignments. out, if not nil, receives the JSON answer.
 func (c *Client) Scalable(ctx context.Context, leaderURL, method, topicPath, path string, q url.Values, out any) error {
 	return c.do(ctx, method, leaderURL, topicPath+path, q, out)
+}
+
+// TopicStats fetches one topic's (or partition's) stats from the broker at ownerURL that
+// serves it: GET {ownerURL}/admin/v2/{domain}/{tenant}/{ns}/{topic}/stats. topic is the
+// fully qualified name.
+func (c *Client) TopicStats(ctx context.Context, ownerURL, topic string) (api.TopicStats, error) {
+	var st api.TopicStats
+	n, err := topicname.Parse(topic)
+	if err != nil {
+		return st, err
+	}
+	p := "/admin/v2/" + n.Domain + "/" + url.PathEscape(n.Tenant) + "/" + url.PathEscape(n.Namespace) + "/" +
+		url.PathEscape(n.Local) + "/stats"
+	err = c.do(ctx, http.MethodGet, ownerURL, p, nil, &st)
+	if errors.Is(err, ErrNotFound) {
+		err = fmt.Errorf("%w: %s on %s: %v", api.ErrTopicNotFound, topic, ownerURL, err)
+	}
+	return st, err
 }
 
 // do sends one request to base+path and decodes a 2xx answer into out. A transport failure

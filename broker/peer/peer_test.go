@@ -83,7 +83,7 @@ func TestClassification(t *testing.T) {
 		status int
 		want   error
 	}{
-		{http.StatusNotFound, api.ErrSubscriptionNotFound},
+		{http.StatusNotFound, ErrNotFound},
 		{http.StatusUnauthorized, ErrRefused},
 		{http.StatusForbidden, ErrRefused},
 		{http.StatusServiceUnavailable, api.ErrServiceNotReady},
@@ -123,5 +123,17 @@ func TestDecode(t *testing.T) {
 	bad, _ := server(t, http.StatusOK, `not json`)
 	if err := credentialed(bad).Segment(context.Background(), bad.URL, "/p", "drained", nil, &out); err == nil {
 		t.Fatal("an undecodable answer was accepted")
+	}
+}
+
+// TestTopicStats: a partition's stats are fetched from its owner's stats path.
+func TestTopicStats(t *testing.T) {
+	srv, s := server(t, http.StatusOK, `{"msgInCounter":7}`)
+	st, err := credentialed(srv).TopicStats(context.Background(), srv.URL, "persistent://t/ns/x-partition-1")
+	if err != nil || st.MsgInCounter != 7 {
+		t.Fatalf("stats %+v err %v", st, err)
+	}
+	if s.method != http.MethodGet || s.path != "/admin/v2/persistent/t/ns/x-partition-1/stats" || s.auth == "" {
+		t.Fatalf("sent %+v", *s)
 	}
 }
