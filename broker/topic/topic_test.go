@@ -503,3 +503,71 @@ func TestPublishBudget(t *testing.T) {
 		t.Fatal("acquire beyond the budget with a closed cancel channel")
 	}
 }
+
+// blockLog blocks the first property write until unblock is closed.
+type blockLog struct {
+	topic.Log
+	once    sync.Once
+	entered chan struct{}
+	unblock chan struct{}
+}
+
+func (b *blockLog) SetProperty(ctx context.Context, k, v string) error {
+	first := false
+	b.once.Do(func() { first = true })
+	if first {
+		close(b.entered)
+		<-b.unblock
+	}
+	return b.Log.SetProperty(ctx, k, v)
+}
+
+// TestCloseWaitsForHelpers: Close and Done wait for the topic's helper goroutines — here a
+// deduplication snapshot write still blocked in the log.
+func TestCloseWaitsForHelpers(t *testing.T) {
+	log := &blockLog{Log: topictest.NewStore().Open("t"), entered: make(chan struct{}), unblock: make(chan struct{})}
+	tp, err := topic.Open(context.Background(), topic.Config{Name: topicname.MustParse("t"), Log: log, Dedup: true,
+		DedupSnapshotEvery: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := newConn(t)
+	p := &topic.Producer{ID: 1, Name: "p", Conn: conn, AccessMode: pb.ProducerAccessMode_Shared}
+	if r := result(t, addProducer(t, tp, p)); r.ready == nil {
+		t.Fatalf("producer: %+v", r)
+	}
+	publish(p, t, 0, "")
+	conn.expect(pb.BaseCommand_SEND_RECEIPT)
+	select {
+	case <-log.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no deduplication snapshot written")
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		closed <- tp.Close(ctx)
+	}()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a property write was in flight", err)
+	case <-tp.Done():
+		t.Fatal("Done closed while a property write was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(log.unblock)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return once the write completed")
+	}
+	select {
+	case <-tp.Done():
+	default:
+		t.Fatal("Close returned before Done")
+	}
+}
