@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,76 +17,15 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/auth"
-	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/itest"
-	"github.com/magnetar-io/magnetar/metadata"
-	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	mproxy "github.com/magnetar-io/magnetar/proxy"
 	"github.com/magnetar-io/magnetar/tlsconf"
 	"github.com/magnetar-io/magnetar/tlsconf/tlstest"
 )
 
-// The tests below run `magnetar proxy`'s package in front of three brokers sharing one
-// metadata store and one bookie, and the real Pulsar Go client and admin client through it.
-
-// proxyCluster is three brokers (each with its admin API over HTTP) and the proxies in front
-// of them.
-type proxyCluster struct {
-	t       *testing.T
-	store   metadata.Store
-	brokers []*broker.Service
-	webs    []*httptest.Server
-	// redirects counts the 307s the brokers' admin APIs answered.
-	redirects atomic.Int64
-	relays    []*proxy // see newProxyClusterWith
-}
-
-func newProxyCluster(t *testing.T, n int) *proxyCluster { return newProxyClusterWith(t, n, false) }
-
-// newProxyClusterWith starts the cluster; with relayed, each broker advertises a TCP relay
-// in front of its listener (relays[i]), which a test can cut to make the broker unreachable
-// while it keeps its metadata session, as a crashed broker does until its session expires.
-func newProxyClusterWith(t *testing.T, n int, relayed bool) *proxyCluster {
-	t.Helper()
-	c := &proxyCluster{t: t, store: metadatatest.NewStore(t, sharedEtcd(t))}
-	log := testLogger(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	bk, err := bookie.Start(ctx, bookie.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Store: c.store, Logger: log, GCInterval: -1})
-	if err != nil {
-		t.Fatalf("bookie: %v", err)
-	}
-	t.Cleanup(func() { bk.Close() })
-	c.brokers = make([]*broker.Service, n)
-	for i := range n {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rec := &statusRecorder{ResponseWriter: w}
-			admin.Handler(c.brokers[i], admin.Options{Logger: log}).ServeHTTP(rec, r)
-			if rec.code == http.StatusTemporaryRedirect {
-				c.redirects.Add(1)
-			}
-		}))
-		t.Cleanup(srv.Close)
-		c.webs = append(c.webs, srv)
-		bc := broker.Config{Store: c.store, Listen: "127.0.0.1:0", HTTPURL: srv.URL,
-			Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Logger: log, KeepAliveInterval: 30 * time.Second}
-		if relayed {
-			bc.Listen = itest.FreeAddr(t)
-			r := newProxy(t)
-			r.setBackend(bc.Listen)
-			bc.Advertise = r.addr()
-			c.relays = append(c.relays, r)
-		}
-		b, err := broker.Start(ctx, bc)
-		if err != nil {
-			t.Fatalf("broker %d: %v", i, err)
-		}
-		c.brokers[i] = b
-		t.Cleanup(func() { b.Close() })
-	}
-	return c
-}
+// The tests below run `magnetar proxy`'s package in front of brokers sharing one metadata
+// store and one bookie (a multiBroker, each broker with its admin API over HTTP), and the
+// real Pulsar Go client and admin client through it.
 
 // statusRecorder remembers the status a handler answered.
 type statusRecorder struct {
@@ -116,16 +54,17 @@ func (p *testProxy) metrics(t *testing.T) string {
 	return rec.Body.String()
 }
 
-func (c *proxyCluster) startProxy() *testProxy {
-	c.t.Helper()
-	svc, err := mproxy.Start(context.Background(), mproxy.Config{Store: c.store, Listen: "127.0.0.1:0",
-		Logger: testLogger(c.t), BrokerRefresh: 200 * time.Millisecond})
+// startProxy starts a proxy in front of m's brokers.
+func (m *multiBroker) startProxy() *testProxy {
+	m.t.Helper()
+	svc, err := mproxy.Start(context.Background(), mproxy.Config{Store: m.store, Listen: "127.0.0.1:0",
+		Logger: testLogger(m.t), BrokerRefresh: 200 * time.Millisecond})
 	if err != nil {
-		c.t.Fatalf("proxy: %v", err)
+		m.t.Fatalf("proxy: %v", err)
 	}
 	srv := httptest.NewServer(svc.HTTPHandler())
 	// Cleanups run last-in first-out: the clients (registered later) close before the proxy.
-	c.t.Cleanup(func() {
+	m.t.Cleanup(func() {
 		srv.Close()
 		svc.Close()
 	})
@@ -145,13 +84,24 @@ func proxyClient(t *testing.T, url string) pulsar.Client {
 }
 
 // owner returns the id of the broker serving topic.
-func (c *proxyCluster) owner(topic string) string {
-	c.t.Helper()
-	r, err := c.brokers[0].Lookup(ctxT(c.t, 10*time.Second), topic)
+func (m *multiBroker) owner(topic string) string {
+	m.t.Helper()
+	r, err := m.nodes[0].svc.Load().Lookup(ctxT(m.t, 10*time.Second), topic)
 	if err != nil {
-		c.t.Fatalf("lookup %s: %v", topic, err)
+		m.t.Fatalf("lookup %s: %v", topic, err)
 	}
 	return r.ID
+}
+
+// brokers returns the running brokers, in node order.
+func (m *multiBroker) brokers() []*broker.Service {
+	var out []*broker.Service
+	for _, nd := range m.nodes {
+		if svc := nd.svc.Load(); svc != nil {
+			out = append(out, svc)
+		}
+	}
+	return out
 }
 
 // roundTrip produces n messages to topic through prod and receives them on cons, in order.
@@ -183,7 +133,7 @@ func roundTrip(t *testing.T, prod pulsar.Producer, cons pulsar.Consumer, tag str
 // partitioned topic's partitions too; every message produced through the proxy is consumed
 // through it, and the proxy counts the bytes it forwarded.
 func TestProxyTopicsOnThreeBrokers(t *testing.T) {
-	c := newProxyCluster(t, 3)
+	c := newMultiBroker(t, 3, mbOpts{})
 	p := c.startProxy()
 	cl := proxyClient(t, p.url())
 	owners := map[string]bool{}
@@ -257,7 +207,7 @@ func proxyAdmin(t *testing.T, p *testProxy) pulsaradmin.Client {
 // TestProxyAdmin: pulsaradmin through the proxy's HTTP port reaches every topic's owner (the
 // proxy follows the brokers' 307s), and HTTP lookups and http:// service URLs answer.
 func TestProxyAdmin(t *testing.T) {
-	c := newProxyCluster(t, 3)
+	c := newMultiBroker(t, 3, mbOpts{})
 	p := c.startProxy()
 	adm := proxyAdmin(t, p)
 	ns := "public/" + strings.ToLower(sanitize(t.Name()))
@@ -271,7 +221,7 @@ func TestProxyAdmin(t *testing.T) {
 	// Topics created by producing to each broker directly (their bundles' owners are the
 	// brokers the lookups chose).
 	var topics []string
-	for i, b := range c.brokers {
+	for i, b := range c.brokers() {
 		topic := fmt.Sprintf("persistent://%s/on-%d", ns, i)
 		direct := proxyClient(t, "pulsar://"+b.Addr().String())
 		prod, err := direct.CreateProducer(pulsar.ProducerOptions{Topic: topic})
@@ -311,7 +261,7 @@ func TestProxyAdmin(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var ownerAddr string
-	for _, b := range c.brokers {
+	for _, b := range c.brokers() {
 		if b.Info().ID == c.owner(topics[2]) {
 			ownerAddr = b.Addr().String()
 		}
@@ -347,7 +297,7 @@ func contains(ss []string, s string) bool {
 // TestProxyTwoProxies: proxies are stateless: a producer on one and a consumer on the other
 // share a topic.
 func TestProxyTwoProxies(t *testing.T) {
-	c := newProxyCluster(t, 3)
+	c := newMultiBroker(t, 3, mbOpts{})
 	p1, p2 := c.startProxy(), c.startProxy()
 	topic := topicName(t)
 	cons, err := proxyClient(t, p2.url()).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
@@ -367,7 +317,7 @@ func TestProxyTwoProxies(t *testing.T) {
 // consumer reconnect through the proxy to the broker that takes the topic over, and every
 // message sent is received.
 func TestProxyBrokerStops(t *testing.T) {
-	c := newProxyCluster(t, 3)
+	c := newMultiBroker(t, 3, mbOpts{})
 	p := c.startProxy()
 	cl := proxyClient(t, p.url())
 	topic := topicName(t)
@@ -385,7 +335,7 @@ func TestProxyBrokerStops(t *testing.T) {
 	defer cons.Close()
 	roundTrip(t, prod, cons, "before", 20)
 	first := c.owner(topic)
-	for _, b := range c.brokers {
+	for _, b := range c.brokers() {
 		if b.Info().ID == first {
 			b.Close()
 		}
@@ -394,7 +344,7 @@ func TestProxyBrokerStops(t *testing.T) {
 	roundTrip(t, prod, cons, "after", 20)
 	t.Logf("resumed %v after the broker stopped", time.Since(start).Round(time.Millisecond))
 	var live *broker.Service
-	for _, b := range c.brokers {
+	for _, b := range c.brokers() {
 		if b.Info().ID != first {
 			live = b
 		}
@@ -408,7 +358,7 @@ func TestProxyBrokerStops(t *testing.T) {
 // TestProxyTLS: a client on the proxy's pulsar+ssl:// listener produces and consumes on
 // topics of several brokers (the proxy talks plain TCP to them).
 func TestProxyTLS(t *testing.T) {
-	c := newProxyCluster(t, 2)
+	c := newMultiBroker(t, 2, mbOpts{})
 	ca, err := tlstest.NewCA("test-ca")
 	if err != nil {
 		t.Fatal(err)
@@ -496,7 +446,7 @@ func TestProxyAuthorization(t *testing.T) {
 // retrying; once the ownership is released another broker serves the topic and every
 // message sent is received.
 func TestProxyBrokerUnreachable(t *testing.T) {
-	c := newProxyClusterWith(t, 3, true)
+	c := newMultiBroker(t, 3, mbOpts{relayed: true})
 	p := c.startProxy()
 	cl := proxyClient(t, p.url())
 	topic := topicName(t)
@@ -513,11 +463,11 @@ func TestProxyBrokerUnreachable(t *testing.T) {
 	roundTrip(t, prod, cons, "before", 20)
 	first := c.owner(topic)
 	var dead *broker.Service
-	for i, b := range c.brokers {
+	for i, b := range c.brokers() {
 		if b.Info().ID == first {
 			dead = b
-			c.relays[i].ln.Close()
-			c.relays[i].cut()
+			c.nodes[i].relay.ln.Close()
+			c.nodes[i].relay.cut()
 		}
 	}
 	failures := func() float64 {

@@ -31,7 +31,9 @@ import (
 
 // A multi-broker cluster: one metadata namespace, one bookie and n brokers, each broker
 // with its admin REST API on its own HTTP port. Brokers run in the test process, or (for
-// kill -9) as child processes of the test binary (brokerChildEnv).
+// kill -9) as child processes of the test binary (brokerChildEnv). With newCluster
+// (cluster_test.go, one broker, optionally on in-memory logs) it is the package's only way
+// to start a cluster; the proxy tests put proxies in front of one.
 
 // brokerChildEnv makes the test binary a broker process: its value is a childBroker JSON.
 const brokerChildEnv = "MAGNETAR_INTEROP_BROKER"
@@ -66,7 +68,7 @@ func runBrokerChild(arg string) int {
 	if cb.Txn {
 		cfg.TransactionCoordinatorEnabled, cfg.TransactionCoordinators = true, 4
 	}
-	if err := n.startInProcess(ctx, cfg); err != nil {
+	if err := n.startInProcess(ctx, cfg, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -93,10 +95,15 @@ type mbNode struct {
 	proc             *exec.Cmd // a child process; nil in process
 	procDone         chan struct{}
 	url, httpURL     string
+	// relay, with mbOpts.relayed, is the TCP relay the broker advertises in front of its
+	// listener: closing it makes the broker unreachable while it keeps its metadata session,
+	// as a crashed broker does until its session expires.
+	relay *proxy
 }
 
-// startInProcess starts the node's HTTP server and broker in this process.
-func (n *mbNode) startInProcess(ctx context.Context, cfg broker.Config) error {
+// startInProcess starts the node's HTTP server and broker in this process; redirects, if
+// not nil, counts the 307s its admin API answers.
+func (n *mbNode) startInProcess(ctx context.Context, cfg broker.Config, redirects *atomic.Int64) error {
 	web, err := net.Listen("tcp", n.httpAddr)
 	if err != nil {
 		return err
@@ -110,6 +117,16 @@ func (n *mbNode) startInProcess(ctx context.Context, cfg broker.Config) error {
 	n.svc.Store(svc)
 	n.url, n.httpURL = "pulsar://"+n.listen, cfg.HTTPURL
 	h := admin.Handler(svc, admin.Options{Logger: cfg.Logger})
+	if redirects != nil {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := &statusRecorder{ResponseWriter: w}
+			inner.ServeHTTP(rec, r)
+			if rec.code == http.StatusTemporaryRedirect {
+				redirects.Add(1)
+			}
+		})
+	}
 	n.web = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go n.web.Serve(web) //nolint:errcheck // ends with Close
 	return nil
@@ -133,6 +150,7 @@ type mbOpts struct {
 	ttl      time.Duration
 	children bool // brokers run as child processes
 	txn      bool // transactions on (4 coordinators)
+	relayed  bool // each broker (in process) advertises a TCP relay in front of its listener: mbNode.relay
 	eps      []string
 	tweak    func(*broker.Config)
 }
@@ -146,6 +164,8 @@ type multiBroker struct {
 	bookie *bookie.Bookie
 	nodes  []*mbNode
 	logDir string
+	// redirects counts the 307s the in-process brokers' admin APIs answered.
+	redirects atomic.Int64
 }
 
 func newMultiBroker(t *testing.T, n int, o mbOpts) *multiBroker {
@@ -197,13 +217,23 @@ func (m *multiBroker) start(nd *mbNode) {
 		if m.o.txn {
 			cfg.TransactionCoordinatorEnabled, cfg.TransactionCoordinators = true, 4
 		}
+		if m.o.relayed {
+			if nd.relay == nil {
+				nd.relay = newProxy(m.t)
+				nd.relay.setBackend(nd.listen)
+			}
+			cfg.Advertise = nd.relay.addr()
+		}
 		if m.o.tweak != nil {
 			m.o.tweak(&cfg)
 		}
-		if err := nd.startInProcess(ctxT(m.t, 30*time.Second), cfg); err != nil {
+		if err := nd.startInProcess(ctxT(m.t, 30*time.Second), cfg, &m.redirects); err != nil {
 			m.t.Fatalf("broker %s: %v", nd.id, err)
 		}
 		return
+	}
+	if m.o.relayed {
+		m.t.Fatal("mbOpts: relayed brokers run in process")
 	}
 	arg, _ := json.Marshal(childBroker{Endpoints: m.eps, Namespace: m.ns, ID: nd.id, Listen: nd.listen, HTTP: nd.httpAddr, TTL: m.o.ttl,
 		Txn: m.o.txn})
