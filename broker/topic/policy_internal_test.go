@@ -1,11 +1,13 @@
 package topic
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
@@ -129,5 +131,36 @@ func TestPublishBucketCatchesUp(t *testing.T) {
 	disp.refill(int64(300 * time.Millisecond))
 	if disp.tokens != 20 {
 		t.Fatalf("dispatch bucket after a 300 ms stall: %.1f tokens, want its burst of 20", disp.tokens)
+	}
+}
+
+// TestTopicDispatchMatchesRate: the topic's dispatch rate (the dispatcher cores' shared
+// Limiter) allows what the cores' own rate (dispatch.Rate, which the dispatch simulation
+// checks) allows, on the same seeded sequence of reads.
+func TestTopicDispatchMatchesRate(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for run := 0; run < 200; run++ {
+		msgs, bytes := int64(r.IntN(3)*r.IntN(1000)), int64(r.IntN(3)*r.IntN(100000))
+		now := time.Unix(1000, 0).UnixNano()
+		var td topicDispatch
+		td.msgs.set(msgs, now)
+		td.bytes.set(bytes, now)
+		td.on.Store(msgs > 0 || bytes > 0)
+		var dr dispatch.Rate
+		dr.Set(msgs, bytes, now)
+		for step := 0; step < 50; step++ {
+			now += r.Int64N(int64(50 * time.Millisecond))
+			n1, w1 := td.Allow(now)
+			n2, w2 := dr.Allow(now)
+			if n1 != n2 || w1 != w2 {
+				t.Fatalf("run %d (%d msg/s, %d B/s) step %d: topic allows %d (wait %d), dispatch.Rate %d (wait %d)",
+					run, msgs, bytes, step, n1, w1, n2, w2)
+			}
+			if n1 > 0 {
+				m, b := float64(1+r.IntN(n1)), float64(r.IntN(5000))
+				td.Spend(m, b)
+				dr.Spend(m, b)
+			}
+		}
 	}
 }
