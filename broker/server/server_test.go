@@ -654,3 +654,67 @@ func TestScalableSessions(t *testing.T) {
 		t.Fatalf("stream consumer without a name: %v", got)
 	}
 }
+
+// TestResubscribeRestartsConsumer: a SUBSCRIBE repeating a Ready consumer id on the same
+// connection (pulsar-client-go sends one when it reconnects a consumer the broker kept,
+// having dropped what it had prefetched) is answered with success once the consumer is
+// restarted: its unacknowledged messages come again first, and its permits count from the
+// next FLOW.
+func TestResubscribeRestartsConsumer(t *testing.T) {
+	b := newFakeBackend()
+	c := startServer(t, b, server.Config{}).connected(t)
+	const name = "persistent://public/default/resubscribe"
+	pid, cid := uint64(1), uint64(7)
+	if got := c.roundTrip(&pb.CommandProducer{Topic: proto.String(name), ProducerId: &pid, RequestId: c.nextID()}); got.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("producer: %v", got)
+	}
+	subscribe := func() {
+		t.Helper()
+		got := c.roundTrip(&pb.CommandSubscribe{Topic: proto.String(name), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Failover.Enum(),
+			ConsumerId: &cid, RequestId: c.nextID(), InitialPosition: pb.CommandSubscribe_Earliest.Enum()})
+		if got.GetType() != pb.BaseCommand_SUCCESS {
+			t.Fatalf("subscribe: %v", got)
+		}
+	}
+	subscribe()
+	for seq := uint64(0); seq < 3; seq++ {
+		if got := c.send(pid, seq, nil); got.GetType() != pb.BaseCommand_SEND_RECEIPT {
+			t.Fatalf("send %d: %v", seq, got)
+		}
+	}
+	receive := func(n int) []uint64 {
+		t.Helper()
+		var entries []uint64
+		for len(entries) < n {
+			got := c.next()
+			if got.GetType() == pb.BaseCommand_ACTIVE_CONSUMER_CHANGE { // Failover tells the active consumer
+				continue
+			}
+			if got.GetType() != pb.BaseCommand_MESSAGE {
+				t.Fatalf("want a MESSAGE, got %v", got)
+			}
+			entries = append(entries, got.GetMessage().GetMessageId().GetEntryId())
+		}
+		return entries
+	}
+	c.push(&pb.CommandFlow{ConsumerId: &cid, MessagePermits: proto.Uint32(10)})
+	if first := receive(3); !slices.Equal(first, []uint64{0, 1, 2}) {
+		t.Fatalf("first delivery: entries %v", first)
+	}
+	subscribe()
+	c.push(&pb.CommandFlow{ConsumerId: &cid, MessagePermits: proto.Uint32(2)})
+	if again := receive(2); !slices.Equal(again, []uint64{0, 1}) {
+		t.Fatalf("after subscribing again: entries %v, want 0 and 1 redelivered", again)
+	}
+	st, err := b.loaded(name).Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := st.Subscriptions["s"].Consumers; len(cs) != 1 || cs[0].AvailablePermits != 0 || cs[0].UnackedMessages != 2 {
+		t.Fatalf("consumers after the second FLOW: %+v, want one with 0 permits and 2 unacknowledged", cs)
+	}
+	c.push(&pb.CommandFlow{ConsumerId: &cid, MessagePermits: proto.Uint32(1)})
+	if last := receive(1); last[0] != 2 {
+		t.Fatalf("third entry %v, want 2", last)
+	}
+}
