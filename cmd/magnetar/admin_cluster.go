@@ -1,25 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 // The admin commands of a cluster of brokers: brokers, clusters and namespace bundles
-// (Pulsar's /admin/v2/brokers, /admin/v2/clusters and /admin/v2/namespaces/{ns}/{bundle}).
+// (Pulsar's brokers, clusters and namespace bundle resources; package adminclient).
 
-// getJSON builds a command with n arguments that shows what GET path(args) answers.
-func (a *adminClient) getJSON(use, short string, n int, path func(args []string) (string, error)) *cobra.Command {
+// getJSON builds a command with n arguments that shows what read(args) answers.
+func (a *adminClient) getJSON(use, short string, n int, read func(ctx context.Context, args []string, out any) error) *cobra.Command {
 	return leaf(use, short, n, func(cmd *cobra.Command, args []string) error {
-		p, err := path(args)
-		if err != nil {
-			return err
-		}
 		var v any
-		if err := a.do(cmd.Context(), "GET", p, nil, &v); err != nil {
+		if err := read(cmd.Context(), args, &v); err != nil {
 			return err
 		}
 		return a.show(cmd, v)
@@ -29,23 +25,24 @@ func (a *adminClient) getJSON(use, short string, n int, path func(args []string)
 func newAdminBrokersCmd(a *adminClient) *cobra.Command {
 	c := group("brokers", "List the live brokers, show the leader, check health, list a broker's bundles")
 	c.AddCommand(
-		a.getJSON("list [CLUSTER]", "List the live brokers (of CLUSTER)", -1, func(args []string) (string, error) {
+		a.getJSON("list [CLUSTER]", "List the live brokers (of CLUSTER)", -1, func(ctx context.Context, args []string, out any) error {
+			cluster := ""
 			if len(args) > 0 {
-				return "/admin/v2/brokers/" + url.PathEscape(args[0]), nil
+				cluster = args[0]
 			}
-			return "/admin/v2/brokers", nil
+			return a.c.Brokers(ctx, cluster, out)
 		}),
-		a.getJSON("leader", "Show the load manager's leader broker", 0, func([]string) (string, error) {
-			return "/admin/v2/brokers/leaderBroker", nil
+		a.getJSON("leader", "Show the load manager's leader broker", 0, func(ctx context.Context, _ []string, out any) error {
+			return a.c.LeaderBroker(ctx, out)
 		}),
 		leaf("health", "Check the broker's health (its metadata session and store)", 0, func(cmd *cobra.Command, _ []string) error {
-			if _, _, err := a.send(cmd.Context(), "GET", "/admin/v2/brokers/health", nil); err != nil {
+			if err := a.c.Health(cmd.Context()); err != nil {
 				return err
 			}
 			return a.done(cmd, "ok")
 		}),
-		a.getJSON("owned-namespaces CLUSTER BROKER", "List the bundles a broker owns", 2, func(args []string) (string, error) {
-			return "/admin/v2/brokers/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1]) + "/ownedNamespaces", nil
+		a.getJSON("owned-namespaces CLUSTER BROKER", "List the bundles a broker owns", 2, func(ctx context.Context, args []string, out any) error {
+			return a.c.OwnedNamespaces(ctx, args[0], args[1], out)
 		}),
 	)
 	for _, sub := range c.Commands() {
@@ -59,9 +56,9 @@ func newAdminBrokersCmd(a *adminClient) *cobra.Command {
 func newAdminClustersCmd(a *adminClient) *cobra.Command {
 	c := group("clusters", "List clusters and show a cluster's record")
 	c.AddCommand(
-		a.getJSON("list", "List the clusters", 0, func([]string) (string, error) { return "/admin/v2/clusters", nil }),
-		a.getJSON("get CLUSTER", "Show a cluster's service URLs", 1, func(args []string) (string, error) {
-			return "/admin/v2/clusters/" + url.PathEscape(args[0]), nil
+		a.getJSON("list", "List the clusters", 0, func(ctx context.Context, _ []string, out any) error { return a.c.Clusters(ctx, out) }),
+		a.getJSON("get CLUSTER", "Show a cluster's service URLs", 1, func(ctx context.Context, args []string, out any) error {
+			return a.c.Cluster(ctx, args[0], out)
 		}),
 	)
 	return c
@@ -73,20 +70,18 @@ func namespaceBundleCmds(a *adminClient) []*cobra.Command {
 	var unloadHalves bool
 	unload := leaf("unload TENANT/NAMESPACE", "Unload a namespace, or one bundle of it (--bundle; --destination-broker hands it over)", 1,
 		func(cmd *cobra.Command, args []string) error {
-			p, err := namespacePath(args[0])
-			if err != nil {
+			if err := checkNamespace(args[0]); err != nil {
 				return err
 			}
-			path := "/admin/v2/namespaces/" + p + "/unload"
+			var err error
 			if bundle != "" {
-				path = "/admin/v2/namespaces/" + p + "/" + url.PathEscape(bundle) + "/unload"
-				if dest != "" {
-					path += "?destinationBroker=" + url.QueryEscape(dest)
-				}
+				err = a.c.UnloadBundle(cmd.Context(), args[0], bundle, dest)
 			} else if dest != "" {
 				return usageError{errors.New("--destination-broker needs --bundle")}
+			} else {
+				err = a.c.UnloadNamespace(cmd.Context(), args[0])
 			}
-			if err := a.do(cmd.Context(), "PUT", path, nil, nil); err != nil {
+			if err != nil {
 				return err
 			}
 			return a.done(cmd, "unloaded "+strings.TrimSuffix(args[0]+"/"+bundle, "/"))
@@ -94,21 +89,13 @@ func namespaceBundleCmds(a *adminClient) []*cobra.Command {
 	unload.Flags().StringVar(&bundle, "bundle", "", "bundle range, e.g. 0x00000000_0x40000000")
 	unload.Flags().StringVar(&dest, "destination-broker", "", "broker id (or URL) to hand the bundle over to")
 	split := leaf("split-bundle TENANT/NAMESPACE", "Split a bundle in two (--bundle)", 1, func(cmd *cobra.Command, args []string) error {
-		p, err := namespacePath(args[0])
-		if err != nil {
+		if err := checkNamespace(args[0]); err != nil {
 			return err
 		}
 		if bundle == "" {
 			return usageError{errors.New("--bundle is required")}
 		}
-		q := url.Values{}
-		if unloadHalves {
-			q.Set("unload", "true")
-		}
-		if algo != "" {
-			q.Set("splitAlgorithmName", algo)
-		}
-		if err := a.do(cmd.Context(), "PUT", "/admin/v2/namespaces/"+p+"/"+url.PathEscape(bundle)+"/split?"+q.Encode(), nil, nil); err != nil {
+		if err := a.c.SplitBundle(cmd.Context(), args[0], bundle, unloadHalves, algo); err != nil {
 			return err
 		}
 		return a.done(cmd, "split "+args[0]+"/"+bundle)
@@ -117,9 +104,11 @@ func namespaceBundleCmds(a *adminClient) []*cobra.Command {
 	split.Flags().BoolVar(&unloadHalves, "unload", false, "unload the two halves after the split")
 	split.Flags().StringVar(&algo, "split-algorithm-name", "", "split algorithm (range_equally_divide)")
 	return []*cobra.Command{
-		a.getJSON("bundles TENANT/NAMESPACE", "Show a namespace's bundles", 1, func(args []string) (string, error) {
-			p, err := namespacePath(args[0])
-			return "/admin/v2/namespaces/" + p + "/bundles", err
+		a.getJSON("bundles TENANT/NAMESPACE", "Show a namespace's bundles", 1, func(ctx context.Context, args []string, out any) error {
+			if err := checkNamespace(args[0]); err != nil {
+				return err
+			}
+			return a.c.Bundles(ctx, args[0], out)
 		}),
 		unload, split,
 	}
@@ -128,18 +117,17 @@ func namespaceBundleCmds(a *adminClient) []*cobra.Command {
 // topicBundleCmd is "admin topics bundle TOPIC": the bundle range a topic belongs to.
 func topicBundleCmd(a *adminClient) *cobra.Command {
 	return leaf("bundle TOPIC", "Show the bundle range a topic belongs to", 1, func(cmd *cobra.Command, args []string) error {
-		p, _, err := topicPath(args[0])
-		if err != nil {
+		if _, err := checkTopic(args[0]); err != nil {
 			return err
 		}
-		_, b, err := a.send(cmd.Context(), "GET", "/lookup/v2/topic/"+p+"/bundle", nil)
+		b, err := a.c.TopicBundle(cmd.Context(), args[0])
 		if err != nil {
 			return err
 		}
 		if a.out.json() {
-			return printJSON(cmd.OutOrStdout(), map[string]string{"bundle": string(b)})
+			return printJSON(cmd.OutOrStdout(), map[string]string{"bundle": b})
 		}
-		cmd.Println(string(b))
+		cmd.Println(b)
 		return nil
 	})
 }

@@ -3,11 +3,9 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/magnetar-io/magnetar/adminclient"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 )
 
@@ -134,12 +134,11 @@ func newAdminInspectCmds(a *adminClient) []*cobra.Command {
 	var count, position int
 	var ledger, entry int64
 	var at string
-	fetch := func(cmd *cobra.Command, path string) ([]inspectedMessage, error) {
-		hd, body, err := a.send(cmd.Context(), "GET", path, nil)
+	split := func(r *adminclient.Response, err error) ([]inspectedMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		return splitMessages(hd, body)
+		return splitMessages(r.Header, r.Body)
 	}
 	peek := leaf("peek-messages TOPIC", "Show the first N messages of a subscription's backlog without consuming them", 1,
 		func(cmd *cobra.Command, args []string) error {
@@ -149,15 +148,13 @@ func newAdminInspectCmds(a *adminClient) []*cobra.Command {
 			if count < 1 {
 				return usageError{fmt.Errorf("-n/--count must be at least 1")}
 			}
-			p, _, err := topicPath(args[0])
-			if err != nil {
+			if _, err := checkTopic(args[0]); err != nil {
 				return err
 			}
 			var all []inspectedMessage
 			for i := 1; len(all) < count; i++ {
-				msgs, err := fetch(cmd, fmt.Sprintf("/admin/v2/%s/subscription/%s/position/%d", p, url.PathEscape(sub), i))
-				var he *adminHTTPError
-				if errors.As(err, &he) && he.status == http.StatusNotFound && len(all) > 0 {
+				msgs, err := split(a.c.PeekMessage(cmd.Context(), args[0], sub, i))
+				if adminclient.IsNotFound(err) && len(all) > 0 {
 					break // the backlog is shorter
 				}
 				if err != nil {
@@ -174,11 +171,10 @@ func newAdminInspectCmds(a *adminClient) []*cobra.Command {
 			if ledger < 0 || entry < 0 {
 				return usageError{fmt.Errorf("-l/--ledger-id and -e/--entry-id are required")}
 			}
-			p, _, err := topicPath(args[0])
-			if err != nil {
+			if _, err := checkTopic(args[0]); err != nil {
 				return err
 			}
-			msgs, err := fetch(cmd, fmt.Sprintf("/admin/v2/%s/ledger/%d/entry/%d", p, ledger, entry))
+			msgs, err := split(a.c.MessageByID(cmd.Context(), args[0], ledger, entry))
 			if err != nil {
 				return err
 			}
@@ -194,11 +190,10 @@ func newAdminInspectCmds(a *adminClient) []*cobra.Command {
 			if position < 1 {
 				return usageError{fmt.Errorf("-m/--message-position must be at least 1")}
 			}
-			p, _, err := topicPath(args[0])
-			if err != nil {
+			if _, err := checkTopic(args[0]); err != nil {
 				return err
 			}
-			msgs, err := fetch(cmd, fmt.Sprintf("/admin/v2/%s/examinemessage?initialPosition=%s&messagePosition=%d", p, initial, position))
+			msgs, err := split(a.c.ExamineMessage(cmd.Context(), args[0], initial, position))
 			if err != nil {
 				return err
 			}
@@ -215,12 +210,11 @@ func newAdminInspectCmds(a *adminClient) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, _, err := topicPath(args[0])
-			if err != nil {
+			if _, err := checkTopic(args[0]); err != nil {
 				return err
 			}
 			var id any
-			if err := a.do(cmd.Context(), "GET", fmt.Sprintf("/admin/v2/%s/messageid/%d", p, t.UnixMilli()), nil, &id); err != nil {
+			if err := a.c.MessageIDByTime(cmd.Context(), args[0], t, &id); err != nil {
 				return err
 			}
 			return a.show(cmd, id)
@@ -228,26 +222,21 @@ func newAdminInspectCmds(a *adminClient) []*cobra.Command {
 	msgID.Flags().StringVarP(&at, "datetime", "d", "", "an RFC 3339 time or a duration ago (e.g. 10m)")
 	compact := leaf("compact TOPIC", "Start a compaction of a topic (latest message per key)", 1,
 		func(cmd *cobra.Command, args []string) error {
-			p, _, err := topicPath(args[0])
-			if err != nil {
+			if _, err := checkTopic(args[0]); err != nil {
 				return err
 			}
-			if err := a.do(cmd.Context(), "PUT", "/admin/v2/"+p+"/compaction", nil, nil); err != nil {
+			if err := a.c.Compact(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			return a.done(cmd, "compaction of "+args[0]+" started")
 		})
 	status := leaf("compaction-status TOPIC", "Show the status of a topic's latest compaction", 1,
 		func(cmd *cobra.Command, args []string) error {
-			p, _, err := topicPath(args[0])
-			if err != nil {
+			if _, err := checkTopic(args[0]); err != nil {
 				return err
 			}
-			var st struct {
-				Status    string `json:"status"`
-				LastError string `json:"lastError"`
-			}
-			if err := a.do(cmd.Context(), "GET", "/admin/v2/"+p+"/compaction", nil, &st); err != nil {
+			var st api.CompactionStatus
+			if err := a.c.CompactionStatus(cmd.Context(), args[0], &st); err != nil {
 				return err
 			}
 			if a.out.json() {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -10,9 +9,15 @@ import (
 )
 
 // permissionCmds are `namespaces|topics grant-permission|revoke-permission|permissions`, as
-// pulsar-admin has them. kind is "namespace" or "topic"; path maps the argument to its
-// REST path ("namespaces/t/ns" or "persistent/t/ns/topic").
-func permissionCmds(a *adminClient, kind string, path func(string) (string, error)) []*cobra.Command {
+// pulsar-admin has them. kind is "namespace" or "topic".
+func permissionCmds(a *adminClient, kind string) []*cobra.Command {
+	check := func(s string) error {
+		if kind == "topic" {
+			_, err := checkTopic(s)
+			return err
+		}
+		return checkNamespace(s)
+	}
 	arg := map[string]string{"namespace": "TENANT/NAMESPACE", "topic": "TOPIC"}[kind]
 	var (
 		role    string
@@ -26,11 +31,14 @@ func permissionCmds(a *adminClient, kind string, path func(string) (string, erro
 		if err != nil {
 			return usageError{err}
 		}
-		p, err := path(args[0])
-		if err != nil {
+		if err := check(args[0]); err != nil {
 			return err
 		}
-		if err := a.do(cmd.Context(), "POST", "/admin/v2/"+p+"/permissions/"+url.PathEscape(role), acts, nil); err != nil {
+		grant := a.c.GrantNamespacePermission
+		if kind == "topic" {
+			grant = a.c.GrantTopicPermission
+		}
+		if err := grant(cmd.Context(), args[0], role, acts); err != nil {
 			return err
 		}
 		return a.done(cmd, "granted "+role+" on "+args[0])
@@ -42,36 +50,32 @@ func permissionCmds(a *adminClient, kind string, path func(string) (string, erro
 		if revokeRole == "" {
 			return usageError{errors.New("--role is required")}
 		}
-		p, err := path(args[0])
-		if err != nil {
+		if err := check(args[0]); err != nil {
 			return err
 		}
-		if err := a.do(cmd.Context(), "DELETE", "/admin/v2/"+p+"/permissions/"+url.PathEscape(revokeRole), nil, nil); err != nil {
+		revoke := a.c.RevokeNamespacePermission
+		if kind == "topic" {
+			revoke = a.c.RevokeTopicPermission
+		}
+		if err := revoke(cmd.Context(), args[0], revokeRole); err != nil {
 			return err
 		}
 		return a.done(cmd, "revoked "+revokeRole+" on "+args[0])
 	})
 	revoke.Flags().StringVar(&revokeRole, "role", "", "the role")
 	list := leaf("permissions "+arg, "Show the roles' permissions on a "+kind, 1, func(cmd *cobra.Command, args []string) error {
-		p, err := path(args[0])
-		if err != nil {
+		if err := check(args[0]); err != nil {
 			return err
 		}
-		var m map[string][]string
-		if err := a.do(cmd.Context(), "GET", "/admin/v2/"+p+"/permissions", nil, &m); err != nil {
+		perms := a.c.NamespacePermissions
+		if kind == "topic" {
+			perms = a.c.TopicPermissions
+		}
+		m, err := perms(cmd.Context(), args[0])
+		if err != nil {
 			return err
 		}
 		return a.show(cmd, m)
 	})
 	return []*cobra.Command{grant, revoke, list}
-}
-
-func namespacePermPath(s string) (string, error) {
-	p, err := namespacePath(s)
-	return "namespaces/" + p, err
-}
-
-func topicPermPath(s string) (string, error) {
-	p, _, err := topicPath(s)
-	return p, err
 }

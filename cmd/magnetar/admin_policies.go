@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/magnetar-io/magnetar/adminclient"
 )
 
 // policyFlag is one flag of a set-… policy command: the JSON field it fills ("": the body
@@ -118,13 +120,12 @@ var policyCmds = []policyCmd{
 // or topics, and expire-messages for topics.
 func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 	var out []*cobra.Command
-	base := func(arg string) (string, error) {
+	target := func(arg string) (adminclient.PolicyTarget, error) {
 		if topic {
-			p, _, err := topicPath(arg)
-			return "/admin/v2/" + p + "/", err
+			_, err := checkTopic(arg)
+			return adminclient.PolicyTarget{Topic: arg}, err
 		}
-		p, err := namespacePath(arg)
-		return "/admin/v2/namespaces/" + p + "/", err
+		return adminclient.PolicyTarget{Namespace: arg}, checkNamespace(arg)
 	}
 	argName := "TENANT/NAMESPACE"
 	if topic {
@@ -140,9 +141,16 @@ func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 		}
 		var quotaType string
 		var applied bool
+		// quotaQuery is the backlog quota's type parameter.
+		quotaQuery := func() url.Values {
+			if pc.nsPath != "backlogQuota" {
+				return nil
+			}
+			return url.Values{"backlogQuotaType": {quotaType}}
+		}
 		vals := make([]string, len(pc.flags))
 		set := leaf("set-"+pc.name+" "+argName, "Set the "+pc.name+" policy", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := base(args[0])
+			t, err := target(args[0])
 			if err != nil {
 				return err
 			}
@@ -150,11 +158,7 @@ func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			q := ""
-			if pc.nsPath == "backlogQuota" {
-				q = "?backlogQuotaType=" + url.QueryEscape(quotaType)
-			}
-			if err := a.do(cmd.Context(), "POST", p+path+q, body, nil); err != nil {
+			if err := a.c.SetPolicy(cmd.Context(), t, path, quotaQuery(), body); err != nil {
 				return err
 			}
 			return a.done(cmd, "set "+pc.name+" of "+args[0])
@@ -167,7 +171,7 @@ func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 			getName = pc.getName
 		}
 		get := leaf(getName+" "+argName, "Show the "+pc.name+" policy", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := base(args[0])
+			t, err := target(args[0])
 			if err != nil {
 				return err
 			}
@@ -175,11 +179,8 @@ func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 			if gp == "backlogQuota" {
 				gp = "backlogQuotaMap"
 			}
-			if applied {
-				gp += "?applied=true"
-			}
 			var v any
-			if err := a.do(cmd.Context(), "GET", p+gp, nil, &v); err != nil {
+			if err := a.c.GetPolicy(cmd.Context(), t, gp, applied, &v); err != nil {
 				return err
 			}
 			return a.show(cmd, v)
@@ -188,15 +189,11 @@ func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 			get.Flags().BoolVar(&applied, "applied", false, "the policy in force (topic, namespace or broker)")
 		}
 		remove := leaf("remove-"+pc.name+" "+argName, "Remove the "+pc.name+" policy", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := base(args[0])
+			t, err := target(args[0])
 			if err != nil {
 				return err
 			}
-			q := ""
-			if pc.nsPath == "backlogQuota" {
-				q = "?backlogQuotaType=" + url.QueryEscape(quotaType)
-			}
-			if err := a.do(cmd.Context(), "DELETE", p+path+q, nil, nil); err != nil {
+			if err := a.c.RemovePolicy(cmd.Context(), t, path, quotaQuery()); err != nil {
 				return err
 			}
 			return a.done(cmd, "removed "+pc.name+" of "+args[0])
@@ -212,12 +209,12 @@ func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 		var sub string
 		var secs string
 		expire := leaf("expire-messages TOPIC", "Expire a subscription's messages older than --expireTime", 1, func(cmd *cobra.Command, args []string) error {
-			return expireMessages(cmd, a, args[0], "subscription/"+url.PathEscape(sub), secs, sub == "")
+			return expireMessages(cmd, a, args[0], sub, secs, sub == "")
 		})
 		expire.Flags().StringVarP(&sub, "subscription", "s", "", "subscription (required)")
 		expireAll := leaf("expire-messages-all-subscriptions TOPIC", "Expire every subscription's messages older than --expireTime", 1,
 			func(cmd *cobra.Command, args []string) error {
-				return expireMessages(cmd, a, args[0], "all_subscription", secs, false)
+				return expireMessages(cmd, a, args[0], "", secs, false)
 			})
 		for _, c := range []*cobra.Command{expire, expireAll} {
 			c.Flags().StringVarP(&secs, "expireTime", "t", "0", "age (e.g. 10m)")
@@ -227,19 +224,25 @@ func policyCommands(a *adminClient, topic bool) []*cobra.Command {
 	return out
 }
 
+// expireMessages expires the messages of subscription sub ("": of all subscriptions).
 func expireMessages(cmd *cobra.Command, a *adminClient, topic, sub, age string, noSub bool) error {
 	if noSub {
 		return usageError{fmt.Errorf("-s/--subscription is required")}
 	}
-	p, _, err := topicPath(topic)
-	if err != nil {
+	if _, err := checkTopic(topic); err != nil {
 		return err
 	}
 	secs, err := parseFlag(policyFlag{name: "expireTime", kind: kindSeconds}, age)
 	if err != nil {
 		return usageError{err}
 	}
-	if err := a.do(cmd.Context(), "POST", fmt.Sprintf("/admin/v2/%s/%s/expireMessages/%d", p, sub, secs), nil, nil); err != nil {
+	d := time.Duration(secs.(int64)) * time.Second
+	if sub == "" {
+		err = a.c.ExpireMessagesAllSubscriptions(cmd.Context(), topic, d)
+	} else {
+		err = a.c.ExpireMessages(cmd.Context(), topic, sub, d)
+	}
+	if err != nil {
 		return err
 	}
 	return a.done(cmd, "expired messages of "+topic)

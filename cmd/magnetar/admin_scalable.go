@@ -3,41 +3,41 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
+	"math"
 	"sort"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/adminclient"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
-// scalablePath validates topic://tenant/ns/name and returns its /admin/v2/scalable path.
-func scalablePath(s string) (string, error) {
-	t, err := layout.ParseTopic(s)
-	if err != nil {
-		return "", usageError{err}
+// checkScalable validates topic://tenant/ns/name.
+func checkScalable(s string) error {
+	if _, err := layout.ParseTopic(s); err != nil {
+		return usageError{err}
 	}
-	return broker.ScalableAdminPath(t), nil
+	return nil
 }
 
-func segmentArg(s string) (string, error) {
-	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
-		return "", usageError{fmt.Errorf("segment id %q: want a number", s)}
+func segmentArg(s string) (uint64, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("segment id %q: want a number", s)}
 	}
-	return s, nil
+	return n, nil
 }
 
 func newAdminScalableCmd(a *adminClient) *cobra.Command {
 	c := group("scalable-topics", "Create, show, split, merge and delete scalable topics (topic://tenant/ns/name)")
 	var segments int
 	create := leaf("create TOPIC", "Create a scalable topic with --segments initial segments", 1, func(cmd *cobra.Command, args []string) error {
-		p, err := scalablePath(args[0])
-		if err != nil {
+		if err := checkScalable(args[0]); err != nil {
 			return err
 		}
-		if err := a.do(cmd.Context(), "PUT", p+"?segments="+strconv.Itoa(segments), nil, nil); err != nil {
+		if err := a.c.CreateScalableTopic(cmd.Context(), args[0], segments); err != nil {
 			return err
 		}
 		return a.done(cmd, "created scalable topic "+args[0])
@@ -45,32 +45,28 @@ func newAdminScalableCmd(a *adminClient) *cobra.Command {
 	create.Flags().IntVar(&segments, "segments", 1, "initial segments (splitting the hash space evenly)")
 	var at string
 	split := leaf("split TOPIC SEGMENT", "Split an active segment at its midpoint (or --at HASH, hex)", 2, func(cmd *cobra.Command, args []string) error {
-		p, err := scalablePath(args[0])
-		if err != nil {
+		if err := checkScalable(args[0]); err != nil {
 			return err
 		}
 		seg, err := segmentArg(args[1])
 		if err != nil {
 			return err
 		}
-		q := ""
 		if at != "" {
 			if _, err := strconv.ParseUint(at, 16, 16); err != nil {
 				return usageError{fmt.Errorf("--at %q: want a hash 0001-ffff in hex", at)}
 			}
-			q = "?at=" + url.QueryEscape(at)
 		}
-		if err := a.do(cmd.Context(), "POST", p+"/split/"+seg+q, nil, nil); err != nil {
+		if err := a.c.SplitSegment(cmd.Context(), args[0], seg, at); err != nil {
 			return err
 		}
-		return a.done(cmd, "split segment "+seg+" of "+args[0])
+		return a.done(cmd, "split segment "+args[1]+" of "+args[0])
 	})
 	split.Flags().StringVar(&at, "at", "", "split point: the first hash of the upper child (hex; default the midpoint)")
 	var seekTo string
 	seek := leaf("seek TOPIC SUBSCRIPTION SEGMENT", "Rewind a subscription on one segment to -m earliest or LEDGER:ENTRY; "+
 		"the segment's descendants are withheld from the stream consumers until it is drained again", 3, func(cmd *cobra.Command, args []string) error {
-		p, err := scalablePath(args[0])
-		if err != nil {
+		if err := checkScalable(args[0]); err != nil {
 			return err
 		}
 		seg, err := segmentArg(args[2])
@@ -80,53 +76,49 @@ func newAdminScalableCmd(a *adminClient) *cobra.Command {
 		if args[1] == "" {
 			return usageError{fmt.Errorf("empty subscription name")}
 		}
-		q := "?segment=" + seg
+		var pos *adminclient.Position
 		switch id, err := parseMessageID(seekTo); {
 		case err != nil:
 			return err
-		case id["ledgerId"] < 0:
-			q += "&earliest"
-		case id["ledgerId"] == 1<<63-1:
+		case id.LedgerID < 0:
+		case id.LedgerID == math.MaxInt64:
 			return usageError{fmt.Errorf("-m latest: a scalable seek takes earliest or LEDGER:ENTRY")}
 		default:
-			q += "&ledger=" + strconv.FormatInt(id["ledgerId"], 10) + "&entry=" + strconv.FormatInt(id["entryId"], 10)
+			pos = &id
 		}
-		if err := a.do(cmd.Context(), "POST", p+"/subscription/"+url.PathEscape(args[1])+"/seek"+q, nil, nil); err != nil {
+		if err := a.c.SeekScalableSubscription(cmd.Context(), args[0], args[1], seg, pos); err != nil {
 			return err
 		}
-		return a.done(cmd, "rewound subscription "+args[1]+" on segment "+seg+" of "+args[0])
+		return a.done(cmd, "rewound subscription "+args[1]+" on segment "+args[2]+" of "+args[0])
 	})
 	seek.Aliases = []string{"reset-cursor"}
 	seek.Flags().StringVarP(&seekTo, "message-id", "m", "earliest", "earliest or LEDGER:ENTRY (a message id of the segment)")
 	c.AddCommand(create, seek,
 		leaf("delete TOPIC", "Delete a scalable topic and all its segments", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := scalablePath(args[0])
-			if err != nil {
+			if err := checkScalable(args[0]); err != nil {
 				return err
 			}
-			if err := a.do(cmd.Context(), "DELETE", p, nil, nil); err != nil {
+			if err := a.c.DeleteScalableTopic(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			return a.done(cmd, "deleted scalable topic "+args[0])
 		}),
 		leaf("list TENANT/NAMESPACE", "List a namespace's scalable topics", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := namespacePath(args[0])
-			if err != nil {
+			if err := checkNamespace(args[0]); err != nil {
 				return err
 			}
-			var ts []string
-			if err := a.do(cmd.Context(), "GET", "/admin/v2/scalable/"+p, nil, &ts); err != nil {
+			ts, err := a.c.ScalableTopics(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			return a.showList(cmd, ts)
 		}),
 		leaf("layout TOPIC", "Show a topic's segment DAG (a tree; -o json: the layout record)", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := scalablePath(args[0])
-			if err != nil {
+			if err := checkScalable(args[0]); err != nil {
 				return err
 			}
 			var raw json.RawMessage
-			if err := a.do(cmd.Context(), "GET", p, nil, &raw); err != nil {
+			if err := a.c.ScalableLayout(cmd.Context(), args[0], &raw); err != nil {
 				return err
 			}
 			l, err := layout.Unmarshal(raw)
@@ -141,8 +133,7 @@ func newAdminScalableCmd(a *adminClient) *cobra.Command {
 		}),
 		split,
 		leaf("merge TOPIC SEGMENT SEGMENT", "Merge two adjacent active segments", 3, func(cmd *cobra.Command, args []string) error {
-			p, err := scalablePath(args[0])
-			if err != nil {
+			if err := checkScalable(args[0]); err != nil {
 				return err
 			}
 			s1, err := segmentArg(args[1])
@@ -153,18 +144,17 @@ func newAdminScalableCmd(a *adminClient) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := a.do(cmd.Context(), "POST", p+"/merge/"+s1+"/"+s2, nil, nil); err != nil {
+			if err := a.c.MergeSegments(cmd.Context(), args[0], s1, s2); err != nil {
 				return err
 			}
-			return a.done(cmd, "merged segments "+s1+" and "+s2+" of "+args[0])
+			return a.done(cmd, "merged segments "+args[1]+" and "+args[2]+" of "+args[0])
 		}),
 		leaf("stats TOPIC", "Show per-segment and aggregate statistics", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := scalablePath(args[0])
-			if err != nil {
+			if err := checkScalable(args[0]); err != nil {
 				return err
 			}
-			var st broker.ScalableStats
-			if err := a.do(cmd.Context(), "GET", p+"/stats", nil, &st); err != nil {
+			var st api.ScalableStats
+			if err := a.c.ScalableStats(cmd.Context(), args[0], &st); err != nil {
 				return err
 			}
 			if a.out.json() {
@@ -183,22 +173,20 @@ func newAdminScalableCmd(a *adminClient) *cobra.Command {
 			return nil
 		}),
 		leaf("subscriptions TOPIC", "List a topic's subscriptions", 1, func(cmd *cobra.Command, args []string) error {
-			p, err := scalablePath(args[0])
-			if err != nil {
+			if err := checkScalable(args[0]); err != nil {
 				return err
 			}
-			var subs []string
-			if err := a.do(cmd.Context(), "GET", p+"/subscriptions", nil, &subs); err != nil {
+			subs, err := a.c.ScalableSubscriptions(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			return a.showList(cmd, subs)
 		}),
 		leaf("create-subscription TOPIC SUBSCRIPTION", "Add a subscription (a cursor at the earliest of every segment)", 2, func(cmd *cobra.Command, args []string) error {
-			p, err := scalablePath(args[0])
-			if err != nil {
+			if err := checkScalable(args[0]); err != nil {
 				return err
 			}
-			if err := a.do(cmd.Context(), "PUT", p+"/subscription/"+url.PathEscape(args[1]), nil, nil); err != nil {
+			if err := a.c.CreateScalableSubscription(cmd.Context(), args[0], args[1]); err != nil {
 				return err
 			}
 			return a.done(cmd, "created subscription "+args[1]+" on "+args[0])

@@ -1,22 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-)
 
-// schemaPath is the /admin/v2/schemas path of a topic's schema resource.
-func schemaPath(topic, suffix string) (string, error) {
-	p, n, err := topicPath(topic)
-	if err != nil {
-		return "", err
-	}
-	return "/admin/v2/schemas/" + strings.TrimPrefix(p, n.Domain+"/") + suffix, nil
-}
+	"github.com/magnetar-io/magnetar/adminclient"
+)
 
 // readSchemaFile reads a schema payload file as pulsar-admin's --filename takes it:
 // {"type": "AVRO", "schema": "<definition>", "properties": {...}}; a file holding only an
@@ -46,33 +40,24 @@ func newAdminSchemasCmd(a *adminClient) *cobra.Command {
 	var version int64
 	var file, typ string
 	var force, applied bool
-	showPath := func(cmd *cobra.Command, method, path string, body any) error {
+	show := func(cmd *cobra.Command, topic string, call func(out any) error) error {
+		if _, err := checkTopic(topic); err != nil {
+			return err
+		}
 		var v any
-		if err := a.do(cmd.Context(), method, path, body, &v); err != nil {
+		if err := call(&v); err != nil {
 			return err
 		}
 		return a.show(cmd, v)
 	}
 	get := leaf("get TOPIC", "Show the latest schema of a topic (or --version N)", 1, func(cmd *cobra.Command, args []string) error {
-		suffix := "/schema"
-		if version >= 0 {
-			suffix = fmt.Sprintf("/schema/%d", version)
-		}
-		p, err := schemaPath(args[0], suffix)
-		if err != nil {
-			return err
-		}
-		return showPath(cmd, "GET", p, nil)
+		return show(cmd, args[0], func(out any) error { return a.c.Schema(cmd.Context(), args[0], version, out) })
 	})
 	get.Flags().Int64Var(&version, "version", -1, "schema version (default: the latest)")
 	list := leaf("list TOPIC", "Show every schema version of a topic", 1, func(cmd *cobra.Command, args []string) error {
-		p, err := schemaPath(args[0], "/schemas")
-		if err != nil {
-			return err
-		}
-		return showPath(cmd, "GET", p, nil)
+		return show(cmd, args[0], func(out any) error { return a.c.Schemas(cmd.Context(), args[0], out) })
 	})
-	withFile := func(use, short, suffix string) *cobra.Command {
+	withFile := func(use, short string, send func(c *adminclient.Client, ctx context.Context, topic string, payload, out any) error) *cobra.Command {
 		cmd := leaf(use+" TOPIC", short, 1, func(cmd *cobra.Command, args []string) error {
 			if file == "" {
 				return usageError{fmt.Errorf("-f/--filename is required")}
@@ -81,43 +66,31 @@ func newAdminSchemasCmd(a *adminClient) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := schemaPath(args[0], suffix)
-			if err != nil {
-				return err
-			}
-			return showPath(cmd, "POST", p, body)
+			return show(cmd, args[0], func(out any) error { return send(a.c, cmd.Context(), args[0], body, out) })
 		})
 		cmd.Flags().StringVarP(&file, "filename", "f", "", "schema payload file ({\"type\",\"schema\",\"properties\"} or an Avro definition)")
 		cmd.Flags().StringVar(&typ, "type", "AVRO", "schema type of a file holding only a definition")
 		return cmd
 	}
 	del := leaf("delete TOPIC", "Delete the schema of a topic", 1, func(cmd *cobra.Command, args []string) error {
-		p, err := schemaPath(args[0], fmt.Sprintf("/schema?force=%t", force))
-		if err != nil {
-			return err
-		}
-		return showPath(cmd, "DELETE", p, nil)
+		return show(cmd, args[0], func(out any) error { return a.c.DeleteSchema(cmd.Context(), args[0], force, out) })
 	})
 	del.Flags().BoolVar(&force, "force", false, "remove every version (versions start again at 0)")
-	strategyPath := func(arg string) (string, error) {
+	target := func(arg string) (adminclient.PolicyTarget, error) {
 		if isNamespaceArg(arg) {
-			p, err := namespacePath(arg)
-			return "/admin/v2/namespaces/" + p + "/schemaCompatibilityStrategy", err
+			return adminclient.PolicyTarget{Namespace: arg}, checkNamespace(arg)
 		}
-		p, _, err := topicPath(arg)
-		return "/admin/v2/" + p + "/schemaCompatibilityStrategy", err
+		_, err := checkTopic(arg)
+		return adminclient.PolicyTarget{Topic: arg}, err
 	}
 	getStrategy := leaf("get-strategy TOPIC|TENANT/NS", "Show the schema compatibility strategy of a topic or namespace", 1,
 		func(cmd *cobra.Command, args []string) error {
-			p, err := strategyPath(args[0])
+			t, err := target(args[0])
 			if err != nil {
 				return err
 			}
-			if applied && !isNamespaceArg(args[0]) {
-				p += "?applied=true"
-			}
 			var v any
-			if err := a.do(cmd.Context(), "GET", p, nil, &v); err != nil {
+			if err := a.c.SchemaCompatibilityStrategy(cmd.Context(), t, applied, &v); err != nil {
 				return err
 			}
 			if s, ok := v.(string); ok && !a.out.json() {
@@ -131,20 +104,21 @@ func newAdminSchemasCmd(a *adminClient) *cobra.Command {
 		"Set the schema compatibility strategy (ALWAYS_COMPATIBLE, ALWAYS_INCOMPATIBLE, BACKWARD, FORWARD, FULL, "+
 			"BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE, FULL_TRANSITIVE; a topic also takes UNDEFINED to remove its own)", 2,
 		func(cmd *cobra.Command, args []string) error {
-			p, err := strategyPath(args[0])
+			t, err := target(args[0])
 			if err != nil {
 				return err
 			}
-			method, body := "PUT", any(strings.ToUpper(args[1]))
-			if strings.EqualFold(args[1], "UNDEFINED") && !isNamespaceArg(args[0]) {
-				method, body = "DELETE", nil
+			if strings.EqualFold(args[1], "UNDEFINED") && t.Topic != "" {
+				err = a.c.RemoveSchemaCompatibilityStrategy(cmd.Context(), t)
+			} else {
+				err = a.c.SetSchemaCompatibilityStrategy(cmd.Context(), t, strings.ToUpper(args[1]))
 			}
-			if err := a.do(cmd.Context(), method, p, body, nil); err != nil {
+			if err != nil {
 				return err
 			}
 			return a.done(cmd, "schema compatibility strategy of "+args[0]+" set to "+strings.ToUpper(args[1]))
 		})
-	c.AddCommand(get, list, withFile("upload", "Register a schema for a topic", "/schema"),
-		withFile("compatibility", "Test whether a topic would take a schema", "/compatibility"), del, getStrategy, setStrategy)
+	c.AddCommand(get, list, withFile("upload", "Register a schema for a topic", (*adminclient.Client).UploadSchema),
+		withFile("compatibility", "Test whether a topic would take a schema", (*adminclient.Client).TestSchemaCompatibility), del, getStrategy, setStrategy)
 	return c
 }

@@ -2,95 +2,84 @@ package main
 
 import (
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/magnetar-io/magnetar/adminclient"
 )
 
 // newAdminTransactionsCmd is `magnetar admin transactions`, pulsar-admin's transactions
-// commands over /admin/v3/transactions.
+// commands over the admin API's v3 transactions resource.
 func newAdminTransactionsCmd(a *adminClient) *cobra.Command {
 	c := group("transactions", "Transaction coordinators, transactions, buffers and pending acknowledgements")
 	var coordinator int
 	var most, least uint64
 	var topic, sub string
 	var age time.Duration
-	get := func(cmd *cobra.Command, path string) error {
+	show := func(cmd *cobra.Command, read func(out any) error) error {
 		var v any
-		if err := a.do(cmd.Context(), "GET", "/admin/v3/transactions/"+path, nil, &v); err != nil {
+		if err := read(&v); err != nil {
 			return err
 		}
 		return a.show(cmd, v)
 	}
-	query := func() string {
-		if coordinator < 0 {
-			return ""
-		}
-		return fmt.Sprintf("?coordinatorId=%d", coordinator)
-	}
-	topicRest := func() (string, error) {
+	needTopic := func() error {
 		if topic == "" {
-			return "", usageError{fmt.Errorf("--topic is required")}
+			return usageError{fmt.Errorf("--topic is required")}
 		}
-		p, _, err := topicPath(topic)
-		return strings.TrimPrefix(p, "persistent/"), err
+		_, err := checkTopic(topic)
+		return err
 	}
-	subRest := func() (string, error) {
-		p, err := topicRest()
-		if err != nil {
-			return "", err
+	needSub := func() error {
+		if err := needTopic(); err != nil {
+			return err
 		}
 		if sub == "" {
-			return "", usageError{fmt.Errorf("--sub is required")}
+			return usageError{fmt.Errorf("--sub is required")}
 		}
-		return p + "/" + url.PathEscape(sub), nil
+		return nil
 	}
-	txnRest := func() string { return fmt.Sprintf("%d/%d", most, least) }
+	txn := func() adminclient.TxnID { return adminclient.TxnID{Most: most, Least: least} }
 
 	coordStats := leaf("coordinator-stats", "Stats of one coordinator (-c) or all", 0, func(cmd *cobra.Command, _ []string) error {
-		return get(cmd, "coordinatorStats"+query())
+		return show(cmd, func(out any) error { return a.c.CoordinatorStats(cmd.Context(), coordinator, out) })
 	})
 	coordStats.Flags().IntVarP(&coordinator, "coordinator-id", "c", -1, "coordinator id (default: all)")
 	metadata := leaf("transaction-metadata", "Status, participants and timestamps of a transaction", 0, func(cmd *cobra.Command, _ []string) error {
-		return get(cmd, "transactionMetadata/"+txnRest())
+		return show(cmd, func(out any) error { return a.c.TransactionMetadata(cmd.Context(), txn(), out) })
 	})
 	slow := leaf("slow-transactions", "Open transactions older than --time", 0, func(cmd *cobra.Command, _ []string) error {
 		if age < 0 {
 			return usageError{fmt.Errorf("--time must not be negative")}
 		}
-		return get(cmd, fmt.Sprintf("slowTransactions/%d", age.Milliseconds())+query())
+		return show(cmd, func(out any) error { return a.c.SlowTransactions(cmd.Context(), age, coordinator, out) })
 	})
 	slow.Flags().DurationVarP(&age, "time", "t", 0, "minimum age, e.g. 1m")
 	slow.Flags().IntVarP(&coordinator, "coordinator-id", "c", -1, "coordinator id (default: all)")
 	inBuffer := leaf("transaction-in-buffer-stats", "A transaction in a topic's transaction buffer", 0, func(cmd *cobra.Command, _ []string) error {
-		p, err := topicRest()
-		if err != nil {
+		if err := needTopic(); err != nil {
 			return err
 		}
-		return get(cmd, "transactionInBufferStats/"+p+"/"+txnRest())
+		return show(cmd, func(out any) error { return a.c.TransactionInBufferStats(cmd.Context(), topic, txn(), out) })
 	})
 	bufferStats := leaf("transaction-buffer-stats", "A topic's transaction buffer", 0, func(cmd *cobra.Command, _ []string) error {
-		p, err := topicRest()
-		if err != nil {
+		if err := needTopic(); err != nil {
 			return err
 		}
-		return get(cmd, "transactionBufferStats/"+p)
+		return show(cmd, func(out any) error { return a.c.TransactionBufferStats(cmd.Context(), topic, out) })
 	})
 	inPending := leaf("transaction-in-pending-ack-stats", "A transaction in a subscription's pending acknowledgements", 0, func(cmd *cobra.Command, _ []string) error {
-		p, err := subRest()
-		if err != nil {
+		if err := needSub(); err != nil {
 			return err
 		}
-		return get(cmd, "transactionInPendingAckStats/"+p+"/"+txnRest())
+		return show(cmd, func(out any) error { return a.c.TransactionInPendingAckStats(cmd.Context(), topic, sub, txn(), out) })
 	})
 	pendingStats := leaf("pending-ack-stats", "A subscription's pending acknowledgements", 0, func(cmd *cobra.Command, _ []string) error {
-		p, err := subRest()
-		if err != nil {
+		if err := needSub(); err != nil {
 			return err
 		}
-		return get(cmd, "pendingAckStats/"+p)
+		return show(cmd, func(out any) error { return a.c.PendingAckStats(cmd.Context(), topic, sub, out) })
 	})
 	for _, cc := range []*cobra.Command{metadata, inBuffer, inPending} {
 		cc.Flags().Uint64VarP(&most, "most-sig-bits", "m", 0, "transaction id: most significant bits (the coordinator)")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/magnetar-io/magnetar/pulsarclient"
 )
@@ -46,8 +47,16 @@ func (s scalableProducer) SendAsync(ctx context.Context, msg *pulsarclient.Produ
 func (s scalableProducer) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
 func (s scalableProducer) Topic() string                   { return s.topic }
 func (s scalableProducer) Close(ctx context.Context) error { return s.p.Close(ctx) }
-func (sf *serviceFlags) scalable() pulsarclient.ScalableOptions {
-	return pulsarclient.ScalableOptions{AdminURL: sf.adminURL}
+
+// scalable are the scalable-topic options: --admin-url, reached with the tools' credentials
+// and TLS settings.
+func (sf *serviceFlags) scalable() (pulsarclient.ScalableOptions, error) {
+	hc, err := sf.sec.httpClient()
+	if err != nil {
+		return pulsarclient.ScalableOptions{}, err
+	}
+	hc.Timeout = time.Minute // as pulsarclient's own client
+	return pulsarclient.ScalableOptions{AdminURL: sf.adminURL, HTTP: hc}, nil
 }
 
 // createProducer creates a producer of topic, scalable or not.
@@ -55,7 +64,11 @@ func createProducer(ctx context.Context, cl *pulsarclient.Client, sf *serviceFla
 	if !pulsarclient.IsScalableTopic(o.Topic) {
 		return cl.CreateProducer(ctx, o)
 	}
-	p, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{Topic: o.Topic, Producer: o, ScalableOptions: sf.scalable(),
+	so, err := sf.scalable()
+	if err != nil {
+		return nil, err
+	}
+	p, err := cl.CreateScalableProducer(ctx, pulsarclient.ScalableProducerOptions{Topic: o.Topic, Producer: o, ScalableOptions: so,
 		MaxPendingMessages: o.MaxPendingMessages})
 	if err != nil {
 		return nil, err
@@ -70,7 +83,11 @@ func subscribe(ctx context.Context, cl *pulsarclient.Client, sf *serviceFlags, o
 	if !pulsarclient.IsScalableTopic(o.Topic) {
 		return cl.Subscribe(ctx, o)
 	}
-	so := pulsarclient.ScalableConsumerOptions{ScalableOptions: sf.scalable(), Topic: o.Topic, Subscription: o.Subscription,
+	sco, err := sf.scalable()
+	if err != nil {
+		return nil, err
+	}
+	so := pulsarclient.ScalableConsumerOptions{ScalableOptions: sco, Topic: o.Topic, Subscription: o.Subscription,
 		Name: name, ReceiverQueueSize: o.ReceiverQueueSize}
 	if o.Type == pulsarclient.Exclusive || o.Type == pulsarclient.Failover {
 		if so.Name == "" {

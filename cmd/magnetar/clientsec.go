@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/magnetar-io/magnetar/adminclient"
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/config"
 	"github.com/magnetar-io/magnetar/pulsarclient"
@@ -148,44 +150,51 @@ func (s *clientSecurity) pulsarOptions(o *pulsarclient.Options) error {
 	return nil
 }
 
-// httpClient returns an HTTP client sending the credentials (Bearer or Basic; a tls plugin
-// presents its certificate) and verifying TLS as configured.
-func (s *clientSecurity) httpClient() (*http.Client, error) {
+// adminOptions are the admin client's TLS and credentials (Bearer or Basic; a tls plugin
+// presents its certificate).
+func (s *clientSecurity) adminOptions() (adminclient.Options, error) {
 	method, data, cert, key, err := s.credentials()
 	if err != nil {
-		return nil, err
+		return adminclient.Options{}, err
 	}
 	tcfg, err := s.tlsConfig(cert, key)
 	if err != nil {
+		return adminclient.Options{}, err
+	}
+	o := adminclient.Options{TLS: tcfg}
+	switch method {
+	case auth.MethodToken:
+		o.Auth = adminclient.TokenAuth(data)
+	case auth.MethodBasic:
+		o.Auth = func(context.Context) (string, error) {
+			d, err := data()
+			if err != nil {
+				return "", fmt.Errorf("credentials: %w", err)
+			}
+			return "Basic " + base64.StdEncoding.EncodeToString(d), nil
+		}
+	}
+	return o, nil
+}
+
+// httpClient returns an HTTP client sending the credentials and verifying TLS as configured
+// (the admin client's).
+func (s *clientSecurity) httpClient() (*http.Client, error) {
+	o, err := s.adminOptions()
+	if err != nil {
 		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tcfg
-	return &http.Client{Transport: authTransport{next: tr, method: method, data: data}}, nil
+	return adminclient.HTTPClient(o), nil
 }
 
-// authTransport adds the Authorization header of the token and basic methods.
-type authTransport struct {
-	next   http.RoundTripper
-	method string
-	data   func() ([]byte, error)
-}
-
-func (t authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.method != auth.MethodToken && t.method != auth.MethodBasic {
-		return t.next.RoundTrip(r)
-	}
-	d, err := t.data()
+// adminClient returns an admin REST client of the broker at base.
+func (s *clientSecurity) adminClient(base string) (*adminclient.Client, error) {
+	o, err := s.adminOptions()
 	if err != nil {
-		return nil, fmt.Errorf("credentials: %w", err)
+		return nil, err
 	}
-	r = r.Clone(r.Context())
-	if t.method == auth.MethodToken {
-		r.Header.Set("Authorization", "Bearer "+string(d))
-	} else {
-		r.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString(d))
-	}
-	return t.next.RoundTrip(r)
+	o.URLs = []string{base}
+	return adminclient.New(o)
 }
 
 // serviceFlags are the Pulsar tools' connection flags: --url and clientSecurity.

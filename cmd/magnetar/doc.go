@@ -11,7 +11,7 @@
 //	broker                              broker.go              a broker serving Pulsar clients
 //	autorecovery [status]               autorecovery.go        auditor and replication worker; their state
 //	ledger create|write|read|show|...   ledger.go              ledger tools
-//	admin tenants|namespaces|topics|... admin.go               a client of the admin v2 REST API
+//	admin tenants|namespaces|topics|... admin.go               the admin REST API's verbs (package adminclient)
 //	produce, consume                    client.go              Pulsar client tools (package pulsarclient)
 //	perf disk|ledger                    perf.go                benchmarks of the disk and of ledgers (package perf)
 //	perf produce|consume|e2e            perf_pulsar.go         Pulsar benchmarks (package perf)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/magnetar-io/magnetar/adminclient"
 	"github.com/magnetar-io/magnetar/auth"
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/config"
@@ -205,7 +206,7 @@ func adminURL(base string) string {
 	if base == "" {
 		return ""
 	}
-	return "admin " + base + "/admin/v2"
+	return "admin " + base + adminclient.V2Root
 }
 
 func joinNonEmpty(ss ...string) string {
