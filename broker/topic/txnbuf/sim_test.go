@@ -713,6 +713,10 @@ func (w *simWorld) notify(inc *simInc, id txn.ID) {
 		}
 		if s != 0 {
 			delete(inc.unresolved, id)
+		} else {
+			// A new resolution (the transaction registered again after it was forgotten):
+			// its first read of the aborted record is not a retry.
+			delete(inc.lookupFailed, id)
 		}
 		w.input(inc, fmt.Sprintf("ended %v %v", id, s), func(c *Core) { c.Ended(id, s) })
 	})
