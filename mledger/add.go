@@ -425,7 +425,11 @@ func (c *core) onRolloverRecorded(a uint64, w Writer, err error) {
 	}
 	c.tracef("rollover to %d lost the race (%v): deleting it once the record settles", w.ID(), err)
 	c.discardWriter(w, false)
-	if !c.mut.leakLostRaceLedger {
+	switch {
+	case c.mut.leakLostRaceLedger:
+	case c.mut.deleteLostRolloverAtOnce:
+		c.deleteLedger(w.ID()) // on purpose: the timed-out switch may still land
+	default:
 		c.dropLostRollover(w.ID())
 	}
 }

@@ -122,6 +122,11 @@ type mutation struct {
 	flushTimerIdle               bool // the flush timer persists no held cursor (MD2)
 	persistedClaimsHeld          bool // the persisted position is taken from memory, not from the state written (MD1)
 	closeDropsHeld               bool // closing a held cursor does not write its state (MD2)
+	// deleteLostRolloverAtOnce: a rollover whose switch failed deletes its new ledger at once,
+	// though its timed-out switch write may still land after that.
+	deleteLostRolloverAtOnce bool
+	// deleteCursorSwitchAtOnce: the same for a cursor's switch to a new cursor ledger.
+	deleteCursorSwitchAtOnce bool
 }
 
 func newCore(name string, cfg Config, e env, bk Ledgers, ms MetaStore, token string, log *slog.Logger) *core {

@@ -539,6 +539,10 @@ func (c *core) onCursorFirstAppended(cur *cursor, gen uint64, w Writer, st *Curs
 		if err != nil {
 			if !errors.Is(err, ErrFenced) && (cur.rec.cur == nil || cur.rec.cur.Ledger != w.ID()) {
 				c.discardWriter(w, false)
+				if c.mut.deleteCursorSwitchAtOnce {
+					c.deleteLedger(w.ID()) // on purpose: the timed-out switch may still land
+					return
+				}
 				c.settleCursorSwitch(cur, w.ID(), prev)
 				return
 			}

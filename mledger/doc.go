@@ -54,7 +54,12 @@
 //     writes fail ambiguously (applied or not, then a timeout) and a timed-out one may be
 //     applied late, after the owner's re-read, as etcd may do. scenarios_test.go scripts the
 //     races of apache/pulsar#25795 (a terminated log made writable by a late ledger switch)
-//     on it.
+//     on it; scenario_lateswitch_test.go a rollover's and a cursor's ledger switch that
+//     times out, is given up and lands afterwards (the new ledger is deleted only once the
+//     record has settled; mutations "a failed rollover deletes its ledger before its timed-out
+//     switch can land", first caught at seed 332, and "a failed cursor switch deletes its
+//     ledger at once", first at seed 11,317, beyond the search, so only the scenario runs it
+//     in CI).
 //   - TestWorld (world_test.go, worldports_test.go): the composed world: the core on the real
 //     ledger.Writer and ledger.Recovery over sim.Bookie, sim.Network and sim.MetaStore (lost
 //     and slow messages, ghosts that land after their caller timed out, bookie crashes), with

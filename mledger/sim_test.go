@@ -1065,6 +1065,7 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "MD2: the mark-delete rate is ignored", Mut: mutation{ignoreMarkDeleteRate: true}},
 		{Name: "MD2: the flush timer persists nothing", Mut: mutation{flushTimerIdle: true}},
 		{Name: "MD2: close drops a held state", Mut: mutation{closeDropsHeld: true}},
+		{Name: "M3: a failed rollover deletes its ledger before its timed-out switch can land", Mut: mutation{deleteLostRolloverAtOnce: true}},
 	}, func(seed int64, mut mutation) error {
 		o, _ := runSeed(seed, mut, false)
 		return o.Err
