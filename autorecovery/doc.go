@@ -87,11 +87,12 @@
 // known LAC; scenario_striped_test.go, the striped shape (WQ < E: the lost bookie holds no
 // entry of the unclosed fragment, so a wrong swap needs no read and only the swap check sees
 // it). In half the seeds (crashOnChange) a crashing writer dies as soon as its first ensemble
-// change is stored, which makes that shape common: the mutation "ensemble key closes a
+// change is stored, which makes both shapes — a lost bookie in a fragment that ends beyond
+// the known LAC — common (coverage counter UnclosedLost): the mutation "ensemble key closes a
 // fragment" is caught by seed 29 of TestSimCatchesMutations' search and seed 25 of
-// TestSimAutoRecovery's (by seed 282 of the search, beyond CI's 120, before). CI runs 120
-// seeds (about 18 s with -race on two cores). Replay a seed with
-// `go test ./autorecovery -run '^TestSimAutoRecovery$' -seed S -v`; a long run, without -race
+// TestSimAutoRecovery's (without it, by seeds 282 and 240: TestSimAutoRecovery's 120 seeds in
+// CI never met the shape). CI runs 120 seeds (about 18 s with -race on two cores). Replay a
+// seed with `go test ./autorecovery -run '^TestSimAutoRecovery$' -seed S -v`; a long run, without -race
 // (≈ 100 seeds/s on one core, so split it over machines with -first-seed):
 //
 //	go test ./autorecovery -run '^TestSimAutoRecovery$' -first-seed 1 -seeds 1000000 -timeout 0

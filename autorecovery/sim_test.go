@@ -36,9 +36,10 @@ type arParams struct {
 	// crashOnChange: a writer that crashes dies as soon as its first ensemble change is
 	// stored, before any entry of the new ensemble carries its LAC. Its earlier fragment ends
 	// beyond the LAC a reader can know, often with the failed (maybe lost) bookie in it: the
-	// shape of L4 that the ensemble-key rule gets wrong (scenario_striped_test.go). Without
-	// it the shape needs a crash timed by chance; the first seed that caught that mutation was
-	// 282, beyond the 120 seeds CI runs.
+	// shape of L4 that the ensemble-key rule gets wrong (seed001_test.go,
+	// scenario_striped_test.go). Without it the shape needs a crash timed by chance: with that
+	// mutation on, the first failing seed of TestSimAutoRecovery was 240 (a writer dead with
+	// its ensemble change in flight), beyond the 120 CI runs, and of the mutation search 282.
 	crashOnChange bool
 }
 
