@@ -3,8 +3,6 @@ package interop
 import (
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -15,41 +13,13 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
-
-	"github.com/magnetar-io/magnetar/admin"
-	"github.com/magnetar-io/magnetar/broker"
 )
 
 // The tests below use the real Pulsar Go client and the real Go admin client (pulsaradmin,
 // as pulsarctl uses it) against our broker and our admin REST API together.
 
-// adminCluster is a cluster whose broker also serves the admin REST API over HTTP.
-type adminCluster struct {
-	*cluster
-	http *httptest.Server
-}
-
-func newAdminCluster(t *testing.T) *adminCluster { return newAdminClusterWith(t, nil) }
-
-// newAdminClusterWith is newAdminCluster with the broker configuration changed by tweak.
-// The handler follows broker restarts.
-func newAdminClusterWith(t *testing.T, tweak func(*broker.Config)) *adminCluster {
-	t.Helper()
-	var c *cluster
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		admin.Handler(c.broker, admin.Options{Logger: testLogger(t)}).ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	c = newCluster(t, clusterOpts{tweak: func(cfg *broker.Config) {
-		cfg.HTTPURL = srv.URL
-		if tweak != nil {
-			tweak(cfg)
-		}
-	}})
-	return &adminCluster{cluster: c, http: srv}
-}
-
-func (c *adminCluster) admin() pulsaradmin.Client {
+// admin returns a pulsaradmin client of the cluster's admin REST API (clusterOpts.admin).
+func (c *cluster) admin() pulsaradmin.Client {
 	c.t.Helper()
 	a, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: c.http.URL})
 	if err != nil {
@@ -79,7 +49,7 @@ func statusOf(err error) int {
 // TestAdminClientResources: pulsaradmin creates and lists tenants, namespaces, topics,
 // partitioned topics and subscriptions, reads stats, and sees Pulsar's error codes.
 func TestAdminClientResources(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	a := c.admin()
 	tenants, err := a.Tenants().List()
 	if err != nil || !slices.Contains(tenants, "public") {
@@ -162,7 +132,7 @@ func mustNS(t *testing.T, s string) *utils.NameSpaceName {
 // and consumes from a subscription made over REST; stats count it all; a reset-cursor by
 // time makes the connected consumer receive everything again; terminate stops the producer.
 func TestAdminWithClientTraffic(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	a := c.admin()
 	ctx := ctxT(t, 2*time.Minute)
 	name := topicName(t)
@@ -275,7 +245,7 @@ func containsAny(s string, subs ...string) bool {
 // up over /lookup/v2 and /admin/v2/.../partitions, then produces and consumes over the
 // binary protocol.
 func TestHTTPServiceURL(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	ctx := ctxT(t, time.Minute)
 	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: c.http.URL, OperationTimeout: 30 * time.Second,
 		Logger: clientLogger()})

@@ -24,7 +24,7 @@ func TestBenchFeatures(t *testing.T) {
 		t.Skip("set MAGNETAR_BENCH_FEATURES=<messages> to run")
 	}
 	const keys, size = 1000, 100
-	c := newAdminClusterWith(t, func(cfg *broker.Config) { cfg.CompactionCheckInterval = -1 })
+	c := newCluster(t, clusterOpts{admin: true, tweak: func(cfg *broker.Config) { cfg.CompactionCheckInterval = -1 }})
 	cl := c.client()
 	payload := make([]byte, size)
 	publish := func(topic string) (float64, time.Duration) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/sirupsen/logrus"
 
+	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -76,10 +79,14 @@ func sharedEtcd(t testing.TB) []string {
 
 type clusterOpts struct {
 	memLog bool // in-memory logs instead of bookies (protocol-only tests)
+	admin  bool // the broker serves the admin REST API over HTTP (cluster.http)
+	// bookie changes the bookie's configuration (e.g. TLS) before it starts.
+	bookie func(*bookie.Config)
 	tweak  func(*broker.Config)
 }
 
-// cluster is a metadata namespace, a bookie and a broker.
+// cluster is a metadata namespace, a bookie and a broker: the package's one-broker cluster
+// (multiBroker, multibroker_test.go, is the other).
 type cluster struct {
 	t      *testing.T
 	store  metadata.Store
@@ -88,6 +95,9 @@ type cluster struct {
 	broker *broker.Service
 	url    string
 	mem    *topictest.Store
+	// http serves the broker's admin REST API (clusterOpts.admin; nil without), following
+	// broker restarts.
+	http *httptest.Server
 	// bookieCfg restarts the bookie on the same address and data (stopBookie,
 	// startBookie).
 	bookieCfg bookie.Config
@@ -107,6 +117,12 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
 	c := &cluster{t: t, store: metadatatest.NewStore(t, sharedEtcd(t))}
 	log := testLogger(t)
+	if o.admin {
+		c.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			admin.Handler(c.broker, admin.Options{Logger: log}).ServeHTTP(w, r)
+		}))
+		t.Cleanup(c.http.Close) // after the broker's (cleanups run last-in first-out)
+	}
 	// Reserved ports (itest.FreeAddr), so that a restart listens on the same one again.
 	c.cfg = broker.Config{Store: c.store, Listen: itest.FreeAddr(t), Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
 		Logger: log, KeepAliveInterval: 30 * time.Second}
@@ -115,8 +131,14 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		c.cfg.OpenLog = func(_ context.Context, name string) (topic.Log, error) { return c.mem.Open(name), nil }
 	} else {
 		c.bookieCfg = bookie.Config{Listen: itest.FreeAddr(t), DataDir: t.TempDir(), Store: c.store, Logger: log, GCInterval: -1}
+		if o.bookie != nil {
+			o.bookie(&c.bookieCfg)
+		}
 		c.startBookie()
 		t.Cleanup(func() { c.bookie.Close() })
+	}
+	if c.http != nil {
+		c.cfg.HTTPURL = c.http.URL
 	}
 	if o.tweak != nil {
 		o.tweak(&c.cfg)

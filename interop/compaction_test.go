@@ -17,7 +17,7 @@ import (
 )
 
 // compactNow triggers a compaction with pulsaradmin and waits for its outcome.
-func compactNow(t *testing.T, c *adminCluster, tn utils.TopicName) utils.LongRunningProcessStatus {
+func compactNow(t *testing.T, c *cluster, tn utils.TopicName) utils.LongRunningProcessStatus {
 	t.Helper()
 	adm := c.admin()
 	if err := adm.Topics().Compact(tn); err != nil {
@@ -97,8 +97,8 @@ func sendKV(t *testing.T, p pulsar.Producer, kvs [][2]string, marker string) {
 // before its commit (the previous compacted state stays; the next compaction succeeds).
 func TestCompactionReadCompacted(t *testing.T) {
 	var crash atomic.Bool
-	var c *adminCluster
-	c = newAdminClusterWith(t, func(cfg *broker.Config) {
+	var c *cluster
+	c = newCluster(t, clusterOpts{admin: true, tweak: func(cfg *broker.Config) {
 		cfg.CompactionCheckInterval = -1
 		cfg.CompactionBeforeCommit = func(compaction.State) error {
 			if crash.Load() {
@@ -106,7 +106,7 @@ func TestCompactionReadCompacted(t *testing.T) {
 			}
 			return nil
 		}
-	})
+	}})
 	cl := c.client()
 	topic := topicName(t)
 	tn := mustTopic(t, topic)
@@ -183,7 +183,7 @@ func TestCompactionReadCompacted(t *testing.T) {
 // TestCompactionThreshold: a topic-level compaction threshold (pulsaradmin) makes the broker
 // compact the topic on its own once more bytes than that follow the horizon.
 func TestCompactionThreshold(t *testing.T) {
-	c := newAdminClusterWith(t, func(cfg *broker.Config) { cfg.CompactionCheckInterval = 100 * time.Millisecond })
+	c := newCluster(t, clusterOpts{admin: true, tweak: func(cfg *broker.Config) { cfg.CompactionCheckInterval = 100 * time.Millisecond }})
 	cl := c.client()
 	adm := c.admin()
 	topic := topicName(t)
@@ -214,7 +214,7 @@ func TestCompactionThreshold(t *testing.T) {
 // compacted by the keys of their messages: a compacted reader sees exactly the latest value
 // of every key, one message per key; a plain reader still sees every message.
 func TestCompactionCompressed(t *testing.T) {
-	c := newAdminClusterWith(t, func(cfg *broker.Config) { cfg.CompactionCheckInterval = -1 })
+	c := newCluster(t, clusterOpts{admin: true, tweak: func(cfg *broker.Config) { cfg.CompactionCheckInterval = -1 }})
 	cl := c.client()
 	for _, codec := range compressedCodecs {
 		t.Run(codec.name, func(t *testing.T) {

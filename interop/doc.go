@@ -37,5 +37,20 @@
 //     mid-stream, bad frames close only their connection) and standalone_test.go (the built
 //     binary survives kill -9 with every acknowledged message).
 //
+// # Clusters
+//
+// A test starts its cluster in one of two ways, each in its own metadata namespace of the
+// shared etcd:
+//
+//   - newCluster (cluster_test.go): one bookie (or in-memory logs, clusterOpts.memLog) and one
+//     broker, optionally serving the admin REST API over HTTP (clusterOpts.admin); the
+//     security, policy, transaction and compaction tests set its options.
+//   - newMultiBroker (multibroker_test.go): one bookie and n brokers, each with its admin API
+//     on its own port, in the test process or as child processes (mbOpts.children, for
+//     kill -9); the proxy tests put proxies in front of one (startProxy, mbOpts.relayed).
+//
+// Brokers and bookies that restart on their address listen on ports reserved for the test
+// (itest.FreeAddr), which nothing else on the machine can take in between.
+//
 // MAGNETAR_TEST_LOG=info|debug prints the broker's logs (debug also the client's).
 package interop

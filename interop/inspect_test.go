@@ -35,7 +35,7 @@ func createWithSub(t *testing.T, adm pulsaradmin.Client, tn utils.TopicName, sub
 // examinemessage path, return what pulsar-client-go produced (payloads, properties, keys,
 // ids), batches split into their messages, without consuming anything.
 func TestMessageInspection(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	cl := c.client()
 	adm := c.admin()
 	topic := topicName(t)
@@ -161,7 +161,7 @@ func TestMessageInspection(t *testing.T) {
 // compressed with LZ4 or ZSTD is answered uncompressed, so pulsaradmin's peek and
 // get-by-id split the batch into every one of its messages.
 func TestMessageInspectionCompressed(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	cl := c.client()
 	adm := c.admin()
 	for _, codec := range compressedCodecs {

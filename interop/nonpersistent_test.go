@@ -20,7 +20,7 @@ func npTopicName(t *testing.T) string {
 }
 
 // subStats reads one subscription's stats of a topic over the admin REST API.
-func subStats(t *testing.T, c *adminCluster, topic, sub string) map[string]any {
+func subStats(t *testing.T, c *cluster, topic, sub string) map[string]any {
 	t.Helper()
 	tn := mustTopic(t, topic)
 	resp, err := http.Get(c.http.URL + "/admin/v2/" + tn.GetRestPath() + "/stats")
@@ -42,7 +42,7 @@ func subStats(t *testing.T, c *adminCluster, topic, sub string) map[string]any {
 // every message published while they are connected, in order; a subscription made later
 // sees only what follows it; nothing is stored; the topic is listed as non-persistent only.
 func TestNonPersistentDelivery(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	cl := c.client()
 	adm := c.admin()
 	topic := npTopicName(t)
@@ -136,7 +136,7 @@ func TestNonPersistentDelivery(t *testing.T) {
 // receives afterwards plus what was dropped is exactly what was published; a consumer that
 // keeps receiving accounts for every message the same way.
 func TestNonPersistentSlowConsumer(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	cl := c.client()
 	topic := npTopicName(t)
 	ctx := ctxT(t, 2*time.Minute)
@@ -191,7 +191,7 @@ func TestNonPersistentSlowConsumer(t *testing.T) {
 // spreads a producer's messages over its partitions and a consumer of the topic gets them
 // all; its partitioned stats answer.
 func TestNonPersistentPartitioned(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	cl := c.client()
 	adm := c.admin()
 	topic := npTopicName(t)

@@ -28,7 +28,7 @@ func TestBenchPolicyOverhead(t *testing.T) {
 		rounds = 5
 	}
 	const size, window = 100, 2000
-	c := newAdminClusterWith(t, nil) // the broker's default check intervals
+	c := newCluster(t, clusterOpts{admin: true}) // the broker's default check intervals
 	a := c.admin()
 	cl := c.client()
 	plain, policed := topicName(t)+"-none", topicName(t)+"-all"
@@ -86,7 +86,7 @@ func TestBenchPolicyOverhead(t *testing.T) {
 // setEveryPolicy sets every topic policy on topic, each far from triggering: the data path
 // runs its checks (the publish rate's bucket, the dispatch rates, the limits) without
 // throttling, refusing or expiring anything.
-func setEveryPolicy(t *testing.T, c *adminCluster, topic string) {
+func setEveryPolicy(t *testing.T, c *cluster, topic string) {
 	t.Helper()
 	a := c.admin()
 	tn := mustTopic(t, topic)

@@ -28,7 +28,7 @@ func policyPath(topic, policy string) string {
 }
 
 // policyTopic starts a policy test cluster and creates a topic named after the test on it.
-func policyTopic(t *testing.T, tweak func(*broker.Config)) (*adminCluster, string, utils.TopicName) {
+func policyTopic(t *testing.T, tweak func(*broker.Config)) (*cluster, string, utils.TopicName) {
 	t.Helper()
 	c := newPolicyCluster(t, tweak)
 	topic := topicName(t)

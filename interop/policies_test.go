@@ -23,15 +23,15 @@ import (
 // call), drive real traffic with pulsar-client-go and assert what the client sees. The
 // checks run on short intervals (Config.Policies) so that nothing waits out real minutes.
 
-func newPolicyCluster(t *testing.T, tweak func(*broker.Config)) *adminCluster {
-	return newAdminClusterWith(t, func(cfg *broker.Config) {
+func newPolicyCluster(t *testing.T, tweak func(*broker.Config)) *cluster {
+	return newCluster(t, clusterOpts{admin: true, tweak: func(cfg *broker.Config) {
 		cfg.Policies.BacklogQuotaCheckInterval = 100 * time.Millisecond
 		cfg.Policies.MessageExpiryCheckInterval = 100 * time.Millisecond
 		cfg.Policies.InactiveTopicCheckInterval = 100 * time.Millisecond
 		if tweak != nil {
 			tweak(cfg)
 		}
-	})
+	}})
 }
 
 // fixedBackoff retries every d (the tests must not wait out the client's growing backoff).
@@ -44,14 +44,14 @@ func (b fixedBackoff) Reset()                    {}
 var _ backoff.Policy = fixedBackoff{}
 
 // stats reads a topic's statistics with Magnetar's fields.
-func (c *adminCluster) stats(topic string) broker.TopicStats {
+func (c *cluster) stats(topic string) broker.TopicStats {
 	c.t.Helper()
 	var st broker.TopicStats
 	c.getJSON("/admin/v2/persistent/"+strings.TrimPrefix(topic, "persistent://")+"/stats", &st)
 	return st
 }
 
-func (c *adminCluster) getJSON(path string, v any) {
+func (c *cluster) getJSON(path string, v any) {
 	c.t.Helper()
 	resp, err := http.Get(c.http.URL + path)
 	if err != nil {
@@ -68,7 +68,7 @@ func (c *adminCluster) getJSON(path string, v any) {
 }
 
 // post POSTs a JSON body to the admin API, failing the test unless it is 204.
-func (c *adminCluster) post(path, body string) {
+func (c *cluster) post(path, body string) {
 	c.t.Helper()
 	resp, err := http.Post(c.http.URL+path, "application/json", strings.NewReader(body))
 	if err != nil {

@@ -35,7 +35,7 @@ type userV2 struct {
 // tests compatibility, deletes the schema, and schema validation enforcement refuses a
 // producer without a schema.
 func TestSchemaCompatibilityAvro(t *testing.T) {
-	c := newAdminCluster(t)
+	c := newCluster(t, clusterOpts{admin: true})
 	cl := c.client()
 	adm := c.admin()
 	topic := topicName(t)

@@ -16,7 +16,6 @@ import (
 	"github.com/magnetar-io/magnetar/bookie"
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	"github.com/magnetar-io/magnetar/tlsconf"
 	"github.com/magnetar-io/magnetar/tlsconf/tlstest"
 )
@@ -329,27 +328,18 @@ func TestBookieTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := metadatatest.NewStore(t, sharedEtcd(t))
+	c := newCluster(t, clusterOpts{
+		bookie: func(bc *bookie.Config) { bc.TLS = bts.Config() },
+		tweak:  func(cfg *broker.Config) { cfg.BookieDial = bkclient.DialTLS(cc) },
+	})
 	ctx := ctxT(t, 30*time.Second)
-	b, err := bookie.Start(ctx, bookie.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Store: store,
-		Logger: testLogger(t), GCInterval: -1, TLS: bts.Config()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	svc, err := broker.Start(ctx, broker.Config{Store: store, Listen: "127.0.0.1:0", Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
-		Logger: testLogger(t), BookieDial: bkclient.DialTLS(cc)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	if err := roundTripOne(t, clientWith(t, pulsar.ClientOptions{URL: "pulsar://" + svc.Addr().String()})); err != nil {
+	if err := roundTripOne(t, clientWith(t, pulsar.ClientOptions{URL: c.url})); err != nil {
 		t.Fatalf("through a TLS bookie: %v", err)
 	}
 	// A plain client of the bookie gets no answer it can read: a TLS dial without a client
 	// certificate is refused by the bookie.
 	noCert, _ := tlsconf.Client(tlsconf.ClientOptions{TrustCertsFile: p.caFile})
-	conn, err := bkclient.DialTLS(noCert)(ctx, b.Addr())
+	conn, err := bkclient.DialTLS(noCert)(ctx, c.bookie.Addr())
 	if err == nil {
 		_, err = conn.Read(make([]byte, 1))
 		conn.Close()
