@@ -33,8 +33,9 @@
 //     completions and the core's timers arrive as events, with the time where the core
 //     decides by it; after each one the goroutine publishes the SENDs the core released,
 //     performs the core's Ready (Log.AddAsync, Log.SetProperty, Log.Terminate, frames to
-//     the clients, a timer to arm) and feeds the completions back tagged with what they
-//     were issued for (a timer with the time it was asked for); the core drops a stale one.
+//     the clients, relative dispatch rates to set, timers to arm) and feeds the
+//     completions back tagged with what they were issued for (a timer with the time it
+//     was asked for); the core drops a stale one.
 //     The core is a field of Topic, changed only through its methods. Log I/O runs on
 //     helper goroutines that the topic tracks (spawn): run waits for them after it stops
 //     taking events, and Done, Close and Delete wait for run.
@@ -51,14 +52,15 @@
 //   - Policies (policy.go) are events too: SetPolicies and SetQuotaBlock run on the topic
 //     goroutine, which gives them to the topic core and passes the limits on to each
 //     subscription's goroutine, whose dispatcher core takes its dispatch rate (SetRate).
-//     Timers only post events (the publish rate's release, asked for by the core; the
-//     timed deduplication snapshots). The topic dispatch rate is a leaf structure under a
-//     mutex (topicDispatch) that the subscriptions' dispatcher cores draw on together
-//     (dispatch.Limiter). A dispatch rate relative to the publish rate
-//     (Policies.DispatchRelative, SubDispatchRelative: Pulsar's relativeToPublishRate) is
-//     retuned every second by a timer that posts to the topic goroutine: it measures the
-//     publish rate since the last tick, retunes the topic's dispatch buckets and posts the
-//     subscriptions' retune to theirs (Core.RetuneRate).
+//     The topic core asks for its timers (the publish rate's release, the measurement of
+//     the publish rate for relative dispatch rates, the timed deduplication snapshots); a
+//     timer only posts the core's timerFired to the topic goroutine. The topic dispatch
+//     rate is a leaf structure under a mutex (topicDispatch) that the subscriptions'
+//     dispatcher cores draw on together (dispatch.Limiter). For a dispatch rate relative to
+//     the publish rate (Policies.DispatchRelative, SubDispatchRelative: Pulsar's
+//     relativeToPublishRate) the core measures the publish rate every second; the topic
+//     goroutine retunes the topic's dispatch buckets and posts the subscriptions' retune to
+//     theirs (Core.RetuneRate).
 //
 // # States
 //

@@ -96,22 +96,20 @@ func (t *Topic) SetPolicies(p Policies) {
 			s.setPolicies(p)
 		}
 		t.publishReleased() // before a deduplication change
-		t.armRelativeDispatch()
-		if p.Dedup != nil {
-			t.core.setDedup(*p.Dedup)
-		}
-		t.armDedupSnapshots(p.DedupSnapshotInterval)
+		t.core.setDedupPolicy(p, now)
 	})
 }
 
-// setPolicies puts p in force at now (Unix ns): the publish rate starts again from a full
-// bucket and releases the held SENDs it allows.
+// setPolicies puts p in force at now (Unix ns), but for deduplication (setDedupPolicy): the
+// publish rate starts again from a full bucket and releases the held SENDs it allows, and a
+// dispatch rate relative to the publish rate starts measuring it.
 func (c *topicCore) setPolicies(p Policies, now int64) {
 	c.pol = p
 	c.msgLimit.span, c.byteLimit.span = publishSpan, publishSpan
 	c.msgLimit.set(p.PublishRateMsgs, now)
 	c.byteLimit.set(p.PublishRateBytes, now)
 	c.releaseThrottled(now)
+	c.armRelative(now)
 }
 
 // Dispatch rates relative to the publish rate.
@@ -134,78 +132,109 @@ func relativeOn(p Policies) bool {
 		p.SubDispatchRelative && (p.SubDispatchRateMsgs > 0 || p.SubDispatchRateBytes > 0)
 }
 
-// armRelativeDispatch starts the measurement of the publish rate when a relative dispatch
-// rate is set (on the topic goroutine; the tick stops itself once none is).
-func (t *Topic) armRelativeDispatch() {
-	if !relativeOn(t.core.pol) || t.relative.timer != nil {
+// relativeRates is the publish rate a relative tick measured, at (Unix ns).
+type relativeRates struct {
+	msgs, bytes float64
+	at          int64
+}
+
+// armRelative starts measuring the publish rate at now when a relative dispatch rate is
+// set and no measurement runs (a tick stops it once none is set).
+func (c *topicCore) armRelative(now int64) {
+	if !relativeOn(c.pol) || c.timerAt[timerRelative] != 0 {
 		return
 	}
-	t.relative.msgs, t.relative.bytes, t.relative.at = t.core.rateIn.msgs, t.core.rateIn.bytes, time.Now().UnixNano()
-	var tick func()
-	tick = func() {
-		t.post(func() {
-			t.relative.timer = nil
-			if t.core.state == StateClosed || !relativeOn(t.core.pol) {
-				return
-			}
-			t.relativeTick(time.Now().UnixNano())
-			t.relative.timer = time.AfterFunc(relativeEvery, tick)
-		})
+	c.relative.msgs, c.relative.bytes, c.relative.at = c.rateIn.msgs, c.rateIn.bytes, now
+	c.askTimer(timerRelative, now+int64(relativeEvery))
+}
+
+// relativeTick measures the publish rate at now for the relative dispatch rates, which the
+// owner sets (Ready.retune), and asks for the next tick.
+func (c *topicCore) relativeTick(now int64) {
+	if c.state == StateClosed || !relativeOn(c.pol) {
+		return
 	}
-	t.relative.timer = time.AfterFunc(relativeEvery, tick)
+	if r, ok := c.measureRelative(now); ok {
+		c.ready.retune = &r
+	}
+	c.askTimer(timerRelative, now+int64(relativeEvery))
+}
+
+// measureRelative returns the publish rate since the last measurement (false if no time
+// passed) and starts the next one at now.
+func (c *topicCore) measureRelative(now int64) (relativeRates, bool) {
+	r := &c.relative
+	el := float64(now-r.at) / 1e9
+	if el <= 0 {
+		return relativeRates{}, false
+	}
+	m := relativeRates{msgs: float64(c.rateIn.msgs-r.msgs) / el, bytes: float64(c.rateIn.bytes-r.bytes) / el, at: now}
+	r.msgs, r.bytes, r.at = c.rateIn.msgs, c.rateIn.bytes, now
+	return m, true
 }
 
 // relativeTick measures the publish rate since the last tick and sets the relative
 // dispatch rates to the configured ones plus it.
 func (t *Topic) relativeTick(now int64) {
-	r := &t.relative
-	el := float64(now-r.at) / 1e9
-	if el <= 0 {
-		return
+	if r, ok := t.core.measureRelative(now); ok {
+		t.retune(r)
 	}
-	msgRate, byteRate := float64(t.core.rateIn.msgs-r.msgs)/el, float64(t.core.rateIn.bytes-r.bytes)/el
-	r.msgs, r.bytes, r.at = t.core.rateIn.msgs, t.core.rateIn.bytes, now
+}
+
+// retune sets the dispatch rates relative to the publish rate to the configured ones plus
+// the measured r: the topic's here, the subscriptions' on their goroutines.
+func (t *Topic) retune(r relativeRates) {
 	p := t.core.pol
 	if p.DispatchRelative {
 		t.dispatch.Lock()
-		t.dispatch.msgs.retune(relativeRate(p.DispatchRateMsgs, msgRate), now)
-		t.dispatch.bytes.retune(relativeRate(p.DispatchRateBytes, byteRate), now)
+		t.dispatch.msgs.retune(relativeRate(p.DispatchRateMsgs, r.msgs), r.at)
+		t.dispatch.bytes.retune(relativeRate(p.DispatchRateBytes, r.bytes), r.at)
 		t.dispatch.Unlock()
 	}
 	if p.SubDispatchRelative {
 		for _, s := range t.subs {
 			s.post(func() {
-				s.d.RetuneRate(relativeRate(p.SubDispatchRateMsgs, msgRate), relativeRate(p.SubDispatchRateBytes, byteRate))
+				s.d.RetuneRate(relativeRate(p.SubDispatchRateMsgs, r.msgs), relativeRate(p.SubDispatchRateBytes, r.bytes))
 				s.flush()
 			})
 		}
 	}
 }
 
-// armDedupSnapshots (re)starts the timed deduplication snapshots at interval d (0: none).
-func (t *Topic) armDedupSnapshots(d time.Duration) {
-	if d == t.dedupInterval {
+// setDedupPolicy applies p's deduplication switch and snapshot interval at now.
+func (c *topicCore) setDedupPolicy(p Policies, now int64) {
+	if p.Dedup != nil {
+		c.setDedup(*p.Dedup)
+	}
+	d := p.DedupSnapshotInterval
+	if d == c.dedupInterval {
 		return
 	}
-	t.dedupInterval = d
-	if t.dedupTimer != nil {
-		t.dedupTimer.Stop()
-		t.dedupTimer = nil
+	c.dedupInterval = d
+	c.timerAt[timerDedup] = 0 // the timer of the old interval is stale
+	if d > 0 {
+		c.askTimer(timerDedup, now+int64(d))
 	}
-	if d <= 0 {
+}
+
+// dedupTick takes a timed deduplication snapshot if entries were stored since the last
+// one, and asks for the next tick.
+func (c *topicCore) dedupTick(now int64) {
+	if c.state == StateClosed || c.dedupInterval <= 0 {
 		return
 	}
-	var tick func()
-	tick = func() {
-		t.post(func() {
-			if t.dedupInterval != d || t.core.state == StateClosed {
-				return
-			}
-			t.core.snapshotDedupNow()
-			t.dedupTimer = time.AfterFunc(d, tick)
-		})
+	c.snapshotDedupNow()
+	c.askTimer(timerDedup, now+int64(c.dedupInterval))
+}
+
+// armTimer performs the core's timer request: at its time it feeds timerFired.
+func (t *Topic) armTimer(ct coreTimer) {
+	if old := t.timers[ct.kind]; old != nil {
+		old.Stop()
 	}
-	t.dedupTimer = time.AfterFunc(d, tick)
+	t.timers[ct.kind] = time.AfterFunc(time.Until(time.Unix(0, ct.at)), func() {
+		t.post(func() { t.core.timerFired(ct.kind, ct.at, time.Now().UnixNano()) })
+	})
 }
 
 // SetQuotaBlock sets what the backlog quota does to producers. Entering a block closes the
@@ -490,22 +519,11 @@ func (c *topicCore) admitRate(m Message, now int64) bool {
 // armThrottle asks for a timer at the time the buckets have tokens again (at least a
 // millisecond from now), if SENDs are held and none is asked for yet.
 func (c *topicCore) armThrottle(now int64) {
-	if c.throttleAt != 0 || len(c.throttled) == 0 || c.mut.publishNoWake {
+	if c.timerAt[timerPublish] != 0 || len(c.throttled) == 0 || c.mut.publishNoWake {
 		return
 	}
 	d := max(c.msgLimit.wait(), c.byteLimit.wait(), time.Millisecond)
-	c.throttleAt = now + int64(d)
-	c.ready.timerAt = c.throttleAt
-}
-
-// publishTick is the timer asked for at, firing at now: it releases the held SENDs the rate
-// allows. A tick of a timer the core no longer waits for is dropped.
-func (c *topicCore) publishTick(at, now int64) {
-	if at != c.throttleAt || at == 0 {
-		return
-	}
-	c.throttleAt = 0
-	c.releaseThrottled(now)
+	c.askTimer(timerPublish, now+int64(d))
 }
 
 // releaseThrottled releases the held SENDs the rate allows at now (all of them if the limits are
@@ -526,16 +544,6 @@ func (c *topicCore) releaseThrottled(now int64) {
 		c.throttled = nil
 	}
 	c.armThrottle(now)
-}
-
-// armPublishTimer performs the core's timer request: at (Unix ns) it feeds publishTick.
-func (t *Topic) armPublishTimer(at int64) {
-	if t.throttleTimer != nil {
-		t.throttleTimer.Stop()
-	}
-	t.throttleTimer = time.AfterFunc(time.Until(time.Unix(0, at)), func() {
-		t.post(func() { t.core.publishTick(at, time.Now().UnixNano()) })
-	})
 }
 
 // The topic dispatch rate.
@@ -660,10 +668,6 @@ func (t *Topic) policyStats(st *Stats) {
 
 // flushThrottled publishes every held SEND (the topic is closing: they are answered).
 func (t *Topic) flushThrottled() {
-	if t.throttleTimer != nil {
-		t.throttleTimer.Stop()
-		t.throttleTimer = nil
-	}
 	t.core.releaseThrottled(time.Now().UnixNano())
 	t.publishReleased()
 }

@@ -65,7 +65,7 @@ func TestRelativeDispatchRate(t *testing.T) {
 	tp.core.pol = Policies{DispatchRateMsgs: 10, DispatchRelative: true}
 	tp.dispatch.msgs.set(10, now)
 	tp.dispatch.bytes.set(0, now)
-	tp.relative.at = now
+	tp.core.relative.at = now
 	tp.core.rateIn.add(100, 5000) // 100 messages published in the next 2 s
 	now += 2 * int64(time.Second)
 	tp.relativeTick(now)

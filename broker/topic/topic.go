@@ -87,18 +87,8 @@ type Topic struct {
 	closeErr      error
 	deleting      bool
 	closingSubs   int
-	// throttleTimer performs the core's timer request for the publish rate (policy.go).
-	throttleTimer *time.Timer
-	// dedupTimer takes the timed deduplication snapshots every dedupInterval (policy.go).
-	dedupTimer    *time.Timer
-	dedupInterval time.Duration
-	// relative measures the publish rate for the dispatch rates relative to it (policy.go):
-	// the totals and time of the last tick.
-	relative struct {
-		timer       *time.Timer
-		msgs, bytes int64
-		at          int64
-	}
+	// timers perform the core's timer requests, one per kind (policy.go).
+	timers [numTimers]*time.Timer
 	// dispatch is the topic dispatch rate, shared by the subscriptions' goroutines.
 	dispatch topicDispatch
 }
@@ -203,8 +193,11 @@ func (t *Topic) perform() {
 	for i := range rd.out {
 		t.tell(&rd.out[i])
 	}
-	if rd.timerAt != 0 {
-		t.armPublishTimer(rd.timerAt)
+	if rd.retune != nil {
+		t.retune(*rd.retune)
+	}
+	for _, ct := range rd.timers {
+		t.armTimer(ct)
 	}
 	t.core.recycle(&rd)
 }
@@ -288,7 +281,7 @@ func (t *Topic) spawn(fn func()) {
 
 // stopTimers stops the timers that post to the topic (it has stopped).
 func (t *Topic) stopTimers() {
-	for _, tm := range []*time.Timer{t.throttleTimer, t.dedupTimer, t.relative.timer} {
+	for _, tm := range t.timers {
 		if tm != nil {
 			tm.Stop()
 		}

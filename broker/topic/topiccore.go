@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/magnetar-io/magnetar/internal/fsm"
 	"slices"
 	"strconv"
+	"time"
+
+	"github.com/magnetar-io/magnetar/internal/fsm"
 
 	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -16,18 +18,19 @@ import (
 // topicCore is the topic's sans-I/O state machine: its lifecycle state, the producers and
 // their access modes, the topic epoch, the deduplication state, the publish pipeline, and
 // the policies' decisions on them (policy.go): which SENDs the publish rate admits, holds
-// and releases, and which subscribes the subscribe-rate windows admit. It reads no clock and
-// starts no goroutine: the time is an input (Unix ns) of the calls that need it. It is
-// thread-unsafe and owned by the topic goroutine (Topic.run) or by the simulator
-// (topiccore_sim_test.go); the owner changes it only through its methods.
+// and releases, which subscribes the subscribe-rate windows admit, the publish rate the
+// relative dispatch rates follow, and when timed deduplication snapshots are taken. It
+// reads no clock and starts no goroutine: the time is an input (Unix ns) of the calls that
+// need it. It is thread-unsafe and owned by the topic goroutine (Topic.run) or by the
+// simulator (topiccore_sim_test.go); the owner changes it only through its methods.
 //
 // Inputs are method calls (a producer arrives or leaves, a SEND, new policies, a subscribe
-// to count, a publish timer fired, an add or property write completed, terminate asked or
+// to count, a timer fired, an add or property write completed, terminate asked or
 // completed); outputs accumulate in ready, which the owner takes with takeReleased and
 // takeReady and performs in order: the released SENDs to publish, adds to hand to the log,
-// property writes, a terminate, what to tell the clients, and a timer to arm. Completions
-// come back tagged with what they were issued for (the add, the write's tag, the terminate
-// attempt, the timer's time); a stale one is dropped.
+// property writes, a terminate, what to tell the clients, relative dispatch rates to set,
+// and timers to arm. Completions come back tagged with what they were issued for (the add,
+// the write's tag, the terminate attempt, the timer's time); a stale one is dropped.
 //
 // Durable writes complete before anything that depends on them is reported: an exclusive
 // producer is told it is connected (PRODUCER_SUCCESS) only once its topic epoch is stored;
@@ -83,11 +86,18 @@ type topicCore struct {
 	// tokens, and never ahead of a held one.
 	msgLimit, byteLimit tokenBucket
 	throttled           []heldSend
-	throttleAt          int64
 	rateLimited         int64
 	// subscribeRate counts each consumer's subscribes in its current rate window.
 	// Invariant: at most pol.SubscribeRate are admitted per window.
 	subscribeRate subscribeWindows
+	// relative measures the publish rate for the dispatch rates relative to it: the
+	// totals and time (Unix ns) of the last measurement.
+	relative struct{ msgs, bytes, at int64 }
+	// dedupInterval is the timed deduplication snapshots' interval (0: none).
+	dedupInterval time.Duration
+	// timerAt is, per kind, the time (Unix ns) of the timer the core asked for (0: none);
+	// a timer firing for another time is stale.
+	timerAt [numTimers]int64
 
 	ready coreReady
 }
@@ -117,19 +127,61 @@ type pubOp struct {
 // (takeReleased: the owner publishes each, which adds to this Ready), then the adds
 // (Log.AddAsync, completing with added), the property writes (Log.SetProperty, completing
 // with propertyWritten), the terminate (Log.Terminate, completing with terminated), the
-// outputs to the clients, and a timer for timerAt that calls publishTick(timerAt, now).
+// outputs to the clients, the dispatch rates relative to the publish rate to set, and the
+// timers to arm: each calls timerFired(kind, at, now) at its time (a timer asked for again
+// replaces the one of its kind).
 type coreReady struct {
 	released  []heldSend
 	adds      []*pubOp
 	props     []propWrite
 	terminate uint64 // tag of a terminate to perform (0: none)
 	out       []output
-	timerAt   int64 // Unix ns (0: none)
+	retune    *relativeRates
+	timers    []coreTimer
 }
 
 func (r *coreReady) empty() bool {
 	return len(r.released) == 0 && len(r.adds) == 0 && len(r.props) == 0 && r.terminate == 0 &&
-		len(r.out) == 0 && r.timerAt == 0
+		len(r.out) == 0 && r.retune == nil && len(r.timers) == 0
+}
+
+// timerKind names what a timer of the core is for.
+type timerKind uint8
+
+const (
+	timerPublish  timerKind = iota // release the SENDs held by the publish rate
+	timerRelative                  // measure the publish rate for the relative dispatch rates
+	timerDedup                     // take a timed deduplication snapshot
+	numTimers
+)
+
+// coreTimer asks the owner for a timer of kind at at (Unix ns).
+type coreTimer struct {
+	kind timerKind
+	at   int64
+}
+
+// askTimer asks for a timer of kind at at, replacing the one asked for before.
+func (c *topicCore) askTimer(kind timerKind, at int64) {
+	c.timerAt[kind] = at
+	c.ready.timers = append(c.ready.timers, coreTimer{kind, at})
+}
+
+// timerFired is the timer of kind asked for at at, firing at now. A timer the core no
+// longer waits for (asked for again, or cancelled) is dropped.
+func (c *topicCore) timerFired(kind timerKind, at, now int64) {
+	if at == 0 || at != c.timerAt[kind] {
+		return
+	}
+	c.timerAt[kind] = 0
+	switch kind {
+	case timerPublish:
+		c.releaseThrottled(now)
+	case timerRelative:
+		c.relativeTick(now)
+	case timerDedup:
+		c.dedupTick(now)
+	}
 }
 
 // propWrite is a managed-ledger property write.

@@ -57,13 +57,17 @@ type simParams struct {
 	subPeriod         time.Duration
 	subKeys           int
 	subscribes        int
+	// Timed deduplication snapshots (0: none) and a dispatch rate relative to the publish
+	// rate (its measurement ticks every second), both until the end of the run.
+	dedupInterval time.Duration
+	relative      bool
 }
 
 func (p simParams) String() string {
 	return fmt.Sprintf("clients=%d sends=%d window=%v delay<=%v dedup=%v snapEvery=%d fail(add=%.2f prop=%.2f ambiguous=%.2f terminate=%.2f) terminate=%v@%v crashes=%d departures=%d publish=%d/s,%dB/s changes=%d subscribe=%d/%v keys=%d subscribes=%d",
 		p.clients, p.sends, p.window, p.maxDelay, p.dedup, p.snapEvery, p.addFail, p.propFail, p.propAmbig,
 		p.termFail, p.terminate, p.terminateAt, p.crashes, p.departures, p.pubMsgs, p.pubBytes, p.pubChanges,
-		p.subRate, p.subPeriod, p.subKeys, p.subscribes)
+		p.subRate, p.subPeriod, p.subKeys, p.subscribes) + fmt.Sprintf(" dedupInterval=%v relative=%v", p.dedupInterval, p.relative)
 }
 
 func randomSimParams(s *sim.Sim) simParams {
@@ -100,6 +104,10 @@ func randomSimParams(s *sim.Sim) simParams {
 		p.subKeys = 1 + r.IntN(4)
 		p.subscribes = r.IntN(30)
 	}
+	if r.IntN(3) == 0 {
+		p.dedupInterval = time.Duration(5+r.IntN(40)) * time.Millisecond
+	}
+	p.relative = r.IntN(4) == 0
 	return p
 }
 
@@ -246,6 +254,7 @@ type simTopicStats struct {
 	Receipts, Takeovers, Resumes, Fenced, Waits, DedupHits, Crashes, Terminated, TerminatedSends,
 	EpochFails, RefusedStale int
 	Held, Released, RateChanges, Subscribes, SubscribesRefused, SubWindows int
+	DedupTicks, Retunes                                                    int
 }
 
 // simWorld is one seed's simulation.
@@ -286,7 +295,10 @@ func newSimWorld(seed int64, mut coreMutation, verbose bool) *simWorld {
 	w.log.props = map[string]string{}
 	w.p = randomSimParams(s)
 	w.pol = Policies{PublishRateMsgs: w.p.pubMsgs, PublishRateBytes: w.p.pubBytes,
-		SubscribeRate: w.p.subRate, SubscribeRatePeriod: w.p.subPeriod}
+		SubscribeRate: w.p.subRate, SubscribeRatePeriod: w.p.subPeriod, DedupSnapshotInterval: w.p.dedupInterval}
+	if w.p.relative {
+		w.pol.DispatchRateMsgs, w.pol.DispatchRelative = 100, true
+	}
 	return w
 }
 
@@ -340,6 +352,8 @@ func (w *simWorld) setPolicies(p Policies) {
 		return
 	}
 	w.core.setPolicies(p, now)
+	w.perform()
+	w.core.setDedupPolicy(p, now)
 	w.perform()
 }
 
@@ -438,9 +452,15 @@ func (w *simWorld) perform() {
 	for i := range rd.out {
 		w.deliver(rd.out[i])
 	}
-	if at := rd.timerAt; at != 0 {
-		w.at(time.Duration(at-w.nowNs()), "publish timer", func() {
-			w.core.publishTick(at, w.nowNs())
+	if rd.retune != nil {
+		w.stats.Retunes++
+	}
+	for _, ct := range rd.timers {
+		if ct.kind == timerDedup {
+			w.stats.DedupTicks++
+		}
+		w.at(time.Duration(ct.at-w.nowNs()), fmt.Sprintf("timer %d", ct.kind), func() {
+			w.core.timerFired(ct.kind, ct.at, w.nowNs())
 			w.perform()
 		})
 	}
@@ -871,6 +891,12 @@ func (w *simWorld) run() error {
 	for _, c := range w.clients {
 		w.maybeLeave(c)
 	}
+	// The periodic timers stop with their policies, so that the run quiesces.
+	w.s.After(0, "periodic policies off", func() {
+		pol := w.pol
+		pol.DedupSnapshotInterval, pol.DispatchRelative = 0, false
+		w.setPolicies(pol)
+	})
 	for steps := 0; w.err == nil && w.s.Step(); steps++ {
 		w.check()
 		if steps > 200000 {
@@ -924,7 +950,7 @@ func TestSim(t *testing.T) {
 	if ran >= 200 && (st.Receipts == 0 || st.Takeovers == 0 || st.Resumes == 0 || st.Fenced == 0 ||
 		st.Waits == 0 || st.DedupHits == 0 || st.Crashes == 0 || st.Terminated == 0 || st.TerminatedSends == 0 ||
 		st.EpochFails == 0 || st.RefusedStale == 0 || st.Held == 0 || st.Released == 0 || st.RateChanges == 0 ||
-		st.SubscribesRefused == 0 || st.SubWindows == 0) {
+		st.SubscribesRefused == 0 || st.SubWindows == 0 || st.DedupTicks == 0 || st.Retunes == 0) {
 		t.Errorf("the seeds did not exercise the topic core: %+v", st)
 	}
 }
