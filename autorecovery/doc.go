@@ -84,9 +84,10 @@
 // TestSimAutoRecovery runs auditors, workers and writers on the seeded simulation (package sim)
 // and checks L1–L4 after every step and full replication at the end. Scripted cases of L4
 // (apache/bookkeeper#3917): seed001_test.go, decommission blocked by a fragment read past the
-// known LAC; scenario_striped_test.go, the striped shape (WQ < E: the lost bookie holds no
-// entry of the unclosed fragment, so a wrong swap needs no read and only the swap check sees
-// it). In half the seeds (crashOnChange) a crashing writer dies as soon as its first ensemble
+// known LAC; scenario_inflight_change_test.go, the same shape made by the real writer (it dies
+// as its ensemble change is stored, entry 6 acknowledged, readers knowing LAC 5);
+// scenario_striped_test.go, the striped shape (WQ < E: the lost bookie holds no entry of the
+// unclosed fragment, so a wrong swap needs no read and only the swap check sees it). In half the seeds (crashOnChange) a crashing writer dies as soon as its first ensemble
 // change is stored, which makes both shapes — a lost bookie in a fragment that ends beyond
 // the known LAC — common (coverage counter UnclosedLost): the mutation "ensemble key closes a
 // fragment" is caught by seed 29 of TestSimCatchesMutations' search and seed 25 of

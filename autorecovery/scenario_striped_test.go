@@ -15,7 +15,7 @@ import (
 // random simulation first reached at seed 282 of TestSimCatchesMutations' search (mutation
 // "ensemble key closes a fragment"), before crashOnChange made the shape common. (The first
 // seed of TestSimAutoRecovery itself that failed with that mutation, 240, had seed001_test.go's
-// shape: a fragment's last entry read beyond the known LAC.)
+// shape, a fragment's last entry read beyond the known LAC: scenario_inflight_change_test.go.)
 //
 // E=3 WQ=2 AQ=2, ledger OPEN with ensembles {0:[b1,b5,b3]}, {1:[b1,b5,b2]}: entry 0 went to
 // b1 and b5 (its write set, indexes 0 and 1) carrying LAC -1 and was acknowledged; entry 1's
