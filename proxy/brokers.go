@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -129,7 +129,7 @@ func (b *brokers) read(ctx context.Context) (bin, web []string, err error) {
 		return b.staticBin, b.staticWeb, fmt.Errorf("proxy: listing brokers: %w", err)
 	}
 	for _, kv := range kvs {
-		var in broker.BrokerInfo
+		var in api.BrokerInfo
 		if json.Unmarshal(kv.Value, &in) != nil {
 			continue
 		}
