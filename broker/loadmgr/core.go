@@ -109,7 +109,7 @@ type Action struct {
 
 // Candidate is a live broker as a Placement sees it: its load including the bundles assigned
 // or moved to it that its report does not show yet. A moved bundle counts with the load it had
-// when moved; an assigned one its report does not list yet with unreportedBundleLoad.
+// when moved; an assigned one with at least assignedBundleEstimate.
 type Candidate struct {
 	ID         string
 	MsgRate    float64 // msg/s in+out over its bundles
@@ -160,28 +160,36 @@ func lessLoaded(a, b Candidate) bool {
 	return a.ID < b.ID
 }
 
-// unreportedBundleLoad is the load a bundle assigned by SelectBroker counts with in placement
-// until its broker's report lists it: Pulsar's estimate for a bundle it has no data of
-// (ModularLoadManagerImpl's DEFAULT_MESSAGE_RATE, 50 msg/s, and DEFAULT_MESSAGE_THROUGHPUT,
-// 50,000 bytes/s, each way), which its LeastLongTermMessageRate adds for every preallocated
-// bundle. With no load, a burst of assignments would all go to the broker whose reported rate
-// is the least, however small the difference. Shedding does not see it: it moves real load.
-var unreportedBundleLoad = BundleLoad{MsgRateIn: 50, MsgRateOut: 50, MsgThroughputIn: 50_000, MsgThroughputOut: 50_000}
+// assignedBundleEstimate is the least load a bundle assigned by SelectBroker counts with in
+// placement for AssignmentTTL, whatever its broker reports for it meanwhile: Pulsar's estimate
+// for a bundle it has no data of (ModularLoadManagerImpl's DEFAULT_MESSAGE_RATE, 50 msg/s,
+// and DEFAULT_MESSAGE_THROUGHPUT, 50,000 bytes/s, each way), which its
+// LeastLongTermMessageRate adds for every preallocated bundle and which stays in a new
+// bundle's long-term average for a while after its broker reports it. With no load, a burst
+// of assignments would all go to the broker whose reported rate is the least, however small
+// the difference; dropping the estimate as soon as a report lists the bundle (its rate still
+// ramping up) would send the rest of a burst to the broker that reported first. Shedding
+// does not see the estimate: it moves real load.
+var assignedBundleEstimate = BundleLoad{MsgRateIn: 50, MsgRateOut: 50, MsgThroughputIn: 50_000, MsgThroughputOut: 50_000}
 
 // pendingMove is a bundle the leader moved or SelectBroker assigned recently.
 type pendingMove struct {
 	to       string
 	at       time.Time
 	load     BundleLoad
-	assigned bool // by SelectBroker (load is zero): counts as unreportedBundleLoad until reported
+	assigned bool // by SelectBroker (load is zero): counts at least assignedBundleEstimate in placement
 }
 
 // mutation deliberately breaks the core, to prove the simulation's checkers catch it. Only
 // tests set it.
 type mutation struct {
-	// weightlessAssignments: an assigned bundle counts in placement as a bundle with no load
-	// until reported, so a burst goes to the broker with the least reported rate.
+	// weightlessAssignments: an assigned bundle counts in placement with no load until
+	// reported, so a burst goes to the broker with the least reported rate.
 	weightlessAssignments bool
+	// dropReportedEstimate: an assigned bundle's estimate stops counting once its broker's
+	// report lists it, however little load it shows, so the rest of a burst goes to the
+	// broker that reported first.
+	dropReportedEstimate bool
 }
 
 // State is the load manager's sans-I/O core: the live brokers, their last reports and the
@@ -283,14 +291,15 @@ func (s *State) Live() []string {
 func (s *State) Report(id string) *Report { return s.reports[id] }
 
 // brokerView is a live broker's projected load. Candidate's rates are the real load (what
-// shedding balances); candidates adds the estimate of the unreported assignments.
+// shedding balances); candidates adds est.
 type brokerView struct {
 	Candidate
 	bundles map[string]BundleLoad
 	report  *Report
-	// unreported counts the bundles SelectBroker assigned to the broker that its report does
-	// not list yet (Pulsar's preallocated bundles).
-	unreported int
+	// est is what assignedBundleEstimate adds, over the bundles SelectBroker assigned to the
+	// broker in the last AssignmentTTL (Pulsar's preallocated bundles), to the loads counted
+	// for them: for each, the estimate less its counted load, if positive.
+	estRate, estThroughput float64
 }
 
 // expire drops the moves and splits older than AssignmentTTL.
@@ -364,15 +373,16 @@ func (s *State) views(now time.Time) []*brokerView {
 			continue
 		}
 		l := m.load
-		reported := false
+		listed := false
 		if r := v.report; r != nil {
 			var rl BundleLoad
-			if rl, reported = r.Bundles[b]; reported && rl.MsgRate() >= l.MsgRate() {
+			if rl, listed = r.Bundles[b]; listed && rl.MsgRate() >= l.MsgRate() {
 				l = rl
 			}
 		}
-		if m.assigned && !reported {
-			v.unreported++
+		if m.assigned && !(listed && s.mut.dropReportedEstimate) {
+			v.estRate += max(0, assignedBundleEstimate.MsgRate()-l.MsgRate())
+			v.estThroughput += max(0, assignedBundleEstimate.Throughput()-l.Throughput())
 		}
 		v.bundles[b] = l
 	}
@@ -425,22 +435,22 @@ func (s *State) SelectBroker(bundle string, now time.Time) string {
 	} else {
 		v.bundles[bundle] = BundleLoad{}
 		v.Bundles++
-		v.unreported++
+		v.estRate += assignedBundleEstimate.MsgRate()
+		v.estThroughput += assignedBundleEstimate.Throughput()
 		s.where[bundle] = v
 	}
 	return v.ID
 }
 
-// candidates returns the views as a Placement sees them: each broker's load plus
-// unreportedBundleLoad for every bundle assigned to it that its report does not list yet.
+// candidates returns the views as a Placement sees them: each broker's load, its recent
+// assignments counted at least as assignedBundleEstimate.
 func (s *State) candidates(vs []*brokerView) []Candidate {
 	cs := make([]Candidate, len(vs))
 	for i, v := range vs {
 		cs[i] = v.Candidate
 		if !s.mut.weightlessAssignments {
-			n := float64(v.unreported)
-			cs[i].MsgRate += n * unreportedBundleLoad.MsgRate()
-			cs[i].Throughput += n * unreportedBundleLoad.Throughput()
+			cs[i].MsgRate += v.estRate
+			cs[i].Throughput += v.estThroughput
 		}
 	}
 	return cs

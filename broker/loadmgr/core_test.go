@@ -67,46 +67,54 @@ func TestSelectBrokerSpreadsAndExpires(t *testing.T) {
 
 // TestSelectBrokerBurstOverUnequalLoads: a burst of assignments with no report in between
 // spreads over brokers whose reported rates differ, each assignment counting as Pulsar's
-// estimate for an unknown bundle until its broker's report lists it; listed, it counts with
-// the reported load.
+// estimate for an unknown bundle; a report listing an assigned bundle counts its load if
+// larger, and an idle (still ramping up) one keeps the estimate for AssignmentTTL.
 func TestSelectBrokerBurstOverUnequalLoads(t *testing.T) {
+	newState := func(mut mutation) *State {
+		s := NewState(DefaultThresholds(), nil)
+		s.mut = mut
+		for i, id := range []string{"a", "b", "c"} {
+			s.SetLive(id, true)
+			s.Observe(id, report(id, t0, map[string]BundleLoad{"o/ns/" + id: load(float64(30 * i))}))
+		}
+		return s
+	}
+	burst := func(s *State) []string {
+		var got []string
+		for i := range 6 {
+			got = append(got, s.SelectBroker(bundleN(i), t0))
+		}
+		return got
+	}
+	if got, want := burst(newState(mutation{})), []string{"a", "b", "c", "a", "b", "c"}; !equal(got, want) {
+		t.Fatalf("burst over rates 0, 30, 60: %v, want %v", got, want)
+	}
+	if got, want := burst(newState(mutation{weightlessAssignments: true})), []string{"a", "a", "a", "a", "a", "a"}; !equal(got, want) {
+		t.Fatalf("mutation weightlessAssignments: %v, want the whole burst on a %v", got, want)
+	}
 	for _, tc := range []struct {
 		name string
 		mut  mutation
-		want []string
+		want string
 	}{
-		{"estimated", mutation{}, []string{"a", "b", "c", "a", "b", "c"}},
-		{"mutation weightlessAssignments", mutation{weightlessAssignments: true}, []string{"a", "a", "a", "a", "a", "a"}},
+		{"estimate kept", mutation{}, "c"},
+		{"mutation dropReportedEstimate", mutation{dropReportedEstimate: true}, "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewState(DefaultThresholds(), nil)
-			s.mut = tc.mut
-			for i, id := range []string{"a", "b", "c"} {
-				s.SetLive(id, true)
-				s.Observe(id, report(id, t0, map[string]BundleLoad{"o/ns/" + id: load(float64(30 * i))}))
+			s := newState(tc.mut)
+			burst(s)
+			t1 := t0.Add(time.Second)
+			// a's first bundle is busy: a counts 500 + 100, above b (230) and c (260).
+			s.Observe("a", report("a", t1, map[string]BundleLoad{"o/ns/a": {}, bundleN(0): load(500), bundleN(3): {}}))
+			if got := s.SelectBroker(bundleN(6), t1); got != "b" {
+				t.Fatalf("after a reported a busy bundle: %q, want b", got)
 			}
-			var got []string
-			for i := range 6 {
-				got = append(got, s.SelectBroker(bundleN(i), t0))
-			}
-			if !equal(got, tc.want) {
-				t.Fatalf("burst over rates 0, 30, 60: %v, want %v", got, tc.want)
+			// b reports its first two bundles idle: with their estimates b counts 330, above c.
+			s.Observe("b", report("b", t1, map[string]BundleLoad{"o/ns/b": load(30), bundleN(1): {}, bundleN(4): {}}))
+			if got := s.SelectBroker(bundleN(7), t1); got != tc.want {
+				t.Fatalf("after b reported its assignments idle: %q, want %s", got, tc.want)
 			}
 		})
-	}
-	// a's report lists its two bundles, idle: they no longer count as 100 msg/s each, so a
-	// (0) is below b (30+200) and c (60+200) again.
-	s := NewState(DefaultThresholds(), nil)
-	for i, id := range []string{"a", "b", "c"} {
-		s.SetLive(id, true)
-		s.Observe(id, report(id, t0, map[string]BundleLoad{"o/ns/" + id: load(float64(30 * i))}))
-	}
-	for i := range 6 {
-		s.SelectBroker(bundleN(i), t0)
-	}
-	s.Observe("a", report("a", t0.Add(time.Second), map[string]BundleLoad{"o/ns/a": {}, bundleN(0): {}, bundleN(3): {}}))
-	if got := s.SelectBroker(bundleN(6), t0.Add(time.Second)); got != "a" {
-		t.Fatalf("after a reported its assignments idle: %q, want a", got)
 	}
 }
 

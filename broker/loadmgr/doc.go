@@ -57,10 +57,12 @@
 //   - Placement (SelectBroker, and the destination of every unload): LeastLongTermMessageRate,
 //     the least message rate among brokers whose resource usage is under OverloadedPercent;
 //     ties go to fewer bundles, then the smaller id. The bundles SelectBroker assigned count
-//     on their broker for AssignmentTTL; until its report lists one, it counts with Pulsar's
-//     estimate for a bundle it has no data of (50 msg/s in and out, as ModularLoadManagerImpl
-//     counts its preallocated bundles), so a burst of lookups spreads even over brokers whose
-//     reported rates differ (with no load, it would all go to the least loaded one).
+//     on their broker for AssignmentTTL, each with at least Pulsar's estimate for a bundle
+//     it has no data of (50 msg/s in and out, as ModularLoadManagerImpl counts its
+//     preallocated bundles) whatever the broker reports for it meanwhile, so a burst of
+//     lookups spreads even over brokers whose reported rates differ (with no load it would
+//     all go to the least loaded one; with the estimate dropped at the first report, the
+//     rest of it to the broker that reported first). Shedding balances reported loads only.
 //   - Shedding (ThresholdShedder): a broker's usage is the larger of its weighted resource
 //     usage (CPU, memory, bandwidth) and its share of the cluster's message rate. A broker
 //     more than ThresholdPercent points over the average sheds its busiest bundles not moved
@@ -102,10 +104,10 @@
 //   - From all load on one of three brokers, within three shedding periods no broker carries
 //     more than 1.5× the mean message rate (sim_test.go over 50 seeds; a placement that
 //     picks the most loaded broker, or no shedding, is caught).
-//   - A burst of assignments with no report in between fills the brokers up from the least
-//     loaded: each goes to a broker whose reported rate plus its unreported assignments'
-//     estimates is the least (sim_test.go TestSimLookupBurst; assignments counted with no
-//     load are caught).
+//   - A burst of assignments fills the brokers up from the least loaded: each goes to a
+//     broker whose reported rate, its recent assignments counted at least as the estimate,
+//     is the least (sim_test.go TestSimLookupBurst; assignments counted with no load, or
+//     only until reported, are caught).
 //   - Only the holder of the leader key decides; a brief overlap after a session loss is
 //     harmless, since the owner executes unloads and splits of bundles it owns only.
 package loadmgr
