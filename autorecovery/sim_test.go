@@ -398,7 +398,7 @@ func (w *arWorld) recoverAsClient(id int64) {
 
 // knownLAC is the highest LAC any reader could have learned of a ledger: the highest any of
 // its bookies ever held (explicit or piggybacked), not the writer's own LAC, which may be
-// ahead of it (seed 001: the writer had 14 acknowledged, readers could learn only 13).
+// ahead of it (apache/bookkeeper#3917: the writer had 14 acknowledged, readers could learn only 13).
 func (w *arWorld) knownLAC(id int64) int64 {
 	lac := int64(-1)
 	for _, b := range w.ids {

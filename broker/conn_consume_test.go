@@ -11,7 +11,7 @@ import (
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
-// TestResubscribeRedelivers (#16, found by TestMultiBrokerPausedCoordinatorAbort: a message
+// TestResubscribeRedelivers (as TestMultiBrokerPausedCoordinatorAbort saw it: a message
 // stored and acknowledged to its producer never reached the Failover consumer, which had it
 // unacknowledged on the broker): a client that subscribes a consumer id again on the same
 // connection — pulsar-client-go does when it reconnects the consumer while the broker kept

@@ -25,7 +25,7 @@ import (
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
-// Scalable topics (issue #17, package scalable): every broker runs a scalable.Controller for
+// Scalable topics (package scalable): every broker runs a scalable.Controller for
 // every scalable topic whose layout record exists (a watch on metadata.PrefixScalableTopics);
 // the controllers campaign through the metadata store and one leads each topic. Segments are
 // ordinary persistent topics (segment:// names) owned through bundles like any topic: the

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestMultiBrokerFailoverMoves (#16: the stall of chaos seed 1071, without its pauses): the
+// TestMultiBrokerFailoverMoves (the hand-overs of chaos seed 1071, without its pauses): the
 // partitions of a Failover subscription move between three brokers every few hundred
 // milliseconds — hand-overs (unload with destinationBroker) and plain unloads that the load
 // manager places — so a partition often moves twice within a second, while producers send.

@@ -43,10 +43,9 @@ func TestMultiBrokerPausedOwnerFailover(t *testing.T) {
 
 // TestMultiBrokerPausedCoordinatorAbort: the same rounds, more of them (the pauses move the
 // transaction coordinators too), with two transactional producers, checking that no message
-// of a transaction the client aborted reaches the consumer. Session 12 saw an aborted
-// transaction's messages delivered in 2 of 32 runs; session 13 fixed the two causes. In
-// session 14 it found an acknowledged message never delivered (1 of 41 runs; the client's
-// repeated SUBSCRIBE, broker.TestResubscribeRedelivers). Under -race it needs
+// of a transaction the client aborted reaches the consumer, and that every acknowledged
+// message is delivered (the client's repeated SUBSCRIBE must redeliver what it dropped:
+// broker.TestResubscribeRedelivers). Under -race it needs
 // MAGNETAR_CHAOS_KNOWN_BUGS=1: pulsar-client-go v0.19 has a data race in its coordinator
 // client's reconnection. MAGNETAR_PAUSES (default 6) sets the rounds.
 func TestMultiBrokerPausedCoordinatorAbort(t *testing.T) {

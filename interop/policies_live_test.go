@@ -18,7 +18,7 @@ import (
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
-// The policies that session 11 made take effect: subscribe rate, subscription expiration,
+// The policies take effect on live topics: subscribe rate, subscription expiration,
 // partitioned auto creation, deduplication and persistence on live topics, the
 // delayed-delivery tick and the redirect of a topic policy change to the owning broker.
 

@@ -60,7 +60,7 @@ func TestTxnBenchmark(t *testing.T) {
 	// Bytes per message (MAGNETAR_BENCH_TXN_SIZE): 1024, the default of pulsar-perf and of
 	// pulsar-client-go's perf. At 100 bytes the plain phase's batches hold ~600 messages
 	// against the transactions' 100, and the ratio measures the per-entry costs as much as
-	// the transactions' (docs/BENCHMARKS-RESULTS.md, session 14).
+	// the transactions' (docs/BENCHMARKS-RESULTS.md, transactions).
 	size := 1024
 	if n, err := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_TXN_SIZE")); err == nil && n > 0 {
 		size = n

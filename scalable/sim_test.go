@@ -373,7 +373,7 @@ func TestSimDeterministic(t *testing.T) {
 	})
 }
 
-// simMutants are upstream's behaviours (seed 004) and broken split orders.
+// simMutants are upstream's behaviours (apache/pulsar#26842, apache/pulsar#26850) and broken split orders.
 var simMutants = []sim.Mutant[Mutation]{
 	{Name: "prune any sealed segment (#26842 before the fix)", Mut: Mutation{PruneAnySealed: true}},
 	{Name: "direct parents only (#26850 before the fix)", Mut: Mutation{DirectParentsOnly: true}},

@@ -49,7 +49,9 @@ func TestPathsAndCredentials(t *testing.T) {
 		call              func(c *Client, base string) error
 		method, path, raw string
 	}{
-		{"unload", func(c *Client, base string) error { return c.BundleUnload(ctx, base, "t/ns", "0x00000000_0x80000000", "b2") },
+		{"unload", func(c *Client, base string) error {
+			return c.BundleUnload(ctx, base, "t/ns", "0x00000000_0x80000000", "b2")
+		},
 			http.MethodPut, "/admin/v2/namespaces/t/ns/0x00000000_0x80000000/unload", "destinationBroker=b2"},
 		{"split", func(c *Client, base string) error { return c.BundleSplit(ctx, base, "t/ns", "0x00000000_0x80000000") },
 			http.MethodPut, "/admin/v2/namespaces/t/ns/0x00000000_0x80000000/split", "splitAlgorithmName=range_equally_divide&unload=false"},

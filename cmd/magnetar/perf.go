@@ -28,7 +28,7 @@ func newPerfCmd() *cobra.Command {
 				// own collections (a 1 KiB message allocates, and the heap is small) do
 				// not show up in the latencies it measures: at 5k msg/s the default made
 				// ten collections a second and added about 1 ms to the publish p99
-				// (docs/BENCHMARKS-RESULTS.md, session 6).
+				// (measured with magnetar perf produce at 5k msg/s).
 				debug.SetGCPercent(400)
 			}
 			if cpuProfile == "" {
