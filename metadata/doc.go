@@ -26,6 +26,11 @@
 //	}
 //	err = w.Err() // ctx error, ErrClosed or ErrCompacted (then List again)
 //
+//	// The same loop, with the re-listing and the backoff, is Follower: use it.
+//	metadata.Follower{Store: s, Prefix: metadata.PrefixAvailable}.Run(ctx, func(u metadata.Update) {
+//		// u.Kind: Listed (u.KVs is everything), Changed (u.Events), WatchEnded
+//	})
+//
 //	// Read-modify-write with compare-and-swap.
 //	kv, err := s.Get(ctx, metadata.LedgerKey(7))
 //	_, err = s.Put(ctx, kv.Key, update(kv.Value), kv.Version) // ErrBadVersion: re-read, retry
@@ -65,6 +70,9 @@
 //     Watch.C, and restarts the etcd watch from the first undelivered revision after a
 //     transient failure.
 //   - the etcd client's own gRPC goroutines, ended by Close.
+//
+// Follower: Run and Resume run on the caller's goroutine; Chan and ResumeChan start one that
+// owns the list-then-watch loop and sends on the returned channel until ctx ends.
 //
 // Embedded: etcd's server goroutines (raft, gRPC, HTTP gateway, compactor, lessor), ended by
 // Close.
