@@ -170,57 +170,59 @@ func (t *Tracker) fire(id ID, s Status) {
 // transaction (it may have missed their events).
 func (t *Tracker) run() {
 	defer close(t.done)
-	r := backoff.Retry{Policy: backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second}}
-	for t.ctx.Err() == nil {
-		_, rev, err := t.store.List(t.ctx, metadata.TxnSeqKey(0)) // a cheap read for the revision
-		if err != nil {
-			select {
-			case <-time.After(r.Next()):
-			case <-t.ctx.Done():
-			}
+	metadata.Follower{
+		Store:           t.store,
+		Prefix:          metadata.PrefixTxnHeaders,
+		RevisionKey:     metadata.TxnSeqKey(0), // a cheap read for the revision
+		Retry:           backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second},
+		PauseAfterWatch: true,
+	}.Run(t.ctx, func(u metadata.Update) {
+		switch u.Kind {
+		case metadata.Listed:
+			t.watching()
+		case metadata.Changed:
+			t.apply(u.Events)
+		case metadata.WatchEnded:
+			t.mu.Lock()
+			t.mu.ready = false
+			t.mu.readyCh = make(chan struct{})
+			t.mu.Unlock()
+			t.log.Warn("transaction header watch ended; restarting", "err", u.Err)
+		}
+	})
+}
+
+// watching marks the watch running and re-checks every registered transaction.
+func (t *Tracker) watching() {
+	t.mu.Lock()
+	t.mu.ready = true
+	close(t.mu.readyCh)
+	ids := make([]ID, 0, len(t.mu.waits))
+	for id := range t.mu.waits {
+		ids = append(ids, id)
+	}
+	t.mu.Unlock()
+	for _, id := range ids {
+		go t.check(id)
+	}
+}
+
+// apply fires the registrations of the transactions whose headers events show ended or gone.
+func (t *Tracker) apply(events []metadata.Event) {
+	for _, ev := range events {
+		id, ok := headerID(ev.KV.Key)
+		if !ok {
 			continue
 		}
-		w := t.store.Watch(t.ctx, metadata.PrefixTxnHeaders, rev+1)
-		t.mu.Lock()
-		t.mu.ready = true
-		close(t.mu.readyCh)
-		ids := make([]ID, 0, len(t.mu.waits))
-		for id := range t.mu.waits {
-			ids = append(ids, id)
+		if ev.Type == metadata.EventDelete {
+			t.fire(id, 0)
+			continue
 		}
-		t.mu.Unlock()
-		for _, id := range ids {
-			go t.check(id)
-		}
-		for b := range w.C {
-			r.Reset()
-			for _, ev := range b.Events {
-				id, ok := headerID(ev.KV.Key)
-				if !ok {
-					continue
-				}
-				if ev.Type == metadata.EventDelete {
-					t.fire(id, 0)
-					continue
-				}
-				if h, err := DecodeHeader(ev.KV.Value); err == nil && h.Status.Ended() {
-					if fn := t.onEnded.Load(); fn != nil {
-						(*fn)(id, h)
-					}
-					t.fire(id, h.Status)
-				}
+		if h, err := DecodeHeader(ev.KV.Value); err == nil && h.Status.Ended() {
+			if fn := t.onEnded.Load(); fn != nil {
+				(*fn)(id, h)
 			}
-		}
-		t.mu.Lock()
-		t.mu.ready = false
-		t.mu.readyCh = make(chan struct{})
-		t.mu.Unlock()
-		if t.ctx.Err() == nil {
-			t.log.Warn("transaction header watch ended; restarting", "err", w.Err())
-			select {
-			case <-time.After(r.Next()):
-			case <-t.ctx.Done():
-			}
+			t.fire(id, h.Status)
 		}
 	}
 }
