@@ -85,12 +85,14 @@
 // # Goroutines
 //
 //   - Manager.run (one per Manager): owns the State, the role, the session and the
-//     reporter's last report. It selects over the two watches (PrefixBrokers,
+//     reporter's last report. It selects over the two followers (PrefixBrokers,
 //     PrefixLoadBalance), the session's Done, the report and shedding tickers, SelectBroker
 //     and Reports requests, and the closures its helpers post. It does no I/O itself.
+//   - two followers (one per Manager and prefix, metadata.Follower): each follows a watch
+//     from Start's listing and lists again after a watch ended, handing the updates to run.
 //   - helpers (short-lived, via goIO): one per report (it calls BundleStats and Resources,
 //     compares with the last written report and writes), election attempt, new session,
-//     resync after a watch ended, and plan execution (its actions through the Executor, up to
+//     and plan execution (its actions through the Executor, up to
 //     maxParallelActions at once on goroutines of their own). They touch no state: they post
 //     a closure that run executes.
 //

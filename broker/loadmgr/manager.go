@@ -177,15 +177,13 @@ type Manager struct {
 	roleOwned   Role
 	sess        metadata.Session // nil while a new one is being made
 	brokers     map[string]Broker
-	lbWatch     *metadata.Watch // metadata.PrefixLoadBalance
-	brWatch     *metadata.Watch // metadata.PrefixBrokers
-	stopWatches context.CancelFunc
+	brUps       chan metadata.Update // the follower of metadata.PrefixBrokers
+	lbUps       chan metadata.Update // the follower of metadata.PrefixLoadBalance
 	lastReport  *Report // last written
 	lastWrite   time.Time
 	reporting   bool // a report write is in flight
 	electing    bool // an election attempt is in flight
 	executing   bool // a plan is being executed
-	resyncing   bool
 }
 
 // Start opens the manager's session, reads the brokers and the reports, and starts its
@@ -205,14 +203,26 @@ func Start(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	m.sess = sess
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	post, err := m.sync(ctx)
+	brF := metadata.Follower{Store: cfg.Store, Prefix: metadata.PrefixBrokers, Log: m.log}
+	lbF := metadata.Follower{Store: cfg.Store, Prefix: metadata.PrefixLoadBalance, Log: m.log}
+	brs, brRev, err := brF.List(ctx)
 	if err != nil {
 		m.cancel()
 		_ = sess.Close()
-		return nil, err
+		return nil, fmt.Errorf("loadmgr: list brokers: %w", err)
 	}
-	post()
-	m.wg.Add(1)
+	lbs, lbRev, err := lbF.List(ctx)
+	if err != nil {
+		m.cancel()
+		_ = sess.Close()
+		return nil, fmt.Errorf("loadmgr: list load reports: %w", err)
+	}
+	m.listedBrokers(brs)
+	m.listedLoadBalance(lbs)
+	m.brUps, m.lbUps = make(chan metadata.Update), make(chan metadata.Update)
+	m.wg.Add(3)
+	go m.follow(brF, brRev, m.brUps)
+	go m.follow(lbF, lbRev, m.lbUps)
 	go m.run()
 	return m, nil
 }
@@ -320,10 +330,6 @@ func (m *Manager) run() {
 		if m.sess != nil {
 			sessDone = m.sess.Done()
 		}
-		var lbC, brC <-chan metadata.WatchBatch
-		if m.lbWatch != nil {
-			lbC, brC = m.lbWatch.C, m.brWatch.C
-		}
 		select {
 		case <-m.done:
 			return
@@ -331,21 +337,23 @@ func (m *Manager) run() {
 			f()
 		case req := <-m.selectc:
 			req.reply <- m.st.SelectBroker(req.bundle, time.Now())
-		case b, ok := <-lbC:
-			if !ok {
-				m.resync()
-				continue
+		case u := <-m.lbUps:
+			switch u.Kind {
+			case metadata.Listed:
+				m.listedLoadBalance(u.KVs)
+			case metadata.Changed:
+				for _, ev := range u.Events {
+					m.applyLoadBalance(ev)
+				}
 			}
-			for _, ev := range b.Events {
-				m.applyLoadBalance(ev)
-			}
-		case b, ok := <-brC:
-			if !ok {
-				m.resync()
-				continue
-			}
-			for _, ev := range b.Events {
-				m.applyBroker(ev.KV.Key, ev.Type == metadata.EventPut, ev.KV.Value)
+		case u := <-m.brUps:
+			switch u.Kind {
+			case metadata.Listed:
+				m.listedBrokers(u.KVs)
+			case metadata.Changed:
+				for _, ev := range u.Events {
+					m.applyBroker(ev.KV.Key, ev.Type == metadata.EventPut, ev.KV.Value)
+				}
 			}
 		case <-sessDone:
 			m.sessionLost()
@@ -394,73 +402,52 @@ func (m *Manager) signal() {
 	}
 }
 
-// sync lists the brokers and the load balance keys and starts their watches; the closure it
-// returns installs them (on run, or before run starts).
-func (m *Manager) sync(ctx context.Context) (func(), error) {
-	brs, brRev, err := m.cfg.Store.List(ctx, metadata.PrefixBrokers)
-	if err != nil {
-		return nil, fmt.Errorf("loadmgr: list brokers: %w", err)
-	}
-	lbs, lbRev, err := m.cfg.Store.List(ctx, metadata.PrefixLoadBalance)
-	if err != nil {
-		return nil, fmt.Errorf("loadmgr: list load reports: %w", err)
-	}
-	wctx, wcancel := context.WithCancel(m.ctx)
-	brW := m.cfg.Store.Watch(wctx, metadata.PrefixBrokers, brRev+1)
-	lbW := m.cfg.Store.Watch(wctx, metadata.PrefixLoadBalance, lbRev+1)
-	return func() {
-		m.brWatch, m.lbWatch, m.stopWatches = brW, lbW, wcancel
-		seen := map[string]bool{}
-		for _, kv := range brs {
-			seen[strings.TrimPrefix(kv.Key, metadata.PrefixBrokers)] = true
-			m.applyBroker(kv.Key, true, kv.Value)
-		}
-		for id := range m.brokers {
-			if !seen[id] {
-				m.applyBroker(metadata.BrokerKey(id), false, nil)
-			}
-		}
-		reports, leader := map[string]bool{}, false
-		for _, kv := range lbs {
-			leader = leader || kv.Key == metadata.LoadBalanceLeaderKey
-			if id, ok := strings.CutPrefix(kv.Key, metadata.PrefixLoadReports); ok {
-				reports[id] = true
-			}
-			m.applyLoadBalance(metadata.Event{Type: metadata.EventPut, KV: kv})
-		}
-		for _, id := range m.st.reportIDs() {
-			if !reports[id] {
-				m.st.Observe(id, nil)
-			}
-		}
-		if !leader {
-			m.leader.Store(nil)
-		}
-	}, nil
-}
-
-// resync replaces a watch that ended (compaction, store trouble) by a fresh listing.
-func (m *Manager) resync() {
-	m.stopWatches() // the other watch may still run
-	m.lbWatch, m.brWatch = nil, nil
-	if m.resyncing || m.ctx.Err() != nil {
-		return
-	}
-	m.resyncing = true
-	m.goIO(func(ctx context.Context) func() {
-		for {
-			post, err := m.sync(ctx)
-			if err == nil {
-				return func() { m.resyncing = false; post() }
-			}
-			m.log.Warn("load manager resync", "err", err)
-			select {
-			case <-ctx.Done():
-				return func() {}
-			case <-time.After(time.Second): // retry interval of the listing
-			}
+// follow follows f from the listing Start made at rev, handing its updates to run (a new
+// listing after a watch ended: compaction, store trouble; a failed listing is retried every
+// second), until Close.
+func (m *Manager) follow(f metadata.Follower, rev int64, ups chan<- metadata.Update) {
+	defer m.wg.Done()
+	f.Resume(m.ctx, rev, func(u metadata.Update) {
+		select {
+		case ups <- u:
+		case <-m.done:
 		}
 	})
+}
+
+// listedBrokers replaces the brokers by a listing of metadata.PrefixBrokers.
+func (m *Manager) listedBrokers(brs []metadata.KV) {
+	seen := map[string]bool{}
+	for _, kv := range brs {
+		seen[strings.TrimPrefix(kv.Key, metadata.PrefixBrokers)] = true
+		m.applyBroker(kv.Key, true, kv.Value)
+	}
+	for id := range m.brokers {
+		if !seen[id] {
+			m.applyBroker(metadata.BrokerKey(id), false, nil)
+		}
+	}
+}
+
+// listedLoadBalance replaces the reports and the leader by a listing of
+// metadata.PrefixLoadBalance.
+func (m *Manager) listedLoadBalance(lbs []metadata.KV) {
+	reports, leader := map[string]bool{}, false
+	for _, kv := range lbs {
+		leader = leader || kv.Key == metadata.LoadBalanceLeaderKey
+		if id, ok := strings.CutPrefix(kv.Key, metadata.PrefixLoadReports); ok {
+			reports[id] = true
+		}
+		m.applyLoadBalance(metadata.Event{Type: metadata.EventPut, KV: kv})
+	}
+	for _, id := range m.st.reportIDs() {
+		if !reports[id] {
+			m.st.Observe(id, nil)
+		}
+	}
+	if !leader {
+		m.leader.Store(nil)
+	}
 }
 
 func (m *Manager) applyBroker(key string, put bool, value []byte) {
