@@ -173,17 +173,17 @@ type Manager struct {
 	leader  atomic.Pointer[Broker] // the holder of the leader key as last seen; nil: none
 
 	// Owned by run.
-	st          *State
-	roleOwned   Role
-	sess        metadata.Session // nil while a new one is being made
-	brokers     map[string]Broker
-	brUps       chan metadata.Update // the follower of metadata.PrefixBrokers
-	lbUps       chan metadata.Update // the follower of metadata.PrefixLoadBalance
-	lastReport  *Report // last written
-	lastWrite   time.Time
-	reporting   bool // a report write is in flight
-	electing    bool // an election attempt is in flight
-	executing   bool // a plan is being executed
+	st         *State
+	roleOwned  Role
+	sess       metadata.Session // nil while a new one is being made
+	brokers    map[string]Broker
+	brUps      chan metadata.Update // the follower of metadata.PrefixBrokers
+	lbUps      chan metadata.Update // the follower of metadata.PrefixLoadBalance
+	lastReport *Report              // last written
+	lastWrite  time.Time
+	reporting  bool // a report write is in flight
+	electing   bool // an election attempt is in flight
+	executing  bool // a plan is being executed
 }
 
 // Start opens the manager's session, reads the brokers and the reports, and starts its
