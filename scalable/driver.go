@@ -375,22 +375,30 @@ func failAll(pending map[uint64]chan error, err error) {
 	}
 }
 
-// watch feeds every change of the record to the core (Watched).
+// watch feeds the record to the core (Watched) as listed, then at every change, listing
+// again when the watch ends (the core ignores versions it has).
 func (c *Controller) watch(ctx context.Context, key string, send func(func(*Core))) {
-	w := c.store.Watch(ctx, key, 0)
-	for b := range w.C {
-		for _, ev := range b.Events {
-			if ev.Type != metadata.EventPut || ev.KV.Key != key {
-				continue
-			}
-			l, err := layout.Unmarshal(ev.KV.Value)
-			if err != nil {
-				continue
-			}
-			ver := ev.KV.Version
-			send(func(core *Core) { core.Watched(l, ver) })
+	watched := func(kv metadata.KV) {
+		if kv.Key != key {
+			return
 		}
+		l, err := layout.Unmarshal(kv.Value)
+		if err != nil {
+			return
+		}
+		ver := kv.Version
+		send(func(core *Core) { core.Watched(l, ver) })
 	}
+	metadata.Follower{Store: c.store, Prefix: key}.Run(ctx, func(u metadata.Update) {
+		for _, kv := range u.KVs {
+			watched(kv)
+		}
+		for _, ev := range u.Events {
+			if ev.Type == metadata.EventPut {
+				watched(ev.KV)
+			}
+		}
+	})
 }
 
 // perform starts every effect of r; each hands its outcome back through send.
