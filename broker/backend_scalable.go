@@ -37,95 +37,65 @@ func (b backend) ScalableDAG(ctx context.Context, t layout.Topic) (*pb.ScalableT
 
 // WatchScalableTopic ticks when topic t's layout record is listed, then at every change of
 // its records (layout, controller), until ctx ends; a failed list is retried every second,
-// and a watch that ends (compacted) is started again from a new list.
+// and a watch that ends (compacted) is started again from a new list (metadata.Follower).
 func (b backend) WatchScalableTopic(ctx context.Context, t layout.Topic) <-chan struct{} {
 	ch := make(chan struct{})
 	prefix := metadata.ScalableTopicPrefix(t.Tenant, t.Namespace, t.Name)
-	tick := func() bool {
-		select {
-		case ch <- struct{}{}:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
 	go func() {
 		defer close(ch)
-		for ctx.Err() == nil {
-			_, rev, err := b.s.store.List(ctx, prefix)
-			if err != nil {
-				if !backoff.Sleep(ctx, time.Second) {
-					return
-				}
-				continue
-			}
-			if !tick() {
+		metadata.Follower{Store: b.s.store, Prefix: prefix}.Run(ctx, func(u metadata.Update) {
+			if u.Kind == metadata.WatchEnded {
 				return
 			}
-			w := b.s.store.Watch(ctx, prefix, rev+1)
-			for range w.C {
-				if !tick() {
-					return
-				}
+			select {
+			case ch <- struct{}{}:
+			case <-ctx.Done():
 			}
-		}
+		})
 	}()
 	return ch
 }
 
 // WatchScalableTopics sends namespace tenant/ns's scalable topics when they are listed,
 // then after every batch of changes, until ctx ends; a failed list is retried every
-// second, and a watch that ends (compacted) is started again from a new list.
+// second, and a watch that ends (compacted) is started again from a new list
+// (metadata.Follower).
 func (b backend) WatchScalableTopics(ctx context.Context, tenant, ns string) <-chan []string {
 	ch := make(chan []string)
 	prefix := metadata.PrefixScalableTopics + tenant + "/" + ns + "/"
-	send := func(set map[string]bool) bool {
-		select {
-		case ch <- slices.Sorted(maps.Keys(set)):
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
 	go func() {
 		defer close(ch)
-		for ctx.Err() == nil {
-			kvs, rev, err := b.s.store.List(ctx, prefix)
-			if err != nil {
-				if !backoff.Sleep(ctx, time.Second) {
-					return
+		have := map[string]bool{}
+		metadata.Follower{Store: b.s.store, Prefix: prefix}.Run(ctx, func(u metadata.Update) {
+			switch u.Kind {
+			case metadata.Listed:
+				have = map[string]bool{}
+				for _, kv := range u.KVs {
+					if t, ok := layoutKeyTopic(kv.Key); ok {
+						have[t.String()] = true
+					}
 				}
-				continue
-			}
-			have := map[string]bool{}
-			for _, kv := range kvs {
-				if t, ok := layoutKeyTopic(kv.Key); ok {
-					have[t.String()] = true
-				}
-			}
-			if !send(have) {
-				return
-			}
-			w := b.s.store.Watch(ctx, prefix, rev+1)
-			for batch := range w.C {
-				next := maps.Clone(have)
-				for _, ev := range batch.Events {
+			case metadata.Changed:
+				have = maps.Clone(have)
+				for _, ev := range u.Events {
 					t, ok := layoutKeyTopic(ev.KV.Key)
 					if !ok {
 						continue
 					}
 					if ev.Type == metadata.EventPut {
-						next[t.String()] = true
+						have[t.String()] = true
 					} else {
-						delete(next, t.String())
+						delete(have, t.String())
 					}
 				}
-				if !send(next) {
-					return
-				}
-				have = next
+			default:
+				return
 			}
-		}
+			select {
+			case ch <- slices.Sorted(maps.Keys(have)):
+			case <-ctx.Done():
+			}
+		})
 	}()
 	return ch
 }
@@ -281,7 +251,7 @@ func (s *Service) registerStream(ctx context.Context, name, sub, consumer string
 	var no *NotOwnerError
 	if errors.As(err, &no) && no.Owner.HTTPURL != "" {
 		q := url.Values{"session": {strconv.FormatUint(session, 10)}}
-		return no.Owner.ID, s.scal.leaderCall(ctx, no.Owner, http.MethodPut, name, consumerPath(sub, consumer), q, nil)
+		return no.Owner.ID, s.scal.leaderCall(ctx, no.Owner, http.MethodPut, name, sub, consumer, false, q, nil)
 	}
 	if err != nil {
 		return "", err
@@ -305,10 +275,6 @@ func (s *Service) streamAssignment(ctx context.Context, leader, name, sub, consu
 	}
 	q := url.Values{"after": {strconv.FormatUint(after, 10)}, "wait": {strconv.FormatInt(wait.Milliseconds(), 10)}}
 	var a scalable.Assignment
-	err = s.scal.leaderCall(ctx, bi, http.MethodGet, name, consumerPath(sub, consumer)+"/assignment", q, &a)
+	err = s.scal.leaderCall(ctx, bi, http.MethodGet, name, sub, consumer, true, q, &a)
 	return a, err
-}
-
-func consumerPath(sub, consumer string) string {
-	return "/subscription/" + url.PathEscape(sub) + "/consumers/" + url.PathEscape(consumer)
 }

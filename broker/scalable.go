@@ -151,41 +151,21 @@ func (st *scalableTopics) close() {
 	wg.Wait()
 }
 
-// run keeps a controller running for every layout record: list, then watch from there.
+// run keeps a controller running for every layout record: list, then watch from there
+// (metadata.Follower: a failed listing is retried every second, a watch that ends is
+// followed by a new listing), and sweeps the stream consumers every tick.
 func (st *scalableTopics) run(ctx context.Context) {
 	sweep := time.NewTicker(st.cfg.TickInterval)
 	defer sweep.Stop()
-	for ctx.Err() == nil {
-		kvs, rev, err := st.s.store.List(ctx, metadata.PrefixScalableTopics)
-		if err != nil {
-			if !backoff.Sleep(ctx, time.Second) {
-				return
-			}
-			continue
-		}
-		seen := map[layout.Topic]bool{}
-		for _, kv := range kvs {
-			if t, ok := layoutKeyTopic(kv.Key); ok {
-				seen[t] = true
-				st.ensure(t)
-			}
-		}
-		st.mu.Lock()
-		for t := range st.mu.ctls {
-			if !seen[t] {
-				go st.stop(t)
-			}
-		}
-		st.mu.Unlock()
-		w := st.s.store.Watch(ctx, metadata.PrefixScalableTopics, rev+1)
-	watch:
-		for {
-			select {
-			case b, ok := <-w.C:
-				if !ok {
-					break watch
-				}
-				for _, ev := range b.Events {
+	ups := metadata.Follower{Store: st.s.store, Prefix: metadata.PrefixScalableTopics, Log: st.s.log}.Chan(ctx)
+	for {
+		select {
+		case u := <-ups:
+			switch u.Kind {
+			case metadata.Listed:
+				st.listed(u.KVs)
+			case metadata.Changed:
+				for _, ev := range u.Events {
 					t, ok := layoutKeyTopic(ev.KV.Key)
 					switch {
 					case !ok:
@@ -195,13 +175,33 @@ func (st *scalableTopics) run(ctx context.Context) {
 						go st.stop(t)
 					}
 				}
-			case <-sweep.C:
-				st.sweepConsumers(ctx)
-			case <-ctx.Done():
-				return
 			}
+		case <-sweep.C:
+			st.sweepConsumers(ctx)
+		case <-ctx.Done():
+			for range ups { // the follower ends with ctx
+			}
+			return
 		}
 	}
+}
+
+// listed runs a controller for every layout record of a listing and stops the others.
+func (st *scalableTopics) listed(kvs []metadata.KV) {
+	seen := map[layout.Topic]bool{}
+	for _, kv := range kvs {
+		if t, ok := layoutKeyTopic(kv.Key); ok {
+			seen[t] = true
+			st.ensure(t)
+		}
+	}
+	st.mu.Lock()
+	for t := range st.mu.ctls {
+		if !seen[t] {
+			go st.stop(t)
+		}
+	}
+	st.mu.Unlock()
 }
 
 // layoutKeyTopic returns the topic of a layout record's key.
@@ -466,11 +466,11 @@ func (st *scalableTopics) onOwner(ctx context.Context, segment, op string, q url
 	if !errors.As(err, &no) || no.Owner.HTTPURL == "" {
 		return err
 	}
-	p, err := SegmentAdminPath(segment)
+	tp, r, id, err := layout.ParseSegmentName(segment)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
-	if err := st.peer.Segment(ctx, no.Owner.HTTPURL, p, op, q, out); err != nil {
+	if err := st.peer.Segment(ctx, no.Owner.HTTPURL, tp, layout.Segment{ID: id, Range: r}, op, q, out); err != nil {
 		if errors.Is(err, peer.ErrRefused) {
 			st.refusedLog.Warn("a peer refused this broker's credentials (brokerClientAuthentication*)",
 				"op", op, "segment", segment, "owner", no.Owner.ID, "err", err)
@@ -478,21 +478,6 @@ func (st *scalableTopics) onOwner(ctx context.Context, segment, op string, q url
 		return fmt.Errorf("%w: %s of %s on %s: %v", ErrServiceNotReady, op, segment, no.Owner.ID, err)
 	}
 	return nil
-}
-
-// SegmentAdminPath is the admin API path of a segment topic:
-// /admin/v2/scalable/<tenant>/<ns>/<topic>/segments/<descriptor>.
-func SegmentAdminPath(segment string) (string, error) {
-	t, r, id, err := layout.ParseSegmentName(segment)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrInvalidName, err)
-	}
-	return ScalableAdminPath(t) + "/segments/" + layout.Segment{ID: id, Range: r}.Descriptor(), nil
-}
-
-// ScalableAdminPath is the admin API path of scalable topic t.
-func ScalableAdminPath(t layout.Topic) string {
-	return "/admin/v2/scalable/" + url.PathEscape(t.Tenant) + "/" + url.PathEscape(t.Namespace) + "/" + url.PathEscape(t.Name)
 }
 
 // The segment operations: on this broker only (*NotOwnerError if another serves the
@@ -839,15 +824,15 @@ func (s *Service) ScalableTopicStats(ctx context.Context, name string) (Scalable
 	return out, nil
 }
 
-// leaderCall calls the admin API of topic name's leader bi (path below the topic's
-// ScalableAdminPath) through the peer client; a 404 is ErrSubscriptionNotFound, another
-// refusal ErrServiceNotReady.
-func (st *scalableTopics) leaderCall(ctx context.Context, bi BrokerInfo, method, name, path string, q url.Values, out any) error {
+// leaderCall calls topic name's controller leader bi about consumer's session of
+// subscription sub (its assignment if assignment is set) through the peer client; a 404 is
+// ErrSubscriptionNotFound, another refusal ErrServiceNotReady.
+func (st *scalableTopics) leaderCall(ctx context.Context, bi BrokerInfo, method, name, sub, consumer string, assignment bool, q url.Values, out any) error {
 	t, err := layout.ParseTopic(name)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
-	err = st.peer.Scalable(ctx, bi.HTTPURL, method, ScalableAdminPath(t), path, q, out)
+	err = st.peer.Consumer(ctx, bi.HTTPURL, method, t, sub, consumer, assignment, q, out)
 	var se *peer.StatusError
 	switch {
 	case err == nil:
@@ -856,7 +841,7 @@ func (st *scalableTopics) leaderCall(ctx context.Context, bi BrokerInfo, method,
 		return fmt.Errorf("%w: %s", ErrSubscriptionNotFound, se.Body)
 	case errors.Is(err, peer.ErrRefused):
 		st.refusedLog.Warn("a peer refused this broker's credentials (brokerClientAuthentication*)",
-			"method", method, "path", path, "leader", bi.ID, "err", err)
+			"method", method, "topic", name, "consumer", consumer, "leader", bi.ID, "err", err)
 	}
-	return fmt.Errorf("%w: %s %s on %s: %v", ErrServiceNotReady, method, path, bi.ID, err)
+	return fmt.Errorf("%w: %s consumer %s of %s on %s: %v", ErrServiceNotReady, method, consumer, name, bi.ID, err)
 }

@@ -1,13 +1,15 @@
 // Package peer is the broker's one client for calling another broker of its cluster: the
-// admin REST paths a broker calls on a peer (a bundle's unload and split on its owner, a
+// admin REST calls a broker makes on a peer (a bundle's unload and split on its owner, a
 // scalable topic's segment operations on the segment's owner, consumer sessions on the
-// topic's controller leader), each built here and nowhere else, sent with the broker's own
+// topic's controller leader, a partition's stats on its owner), their paths built by
+// package adminclient (the one place the admin API's paths are built), sent with the broker's own
 // credentials (Pulsar's brokerClientAuthenticationPlugin/Parameters and brokerClientTls*,
 // carried by the *http.Client the broker is configured with), and one classification of
 // the answers.
 //
-// A Client is safe for concurrent use. It imports only the API types (package broker/api),
-// so the load manager and the broker's parts can use it without importing the broker.
+// A Client is safe for concurrent use. It imports the API types (package broker/api) and
+// the REST client's paths, not the broker, so the load manager and the broker's parts can
+// use it.
 package peer
 
 import (
@@ -22,8 +24,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/adminclient"
 	"github.com/magnetar-io/magnetar/broker/api"
-	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
 // DefaultTimeout bounds a request when the broker is given no client of its own.
@@ -78,42 +81,47 @@ var ErrRefused = errors.New("peer: credentials refused")
 // namespace ns ("tenant/ns") to broker dest ("": any):
 // PUT {ownerURL}/admin/v2/namespaces/{tenant}/{ns}/{range}/unload?destinationBroker={dest}.
 func (c *Client) BundleUnload(ctx context.Context, ownerURL, ns, rng, dest string) error {
-	q := url.Values{}
-	if dest != "" {
-		q.Set("destinationBroker", dest)
+	p, err := adminclient.BundlePath(ns, rng)
+	if err != nil {
+		return err
 	}
-	return c.bundle(ctx, ownerURL, ns, rng, "unload", q)
+	p = p.Sub("unload")
+	if dest != "" {
+		p = p.Query("destinationBroker", dest)
+	}
+	return c.do(ctx, http.MethodPut, ownerURL, p, nil)
 }
 
 // BundleSplit asks the owner at ownerURL to split bundle rng of ns in two halves of its
 // range, keeping both: PUT .../{range}/split?unload=false&splitAlgorithmName=range_equally_divide.
 func (c *Client) BundleSplit(ctx context.Context, ownerURL, ns, rng string) error {
-	q := url.Values{"unload": {"false"}, "splitAlgorithmName": {"range_equally_divide"}}
-	return c.bundle(ctx, ownerURL, ns, rng, "split", q)
-}
-
-func (c *Client) bundle(ctx context.Context, ownerURL, ns, rng, op string, q url.Values) error {
-	tenant, local, ok := strings.Cut(ns, "/")
-	if !ok || tenant == "" || local == "" {
-		return fmt.Errorf("%w: namespace %q", api.ErrInvalidName, ns)
+	p, err := adminclient.BundlePath(ns, rng)
+	if err != nil {
+		return err
 	}
-	return c.do(ctx, http.MethodPut, ownerURL, "/admin/v2/namespaces/"+url.PathEscape(tenant)+"/"+
-		url.PathEscape(local)+"/"+rng+"/"+op, q, nil)
+	p = p.Sub("split").Query("unload", "false").Query("splitAlgorithmName", "range_equally_divide")
+	return c.do(ctx, http.MethodPut, ownerURL, p, nil)
 }
 
 // Segment asks the owner at ownerURL to run op (create, seal, delete, drained, fence,
-// reset, stats) on a scalable topic's segment whose admin path is segmentPath
-// (/admin/v2/scalable/{tenant}/{ns}/{topic}/segments/{descriptor}): POST segmentPath/op.
-// out, if not nil, receives the JSON answer.
-func (c *Client) Segment(ctx context.Context, ownerURL, segmentPath, op string, q url.Values, out any) error {
-	return c.do(ctx, http.MethodPost, ownerURL, segmentPath+"/"+op, q, out)
+// reset, stats) on segment seg of scalable topic t:
+// POST /admin/v2/scalable/{tenant}/{ns}/{topic}/segments/{descriptor}/{op}. q holds the
+// operation's parameters; out, if not nil, receives the JSON answer.
+func (c *Client) Segment(ctx context.Context, ownerURL string, t layout.Topic, seg layout.Segment, op string, q url.Values, out any) error {
+	p := adminclient.ScalableTopicPath(t).Sub("segments", seg.Descriptor(), op)
+	return c.do(ctx, http.MethodPost, ownerURL, withQuery(p, q), out)
 }
 
-// Scalable calls the controller leader at leaderURL on path below a scalable topic's admin
-// path topicPath (/admin/v2/scalable/{tenant}/{ns}/{topic}): consumer sessions and their
-// assignments. out, if not nil, receives the JSON answer.
-func (c *Client) Scalable(ctx context.Context, leaderURL, method, topicPath, path string, q url.Values, out any) error {
-	return c.do(ctx, method, leaderURL, topicPath+path, q, out)
+// Consumer calls the controller leader at leaderURL on a scalable topic's consumer session:
+// method /admin/v2/scalable/{tenant}/{ns}/{topic}/subscription/{sub}/consumers/{consumer}
+// (PUT registers it), or its /assignment (GET) when assignment is set. out, if not nil,
+// receives the JSON answer.
+func (c *Client) Consumer(ctx context.Context, leaderURL, method string, t layout.Topic, sub, consumer string, assignment bool, q url.Values, out any) error {
+	p := adminclient.ScalableTopicPath(t).Sub("subscription", sub, "consumers", consumer)
+	if assignment {
+		p = p.Sub("assignment")
+	}
+	return c.do(ctx, method, leaderURL, withQuery(p, q), out)
 }
 
 // TopicStats fetches one topic's (or partition's) stats from the broker at ownerURL that
@@ -121,29 +129,34 @@ func (c *Client) Scalable(ctx context.Context, leaderURL, method, topicPath, pat
 // fully qualified name.
 func (c *Client) TopicStats(ctx context.Context, ownerURL, topic string) (api.TopicStats, error) {
 	var st api.TopicStats
-	n, err := topicname.Parse(topic)
+	p, err := adminclient.TopicPath(topic)
 	if err != nil {
 		return st, err
 	}
-	p := "/admin/v2/" + n.Domain + "/" + url.PathEscape(n.Tenant) + "/" + url.PathEscape(n.Namespace) + "/" +
-		url.PathEscape(n.Local) + "/stats"
-	err = c.do(ctx, http.MethodGet, ownerURL, p, nil, &st)
+	err = c.do(ctx, http.MethodGet, ownerURL, p.Sub("stats"), &st)
 	if errors.Is(err, ErrNotFound) {
 		err = fmt.Errorf("%w: %s on %s: %v", api.ErrTopicNotFound, topic, ownerURL, err)
 	}
 	return st, err
 }
 
-// do sends one request to base+path and decodes a 2xx answer into out. A transport failure
+// withQuery adds q's parameters to p.
+func withQuery(p adminclient.Path, q url.Values) adminclient.Path {
+	for k, vs := range q {
+		for _, v := range vs {
+			p = p.Query(k, v)
+		}
+	}
+	return p
+}
+
+// do sends one request to base+p and decodes a 2xx answer into out. A transport failure
 // is api.ErrServiceNotReady; a refusal is a *StatusError.
-func (c *Client) do(ctx context.Context, method, base, path string, q url.Values, out any) error {
+func (c *Client) do(ctx context.Context, method, base string, p adminclient.Path, out any) error {
 	if base == "" {
 		return fmt.Errorf("%w: peer has no web service URL", api.ErrServiceNotReady)
 	}
-	u := strings.TrimSuffix(base, "/") + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
+	u := strings.TrimSuffix(base, "/") + p.String()
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(nil))
 	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrInvalidArgument, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/scalable/layout"
 )
 
 // tokenTransport adds a bearer token, as the broker's configured client does.
@@ -40,6 +41,11 @@ func credentialed(srv *httptest.Server) *Client {
 	return New(&http.Client{Transport: tokenTransport{next: srv.Client().Transport}})
 }
 
+var (
+	topicX  = layout.Topic{Tenant: "t", Namespace: "ns", Name: "x"}
+	segment = layout.Segment{ID: 1, Range: layout.FullRange()}
+)
+
 // TestPathsAndCredentials: each call builds its admin path and carries the broker's
 // credentials.
 func TestPathsAndCredentials(t *testing.T) {
@@ -56,11 +62,14 @@ func TestPathsAndCredentials(t *testing.T) {
 		{"split", func(c *Client, base string) error { return c.BundleSplit(ctx, base, "t/ns", "0x00000000_0x80000000") },
 			http.MethodPut, "/admin/v2/namespaces/t/ns/0x00000000_0x80000000/split", "splitAlgorithmName=range_equally_divide&unload=false"},
 		{"segment", func(c *Client, base string) error {
-			return c.Segment(ctx, base, "/admin/v2/scalable/t/ns/x/segments/0-1", "create", url.Values{"sub": {"s"}}, nil)
-		}, http.MethodPost, "/admin/v2/scalable/t/ns/x/segments/0-1/create", "sub=s"},
-		{"scalable", func(c *Client, base string) error {
-			return c.Scalable(ctx, base, http.MethodGet, "/admin/v2/scalable/t/ns/x", "/subscriptions/s/consumers/c/assignment", nil, nil)
-		}, http.MethodGet, "/admin/v2/scalable/t/ns/x/subscriptions/s/consumers/c/assignment", ""},
+			return c.Segment(ctx, base, topicX, segment, "create", url.Values{"sub": {"s"}}, nil)
+		}, http.MethodPost, "/admin/v2/scalable/t/ns/x/segments/" + segment.Descriptor() + "/create", "sub=s"},
+		{"consumer", func(c *Client, base string) error {
+			return c.Consumer(ctx, base, http.MethodPut, topicX, "s", "c 1", false, nil, nil)
+		}, http.MethodPut, "/admin/v2/scalable/t/ns/x/subscription/s/consumers/c%201", ""},
+		{"assignment", func(c *Client, base string) error {
+			return c.Consumer(ctx, base, http.MethodGet, topicX, "s", "c", true, url.Values{"after": {"3"}}, nil)
+		}, http.MethodGet, "/admin/v2/scalable/t/ns/x/subscription/s/consumers/c/assignment", "after=3"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,7 +102,7 @@ func TestClassification(t *testing.T) {
 	}
 	for _, c := range cases {
 		srv, _ := server(t, c.status, `{"reason":"no"}`)
-		err := credentialed(srv).Segment(ctx, srv.URL, "/admin/v2/scalable/t/ns/x/segments/0-1", "seal", nil, nil)
+		err := credentialed(srv).Segment(ctx, srv.URL, topicX, segment, "seal", nil, nil)
 		var se *StatusError
 		if !errors.As(err, &se) || se.Status != c.status || se.Body != `{"reason":"no"}` {
 			t.Fatalf("HTTP %d: %v, want a StatusError with the body", c.status, err)
@@ -119,11 +128,11 @@ func TestClassification(t *testing.T) {
 func TestDecode(t *testing.T) {
 	srv, _ := server(t, http.StatusOK, `{"drained":true}`)
 	var out struct{ Drained bool }
-	if err := credentialed(srv).Segment(context.Background(), srv.URL, "/p", "drained", nil, &out); err != nil || !out.Drained {
+	if err := credentialed(srv).Segment(context.Background(), srv.URL, topicX, segment, "drained", nil, &out); err != nil || !out.Drained {
 		t.Fatalf("decoded %+v, err %v", out, err)
 	}
 	bad, _ := server(t, http.StatusOK, `not json`)
-	if err := credentialed(bad).Segment(context.Background(), bad.URL, "/p", "drained", nil, &out); err == nil {
+	if err := credentialed(bad).Segment(context.Background(), bad.URL, topicX, segment, "drained", nil, &out); err == nil {
 		t.Fatal("an undecodable answer was accepted")
 	}
 }
