@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/broker/server"
-	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 	"github.com/magnetar-io/magnetar/scalable"

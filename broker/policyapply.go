@@ -247,28 +247,23 @@ func forgetUnloaded(idle map[string]time.Time, loaded map[string]bool) {
 }
 
 // watchPolicies reapplies the policies of the loaded topics whose records change under
-// prefix (namespace records or topic policy records), until the broker closes.
+// prefix (namespace records or topic policy records), until the broker closes; a watch that
+// fails is started again after a second (metadata.Follower, from the store's revision then).
 func (s *Service) watchPolicies(prefix string) {
-	for s.ctx.Err() == nil {
-		w := s.store.Watch(s.ctx, prefix, 0)
-		for b := range w.C {
-			for _, ev := range b.Events {
-				parts := strings.Split(strings.TrimPrefix(ev.KV.Key, prefix), "/")
-				switch {
-				case prefix == metadata.PrefixNamespaces && len(parts) == 2:
-					s.reapplyNamespace(s.ctx, parts[0]+"/"+parts[1])
-				case prefix == metadata.PrefixTopicFeatures && len(parts) == 3:
-					if n, err := topicname.Parse("persistent://" + strings.Join(parts, "/")); err == nil {
-						s.reapplyTopic(s.ctx, n)
-					}
+	metadata.Follower{Store: s.store, Prefix: prefix, RevisionKey: metadata.RevisionKey, PauseAfterWatch: true,
+		Log: s.log}.Run(s.ctx, func(u metadata.Update) {
+		for _, ev := range u.Events {
+			parts := strings.Split(strings.TrimPrefix(ev.KV.Key, prefix), "/")
+			switch {
+			case prefix == metadata.PrefixNamespaces && len(parts) == 2:
+				s.reapplyNamespace(s.ctx, parts[0]+"/"+parts[1])
+			case prefix == metadata.PrefixTopicFeatures && len(parts) == 3:
+				if n, err := topicname.Parse("persistent://" + strings.Join(parts, "/")); err == nil {
+					s.reapplyTopic(s.ctx, n)
 				}
 			}
 		}
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(time.Second): // the watch failed: watch again
-		}
-	}
+	})
 }
 
 // checkBacklogQuota enforces topic t's backlog quotas: beyond one, consumer_backlog_eviction

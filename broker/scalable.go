@@ -17,7 +17,6 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/peer"
 	"github.com/magnetar-io/magnetar/broker/topicname"
-	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/backoff"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -33,43 +34,34 @@ func newWatchCache(store metadata.Store, prefix string, log *slog.Logger) *watch
 	return c
 }
 
-// run keeps the cache current until ctx ends.
+// run keeps the cache current until ctx ends (metadata.Follower: a failed listing is
+// retried every 500ms, a watch that ends is followed by a new listing).
 func (c *watchCache) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		kvs, rev, err := c.store.List(ctx, c.prefix)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond): // the store is unreachable: retry
-			}
-			continue
-		}
+	f := metadata.Follower{Store: c.store, Prefix: c.prefix, Log: c.log,
+		Retry: backoff.Policy{Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
+	f.Run(ctx, func(u metadata.Update) {
 		c.mu.Lock()
-		c.mu.kvs = make(map[string]metadata.KV, len(kvs))
-		for _, kv := range kvs {
-			c.mu.kvs[kv.Key] = kv
-		}
-		c.mu.synced = true
-		c.notifyLocked()
-		c.mu.Unlock()
-		w := c.store.Watch(ctx, c.prefix, rev+1)
-		for b := range w.C {
-			c.mu.Lock()
-			for _, ev := range b.Events {
+		defer c.mu.Unlock()
+		switch u.Kind {
+		case metadata.Listed:
+			c.mu.kvs = make(map[string]metadata.KV, len(u.KVs))
+			for _, kv := range u.KVs {
+				c.mu.kvs[kv.Key] = kv
+			}
+			c.mu.synced = true
+		case metadata.Changed:
+			for _, ev := range u.Events {
 				if ev.Type == metadata.EventDelete {
 					delete(c.mu.kvs, ev.KV.Key)
 				} else {
 					c.mu.kvs[ev.KV.Key] = ev.KV
 				}
 			}
-			c.notifyLocked()
-			c.mu.Unlock()
+		default:
+			return
 		}
-		if err := w.Err(); err != nil && ctx.Err() == nil {
-			c.log.Debug("metadata watch ended: listing again", "prefix", c.prefix, "err", err)
-		}
-	}
+		c.notifyLocked()
+	})
 }
 
 func (c *watchCache) notifyLocked() {

@@ -45,6 +45,10 @@ const (
 	CounterLedgerID = "ledger-id"
 )
 
+// RevisionKey is a key no record uses: a Follower with it as RevisionKey learns the
+// store's revision from an empty listing.
+const RevisionKey = "/revision"
+
 // CounterKey is the key of the named counter.
 func CounterKey(name string) string { return PrefixCounters + name }
 
