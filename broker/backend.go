@@ -8,6 +8,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/server"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/broker/txnhost"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 )
 
@@ -78,11 +79,8 @@ func (b backend) Schema(ctx context.Context, n topicname.Name, version []byte) (
 }
 
 func (b backend) TxnCoordinator(ctx context.Context, tc uint64) (server.Coordinator, error) {
-	if b.s.txn == nil {
-		return nil, errTxnDisabled
-	}
-	c, err := b.s.txn.coordinator(ctx, tc)
-	if errors.Is(err, errNoCoordinator) {
+	c, err := b.s.txn.Coordinator(ctx, tc)
+	if errors.Is(err, txnhost.ErrNoCoordinator) {
 		return nil, markedError{err: err, mark: server.ErrNoCoordinator}
 	}
 	if err != nil {

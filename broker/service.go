@@ -26,6 +26,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/server"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/broker/txnhost"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/mledger"
@@ -46,7 +47,7 @@ type Service struct {
 	pol     *policy.Resolver // policy resolution: topic > namespace > broker default
 	peer    *peer.Client     // calls to the other brokers, with this broker's credentials
 	schemas *schemaRegistry
-	txn     *txnService      // nil: transactions are off
+	txn     *txnhost.Host    // transaction hosting (txn.go); nil: transactions are off
 	own     *ownership       // bundle ownership and the watched caches (ownership.go)
 	lm      *loadmgr.Manager // the load manager (loadbalance.go); nil if off
 	factory *mledger.Factory
@@ -165,9 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		s.srv.Serve(l)
 	}
 	go s.keepSession()
-	if s.txn != nil {
-		go s.txn.keepCoordinators()
-	}
+	s.txn.Start() // nil: transactions off, nothing to start
 	go s.compactionMonitor()
 	go s.policyMonitor()
 	s.scal = startScalable(s)
