@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/schemareg"
 	"github.com/magnetar-io/magnetar/broker/server"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -63,19 +64,15 @@ func (b backend) Topic(ctx context.Context, n topicname.Name, create bool) (*top
 func (b backend) NewProducerName() string { return b.s.newProducerName() }
 
 func (b backend) OfferSchema(ctx context.Context, n topicname.Name, sc *pb.Schema, use server.SchemaUse) ([]byte, error) {
-	op := opProduce
+	u := schemareg.Produce
 	if use == server.SchemaConsume {
-		op = opConsume
+		u = schemareg.Consume
 	}
-	return b.s.offerSchema(ctx, n, sc, op)
+	return b.s.schemas.Offer(ctx, n, sc, u)
 }
 
 func (b backend) Schema(ctx context.Context, n topicname.Name, version []byte) (*pb.Schema, []byte, error) {
-	rec, err := b.s.schemas.get(ctx, n, version, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return rec.toProto(), encodeSchemaVersion(rec.Version), nil
+	return b.s.schemas.Proto(ctx, n, version)
 }
 
 func (b backend) TxnCoordinator(ctx context.Context, tc uint64) (server.Coordinator, error) {
@@ -99,16 +96,4 @@ func (e markedError) Unwrap() []error { return []error{e.err, e.mark} }
 // initial_subscription_name gets it (compaction.go creates its own this way).
 func createInitialSubscription(ctx context.Context, t *topic.Topic, name string) error {
 	return server.CreateInitialSubscription(ctx, t, name)
-}
-
-// kvMap converts the protocol's key-value list (nil for none).
-func kvMap(kvs []*pb.KeyValue) map[string]string {
-	if len(kvs) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(kvs))
-	for _, kv := range kvs {
-		m[kv.GetKey()] = kv.GetValue()
-	}
-	return m
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/peer"
 	"github.com/magnetar-io/magnetar/broker/policy"
+	"github.com/magnetar-io/magnetar/broker/schemareg"
 	"github.com/magnetar-io/magnetar/broker/server"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -46,7 +47,7 @@ type Service struct {
 	res     *resources
 	pol     *policy.Resolver // policy resolution: topic > namespace > broker default
 	peer    *peer.Client     // calls to the other brokers, with this broker's credentials
-	schemas *schemaRegistry
+	schemas *schemareg.Registry
 	txn     *txnhost.Host    // transaction hosting (txn.go); nil: transactions are off
 	own     *ownership       // bundle ownership and the watched caches (ownership.go)
 	lm      *loadmgr.Manager // the load manager (loadbalance.go); nil if off
@@ -128,7 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		DisableAutoTopicCreation: cfg.DisableAutoTopicCreation}
 	s.own = newOwnership(s)
 	s.own.start(s.ctx, &s.wg)
-	s.schemas = newSchemaRegistry(cfg.Store)
+	s.schemas = newSchemaRegistry(s)
 
 	if err := s.res.ensureDefaults(ctx); err != nil {
 		return nil, fmt.Errorf("broker: create public/default: %w", err)
