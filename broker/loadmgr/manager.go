@@ -338,23 +338,11 @@ func (m *Manager) run() {
 		case req := <-m.selectc:
 			req.reply <- m.st.SelectBroker(req.bundle, time.Now())
 		case u := <-m.lbUps:
-			switch u.Kind {
-			case metadata.Listed:
-				m.listedLoadBalance(u.KVs)
-			case metadata.Changed:
-				for _, ev := range u.Events {
-					m.applyLoadBalance(ev)
-				}
-			}
+			followed(u, m.listedLoadBalance, m.applyLoadBalance)
 		case u := <-m.brUps:
-			switch u.Kind {
-			case metadata.Listed:
-				m.listedBrokers(u.KVs)
-			case metadata.Changed:
-				for _, ev := range u.Events {
-					m.applyBroker(ev.KV.Key, ev.Type == metadata.EventPut, ev.KV.Value)
-				}
-			}
+			followed(u, m.listedBrokers, func(ev metadata.Event) {
+				m.applyBroker(ev.KV.Key, ev.Type == metadata.EventPut, ev.KV.Value)
+			})
 		case <-sessDone:
 			m.sessionLost()
 		case <-reportT.C:
@@ -413,6 +401,18 @@ func (m *Manager) follow(f metadata.Follower, rev int64, ups chan<- metadata.Upd
 		case <-m.done:
 		}
 	})
+}
+
+// followed applies a follower's update: a listing through listed, each change through apply.
+func followed(u metadata.Update, listed func([]metadata.KV), apply func(metadata.Event)) {
+	switch u.Kind {
+	case metadata.Listed:
+		listed(u.KVs)
+	case metadata.Changed:
+		for _, ev := range u.Events {
+			apply(ev)
+		}
+	}
 }
 
 // listedBrokers replaces the brokers by a listing of metadata.PrefixBrokers.
