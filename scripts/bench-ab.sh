@@ -25,7 +25,8 @@ base=${MAGNETAR_BENCH_DIR:-$(mktemp -d)}
 etcd=127.0.0.1:22379 bk=127.0.0.1:23181 brk=127.0.0.1:26650 web=127.0.0.1:28080
 spid=""
 trap '[ -n "$spid" ] && kill $spid 2>/dev/null; wait 2>/dev/null; [ -n "${MAGNETAR_BENCH_DIR:-}" ] || rm -rf "$base"' EXIT
-# BENCH_WORKLOADS (default: all) lists the workloads to run: rate-5000 async-1p consume pcg.
+# BENCH_WORKLOADS (default: all) lists the workloads to run: rate-5000 async-1p consume pcg
+# pcg-rate (pulsar-client-go perf at 5k msg/s, with PULSAR_PERF).
 want() { [ -z "${BENCH_WORKLOADS:-}" ] || [[ " $BENCH_WORKLOADS " == *" $1 "* ]]; }
 field() { python3 -c 'import json,sys; r=json.load(sys.stdin); l=r.get("publishLatencyMs") or {}; print("%.0f,%.3f,%.3f,%.3f" % (r["msgPerSec"], l.get("p50",0), l.get("p99",0), l.get("p99.9",0)))'; }
 run() { # run LABEL BIN REP
@@ -49,6 +50,17 @@ import re,sys
 v=[(float(m.group(1)),float(m.group(2)),float(m.group(3))) for m in (re.search(r"Publish rate: ([0-9.]+) msg/s.*50%\s+([0-9.]+).*99%\s+([0-9.]+) -",l) for l in sys.stdin) if m]
 v.sort(); r=v[len(v)//2] if v else (0,0,0)
 print("%.0f,%.3f,%.3f," % r)' <<<"$out")"
+  fi
+  if [ -n "${PULSAR_PERF:-}" ] && want pcg-rate; then
+    # pulsar-client-go's perf at 5k msg/s: the median window's rate and p50, the worst
+    # window's p99 (the tail goal is per window).
+    local out; out=$(timeout -s INT "${PULSAR_PERF_SECONDS:-32}" "$PULSAR_PERF" produce -u pulsar://$brk --metrics -1 -r 5000 -s 1024 \
+      "persistent://public/default/ab-$r-5" 2>&1 | grep 'Publish rate' | tail -n +2 || true)
+    echo "$label,pcg-rate-5000,$r,$(python3 -c '
+import re,sys
+v=[(float(m.group(1)),float(m.group(2)),float(m.group(3))) for m in (re.search(r"Publish rate: ([0-9.]+) msg/s.*50%\s+([0-9.]+).*99%\s+([0-9.]+) -",l) for l in sys.stdin) if m]
+v.sort(); r=v[len(v)//2] if v else (0,0,0)
+print("%.0f,%.3f,%.3f," % (r[0], r[1], max((x[2] for x in v), default=0)))' <<<"$out")"
   fi
   kill $spid; wait $spid 2>/dev/null || true; spid=""
   rm -rf "$dir"
