@@ -7,43 +7,42 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topicname"
-	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // This file is the exported service API for the admin REST layer and the tools (see doc.go).
 // Every method is safe for concurrent use.
 
 // Tenants lists the tenants.
-func (s *Service) Tenants(ctx context.Context) ([]string, error) { return s.res.tenants(ctx) }
+func (s *Service) Tenants(ctx context.Context) ([]string, error) { return s.res.Tenants(ctx) }
 
 // Tenant returns a tenant's record.
 func (s *Service) Tenant(ctx context.Context, name string) (TenantInfo, error) {
-	return s.res.tenant(ctx, name)
+	return s.res.Tenant(ctx, name)
 }
 
 // CreateTenant creates a tenant (ErrAlreadyExists if it exists).
 func (s *Service) CreateTenant(ctx context.Context, name string, info TenantInfo) error {
-	return s.res.createTenant(ctx, name, info)
+	return s.res.CreateTenant(ctx, name, info)
 }
 
 // UpdateTenant replaces a tenant's record (ErrTenantNotFound if it does not exist).
 func (s *Service) UpdateTenant(ctx context.Context, name string, info TenantInfo) error {
-	return s.res.updateTenant(ctx, name, info)
+	return s.res.UpdateTenant(ctx, name, info)
 }
 
 // DeleteTenant deletes a tenant without namespaces (ErrNotEmpty otherwise).
 func (s *Service) DeleteTenant(ctx context.Context, name string) error {
-	return s.res.deleteTenant(ctx, name)
+	return s.res.DeleteTenant(ctx, name)
 }
 
 // Namespaces lists the namespaces of a tenant as "tenant/ns".
 func (s *Service) Namespaces(ctx context.Context, tenant string) ([]string, error) {
-	return s.res.namespaces(ctx, tenant)
+	return s.res.Namespaces(ctx, tenant)
 }
 
 // Namespace returns the policies of namespace "tenant/ns".
 func (s *Service) Namespace(ctx context.Context, ns string) (NamespacePolicies, error) {
-	return s.res.namespace(ctx, ns)
+	return s.res.Namespace(ctx, ns)
 }
 
 // CreateNamespace creates namespace "tenant/ns" (the tenant must exist).
@@ -52,13 +51,13 @@ func (s *Service) CreateNamespace(ctx context.Context, ns string, p NamespacePol
 	if err != nil {
 		return err
 	}
-	return s.res.createNamespace(ctx, ns, p)
+	return s.res.CreateNamespace(ctx, ns, p)
 }
 
 // SetNamespacePolicies replaces the policies of namespace "tenant/ns".
 func (s *Service) SetNamespacePolicies(ctx context.Context, ns string, p NamespacePolicies) error {
 	if _, has := p.Other["bundles"]; !has { // the bundles are kept (split changes them)
-		if old, err := s.res.namespace(ctx, ns); err == nil && old.Other["bundles"] != nil {
+		if old, err := s.res.Namespace(ctx, ns); err == nil && old.Other["bundles"] != nil {
 			p.Other = maps.Clone(p.Other)
 			if p.Other == nil {
 				p.Other = map[string]any{}
@@ -73,7 +72,7 @@ func (s *Service) SetNamespacePolicies(ctx context.Context, ns string, p Namespa
 // broker's watched copy of it shows the change: what the admin API sets, the broker's next
 // lookup or topic creation here reads (the writer reads its write).
 func (s *Service) setNamespaceSeen(ctx context.Context, ns string, p NamespacePolicies) error {
-	v, err := s.res.setNamespace(ctx, ns, p)
+	v, err := s.res.SetNamespace(ctx, ns, p)
 	if err != nil || s.own == nil {
 		return err
 	}
@@ -83,7 +82,7 @@ func (s *Service) setNamespaceSeen(ctx context.Context, ns string, p NamespacePo
 	}
 	wctx, cancel := context.WithTimeout(ctx, storeWait)
 	defer cancel()
-	_ = s.own.policies.waitVersion(wctx, metadata.NamespaceKey(t, n), v) // the change is stored either way
+	_ = s.res.WaitNamespace(wctx, t, n, v) // the change is stored either way
 	return nil
 }
 
@@ -96,7 +95,7 @@ func (s *Service) DeleteNamespace(ctx context.Context, ns string, force bool) er
 // Topics lists the persistent topics of namespace "tenant/ns" by full name, partitions
 // included (as GetTopicsOfNamespace answers clients).
 func (s *Service) Topics(ctx context.Context, ns string) ([]string, error) {
-	return s.res.topics(ctx, ns)
+	return s.res.Topics(ctx, ns)
 }
 
 // NonPersistentTopics lists the non-persistent topics of namespace "tenant/ns" by full
@@ -106,15 +105,15 @@ func (s *Service) NonPersistentTopics(ctx context.Context, ns string) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.res.checkNamespace(ctx, t, n); err != nil {
+	if err := s.res.CheckNamespace(ctx, t, n); err != nil {
 		return nil, err
 	}
-	return s.res.domainTopics(ctx, t, n, topicname.NonPersistent)
+	return s.res.DomainTopics(ctx, t, n, topicname.NonPersistent)
 }
 
 // PartitionedTopics lists the partitioned topics of namespace "tenant/ns" by full name.
 func (s *Service) PartitionedTopics(ctx context.Context, ns string) ([]string, error) {
-	return s.res.partitionedTopics(ctx, ns)
+	return s.res.PartitionedTopics(ctx, ns)
 }
 
 // CreateTopic creates a non-partitioned topic (ErrAlreadyExists if it or a partitioned
@@ -131,13 +130,13 @@ func (s *Service) DeleteTopic(ctx context.Context, topic string, force bool) err
 
 // CreatePartitionedTopic creates a partitioned topic of n >= 1 partitions.
 func (s *Service) CreatePartitionedTopic(ctx context.Context, topic string, n int) error {
-	return s.res.createPartitioned(ctx, topic, n)
+	return s.res.CreatePartitioned(ctx, topic, n)
 }
 
 // UpdatePartitionedTopic grows a partitioned topic to n partitions (ErrInvalidArgument if n
 // is not larger).
 func (s *Service) UpdatePartitionedTopic(ctx context.Context, topic string, n int) error {
-	return s.res.updatePartitioned(ctx, topic, n)
+	return s.res.UpdatePartitioned(ctx, topic, n)
 }
 
 // DeletePartitionedTopic deletes a partitioned topic and all its partitions.

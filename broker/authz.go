@@ -47,14 +47,14 @@ func (s *Service) authorizeNamespace(ctx context.Context, role, tenant, ns strin
 
 // grants reads what authorization needs; a missing tenant or namespace grants nothing.
 func (s *Service) grants(ctx context.Context, tenant, ns string) (admins []string, pol auth.Policies, err error) {
-	ti, err := s.res.tenant(ctx, tenant)
+	ti, err := s.res.Tenant(ctx, tenant)
 	if isNotFound(err) {
 		return nil, auth.Policies{}, nil
 	}
 	if err != nil {
 		return nil, auth.Policies{}, err
 	}
-	np, err := s.res.namespacePolicies(ctx, tenant, ns)
+	np, err := s.res.NamespacePolicies(ctx, tenant, ns)
 	if isNotFound(err) {
 		return ti.AdminRoles, auth.Policies{}, nil
 	}

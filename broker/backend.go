@@ -50,11 +50,11 @@ func (b backend) PartitionedMetadata(ctx context.Context, topic string) (int, er
 }
 
 func (b backend) CheckNamespace(ctx context.Context, tenant, ns string) error {
-	return b.s.res.checkNamespace(ctx, tenant, ns)
+	return b.s.res.CheckNamespace(ctx, tenant, ns)
 }
 
 func (b backend) NamespaceTopics(ctx context.Context, tenant, ns, domain string) ([]string, error) {
-	return b.s.res.domainTopics(ctx, tenant, ns, domain)
+	return b.s.res.DomainTopics(ctx, tenant, ns, domain)
 }
 
 func (b backend) Topic(ctx context.Context, n topicname.Name, create bool) (*topic.Topic, error) {

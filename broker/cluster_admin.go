@@ -214,7 +214,7 @@ func (s *Service) SplitBundle(ctx context.Context, ns, bundle string, unload boo
 		return err
 	}
 	// Our own lookups find the halves before the parent's record goes.
-	if err := s.own.policies.waitVersion(ctx, metadata.NamespaceKey(t, n), v); err != nil {
+	if err := s.res.WaitNamespace(ctx, t, n, v); err != nil {
 		return err
 	}
 	s.own.forget(ctx, b)

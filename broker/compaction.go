@@ -121,7 +121,7 @@ func (s *Service) compactionThreshold(ctx context.Context, n topicname.Name) (in
 	if v := tp.CompactionThreshold(); v != nil {
 		return *v, nil
 	}
-	pol, err := s.res.namespacePolicies(ctx, n.Tenant, n.Namespace)
+	pol, err := s.res.NamespacePolicies(ctx, n.Tenant, n.Namespace)
 	if err != nil {
 		return 0, err
 	}

@@ -138,7 +138,7 @@
 //     serving every bundle (their topics close in the background) before the lease can expire
 //     and another broker take over; the managed ledgers' fencing backs this up. Close hands
 //     every bundle over to other live brokers first (SIGTERM: a rolling restart).
-//   - Watched caches (watchCache: list, then watch from the listed revision) of the
+//   - Watched caches (resources.Cache: list, then watch from the listed revision) of the
 //     ownership records, namespace policies, partitioned-topic records and live brokers answer
 //     lookups, bundles and partitioned metadata while etcd is unreachable; what needs the
 //     store is bounded (storeWait, storeFirstWait) and fails with ErrServiceNotReady, which

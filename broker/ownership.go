@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -64,15 +65,15 @@ type ownedBundle struct {
 // concurrent use.
 type ownership struct {
 	s *Service
-	// owners, policies, partitioned and brokers mirror the ownership records, the
-	// namespace policies, the partitioned-topic records and the live brokers.
-	owners, policies, partitioned, brokers *watchCache
-	m                                      *ownershipMetrics
-	closing                                atomic.Bool // handing over: acquire nothing more
-	sel                                    *defaultSelector
+	// owners and brokers mirror the ownership records and the live brokers (the namespace
+	// and partitioned-topic records have theirs in Service.res).
+	owners, brokers *resources.Cache
+	m               *ownershipMetrics
+	closing         atomic.Bool // handing over: acquire nothing more
+	sel             *defaultSelector
 
 	mu struct {
-		sync.Mutex                         // guards bundles; Service.mu and watchCache's may be taken under it
+		sync.Mutex                         // guards bundles; Service.mu and resources.Cache's may be taken under it
 		bundles    map[string]*ownedBundle // by Bundle.String()
 	}
 }
@@ -87,10 +88,8 @@ type ownershipMetrics struct {
 
 func newOwnership(s *Service) *ownership {
 	o := &ownership{s: s,
-		owners:      newWatchCache(s.store, metadata.PrefixBundleOwners, s.log),
-		policies:    newWatchCache(s.store, metadata.PrefixNamespaces, s.log),
-		partitioned: newWatchCache(s.store, metadata.PrefixPartitionedTopics, s.log),
-		brokers:     newWatchCache(s.store, metadata.PrefixBrokers, s.log),
+		owners:  resources.NewCache(s.store, metadata.PrefixBundleOwners, s.log),
+		brokers: resources.NewCache(s.store, metadata.PrefixBrokers, s.log),
 		m: &ownershipMetrics{
 			events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "magnetar_broker_bundle_ownership_changes_total",
 				Help: "Bundle ownership changes of this broker, by event (acquired, released, lost)."}, []string{"event"}),
@@ -111,11 +110,11 @@ func newOwnership(s *Service) *ownership {
 
 // start runs the caches until ctx ends; wg counts them.
 func (o *ownership) start(ctx context.Context, wg *sync.WaitGroup) {
-	for _, c := range []*watchCache{o.owners, o.policies, o.partitioned, o.brokers} {
+	for _, c := range append([]*resources.Cache{o.owners, o.brokers}, o.s.res.Caches()...) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.run(ctx)
+			c.Run(ctx)
 		}()
 	}
 }
@@ -130,40 +129,18 @@ func (o *ownership) startTransfers(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-// storeWait bounds a metadata read the broker's caches cannot answer: well inside the
-// clients' operation timeout (30 s by default), so an unreachable store gives them a
-// retryable error instead of a hang.
-const storeWait = 5 * time.Second
+// storeWait bounds a metadata read the broker's caches cannot answer (resources.StoreWait).
+const storeWait = resources.StoreWait
 
 // storeFirstWait bounds a read that prefers the store to the watched cache.
-const storeFirstWait = 2 * time.Second
+const storeFirstWait = resources.StoreFirstWait
 
-func errStoreUnreachable(key string, err error) error {
-	return fmt.Errorf("%w: metadata store unreachable (reading %s): %v", ErrServiceNotReady, key, err)
-}
+func errStoreUnreachable(key string, err error) error { return resources.StoreUnreachable(key, err) }
 
 // cachedPolicies returns a namespace's policies from the watched cache (the store if the
 // cache does not hold it).
 func (s *Service) cachedPolicies(ctx context.Context, tenant, ns string) (NamespacePolicies, error) {
-	kv, err := s.own.policies.read(ctx, metadata.NamespaceKey(tenant, ns), storeWait)
-	return decodePolicies(tenant, ns, kv, err)
-}
-
-// decodePolicies decodes the namespace record kv read with err.
-func decodePolicies(tenant, ns string, kv metadata.KV, err error) (NamespacePolicies, error) {
-	var p NamespacePolicies
-	if errors.Is(err, metadata.ErrNotFound) {
-		return p, fmt.Errorf("%w: %s/%s", ErrNamespaceNotFound, tenant, ns)
-	}
-	if err != nil {
-		return p, err
-	}
-	if len(kv.Value) > 0 {
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return p, fmt.Errorf("namespace %s/%s record: %w", tenant, ns, err)
-		}
-	}
-	return p, nil
+	return s.res.CachedPolicies(ctx, tenant, ns)
 }
 
 // cachedPartitions returns a topic's partition count (0: not partitioned): from the store
@@ -173,18 +150,7 @@ func (s *Service) cachedPartitions(ctx context.Context, n topicname.Name) (int, 
 	if s.loadedTopic(n.String()) != nil {
 		return 0, nil // served here as a non-partitioned topic (a partitioned one is not loaded)
 	}
-	key := partitionedKey(n.Base())
-	rctx, cancel := context.WithTimeout(ctx, storeFirstWait)
-	kv, err := s.store.Get(rctx, key)
-	cancel()
-	if err != nil && !errors.Is(err, metadata.ErrNotFound) && ctx.Err() == nil {
-		var found bool
-		if kv, found, _ = s.own.partitioned.get(key); !found {
-			return 0, errStoreUnreachable(key, err)
-		}
-		err = nil
-	}
-	return partitionsOf(n, kv, err)
+	return s.res.CachedPartitions(ctx, n)
 }
 
 // bundlesOf returns the bundles of namespace tenant/ns; a namespace without a record has
@@ -214,7 +180,7 @@ func bundleKey(b Bundle) string {
 // ownerOf returns the record of b's owner from the watched cache (the store if the cache
 // is not synced yet), nil if none.
 func (o *ownership) ownerOf(ctx context.Context, b Bundle) (*ownerRecord, metadata.KV, error) {
-	kv, found, synced := o.owners.get(bundleKey(b))
+	kv, found, synced := o.owners.Get(bundleKey(b))
 	if !synced {
 		var err error
 		cctx, cancel := context.WithTimeout(ctx, storeWait)
@@ -412,8 +378,8 @@ func (o *ownership) writeRecord(ctx context.Context, b Bundle) (metadata.Session
 // waitGone waits until key no longer has version v in the watched cache.
 func (o *ownership) waitGone(ctx context.Context, key string, v metadata.Version) error {
 	for {
-		ch := o.owners.changed()
-		if kv, found, _ := o.owners.get(key); !found || kv.Version != v {
+		ch := o.owners.Changed()
+		if kv, found, _ := o.owners.Get(key); !found || kv.Version != v {
 			return nil
 		}
 		select {
@@ -429,8 +395,8 @@ func (o *ownership) waitGone(ctx context.Context, key string, v metadata.Version
 func (o *ownership) takeTransfers(ctx context.Context) {
 	started := map[string]metadata.Version{}
 	for {
-		ch := o.owners.changed()
-		for _, kv := range o.owners.list(metadata.PrefixBundleOwners) {
+		ch := o.owners.Changed()
+		for _, kv := range o.owners.List(metadata.PrefixBundleOwners) {
 			var r ownerRecord
 			if json.Unmarshal(kv.Value, &r) != nil || r.TransferTo == nil || r.TransferTo.ID != o.s.info.ID ||
 				started[kv.Key] == kv.Version {
@@ -638,7 +604,7 @@ const pickMemory = 10 * time.Second
 
 func (d *defaultSelector) SelectBroker(ctx context.Context, bundle string) (string, error) {
 	counts := map[string]int{}
-	for _, kv := range d.o.brokers.list(metadata.PrefixBrokers) {
+	for _, kv := range d.o.brokers.List(metadata.PrefixBrokers) {
 		counts[strings.TrimPrefix(kv.Key, metadata.PrefixBrokers)] = 0
 	}
 	if len(counts) == 0 {
@@ -650,7 +616,7 @@ func (d *defaultSelector) SelectBroker(ctx context.Context, bundle string) (stri
 	owners, _, err := d.o.s.store.List(lctx, metadata.PrefixBundleOwners)
 	cancel()
 	if err != nil {
-		owners = d.o.owners.list(metadata.PrefixBundleOwners)
+		owners = d.o.owners.List(metadata.PrefixBundleOwners)
 	}
 	for _, kv := range owners {
 		var r ownerRecord
@@ -663,7 +629,7 @@ func (d *defaultSelector) SelectBroker(ctx context.Context, bundle string) (stri
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for key, p := range d.recent {
-		if _, found, _ := d.o.owners.get(key); found || time.Since(p.at) > pickMemory {
+		if _, found, _ := d.o.owners.Get(key); found || time.Since(p.at) > pickMemory {
 			delete(d.recent, key)
 		} else if _, live := counts[p.broker]; live {
 			counts[p.broker]++
@@ -700,7 +666,7 @@ func parseBundleName(s string) (Bundle, error) {
 // liveBroker returns the record of live broker id.
 func (o *ownership) liveBroker(ctx context.Context, id string) (BrokerInfo, error) {
 	var bi BrokerInfo
-	kv, err := o.brokers.read(ctx, metadata.BrokerKey(id), storeWait)
+	kv, err := o.brokers.Read(ctx, metadata.BrokerKey(id), storeWait)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return bi, fmt.Errorf("%w: broker %s is not available", ErrServiceNotReady, id)
 	}
@@ -716,7 +682,7 @@ func (o *ownership) liveBroker(ctx context.Context, id string) (BrokerInfo, erro
 // liveBrokers lists the live brokers' records, by id.
 func (o *ownership) liveBrokers() []BrokerInfo {
 	var out []BrokerInfo
-	for _, kv := range o.brokers.list(metadata.PrefixBrokers) {
+	for _, kv := range o.brokers.List(metadata.PrefixBrokers) {
 		var bi BrokerInfo
 		if json.Unmarshal(kv.Value, &bi) == nil {
 			out = append(out, bi)
@@ -787,7 +753,7 @@ func (s *Service) otherBroker(ctx context.Context, b Bundle) (BrokerInfo, error)
 		}
 	}
 	counts := map[string]int{}
-	for _, kv := range s.own.owners.list(metadata.PrefixBundleOwners) {
+	for _, kv := range s.own.owners.List(metadata.PrefixBundleOwners) {
 		var r ownerRecord
 		if json.Unmarshal(kv.Value, &r) == nil {
 			counts[r.ID]++

@@ -69,7 +69,7 @@ func (s *Service) updateTopicRecord(ctx context.Context, n topicname.Name, chang
 
 // namespaceRecord returns a namespace's policies by Pulsar key.
 func (s *Service) namespaceRecord(ctx context.Context, t, ns string) (policy.Record, error) {
-	pol, err := s.res.namespacePolicies(ctx, t, ns)
+	pol, err := s.res.NamespacePolicies(ctx, t, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (s *Service) changeTopicPolicy(ctx context.Context, topic, path, qualifier 
 	if err != nil {
 		return err
 	}
-	if err := s.res.checkNamespace(ctx, n.Tenant, n.Namespace); err != nil {
+	if err := s.res.CheckNamespace(ctx, n.Tenant, n.Namespace); err != nil {
 		return err
 	}
 	if err := s.ownedElsewhere(ctx, n); err != nil {

@@ -32,7 +32,7 @@ func (s *Service) checkTopicCount(ctx context.Context, n topicname.Name, r polic
 	if r.MaxTopics <= 0 {
 		return nil
 	}
-	ts, err := s.res.domainTopics(ctx, n.Tenant, n.Namespace, n.Domain)
+	ts, err := s.res.DomainTopics(ctx, n.Tenant, n.Namespace, n.Domain)
 	if err != nil {
 		return err
 	}
@@ -84,13 +84,13 @@ func (s *Service) partitionsAutoCreate(ctx context.Context, topic string) (int, 
 	if err != nil || r.AutoPartitions <= 0 || !s.pol.AutoCreateAllowed(pol, r) {
 		return 0, err
 	}
-	if exists, err := s.res.topicExists(ctx, n); err != nil || exists {
+	if exists, err := s.res.TopicExists(ctx, n); err != nil || exists {
 		return 0, err
 	}
 	if err := s.checkTopicCount(ctx, n, r); err != nil {
 		return 0, err
 	}
-	switch err := s.res.createPartitioned(ctx, n.String(), r.AutoPartitions); {
+	switch err := s.res.CreatePartitioned(ctx, n.String(), r.AutoPartitions); {
 	case errors.Is(err, ErrAlreadyExists): // created meanwhile, partitioned or not
 		return s.partitions(ctx, topic)
 	case err != nil:

@@ -565,7 +565,7 @@ func (s *Service) CreateScalableTopic(ctx context.Context, name string, n int) e
 	if n < 1 || n > layout.MaxHash {
 		return fmt.Errorf("%w: %d initial segments", ErrInvalidArgument, n)
 	}
-	if err := s.res.checkNamespace(ctx, t.Tenant, t.Namespace); err != nil {
+	if err := s.res.CheckNamespace(ctx, t.Tenant, t.Namespace); err != nil {
 		return err
 	}
 	if _, err := s.store.Get(ctx, metadata.ScalableLayoutKey(t.Tenant, t.Namespace, t.Name)); err == nil {
@@ -610,7 +610,7 @@ func (s *Service) ScalableTopics(ctx context.Context, ns string) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := s.res.checkNamespace(ctx, tenant, n); err != nil {
+	if err := s.res.CheckNamespace(ctx, tenant, n); err != nil {
 		return nil, err
 	}
 	kvs, _, err := s.store.List(ctx, metadata.PrefixScalableTopics+tenant+"/"+n+"/")

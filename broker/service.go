@@ -23,6 +23,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/peer"
 	"github.com/magnetar-io/magnetar/broker/policy"
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schemareg"
 	"github.com/magnetar-io/magnetar/broker/server"
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -44,7 +45,7 @@ type Service struct {
 	reg     *prometheus.Registry
 	m       *metrics
 	tm      *topic.Metrics
-	res     *resources
+	res     records          // the typed records and their watched caches (package resources)
 	pol     *policy.Resolver // policy resolution: topic > namespace > broker default
 	peer    *peer.Client     // calls to the other brokers, with this broker's credentials
 	schemas *schemareg.Registry
@@ -122,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	as := mledger.NewAsyncStore(cfg.Store, 0)
 	s.closers = append(s.closers, func() { as.Close() })
 	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log})
-	s.res = &resources{store: cfg.Store, cluster: cfg.Cluster}
+	s.res = records{resources.New(cfg.Store, cfg.Cluster, s.log)}
 	s.peer = peer.New(cfg.PeerHTTP)
 	s.pol = &policy.Resolver{Defaults: cfg.Policies, Cluster: cfg.Cluster, MaxMessageSize: cfg.MaxMessageSize,
 		ManagedLedger: cfg.ManagedLedger, DisableDeduplication: cfg.DisableDeduplication,
@@ -131,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.own.start(s.ctx, &s.wg)
 	s.schemas = newSchemaRegistry(s)
 
-	if err := s.res.ensureDefaults(ctx); err != nil {
+	if err := s.res.EnsureDefaults(ctx); err != nil {
 		return nil, fmt.Errorf("broker: create public/default: %w", err)
 	}
 	if err := s.startTxn(ctx); err != nil {
@@ -392,7 +393,7 @@ func (s *Service) loadTopic(name topicname.Name, e *topicEntry, create, force bo
 }
 
 func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, force bool, e *topicEntry) (*topic.Topic, error) {
-	pol, err := s.res.namespacePolicies(ctx, name.Tenant, name.Namespace)
+	pol, err := s.res.NamespacePolicies(ctx, name.Tenant, name.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +401,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	if err != nil {
 		return nil, err
 	}
-	exists, err := s.res.topicExists(ctx, name)
+	exists, err := s.res.TopicExists(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +410,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 			return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 		}
 		if !name.IsPartition() {
-			if n, err := s.res.partitionCount(ctx, name); err != nil {
+			if n, err := s.res.PartitionCount(ctx, name); err != nil {
 				return nil, err
 			} else if n > 0 {
 				return nil, fmt.Errorf("%w: %s is a partitioned topic: use its partitions", ErrNotAllowed, name)
@@ -425,7 +426,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 		if err := s.checkTopicCount(ctx, name, pols); err != nil {
 			return nil, err
 		}
-		if err := s.res.createTopicRecord(ctx, name); err != nil && !errors.Is(err, ErrAlreadyExists) {
+		if err := s.res.CreateTopicRecord(ctx, name); err != nil && !errors.Is(err, ErrAlreadyExists) {
 			return nil, err
 		}
 	}
@@ -498,15 +499,15 @@ func (s *Service) createTopic(ctx context.Context, topicName string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.res.checkNamespace(ctx, name.Tenant, name.Namespace); err != nil {
+	if err := s.res.CheckNamespace(ctx, name.Tenant, name.Namespace); err != nil {
 		return err
 	}
-	if exists, err := s.res.topicExists(ctx, name); err != nil {
+	if exists, err := s.res.TopicExists(ctx, name); err != nil {
 		return err
 	} else if exists {
 		return fmt.Errorf("%w: topic %s", ErrAlreadyExists, name)
 	}
-	if n, err := s.res.partitionCount(ctx, name.Base()); err != nil {
+	if n, err := s.res.PartitionCount(ctx, name.Base()); err != nil {
 		return err
 	} else if n > 0 && !name.IsPartition() {
 		return fmt.Errorf("%w: partitioned topic %s", ErrAlreadyExists, name)
@@ -521,7 +522,7 @@ func (s *Service) deleteTopic(ctx context.Context, topicName string, force bool)
 		return err
 	}
 	if !name.IsPartition() {
-		if n, err := s.res.partitionCount(ctx, name); err != nil {
+		if n, err := s.res.PartitionCount(ctx, name); err != nil {
 			return err
 		} else if n > 0 {
 			return fmt.Errorf("%w: %s is partitioned: delete the partitioned topic", ErrNotAllowed, name)
@@ -547,7 +548,7 @@ func (s *Service) deleteTopic(ctx context.Context, topicName string, force bool)
 	if err := waitStopped(ctx, t); err != nil {
 		return err
 	}
-	return s.res.deleteTopicRecord(ctx, name)
+	return s.res.DeleteTopicRecord(ctx, name)
 }
 
 func (s *Service) deletePartitioned(ctx context.Context, topicName string, force bool) error {
@@ -556,7 +557,7 @@ func (s *Service) deletePartitioned(ctx context.Context, topicName string, force
 		return err
 	}
 	name = name.Base()
-	n, err := s.res.partitionCount(ctx, name)
+	n, err := s.res.PartitionCount(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -565,7 +566,7 @@ func (s *Service) deletePartitioned(ctx context.Context, topicName string, force
 	}
 	for i := 0; i < n; i++ {
 		p := name.PartitionName(i)
-		exists, err := s.res.topicExists(ctx, p)
+		exists, err := s.res.TopicExists(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -576,7 +577,7 @@ func (s *Service) deletePartitioned(ctx context.Context, topicName string, force
 			return fmt.Errorf("partition %d: %w", i, err)
 		}
 	}
-	return s.res.deletePartitioned(ctx, name)
+	return s.res.DeletePartitioned(ctx, name)
 }
 
 func (s *Service) deleteNamespace(ctx context.Context, ns string, force bool) error {
@@ -584,14 +585,14 @@ func (s *Service) deleteNamespace(ctx context.Context, ns string, force bool) er
 	if err != nil {
 		return err
 	}
-	if err := s.res.checkNamespace(ctx, tenant, nsName); err != nil {
+	if err := s.res.CheckNamespace(ctx, tenant, nsName); err != nil {
 		return err
 	}
-	topics, err := s.res.topics(ctx, ns)
+	topics, err := s.res.Topics(ctx, ns)
 	if err != nil {
 		return err
 	}
-	parts, err := s.res.partitionedTopics(ctx, ns)
+	parts, err := s.res.PartitionedTopics(ctx, ns)
 	if err != nil {
 		return err
 	}
@@ -608,7 +609,7 @@ func (s *Service) deleteNamespace(ctx context.Context, ns string, force bool) er
 			return err
 		}
 	}
-	return s.res.deleteNamespace(ctx, tenant, nsName)
+	return s.res.DeleteNamespace(ctx, tenant, nsName)
 }
 
 func (s *Service) unload(ctx context.Context, topicName string) error {

@@ -1,0 +1,40 @@
+// Package resources is the one typed layer over the broker's records in the metadata
+// store: tenants, namespaces (their policies and permission grants), topics and
+// partitioned topics (Records), and the watched caches that mirror a prefix of the store
+// (Cache), so that the rest of the broker asks for "the namespace's policies", never for a
+// key. The keys themselves are built in metadata/keys.go.
+//
+// # Usage
+//
+//	r := resources.New(store, "cluster-a", log)
+//	for _, c := range r.Caches() {
+//		go c.Run(ctx) // until the broker closes
+//	}
+//	err := r.CreateNamespace(ctx, "tenant/ns", api.NamespacePolicies{})
+//	p, err := r.CachedPolicies(ctx, "tenant", "ns") // the cache, else the store within StoreWait
+//	err = r.UpdateNamespace(ctx, "tenant/ns", func(p *api.NamespacePolicies) { ... }) // CAS, retried
+//
+// # Caller obligations
+//
+//  1. Run every cache of Caches (and every Cache made with NewCache) until the broker
+//     closes; until a cache's first listing its reads go to the store.
+//  2. Treat api.ErrServiceNotReady from a read as "the store is unreachable now": clients
+//     retry it.
+//
+// # Invariants
+//
+//   - Every update is a compare-and-swap on the record's version (a create: "must not
+//     exist"); a lost race is api.ErrAlreadyExists, api.ErrServiceNotReady, or retried
+//     (UpdateNamespace).
+//   - A Cache holds, once synced, what the store held at the revision of its last listing
+//     plus every later change its watch delivered, in order.
+//
+// # Goroutines
+//
+// Cache.Run, one per cache, owns its refresh (a metadata.Follower) and runs until its ctx
+// ends. Everything else runs on the caller's goroutine; Records and Cache are safe for
+// concurrent use.
+//
+// The package imports only lower packages (metadata, broker/api, broker/topicname, auth),
+// never package broker.
+package resources
