@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,29 +269,21 @@ func (c *Controller) campaign(ctx context.Context, sess metadata.Session) {
 	}
 }
 
-// awaitVacancy waits until the election key is gone (answering requests meanwhile).
+// awaitVacancy waits until the election key is gone (answering requests meanwhile): it
+// follows the key (metadata.Follower) until a listing lacks it or a change deletes it.
 func (c *Controller) awaitVacancy(ctx context.Context, sess metadata.Session, key string) {
-	kv, err := c.store.Get(ctx, key)
-	if errors.Is(err, metadata.ErrNotFound) {
-		return
-	}
-	if err != nil {
-		c.idle(ctx, sess.Done(), time.Second)
-		return
-	}
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w := c.store.Watch(wctx, key, int64(kv.Version)+1)
+	ups := metadata.Follower{Store: c.store, Prefix: key}.Chan(wctx)
+	defer func() {
+		cancel()
+		for range ups { // the follower ends with wctx
+		}
+	}()
 	for {
 		select {
-		case b, ok := <-w.C:
-			if !ok {
+		case u := <-ups:
+			if vacant(u, key) {
 				return
-			}
-			for _, ev := range b.Events {
-				if ev.Type == metadata.EventDelete && ev.KV.Key == key {
-					return
-				}
 			}
 		case r := <-c.reqs:
 			r.reply <- ErrNotLeading
@@ -300,6 +293,19 @@ func (c *Controller) awaitVacancy(ctx context.Context, sess metadata.Session, ke
 			return
 		}
 	}
+}
+
+// vacant reports whether update u of a follower of key shows key absent.
+func vacant(u metadata.Update, key string) bool {
+	switch u.Kind {
+	case metadata.Listed:
+		return !slices.ContainsFunc(u.KVs, func(kv metadata.KV) bool { return kv.Key == key })
+	case metadata.Changed:
+		return slices.ContainsFunc(u.Events, func(ev metadata.Event) bool {
+			return ev.Type == metadata.EventDelete && ev.KV.Key == key
+		})
+	}
+	return false
 }
 
 // lead owns one term's Core until the session or ctx ends.
