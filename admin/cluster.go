@@ -20,7 +20,7 @@ type BrokersService interface {
 	TopicBundle(ctx context.Context, topic string) (string, error)
 	NamespaceBundles(ctx context.Context, ns string) (api.BundlesData, error)
 	UnloadBundle(ctx context.Context, ns, bundle, destination string) error
-	UnloadNamespace(ctx context.Context, ns string) (map[string]api.BrokerInfo, error)
+	UnloadNamespace(ctx context.Context, ns string) error
 	SplitBundle(ctx context.Context, ns, bundle string, unload bool, algorithm string) error
 	Brokers(ctx context.Context, cluster string) ([]string, error)
 	LiveBroker(ctx context.Context, id string) (api.BrokerInfo, error)
@@ -41,7 +41,7 @@ func (h *handler) clusterRoutes(cs BrokersService, route routeFunc, nsScope, top
 		if err != nil {
 			return err
 		}
-		return ok(w, map[string]string{"serviceUrl": bi.HTTPURL, "brokerId": bi.ID})
+		return ok(w, map[string]string{"serviceUrl": bi.AdminURL(r.TLS != nil), "brokerId": bi.ID})
 	}, none)
 	if lr, isLM := cs.(LoadReporter); isLM {
 		// Pulsar's broker-stats/load-report: this broker's last load report
@@ -101,14 +101,8 @@ func (h *handler) clusterRoutes(cs BrokersService, route routeFunc, nsScope, top
 		if err != nil {
 			return err
 		}
-		others, err := cs.UnloadNamespace(r.Context(), n)
-		if err != nil {
+		if err := cs.UnloadNamespace(r.Context(), n); err != nil { // the owners of the others asked by the broker
 			return err
-		}
-		for bundle, owner := range others { // as Pulsar: ask each bundle's owner
-			if err := forwardUnload(r, owner, n, bundle); err != nil {
-				return err
-			}
 		}
 		return noContent(w)
 	}, nsScope)
@@ -161,31 +155,6 @@ func hostOf(u string) string {
 	return ""
 }
 
-// forwardUnload asks owner to unload bundle of namespace ns, with the request's
-// credentials.
-func forwardUnload(r *http.Request, owner api.BrokerInfo, ns, bundle string) error {
-	if owner.HTTPURL == "" {
-		return restErr(http.StatusServiceUnavailable, "bundle %s/%s is owned by %s, which has no HTTP URL", ns, bundle, owner.ID)
-	}
-	u := strings.TrimSuffix(owner.HTTPURL, "/") + "/admin/v2/namespaces/" + ns + "/" + bundle + "/unload"
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPut, u, nil)
-	if err != nil {
-		return err
-	}
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return restErr(http.StatusServiceUnavailable, "unload %s/%s on %s: %v", ns, bundle, owner.ID, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return restErr(resp.StatusCode, "unload %s/%s on %s: %s", ns, bundle, owner.ID, resp.Status)
-	}
-	return nil
-}
-
 // lookupAssigned answers an HTTP lookup with the cluster service: a bundle assigned to
 // another broker is redirected (307) there with authoritative=true, so that broker takes
 // it; an unowned bundle the load manager's leader assigns, to the leader with
@@ -203,10 +172,10 @@ func (h *handler) lookupAssigned(cs BrokersService, w http.ResponseWriter, r *ht
 	if err != nil {
 		return err
 	}
-	if (res.Assigned || res.ToLeader) && res.HTTPURL != "" {
+	if to := res.AdminURL(r.TLS != nil); (res.Assigned || res.ToLeader) && to != "" {
 		q := r.URL.Query()
 		q.Set("authoritative", strconv.FormatBool(res.Assigned)) // the leader chooses the owner
-		http.Redirect(w, r, strings.TrimSuffix(res.HTTPURL, "/")+r.URL.Path+"?"+q.Encode(), http.StatusTemporaryRedirect)
+		http.Redirect(w, r, strings.TrimSuffix(to, "/")+r.URL.Path+"?"+q.Encode(), http.StatusTemporaryRedirect)
 		return nil
 	}
 	return ok(w, LookupData{BrokerURL: res.ServiceURL, BrokerURLTLS: res.ServiceURLTLS, HTTPURL: res.HTTPURL,

@@ -144,12 +144,13 @@ func reasonOf(err error) string {
 	return s
 }
 
-// writeError answers err: a redirect to the owner for a topic another broker serves, else
+// writeError answers err: a redirect to the owner for a topic another broker serves (its
+// https:// URL for a request that came over TLS, if it has one; else the one it has), else
 // the status and {"reason": …} of toREST.
 func writeError(w http.ResponseWriter, r *http.Request, err error, sc scope, log *slog.Logger) {
 	var no *api.NotOwnerError
-	if errors.As(err, &no) && no.Owner.HTTPURL != "" {
-		http.Redirect(w, r, strings.TrimSuffix(no.Owner.HTTPURL, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	if errors.As(err, &no) && no.Owner.AdminURL(r.TLS != nil) != "" {
+		http.Redirect(w, r, strings.TrimSuffix(no.Owner.AdminURL(r.TLS != nil), "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 		return
 	}
 	re := toREST(err, sc)

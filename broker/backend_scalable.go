@@ -248,7 +248,7 @@ func (s *Service) leaderID(ctx context.Context, name string) (string, error) {
 func (s *Service) registerStream(ctx context.Context, name, sub, consumer string, session uint64) (string, error) {
 	err := s.RegisterStreamConsumer(ctx, name, sub, consumer, session)
 	var no *NotOwnerError
-	if errors.As(err, &no) && no.Owner.HTTPURL != "" {
+	if errors.As(err, &no) && no.Owner.AdminURL(false) != "" {
 		q := url.Values{"session": {strconv.FormatUint(session, 10)}}
 		return no.Owner.ID, s.scal.leaderCall(ctx, no.Owner, http.MethodPut, name, sub, consumer, false, q, nil)
 	}

@@ -138,35 +138,37 @@ func hostPort(u string) string {
 	return ""
 }
 
-// UnloadNamespace unloads every bundle of namespace ns this broker owns and returns the
-// owners of the others (the admin layer asks them in turn), by bundle range.
-func (s *Service) UnloadNamespace(ctx context.Context, ns string) (map[string]BrokerInfo, error) {
+// UnloadNamespace unloads every bundle of namespace ns: those this broker owns here, the
+// others by asking their owners with this broker's credentials (package broker/peer), as
+// Pulsar's broker does with its own admin client.
+func (s *Service) UnloadNamespace(ctx context.Context, ns string) error {
 	t, n, err := topicname.ParseNamespace(ns)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := s.cachedPolicies(ctx, t, n); err != nil {
-		return nil, err
+		return err
 	}
 	bs, err := s.bundlesOf(ctx, t, n)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	others := map[string]BrokerInfo{}
 	for _, b := range bs {
 		var no *NotOwnerError
 		switch err := s.bundleOwner(ctx, b); {
 		case err == nil:
 			if err := s.own.release(ctx, b, nil); err != nil {
-				return others, err
+				return err
 			}
 		case errors.As(err, &no):
-			others[b.Range()] = no.Owner
+			if err := s.peer.BundleUnload(ctx, no.Owner.AdminURL(false), ns, b.Range(), ""); err != nil {
+				return fmt.Errorf("unload %s/%s on %s: %w", ns, b.Range(), no.Owner.ID, err)
+			}
 		case !errors.Is(err, ErrBundleNotFound):
-			return others, err
+			return err
 		}
 	}
-	return others, nil
+	return nil
 }
 
 // SplitBundle splits bundle of namespace ns, which this broker must own, into two halves

@@ -48,7 +48,7 @@
 //
 //	Cluster     NamespaceBundles(ctx, ns) (BundlesData, error); TopicBundle(ctx, topic) (string, error)
 //	            UnloadBundle(ctx, ns, bundle, destination) error   (*NotOwnerError if another broker owns it)
-//	            UnloadNamespace(ctx, ns) (map[range]BrokerInfo, error) (the bundles other brokers own)
+//	            UnloadNamespace(ctx, ns) error (the bundles other brokers own: asked of their owners)
 //	            SplitBundle(ctx, ns, bundle, unload, algorithm) error
 //	            Brokers(ctx, cluster) ([]string, error); LiveBroker(ctx, id); LeaderBroker(ctx)
 //	            OwnedNamespaces(ctx) map[string]NamespaceOwnership; Healthy(ctx) error

@@ -462,14 +462,14 @@ func (e *segmentEffects) Reset(ctx context.Context, t layout.Topic, term uint64,
 func (st *scalableTopics) onOwner(ctx context.Context, segment, op string, q url.Values, out any, local func() error) error {
 	err := local()
 	var no *NotOwnerError
-	if !errors.As(err, &no) || no.Owner.HTTPURL == "" {
+	if !errors.As(err, &no) || no.Owner.AdminURL(false) == "" {
 		return err
 	}
 	tp, r, id, err := layout.ParseSegmentName(segment)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
-	if err := st.peer.Segment(ctx, no.Owner.HTTPURL, tp, layout.Segment{ID: id, Range: r}, op, q, out); err != nil {
+	if err := st.peer.Segment(ctx, no.Owner.AdminURL(false), tp, layout.Segment{ID: id, Range: r}, op, q, out); err != nil {
 		if errors.Is(err, peer.ErrRefused) {
 			st.refusedLog.Warn("a peer refused this broker's credentials (brokerClientAuthentication*)",
 				"op", op, "segment", segment, "owner", no.Owner.ID, "err", err)
@@ -831,7 +831,7 @@ func (st *scalableTopics) leaderCall(ctx context.Context, bi BrokerInfo, method,
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
-	err = st.peer.Consumer(ctx, bi.HTTPURL, method, t, sub, consumer, assignment, q, out)
+	err = st.peer.Consumer(ctx, bi.AdminURL(false), method, t, sub, consumer, assignment, q, out)
 	var se *peer.StatusError
 	switch {
 	case err == nil:

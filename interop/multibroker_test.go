@@ -3,6 +3,7 @@ package interop
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-io/magnetar/admin"
+	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/itest"
@@ -99,6 +101,17 @@ type mbNode struct {
 	// listener: closing it makes the broker unreachable while it keeps its metadata session,
 	// as a crashed broker does until its session expires.
 	relay *proxy
+	// sec, if set (mbOpts.secure), makes the node's listeners TLS-only and its admin API
+	// authenticated.
+	sec *mbSecure
+}
+
+// mbSecure makes a multiBroker's brokers serve TLS only: pulsar+ssl:// on the node's
+// listen port, https:// admin on its HTTP port (both with tls), with the admin API behind
+// auth's middleware.
+type mbSecure struct {
+	tls  *tls.Config
+	auth *auth.Service
 }
 
 // startInProcess starts the node's HTTP server and broker in this process; redirects, if
@@ -109,6 +122,11 @@ func (n *mbNode) startInProcess(ctx context.Context, cfg broker.Config, redirect
 		return err
 	}
 	cfg.Listen, cfg.HTTPURL = n.listen, "http://"+n.httpAddr
+	if n.sec != nil {
+		cfg.Listen, cfg.DisablePlain, cfg.ListenTLS, cfg.TLS = "", true, n.listen, n.sec.tls
+		cfg.HTTPURL, cfg.HTTPURLTLS = "", "https://"+n.httpAddr
+		web = tls.NewListener(web, n.sec.tls)
+	}
 	svc, err := broker.Start(ctx, cfg)
 	if err != nil {
 		web.Close()
@@ -117,6 +135,10 @@ func (n *mbNode) startInProcess(ctx context.Context, cfg broker.Config, redirect
 	n.svc.Store(svc)
 	n.url, n.httpURL = "pulsar://"+n.listen, cfg.HTTPURL
 	h := admin.Handler(svc, admin.Options{Logger: cfg.Logger})
+	if n.sec != nil {
+		n.url, n.httpURL = "pulsar+ssl://"+n.listen, cfg.HTTPURLTLS
+		h = n.sec.auth.Middleware(h)
+	}
 	if redirects != nil {
 		inner := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -148,9 +170,10 @@ func (n *mbNode) stop() {
 
 type mbOpts struct {
 	ttl      time.Duration
-	children bool // brokers run as child processes
-	txn      bool // transactions on (4 coordinators)
-	relayed  bool // each broker (in process) advertises a TCP relay in front of its listener: mbNode.relay
+	children bool      // brokers run as child processes
+	txn      bool      // transactions on (4 coordinators)
+	relayed  bool      // each broker (in process) advertises a TCP relay in front of its listener: mbNode.relay
+	secure   *mbSecure // TLS-only listeners and an authenticated admin API (in process)
 	eps      []string
 	tweak    func(*broker.Config)
 }
@@ -217,6 +240,7 @@ func (m *multiBroker) start(nd *mbNode) {
 		if m.o.txn {
 			cfg.TransactionCoordinatorEnabled, cfg.TransactionCoordinators = true, 4
 		}
+		nd.sec = m.o.secure
 		if m.o.relayed {
 			if nd.relay == nil {
 				nd.relay = newProxy(m.t)
@@ -232,8 +256,8 @@ func (m *multiBroker) start(nd *mbNode) {
 		}
 		return
 	}
-	if m.o.relayed {
-		m.t.Fatal("mbOpts: relayed brokers run in process")
+	if m.o.relayed || m.o.secure != nil {
+		m.t.Fatal("mbOpts: relayed and secure brokers run in process")
 	}
 	arg, _ := json.Marshal(childBroker{Endpoints: m.eps, Namespace: m.ns, ID: nd.id, Listen: nd.listen, HTTP: nd.httpAddr, TTL: m.o.ttl,
 		Txn: m.o.txn})

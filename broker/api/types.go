@@ -21,6 +21,16 @@ type BrokerInfo struct {
 	StartedAt     int64  `json:"startedAt"`         // Unix ms
 }
 
+// AdminURL is the base URL of the broker's admin API: the https:// one if tls is set and
+// it has one, else the http:// one, else the https:// one ("" if it serves neither). A
+// broker serving only https:// is reached there.
+func (b BrokerInfo) AdminURL(tls bool) string {
+	if tls && b.HTTPURLTLS != "" || b.HTTPURL == "" {
+		return b.HTTPURLTLS
+	}
+	return b.HTTPURL
+}
+
 // TenantInfo is a tenant's record (Pulsar's TenantInfo JSON).
 type TenantInfo struct {
 	AdminRoles      []string `json:"adminRoles"`
