@@ -269,22 +269,7 @@ func (r *Records) Topics(ctx context.Context, ns string) ([]string, error) {
 // DomainTopics lists the topics of a domain stored under namespace t/n (none if it does not
 // exist), partitions included, in order.
 func (r *Records) DomainTopics(ctx context.Context, t, n, want string) ([]string, error) {
-	prefix := metadata.TopicPrefix(t, n)
-	kvs, _, err := r.store.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	out := []string{}
-	for _, kv := range kvs {
-		rest := strings.TrimPrefix(kv.Key, prefix)
-		domain, local, ok := strings.Cut(rest, "/")
-		if !ok || domain != want {
-			continue
-		}
-		out = append(out, domain+"://"+t+"/"+n+"/"+local)
-	}
-	sort.Strings(out)
-	return out, nil
+	return r.topicNames(ctx, metadata.TopicPrefix(t, n), t, n, want)
 }
 
 // PartitionedTopics lists the partitioned topics of namespace "tenant/ns" in order.
@@ -296,7 +281,13 @@ func (r *Records) PartitionedTopics(ctx context.Context, ns string) ([]string, e
 	if err := r.CheckNamespace(ctx, t, n); err != nil {
 		return nil, err
 	}
-	prefix := metadata.PartitionedTopicPrefix(t, n)
+	return r.topicNames(ctx, metadata.PartitionedTopicPrefix(t, n), t, n, "")
+}
+
+// topicNames lists the full names of the topic records under prefix (keys
+// "<prefix><domain>/<local>") of namespace t/n, in order: those of domain want, or of any
+// domain if want is "".
+func (r *Records) topicNames(ctx context.Context, prefix, t, n, want string) ([]string, error) {
 	kvs, _, err := r.store.List(ctx, prefix)
 	if err != nil {
 		return nil, err
@@ -304,7 +295,7 @@ func (r *Records) PartitionedTopics(ctx context.Context, ns string) ([]string, e
 	out := []string{}
 	for _, kv := range kvs {
 		domain, local, ok := strings.Cut(strings.TrimPrefix(kv.Key, prefix), "/")
-		if ok {
+		if ok && (want == "" || domain == want) {
 			out = append(out, domain+"://"+t+"/"+n+"/"+local)
 		}
 	}
