@@ -47,7 +47,9 @@
 //     security, policy, transaction and compaction tests set its options.
 //   - newMultiBroker (multibroker_test.go): one bookie and n brokers, each with its admin API
 //     on its own port, in the test process or as child processes (mbOpts.children, for
-//     kill -9); the proxy tests put proxies in front of one (startProxy, mbOpts.relayed).
+//     kill -9); the proxy tests put proxies in front of one (startProxy, mbOpts.relayed);
+//     mbOpts.secure makes the brokers (in process) TLS-only with an authenticated admin API,
+//     as TestSecureMultiBroker (security_multibroker_test.go) runs every inter-broker call.
 //
 // Brokers and bookies that restart on their address listen on ports reserved for the test
 // (itest.FreeAddr), which nothing else on the machine can take in between.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
+	"github.com/magnetar-io/magnetar/itest"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/scalable/layout"
 	"github.com/magnetar-io/magnetar/tlsconf"
@@ -273,6 +275,7 @@ func TestSecureMultiBroker(t *testing.T) {
 		owner = dest
 	})
 
+	scalableTopic := "topic://public/default/" + sanitize(t.Name()) + "-scalable"
 	t.Run("scalable", func(t *testing.T) {
 		// Every bundle of public/default owned first (the lookups place them), so that the
 		// segments' bundles are on several brokers when A creates them.
@@ -288,7 +291,7 @@ func TestSecureMultiBroker(t *testing.T) {
 		if len(bundleOwners) < 2 {
 			t.Fatalf("the bundles are on %v only", bundleOwners)
 		}
-		st := "topic://public/default/" + sanitize(t.Name())
+		st := scalableTopic
 		adm := s.admin(t, 0, s.adminTok)
 		if err := adm.CreateScalableTopic(ctx, st, 6); err != nil {
 			t.Fatalf("create through %s: %v", a.id, err)
@@ -393,6 +396,27 @@ func TestSecureMultiBroker(t *testing.T) {
 		}
 		if err := via.SeekScalableSubscription(ctx, st, "sub", uint64(lay().Active()[0].ID), nil); err != nil {
 			t.Fatalf("seek: %v", err)
+		}
+	})
+
+	t.Run("cli", func(t *testing.T) {
+		// magnetar produce and consume on the scalable topic as the app role, over TLS:
+		// the consumer's subscription and session requests carry the token.
+		common := []string{"--url", a.url, "--admin-url", a.httpURL, "--auth-plugin", "token",
+			"--auth-params", "token:" + s.appTok, "--tls-trust-certs-file", s.pki.caFile}
+		bin := itest.Binary(t)
+		run := func(args ...string) string {
+			cmd := exec.CommandContext(ctxT(t, 2*time.Minute), bin, append(args, common...)...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("magnetar %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		run("produce", scalableTopic, "-m", "from-cli", "-n", "5")
+		out := run("consume", scalableTopic, "-s", "cli", "-p", "Earliest", "-n", "5", "--timeout", "60s")
+		if got := strings.Count(out, "from-cli"); got != 5 {
+			t.Errorf("consume printed %d messages, want 5:\n%s", got, out)
 		}
 	})
 
