@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,7 +168,7 @@ func (s *secureMB) index(nd *mbNode) int {
 // a scalable topic whose segments are created on other brokers and split, merged and
 // sought through a broker that is not the controller's leader, transactions whose
 // coordinators are on other brokers than their topics, and the load manager leader's split
-// of a bundle on its owner.
+// of a bundle on its owner and its unload of a bundle from an overloaded broker.
 func TestSecureMultiBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three brokers: skipped with -short")
@@ -554,6 +555,70 @@ func TestSecureMultiBroker(t *testing.T) {
 		if got := counterSum(t, s.multiBroker, "magnetar_loadbalance_splits_total", "failed"); got != 0 {
 			t.Errorf("%v splits failed", got)
 		}
+	})
+
+	t.Run("loadManagerUnload", func(t *testing.T) {
+		// Two bundles on one broker other than the leader, loaded while the others are
+		// idle: the leader's executor asks that broker to unload one (shedding).
+		ld, err := a.svc.Load().LeaderBroker(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hot *mbNode
+		for _, nd := range s.nodes {
+			if nd.id != ld.ID {
+				hot = nd
+			}
+		}
+		var topics []string
+		seen := map[string]bool{}
+		for i := 0; len(topics) < 2; i++ {
+			tp := fmt.Sprintf("%s-shed-%d", base, i)
+			b, err := a.svc.Load().TopicBundle(ctx, tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[b] {
+				continue
+			}
+			seen[b] = true
+			if err := roundTripOn(t, appA, tp); err != nil { // the bundle owned
+				t.Fatal(err)
+			}
+			if s.ownerOf(t, tp) != hot {
+				if err := s.admin(t, 0, s.adminTok).UnloadBundle(ctx, "public/default", b, hot.id); err != nil {
+					t.Fatalf("transfer of %s to %s: %v", b, hot.id, err)
+				}
+				waitFor(t, 30*time.Second, tp+" on "+hot.id, func() bool { return s.ownerOf(t, tp) == hot })
+			}
+			topics = append(topics, tp)
+		}
+		before := counterSum(t, s.multiBroker, "magnetar_loadbalance_unloads_total", "done")
+		lctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer func() { stop(); wg.Wait() }()
+		for _, tp := range topics {
+			p, err := appA.CreateProducer(pulsar.ProducerOptions{Topic: tp, BatchingMaxPublishDelay: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			wg.Add(1)
+			go func() { defer wg.Done(); newPubStats().run(lctx, p, 300, "shed") }()
+		}
+		pollFor(t, 90*time.Second, "the leader's unload of a bundle of "+hot.id, func() bool {
+			return counterSum(t, s.multiBroker, "magnetar_loadbalance_unloads_total", "done") > before
+		})
+		if got := counterSum(t, s.multiBroker, "magnetar_loadbalance_unloads_total", "failed"); got != 0 {
+			t.Errorf("%v unloads failed", got)
+		}
+		var after []string
+		for _, tp := range topics {
+			if nd := s.ownerOf(t, tp); nd != nil {
+				after = append(after, nd.id)
+			}
+		}
+		t.Logf("the loaded bundles' owners after shedding: %v (both were on %s)", after, hot.id)
 	})
 }
 
