@@ -6,6 +6,17 @@
 // ownership in the metadata store (package metadata), and exposes an exported service API
 // for the admin REST layer and the tools.
 //
+// The package is the composition root of the broker's parts, each a package that imports
+// nothing above it and sees the others only through small interfaces it defines:
+// broker/api (the API's types and errors), broker/policy (policies and their resolution),
+// broker/resources (typed metadata records and the watched cache), broker/server (the
+// protocol server, behind Backend: backend.go), broker/peer (calls to other brokers, with
+// this broker's credentials), broker/txnhost (transaction coordinators and the transaction
+// admin calls), broker/schemareg (the schema registry), broker/loadmgr (the load manager),
+// broker/topic (topics and subscriptions). Still here: bundles and ownership, the topic
+// registry with policy application and monitors, compaction and inspection wiring, and
+// scalable-topic hosting.
+//
 // # Usage
 //
 //	svc, err := broker.Start(ctx, broker.Config{
@@ -210,7 +221,7 @@
 //   - Delayed delivery (deliver_at_time) is honoured on Shared and Key_Shared subscriptions.
 //   - Terminate seals the managed ledger and disconnects the producers, which reconnect and
 //     are refused with TopicTerminatedError.
-//   - Schemas (schema.go, rules in package broker/schema): versions are stored per (base)
+//   - Schemas (package broker/schemareg, rules in package broker/schema): versions are stored per (base)
 //     topic in the metadata store. A schema that is not live yet (Avro definitions compared
 //     parsed) is validated and checked against the live versions under the topic's strategy
 //     (topic policy, else namespace, else Config.SchemaCompatibilityStrategy, default FULL)
