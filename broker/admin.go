@@ -6,6 +6,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
@@ -47,7 +48,7 @@ func (s *Service) Namespace(ctx context.Context, ns string) (NamespacePolicies, 
 
 // CreateNamespace creates namespace "tenant/ns" (the tenant must exist).
 func (s *Service) CreateNamespace(ctx context.Context, ns string, p NamespacePolicies) error {
-	p, err := withBundles(p, s.cfg.DefaultNumberOfNamespaceBundles) // bundles.go
+	p, err := ownership.WithBundles(p, s.cfg.DefaultNumberOfNamespaceBundles)
 	if err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func (s *Service) scalableDAG(ctx context.Context, t layout.Topic) (*pb.Scalable
 		dag.SegmentBrokers = append(dag.SegmentBrokers, sb)
 	}
 	if kv, err := s.store.Get(ctx, metadata.ScalableControllerKey(t.Tenant, t.Namespace, t.Name)); err == nil {
-		if bi, err := s.own.liveBroker(ctx, string(kv.Value)); err == nil && bi.ServiceURL != "" {
+		if bi, err := s.own.LiveBroker(ctx, string(kv.Value)); err == nil && bi.ServiceURL != "" {
 			dag.ControllerBrokerUrl = proto.String(bi.ServiceURL)
 			if bi.ServiceURLTLS != "" {
 				dag.ControllerBrokerUrlTls = proto.String(bi.ServiceURLTLS)
@@ -268,7 +268,7 @@ func (s *Service) streamAssignment(ctx context.Context, leader, name, sub, consu
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait+10*time.Second)
 	defer cancel()
-	bi, err := s.own.liveBroker(ctx, leader)
+	bi, err := s.own.LiveBroker(ctx, leader)
 	if err != nil {
 		return scalable.Assignment{}, fmt.Errorf("%w: controller leader %s: %v", ErrServiceNotReady, leader, err)
 	}

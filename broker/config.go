@@ -12,6 +12,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -180,7 +181,7 @@ func (c Config) withDefaults() Config {
 		c.SessionTTL = 10 * time.Second
 	}
 	if c.DefaultNumberOfNamespaceBundles <= 0 {
-		c.DefaultNumberOfNamespaceBundles = defaultBundles
+		c.DefaultNumberOfNamespaceBundles = ownership.DefaultBundles
 	}
 	if c.MaxMessageSize <= 0 {
 		c.MaxMessageSize = 1 << 20

@@ -13,9 +13,9 @@
 // protocol server, behind Backend: backend.go), broker/peer (calls to other brokers, with
 // this broker's credentials), broker/txnhost (transaction coordinators and the transaction
 // admin calls), broker/schemareg (the schema registry), broker/loadmgr (the load manager),
-// broker/topic (topics and subscriptions). Still here: bundles and ownership, the topic
-// registry with policy application and monitors, compaction and inspection wiring, and
-// scalable-topic hosting.
+// broker/topic (topics and subscriptions), broker/ownership (bundles, ownership records,
+// lookups, hand-overs and the cluster API). Still here: the topic registry with policy
+// application and monitors, compaction and inspection wiring, and scalable-topic hosting.
 //
 // # Usage
 //
@@ -120,47 +120,23 @@
 // Stats types (TopicStats, SubscriptionStats, InternalStats, ...) are aliases of the types in
 // broker/topic and encode to Pulsar's admin JSON.
 //
-// # Bundles, ownership and lookups (bundles.go, ownership.go, lookup.go, watchcache.go)
+// # Bundles, ownership and lookups (package broker/ownership)
 //
-// As Pulsar's NamespaceBundleFactory, NamespaceService and OwnershipCache: a namespace's
-// 32-bit hash space is cut into bundles (policies' bundles.boundaries; a namespace created
-// without them gets Config.DefaultNumberOfNamespaceBundles equal ones, or numBundles); a
-// topic belongs to the bundle holding the CRC-32 (Guava's Hashing.crc32(), which Pulsar
-// uses) of its full name. The broker owning a bundle holds metadata.BundleOwnerKey, an
-// ephemeral record bound to its metadata session, and serves the bundle's topics only while
-// it holds it under its current session (a topic load checks once more when it completes).
-//   - Acquiring: one write per bundle at a time (ownedBundle.ready is the future the others
-//     wait on). A record of this broker's id from an earlier session is taken over at once;
-//     another broker's is *NotOwnerError, unless it names this broker in TransferTo (a
-//     hand-over), then the acquisition waits for the owner to delete it.
-//   - Lookup: the owner answers Connect; another broker answers Redirect (authoritative) to
-//     the owner (to the destination during a hand-over); an unowned bundle goes to the broker
-//     Config.BrokerSelector chooses (default: the live broker owning the fewest bundles,
-//     counting its recent choices; ties by id), which takes it when the redirected
-//     (authoritative) lookup arrives. HTTP lookups do the same with 307 and
-//     ?authoritative=true.
-//   - Releasing (unload, hand-over, split, shutdown): the bundle stops being served, its
-//     record names the destination (a hand-over), its topics close with the destination's
-//     URLs as CLOSE_PRODUCER/CLOSE_CONSUMER's assigned broker URLs (topic.Topic.CloseTo), so
-//     the clients reconnect there without a lookup, and the record is deleted; the
-//     destination watches the records (takeTransfers) and takes the bundle at once.
-//   - Session: keepSession treats the session as lost when it expires or when the store has
-//     not renewed it for two thirds of SessionTTL (metadata.Renewer): the broker stops
-//     serving every bundle (their topics close in the background) before the lease can expire
-//     and another broker take over; the managed ledgers' fencing backs this up. Close hands
-//     every bundle over to other live brokers first (SIGTERM: a rolling restart).
-//   - Watched caches (resources.Cache: list, then watch from the listed revision) of the
-//     ownership records, namespace policies, partitioned-topic records and live brokers answer
-//     lookups, bundles and partitioned metadata while etcd is unreachable; what needs the
-//     store is bounded (storeWait, storeFirstWait) and fails with ErrServiceNotReady, which
-//     the clients retry, instead of hanging.
+// Package broker/ownership keeps the bundle table: namespace bundles, the ownership records
+// bound to the broker's metadata session, lookups, the default broker selector, hand-overs
+// and the cluster API (unload, split, brokers); its doc.go tells how. The root builds it
+// (ownership.go: ownHost gives it the broker's record, session, topic closing and the load
+// manager's placement; resources.Records its namespace policies; peer.Client the calls to
+// other owners) and the exported cluster methods of Service delegate to it. The session
+// keeper (keepSession) stays here: when the session is lost the table drops every bundle
+// and the root closes their topics in the background.
 //
 // # Goroutines and ownership
 //
 //   - Service: the session keeper (which drops every bundle and opens a new
-//     metadata session if the old one is lost), the four watched caches and the hand-over
-//     watcher (ownership.start) are goroutines; bundle acquisitions run on their own
-//     goroutines (ownership.write); the topics registry
+//     metadata session if the old one is lost), the watched caches and the hand-over
+//     watcher (ownership.Manager.Start, StartTransfers) are goroutines; bundle acquisitions
+//     run on their own goroutines (package ownership); the topics registry
 //     (name → loading/loaded entry) is a small mutex-guarded map.
 //     Loading a topic runs on its own goroutine and completes a future (topicEntry.ready)
 //     the callers wait on. Background metadata chores (ownership release) run through

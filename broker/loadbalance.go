@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
 // The load manager (package loadmgr), as Pulsar's modular load manager: the broker reports
 // the load of its bundles, the elected leader assigns unowned bundles (lookups of one reaching
-// another broker are redirected to it, lookup.go) and moves and splits bundles through the
+// another broker are redirected to it, package ownership) and moves and splits bundles through the
 // admin API of their owners (UnloadBundle with a destination, SplitBundle).
 
 // startLoadManager starts the load manager unless a BrokerSelector replaces it or it is
@@ -57,7 +58,7 @@ func (s *Service) bundleLoads() map[string]loadmgr.BundleLoad {
 	defer cancel()
 	owned := map[string][]Bundle{} // by namespace
 	out := map[string]loadmgr.BundleLoad{}
-	for _, b := range s.own.ownedBundles() {
+	for _, b := range s.own.OwnedBundles() {
 		owned[b.Namespace] = append(owned[b.Namespace], b)
 		out[b.String()] = loadmgr.BundleLoad{}
 	}
@@ -85,31 +86,13 @@ func (s *Service) bundleLoads() map[string]loadmgr.BundleLoad {
 
 // bundleIn returns the bundle of bundles (by namespace) that n belongs to.
 func bundleIn(bundles map[string][]Bundle, n topicname.Name) (Bundle, bool) {
-	h := topicHash(n)
+	h := ownership.TopicHash(n)
 	for _, b := range bundles[n.Tenant+"/"+n.Namespace] {
-		if b.contains(h) {
+		if b.Contains(h) {
 			return b, true
 		}
 	}
 	return Bundle{}, false
-}
-
-// assigningLeader returns the load manager's leader when it is another live broker: the
-// lookup of an unowned bundle goes there (Pulsar's NamespaceService.searchForCandidateBroker
-// with a centralized load manager). Without a live leader this broker decides.
-func (s *Service) assigningLeader(ctx context.Context) (BrokerInfo, bool) {
-	if s.lm == nil {
-		return BrokerInfo{}, false
-	}
-	ld, ok := s.lm.Leader()
-	if !ok || ld.ID == s.info.ID {
-		return BrokerInfo{}, false
-	}
-	bi, err := s.own.liveBroker(ctx, ld.ID)
-	if err != nil {
-		return BrokerInfo{}, false
-	}
-	return bi, true
 }
 
 // LoadReport returns this broker's last load report (GET /admin/v2/broker-stats/load-report);

@@ -17,3 +17,14 @@ func (r records) namespacePolicies(ctx context.Context, tenant, ns string) (Name
 func (r records) createPartitioned(ctx context.Context, topic string, n int) error {
 	return r.CreatePartitioned(ctx, topic, n)
 }
+
+// startCaches runs the records' watched caches until the broker closes; s.wg counts them.
+func (s *Service) startCaches() {
+	for _, c := range s.res.Caches() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.Run(s.ctx)
+		}()
+	}
+}

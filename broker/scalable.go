@@ -662,7 +662,7 @@ func (s *Service) leader(ctx context.Context, name string) (*scalableTopic, erro
 	}
 	kv, err := s.store.Get(ctx, metadata.ScalableControllerKey(t.Tenant, t.Namespace, t.Name))
 	if err == nil && string(kv.Value) != s.info.ID {
-		if bi, err := s.own.liveBroker(ctx, string(kv.Value)); err == nil {
+		if bi, err := s.own.LiveBroker(ctx, string(kv.Value)); err == nil {
 			return nil, &NotOwnerError{Topic: t.String(), Owner: bi}
 		}
 	}

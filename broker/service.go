@@ -21,6 +21,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/peer"
 	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/resources"
@@ -49,9 +50,9 @@ type Service struct {
 	pol     *policy.Resolver // policy resolution: topic > namespace > broker default
 	peer    *peer.Client     // calls to the other brokers, with this broker's credentials
 	schemas *schemareg.Registry
-	txn     *txnhost.Host    // transaction hosting (txn.go); nil: transactions are off
-	own     *ownership       // bundle ownership and the watched caches (ownership.go)
-	lm      *loadmgr.Manager // the load manager (loadbalance.go); nil if off
+	txn     *txnhost.Host      // transaction hosting (txn.go); nil: transactions are off
+	own     *ownership.Manager // bundle ownership and its watched caches (package ownership, ownership.go)
+	lm      *loadmgr.Manager   // the load manager (loadbalance.go); nil if off
 	factory *mledger.Factory
 	// compactors maps loaded persistent topics' names to their *compaction.Manager
 	// (compaction.go).
@@ -129,7 +130,8 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		ManagedLedger: cfg.ManagedLedger, DisableDeduplication: cfg.DisableDeduplication,
 		DisableAutoTopicCreation: cfg.DisableAutoTopicCreation}
 	s.own = newOwnership(s)
-	s.own.start(s.ctx, &s.wg)
+	s.own.Start(s.ctx, &s.wg)
+	s.startCaches()
 	s.schemas = newSchemaRegistry(s)
 
 	if err := s.res.EnsureDefaults(ctx); err != nil {
@@ -153,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		bid = adv
 	}
 	s.info.ID, s.info.Cluster, s.info.StartedAt = bid, cfg.Cluster, time.Now().UnixMilli()
-	s.own.startTransfers(s.ctx, &s.wg)
+	s.own.StartTransfers(s.ctx, &s.wg)
 	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err
@@ -231,7 +233,7 @@ func (s *Service) keepSession() {
 			return
 		}
 		s.log.Warn("metadata session lost: unloading every bundle")
-		s.own.dropAll()
+		s.dropAll()
 		for {
 			ns, err := s.newSession(s.ctx)
 			if err == nil {
@@ -280,8 +282,8 @@ func (s *Service) Close() error {
 	s.srv.Refuse() // connections accepted from now on are closed at once
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.scal.close()     // resign the scalable topics' leaderships first
-	s.handOverAll(ctx) // ownership.go
+	s.scal.close()         // resign the scalable topics' leaderships first
+	s.own.HandOverAll(ctx) // package ownership
 	if s.lm != nil {
 		s.lm.Close() // its report and leadership go at once
 	}
@@ -417,7 +419,7 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 			}
 		}
 	}
-	ob, err := s.acquireTopic(ctx, name)
+	ob, err := s.own.AcquireTopic(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -477,9 +479,9 @@ func (s *Service) openTopic(ctx context.Context, name topicname.Name, create, fo
 	}
 	s.applyPolicies(ctx, t, pols)
 	release = false
-	if !s.own.serving(ob) { // the bundle was released meanwhile
+	if !s.own.Serving(ob) { // the bundle was released meanwhile
 		t.Close(ctx) //nolint:errcheck // closing; the caller retries
-		return nil, fmt.Errorf("%w: bundle %s is being unloaded", ErrServiceNotReady, ob.b)
+		return nil, fmt.Errorf("%w: bundle %s is being unloaded", ErrServiceNotReady, ob.Bundle())
 	}
 	return t, nil
 }
@@ -622,7 +624,7 @@ func (s *Service) unload(ctx context.Context, topicName string) error {
 	s.mu.Unlock()
 	if e == nil {
 		if b, err := s.bundleOf(ctx, name); err == nil {
-			if o, _, err := s.own.ownerOf(ctx, b); err == nil && o != nil && o.ID != s.info.ID {
+			if o, _, err := s.own.OwnerOf(ctx, b); err == nil && o != nil && o.ID != s.info.ID {
 				return &NotOwnerError{Topic: name.String(), Owner: o.BrokerInfo}
 			}
 		}

@@ -1,10 +1,11 @@
-package broker
+package ownership
 
 import (
 	"errors"
 	"reflect"
 	"testing"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
@@ -12,7 +13,7 @@ import (
 // are the CRC-32 (IEEE, as Guava's Hashing.crc32()) of the full topic names, computed
 // outside Go (Python's zlib.crc32), and the bundles are Pulsar's 4 default ones.
 func TestTopicBundle(t *testing.T) {
-	bs, err := namespaceBundles("public/default", NamespacePolicies{}, defaultBundles)
+	bs, err := NamespaceBundles("public/default", api.NamespacePolicies{}, DefaultBundles)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,49 +40,49 @@ func TestTopicBundle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := topicHash(n); h != c.hash {
+		if h := TopicHash(n); h != c.hash {
 			t.Errorf("%s: hash %#x, want %#x", c.topic, h, c.hash)
 		}
-		if b := findBundle(bs, topicHash(n)); b.Range() != c.bundle {
+		if b := FindBundle(bs, TopicHash(n)); b.Range() != c.bundle {
 			t.Errorf("%s: bundle %s, want %s", c.topic, b.Range(), c.bundle)
 		}
 	}
 	// The short form names the same topic.
 	n, _ := topicname.Parse("my-topic")
-	if topicHash(n) != 0x2bad45f7 {
-		t.Errorf("short name hashes to %#x", topicHash(n))
+	if TopicHash(n) != 0x2bad45f7 {
+		t.Errorf("short name hashes to %#x", TopicHash(n))
 	}
 }
 
 func TestBundlesData(t *testing.T) {
 	// Pulsar's getBundles(n): equal segments of 2^32, the last ending at 0xffffffff.
-	if got, want := evenBoundaries(3), []string{"0x00000000", "0x55555555", "0xaaaaaaaa", "0xffffffff"}; !reflect.DeepEqual(got, want) {
+	if got, want := EvenBoundaries(3), []string{"0x00000000", "0x55555555", "0xaaaaaaaa", "0xffffffff"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("3 bundles: %v, want %v", got, want)
 	}
-	p, err := withBundles(NamespacePolicies{Other: map[string]any{"bundles": map[string]any{"numBundles": 16.0}}}, 4)
+	p, err := WithBundles(api.NamespacePolicies{Other: map[string]any{"bundles": map[string]any{"numBundles": 16.0}}}, 4)
 	if err != nil || len(p.Other["bundles"].(bundlesData).Boundaries) != 17 {
 		t.Fatalf("numBundles 16: %+v %v", p.Other, err)
 	}
-	p, err = withBundles(NamespacePolicies{Other: map[string]any{"bundles": map[string]any{
+	p, err = WithBundles(api.NamespacePolicies{Other: map[string]any{"bundles": map[string]any{
 		"boundaries": []any{"0x00000000", "0x10000000", "0xffffffff"}}}}, 4)
 	if err != nil || p.Other["bundles"].(bundlesData).NumBundles != 2 {
 		t.Fatalf("boundaries: %+v %v", p.Other, err)
 	}
 	for _, bad := range [][]any{{"0x00000000", "0x10000000"}, {"0x00000001", "0xffffffff"}, {"0x0", "zz", "0xffffffff"}} {
-		if _, err := withBundles(NamespacePolicies{Other: map[string]any{"bundles": map[string]any{"boundaries": bad}}}, 4); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("boundaries %v: %v, want ErrInvalidArgument", bad, err)
+		if _, err := WithBundles(api.NamespacePolicies{Other: map[string]any{"bundles": map[string]any{"boundaries": bad}}}, 4); !errors.Is(err, api.ErrInvalidArgument) {
+			t.Errorf("boundaries %v: %v, want api.ErrInvalidArgument", bad, err)
 		}
 	}
-	bs, _ := namespaceBundles("t/n", NamespacePolicies{}, 2)
-	got, err := splitBoundaries(bs, bs[1])
+	bs, _ := NamespaceBundles("t/n", api.NamespacePolicies{}, 2)
+	got, err := SplitBoundaries(bs, bs[1])
 	if want := []string{"0x00000000", "0x80000000", "0xbfffffff", "0xffffffff"}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("split: %v %v, want %v", got, err, want)
 	}
-	if b, err := parseBundle("t/n", "0x80000000_0xffffffff"); err != nil || b != bs[1] {
+	if b, err := ParseBundle("t/n", "0x80000000_0xffffffff"); err != nil || b != bs[1] {
 		t.Fatalf("parse: %v %v", b, err)
 	}
 	for _, bad := range []string{"0x1", "0x2_0x1", "1_2"} {
-		if _, err := parseBundle("t/n", bad); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := ParseBundle("t/n", bad); !errors.Is(err, api.ErrInvalidArgument) {
 			t.Errorf("parse %q: %v", bad, err)
 		}
 	}

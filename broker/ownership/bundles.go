@@ -1,4 +1,4 @@
-package broker
+package ownership
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
@@ -21,9 +22,10 @@ import (
 
 const (
 	firstBoundary = 0x00000000
-	lastBoundary  = 0xffffffff
-	// defaultBundles is Pulsar's defaultNumberOfNamespaceBundles.
-	defaultBundles = 4
+	// LastBoundary is the upper end of the hash space, included in the last bundle.
+	LastBoundary = 0xffffffff
+	// DefaultBundles is Pulsar's defaultNumberOfNamespaceBundles.
+	DefaultBundles = 4
 )
 
 // Bundle is one hash range of a namespace.
@@ -39,12 +41,12 @@ func (b Bundle) Range() string { return fmt.Sprintf("0x%08x_0x%08x", b.Lower, b.
 // String is "tenant/ns/0x00000000_0x40000000", the form BrokerSelector takes.
 func (b Bundle) String() string { return b.Namespace + "/" + b.Range() }
 
-func (b Bundle) contains(h uint32) bool {
-	return h >= b.Lower && (h < b.Upper || b.Upper == lastBoundary)
+func (b Bundle) Contains(h uint32) bool {
+	return h >= b.Lower && (h < b.Upper || b.Upper == LastBoundary)
 }
 
-// topicHash is the hash Pulsar places a topic with.
-func topicHash(n topicname.Name) uint32 { return crc32.ChecksumIEEE([]byte(n.String())) }
+// TopicHash is the hash Pulsar places a topic with.
+func TopicHash(n topicname.Name) uint32 { return crc32.ChecksumIEEE([]byte(n.String())) }
 
 // bundlesData is Pulsar's BundlesData ("bundles" in the namespace policies).
 type bundlesData struct {
@@ -52,14 +54,14 @@ type bundlesData struct {
 	NumBundles int      `json:"numBundles"`
 }
 
-// evenBoundaries cuts the hash space into n equal bundles, as Pulsar's getBundles(n).
-func evenBoundaries(n int) []string {
+// EvenBoundaries cuts the hash space into n equal bundles, as Pulsar's getBundles(n).
+func EvenBoundaries(n int) []string {
 	seg := (uint64(1) << 32) / uint64(n)
 	out := []string{fmt.Sprintf("0x%08x", 0)}
 	for i := 1; i < n; i++ {
 		out = append(out, fmt.Sprintf("0x%08x", uint64(i)*seg))
 	}
-	return append(out, fmt.Sprintf("0x%08x", uint64(lastBoundary)))
+	return append(out, fmt.Sprintf("0x%08x", uint64(LastBoundary)))
 }
 
 // parseBoundaries validates boundaries: sorted, unique, from 0x00000000 to 0xffffffff.
@@ -69,25 +71,25 @@ func parseBoundaries(bs []string) ([]uint32, error) {
 		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	if len(out) < 2 || out[0] != firstBoundary || out[len(out)-1] != lastBoundary {
-		return nil, fmt.Errorf("%w: bundles do not cover the whole hash range", ErrInvalidArgument)
+	if len(out) < 2 || out[0] != firstBoundary || out[len(out)-1] != LastBoundary {
+		return nil, fmt.Errorf("%w: bundles do not cover the whole hash range", api.ErrInvalidArgument)
 	}
 	for i := 1; i < len(out); i++ {
 		if out[i] == out[i-1] {
-			return nil, fmt.Errorf("%w: duplicate bundle boundary 0x%08x", ErrInvalidArgument, out[i])
+			return nil, fmt.Errorf("%w: duplicate bundle boundary 0x%08x", api.ErrInvalidArgument, out[i])
 		}
 	}
 	return out, nil
 }
 
-// withBundles returns p with its bundles set as Pulsar's createNamespace does: the given
+// WithBundles returns p with its bundles set as Pulsar's createNamespace does: the given
 // boundaries (validated), else numBundles equal bundles, else def equal bundles.
-func withBundles(p NamespacePolicies, def int) (NamespacePolicies, error) {
+func WithBundles(p api.NamespacePolicies, def int) (api.NamespacePolicies, error) {
 	var bd bundlesData
 	if raw, ok := p.Other["bundles"]; ok && raw != nil {
 		b, _ := json.Marshal(raw)
 		if err := json.Unmarshal(b, &bd); err != nil {
-			return p, fmt.Errorf("%w: bundles: %v", ErrInvalidArgument, err)
+			return p, fmt.Errorf("%w: bundles: %v", api.ErrInvalidArgument, err)
 		}
 	}
 	switch {
@@ -98,11 +100,11 @@ func withBundles(p NamespacePolicies, def int) (NamespacePolicies, error) {
 		}
 		bd.Boundaries = formatBoundaries(vs)
 	case bd.NumBundles > 0:
-		bd.Boundaries = evenBoundaries(bd.NumBundles)
+		bd.Boundaries = EvenBoundaries(bd.NumBundles)
 	case bd.NumBundles < 0:
-		return p, fmt.Errorf("%w: invalid number of bundles %d", ErrInvalidArgument, bd.NumBundles)
+		return p, fmt.Errorf("%w: invalid number of bundles %d", api.ErrInvalidArgument, bd.NumBundles)
 	default:
-		bd.Boundaries = evenBoundaries(def)
+		bd.Boundaries = EvenBoundaries(def)
 	}
 	bd.NumBundles = len(bd.Boundaries) - 1
 	other := make(map[string]any, len(p.Other)+1)
@@ -122,10 +124,10 @@ func formatBoundaries(vs []uint32) []string {
 	return out
 }
 
-// namespaceBundles returns the bundles of namespace ns under policies p (a namespace
+// NamespaceBundles returns the bundles of namespace ns under policies p (a namespace
 // without bundles data has def equal bundles, as Pulsar's default).
-func namespaceBundles(ns string, p NamespacePolicies, def int) ([]Bundle, error) {
-	p, err := withBundles(p, def)
+func NamespaceBundles(ns string, p api.NamespacePolicies, def int) ([]Bundle, error) {
+	p, err := WithBundles(p, def)
 	if err != nil {
 		return nil, err
 	}
@@ -140,21 +142,21 @@ func namespaceBundles(ns string, p NamespacePolicies, def int) ([]Bundle, error)
 	return out, nil
 }
 
-// findBundle returns the bundle of bs holding hash h.
-func findBundle(bs []Bundle, h uint32) Bundle {
-	i := sort.Search(len(bs), func(i int) bool { return bs[i].Upper > h || bs[i].Upper == lastBoundary })
+// FindBundle returns the bundle of bs holding hash h.
+func FindBundle(bs []Bundle, h uint32) Bundle {
+	i := sort.Search(len(bs), func(i int) bool { return bs[i].Upper > h || bs[i].Upper == LastBoundary })
 	return bs[i]
 }
 
-// parseBundle parses "0x00000000_0x40000000" of namespace ns.
-func parseBundle(ns, r string) (Bundle, error) {
+// ParseBundle parses "0x00000000_0x40000000" of namespace ns.
+func ParseBundle(ns, r string) (Bundle, error) {
 	lo, hi, ok := strings.Cut(r, "_")
 	if ok {
 		if vs, err := parseHex(lo, hi); err == nil && vs[0] < vs[1] {
 			return Bundle{Namespace: ns, Lower: vs[0], Upper: vs[1]}, nil
 		}
 	}
-	return Bundle{}, fmt.Errorf("%w: invalid bundle range %q", ErrInvalidArgument, r)
+	return Bundle{}, fmt.Errorf("%w: invalid bundle range %q", api.ErrInvalidArgument, r)
 }
 
 // parseHex parses "0x…" 32-bit values.
@@ -164,18 +166,18 @@ func parseHex(ss ...string) ([]uint32, error) {
 		s = strings.ToLower(s)
 		v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 32)
 		if err != nil || !strings.HasPrefix(s, "0x") {
-			return nil, fmt.Errorf("%w: bundle boundary %q", ErrInvalidArgument, s)
+			return nil, fmt.Errorf("%w: bundle boundary %q", api.ErrInvalidArgument, s)
 		}
 		out = append(out, uint32(v))
 	}
 	return out, nil
 }
 
-// splitBoundaries returns bs with bundle b cut in two equal halves (Pulsar's
+// SplitBoundaries returns bs with bundle b cut in two equal halves (Pulsar's
 // range_equally_divide).
-func splitBoundaries(bs []Bundle, b Bundle) ([]string, error) {
+func SplitBoundaries(bs []Bundle, b Bundle) ([]string, error) {
 	if b.Upper-b.Lower < 2 {
-		return nil, fmt.Errorf("%w: bundle %s can't be split further", ErrNotAllowed, b)
+		return nil, fmt.Errorf("%w: bundle %s can't be split further", api.ErrNotAllowed, b)
 	}
 	var vs []uint32
 	found := false
@@ -187,7 +189,7 @@ func splitBoundaries(bs []Bundle, b Bundle) ([]string, error) {
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("%w: bundle %s", ErrBundleNotFound, b)
+		return nil, fmt.Errorf("%w: bundle %s", api.ErrBundleNotFound, b)
 	}
-	return formatBoundaries(append(vs, lastBoundary)), nil
+	return formatBoundaries(append(vs, LastBoundary)), nil
 }
