@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -36,9 +37,17 @@ func TestMultiBrokerFailoverMoves(t *testing.T) {
 	pss := startPlainProducers(t, cl, topic, 100, 200*time.Millisecond, ctx, &wg)
 	// A transactional producer too (5 messages per transaction, every other one aborted):
 	// the moves reload the partitions' transaction buffers (their coordinators stay put).
+	// Under -race it runs only with MAGNETAR_CHAOS_KNOWN_BUGS=1: pulsar-client-go v0.19 has a
+	// data race in its transaction coordinator client's reconnection (connection.go against
+	// rpc_client.go), which the moves can set off.
+	withTxn := !raceOn || os.Getenv("MAGNETAR_CHAOS_KNOWN_BUGS") == "1"
 	tx := &txnLoad{committed: map[string]bool{}, aborted: map[string]bool{}, ids: map[string]string{}}
-	wg.Add(1)
-	go func() { defer wg.Done(); tx.run(ctx, t, m.serviceURL(), topic, "t0") }()
+	if withTxn {
+		wg.Add(1)
+		go func() { defer wg.Done(); tx.run(ctx, t, m.serviceURL(), topic, "t0") }()
+	} else {
+		t.Log("without the transactional producer: -race, and MAGNETAR_CHAOS_KNOWN_BUGS is not 1")
+	}
 	waitFor(t, 30*time.Second, "every producer publishing, and transactions ending", func() bool {
 		for _, ps := range pss {
 			if ps.count() < 20 {
@@ -47,7 +56,7 @@ func TestMultiBrokerFailoverMoves(t *testing.T) {
 		}
 		tx.mu.Lock()
 		defer tx.mu.Unlock()
-		return tx.commits > 0 && tx.aborts > 0
+		return !withTxn || (tx.commits > 0 && tx.aborts > 0)
 	})
 
 	moves, done := envInt("MAGNETAR_MOVES", 30), 0
