@@ -46,7 +46,7 @@ func (b backend) Lookup(ctx context.Context, topic string, authoritative bool) (
 }
 
 func (b backend) PartitionedMetadata(ctx context.Context, topic string) (int, error) {
-	return b.s.partitionsAutoCreate(ctx, topic)
+	return b.s.ClientPartitions(ctx, topic)
 }
 
 func (b backend) CheckNamespace(ctx context.Context, tenant, ns string) error {
@@ -58,7 +58,7 @@ func (b backend) NamespaceTopics(ctx context.Context, tenant, ns, domain string)
 }
 
 func (b backend) Topic(ctx context.Context, n topicname.Name, create bool) (*topic.Topic, error) {
-	return b.s.topicFor(ctx, n, create, false)
+	return b.s.Topic(ctx, n, create, false)
 }
 
 func (b backend) NewProducerName() string { return b.s.newProducerName() }
@@ -91,9 +91,3 @@ type markedError struct{ err, mark error }
 
 func (e markedError) Error() string   { return e.err.Error() }
 func (e markedError) Unwrap() []error { return []error{e.err, e.mark} }
-
-// createInitialSubscription creates a topic's subscription as a producer naming it in
-// initial_subscription_name gets it (compaction.go creates its own this way).
-func createInitialSubscription(ctx context.Context, t *topic.Topic, name string) error {
-	return server.CreateInitialSubscription(ctx, t, name)
-}

@@ -62,7 +62,7 @@ func (s *Service) bundleLoads() map[string]loadmgr.BundleLoad {
 		owned[b.Namespace] = append(owned[b.Namespace], b)
 		out[b.String()] = loadmgr.BundleLoad{}
 	}
-	for _, t := range s.loadedTopics() {
+	for _, t := range s.LoadedTopics() {
 		b, ok := bundleIn(owned, t.Name())
 		if !ok {
 			continue

@@ -27,9 +27,9 @@ func (p schemaPolicies) NamespacePolicies(ctx context.Context, tenant, ns string
 }
 
 func (p schemaPolicies) TopicRecord(ctx context.Context, n topicname.Name) (policy.Record, error) {
-	return p.s.topicRecord(ctx, n)
+	return p.s.TopicRecord(ctx, n)
 }
 
 func (p schemaPolicies) UpdateTopicRecord(ctx context.Context, n topicname.Name, change func(policy.Record) error) error {
-	return p.s.updateTopicRecord(ctx, n, change)
+	return p.s.UpdateTopicRecord(ctx, n, change)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/broker/txnhost"
 )
@@ -43,14 +42,14 @@ func (b txnBroker) CreatePartitioned(ctx context.Context, topic string, n int) e
 }
 
 func (b txnBroker) LoadedTopic(name string) txnhost.Topic {
-	if t := b.s.loadedTopic(name); t != nil {
+	if t := b.s.LoadedTopic(name); t != nil {
 		return t
 	}
 	return nil
 }
 
 func (b txnBroker) LoadedTopics() []txnhost.Topic {
-	ts := b.s.loadedTopics()
+	ts := b.s.LoadedTopics()
 	out := make([]txnhost.Topic, len(ts))
 	for i, t := range ts {
 		out[i] = t
@@ -59,46 +58,9 @@ func (b txnBroker) LoadedTopics() []txnhost.Topic {
 }
 
 func (b txnBroker) AdminTopic(ctx context.Context, name string) (txnhost.Topic, error) {
-	t, err := b.s.adminTopic(ctx, name)
+	t, err := b.s.AdminTopic(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	return t, nil
-}
-
-// loadedTopic returns the topic named name if this broker has it loaded, nil otherwise.
-func (s *Service) loadedTopic(name string) *topic.Topic {
-	n, err := topicname.Parse(name)
-	if err != nil {
-		return nil
-	}
-	s.mu.Lock()
-	e := s.mu.topics[n.String()]
-	s.mu.Unlock()
-	if e == nil {
-		return nil
-	}
-	select {
-	case <-e.ready:
-		return e.t
-	default:
-		return nil
-	}
-}
-
-// topicTxn is the transaction configuration of the broker's topics (nil: off).
-func (s *Service) topicTxn() *topic.TxnConfig { return s.txn.TopicConfig(s.openLog) }
-
-// openLog opens a managed ledger for a topic's transaction side (pending-ack logs).
-func (s *Service) openLog(ctx context.Context, name string, create bool) (topic.Log, error) {
-	if s.cfg.OpenLog != nil {
-		return s.cfg.OpenLog(ctx, name)
-	}
-	cfg := s.cfg.ManagedLedger
-	cfg.MustExist = !create
-	ml, err := s.factory.Open(ctx, name, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return newMLog(ml), nil
 }

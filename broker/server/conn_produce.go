@@ -2,15 +2,11 @@ package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/topic"
-	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 	"github.com/magnetar-io/magnetar/txn"
@@ -87,7 +83,7 @@ func (c *conn) createProducer(ctx context.Context, cmd *pb.CommandProducer, t *t
 		return
 	}
 	if sub := cmd.GetInitialSubscriptionName(); sub != "" {
-		if err := CreateInitialSubscription(ctx, t, sub); err != nil {
+		if err := t.CreateInitialSubscription(ctx, sub); err != nil {
 			fail(err)
 			return
 		}
@@ -129,26 +125,4 @@ func (c *conn) createProducer(ctx context.Context, cmd *pb.CommandProducer, t *t
 		},
 		Failed: fail,
 	})
-}
-
-// earliest is the topic's id before every message.
-var earliest = topic.MessageID{LedgerID: mledger.Earliest.LedgerID, EntryID: mledger.Earliest.EntryID, BatchIndex: -1}
-
-// CreateInitialSubscription creates the subscription a producer names in
-// initial_subscription_name (the clients' dead-letter producers do), as Pulsar does before
-// it adds the producer: durable, at the earliest message, and only if the topic has no
-// subscription (durable or not) of that name yet. Pulsar refuses it with NotAllowedError when
-// auto subscription creation is off; Magnetar has no such switch.
-func CreateInitialSubscription(ctx context.Context, t *topic.Topic, name string) error {
-	subs, err := t.Subscriptions(ctx)
-	if err == nil && !slices.Contains(subs, name) {
-		err = t.CreateSubscription(ctx, name, earliest)
-		if errors.Is(err, topic.ErrAlreadyExists) {
-			err = nil // created meanwhile (by another producer of the topic)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("failed to create the initial subscription %s: %w", name, err)
-	}
-	return nil
 }

@@ -85,4 +85,51 @@
 //
 // Replay a failing seed with `go test ./broker/topic -run 'TestSim$' -seed S -v` (or
 // ./broker/topic/dispatch); long runs: `-seeds 1000000 -timeout 0`.
+//
+// # The data path as clients see it (with packages broker/server, broker/schemareg, broker/topicreg)
+//
+//   - A SEND_RECEIPT is sent only after the managed ledger acknowledged the entry (AQ bookies
+//     fsynced it); receipts of one producer go out in sequence order (adds complete in order).
+//   - Deduplication (on by default; Config.DisableDeduplication or the namespace policy turn
+//     it off) follows Pulsar: per producer name, a SEND whose sequence id is at most the
+//     highest stored is answered at once (message id -1:-1) and not stored; one whose original
+//     is still in flight is answered with the original's position when it is stored. The
+//     highest stored ids are snapshotted in the managed ledger's properties every
+//     DeduplicationSnapshotInterval entries and on unload; loading replays the entries after
+//     the snapshot.
+//   - Backpressure: a connection stops reading once MaxPendingPublishPerConnection of its
+//     SENDs are in flight, and a topic admits at most MaxPendingPublishBytesPerTopic bytes in
+//     flight (topic.AcquirePublish), so a slow disk slows producers down.
+//   - Permits count messages; a consumer gets an entry only while it has permits.
+//   - Every unacknowledged entry of a consumer that goes away (or asks for redelivery) is
+//     redelivered, before newer entries, with a higher redelivery count.
+//   - Key_Shared (AUTO_SPLIT or STICKY ranges over murmur3(key) % 65536): a key's entries
+//     reach consumers in order, also under consumer churn: an entry waits while an older
+//     entry of its key waits for redelivery, and a key moves to a new consumer only once its
+//     previous consumer acknowledged what it got of it.
+//   - Delayed delivery (deliver_at_time) is honoured on Shared and Key_Shared subscriptions.
+//   - Terminate seals the managed ledger and disconnects the producers, which reconnect and
+//     are refused with TopicTerminatedError.
+//   - Schemas (package broker/schemareg, rules in package broker/schema): versions are stored per (base)
+//     topic in the metadata store. A schema that is not live yet (Avro definitions compared
+//     parsed) is validated and checked against the live versions under the topic's strategy
+//     (topic policy, else namespace, else Config.SchemaCompatibilityStrategy, default FULL)
+//     before it becomes the next version; refusals are IncompatibleSchema. A consumer's new
+//     schema on a topic with schemas is only checked, never registered; with
+//     is_allow_auto_update_schema off, producers cannot register new ones (the admin API
+//     can); with schema validation enforced, producers without a schema are refused on a
+//     topic with one. A deletion is a version of its own (force removes every version). A
+//     producer whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the
+//     version is stored.
+//   - Compaction (compaction.go, package broker/compaction): every loaded persistent topic
+//     has a compaction manager; ReadCompacted consumers (Exclusive and Failover only) and
+//     readers get their cursor wrapped by it when they open their subscription. A
+//     compaction keeps the __compaction subscription right after the horizon, so entries
+//     not compacted yet are retained. The compaction monitor (one goroutine) checks the
+//     loaded topics every CompactionCheckInterval against their compaction threshold.
+//   - As in Pulsar, a producer naming initial_subscription_name (the clients' dead-letter
+//     producers) gets that durable subscription created at the earliest message before its
+//     PRODUCER_SUCCESS, unless the topic has a subscription of that name; and
+//     GET_TOPICS_OF_NAMESPACE in PERSISTENT mode answers a namespace that does not exist
+//     with no topics (NON_PERSISTENT and ALL modes: MetadataError).
 package topic

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/magnetar-io/magnetar/internal/inbox"
 	"slices"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/inbox"
 
 	"github.com/magnetar-io/magnetar/mledger"
 )
@@ -188,6 +189,27 @@ func (t *Topic) Subscriptions(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// CreateInitialSubscription creates the subscription a producer names in
+// initial_subscription_name (the clients' dead-letter producers do), as Pulsar does before
+// it adds the producer: durable, at the earliest message, and only if the topic has no
+// subscription (durable or not) of that name yet. Pulsar refuses it with NotAllowedError when
+// auto subscription creation is off; Magnetar has no such switch. Compaction creates its
+// own subscription this way.
+func (t *Topic) CreateInitialSubscription(ctx context.Context, name string) error {
+	subs, err := t.Subscriptions(ctx)
+	if err == nil && !slices.Contains(subs, name) {
+		earliest := MessageID{LedgerID: mledger.Earliest.LedgerID, EntryID: mledger.Earliest.EntryID, BatchIndex: -1}
+		err = t.CreateSubscription(ctx, name, earliest)
+		if errors.Is(err, ErrAlreadyExists) {
+			err = nil // created meanwhile (by another producer of the topic)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("failed to create the initial subscription %s: %w", name, err)
+	}
+	return nil
 }
 
 // CreateSubscription creates durable subscription name at id (Earliest, Latest or an id).

@@ -1,4 +1,4 @@
-package broker
+package topicreg
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -16,8 +17,8 @@ import (
 
 // managedLedgerConfig is the managed-ledger configuration of a topic under r: the broker's
 // template with the retention and persistence policies.
-func (s *Service) managedLedgerConfig(r policy.Resolved) mledger.Config {
-	cfg := s.cfg.ManagedLedger
+func (reg *Registry) managedLedgerConfig(r policy.Resolved) mledger.Config {
+	cfg := reg.cfg.ManagedLedger
 	cfg.RetentionTime, cfg.RetentionSize = policy.RetentionOf(r.Retention)
 	if p := r.Persist; p.BookkeeperAckQuorum > 0 {
 		cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum = p.BookkeeperEnsemble, p.BookkeeperWriteQuorum, p.BookkeeperAckQuorum
@@ -28,48 +29,48 @@ func (s *Service) managedLedgerConfig(r policy.Resolved) mledger.Config {
 }
 
 // checkTopicCount refuses a new topic in a namespace at its max_topics_per_namespace.
-func (s *Service) checkTopicCount(ctx context.Context, n topicname.Name, r policy.Resolved) error {
+func (reg *Registry) checkTopicCount(ctx context.Context, n topicname.Name, r policy.Resolved) error {
 	if r.MaxTopics <= 0 {
 		return nil
 	}
-	ts, err := s.res.DomainTopics(ctx, n.Tenant, n.Namespace, n.Domain)
+	ts, err := reg.res.DomainTopics(ctx, n.Tenant, n.Namespace, n.Domain)
 	if err != nil {
 		return err
 	}
 	if len(ts) >= r.MaxTopics {
-		return fmt.Errorf("%w: Exceed maximum number of topics in namespace %s/%s", ErrNotAllowed, n.Tenant, n.Namespace)
+		return fmt.Errorf("%w: Exceed maximum number of topics in namespace %s/%s", api.ErrNotAllowed, n.Tenant, n.Namespace)
 	}
 	return nil
 }
 
 // PartitionsAutoCreate is partitionsAutoCreate for the admin API's HTTP lookup of
 // partitioned metadata (checkAllowAutoCreation=true).
-func (s *Service) PartitionsAutoCreate(ctx context.Context, topic string) (int, error) {
+func (reg *Registry) PartitionsAutoCreate(ctx context.Context, topic string) (int, error) {
 	if n, err := topicname.Parse(topic); err == nil {
-		if _, err := s.cachedPolicies(ctx, n.Tenant, n.Namespace); err != nil {
+		if _, err := reg.res.CachedPolicies(ctx, n.Tenant, n.Namespace); err != nil {
 			return 0, err
 		}
 	}
-	return s.partitionsAutoCreate(ctx, topic)
+	return reg.ClientPartitions(ctx, topic)
 }
 
 // partitionsAutoCreate answers a client's partitioned-metadata request: the topic's
 // partition count, after creating it as a partitioned topic if it does not exist and its
 // namespace auto-creates partitioned topics (Pulsar's
 // fetchPartitionedTopicMetadataCheckAllowAutoCreationAsync).
-func (s *Service) partitionsAutoCreate(ctx context.Context, topic string) (int, error) {
-	parts, err := s.partitions(ctx, topic)
+func (reg *Registry) ClientPartitions(ctx context.Context, topic string) (int, error) {
+	parts, err := reg.Partitions(ctx, topic)
 	if err != nil || parts > 0 {
 		return parts, err
 	}
 	n, err := topicname.Parse(topic)
-	if err != nil || n.IsPartition() || s.loadedTopic(n.String()) != nil {
+	if err != nil || n.IsPartition() || reg.LoadedTopic(n.String()) != nil {
 		return 0, err
 	}
 	// First from the cached namespace record: a lookup of a topic that exists, or of a
 	// namespace that does not auto-create partitioned topics, reads nothing more (and
 	// answers as before when the store is unreachable).
-	pol, err := s.cachedPolicies(ctx, n.Tenant, n.Namespace)
+	pol, err := reg.res.CachedPolicies(ctx, n.Tenant, n.Namespace)
 	if err != nil {
 		return 0, nil //nolint:nilerr // the partition count answered stands
 	}
@@ -77,26 +78,26 @@ func (s *Service) partitionsAutoCreate(ctx context.Context, topic string) (int, 
 	if err != nil {
 		return 0, nil //nolint:nilerr // as above
 	}
-	if auto, parts := s.pol.AutoTopicCreation(policy.Record{}, nr); parts <= 0 || !s.pol.AutoCreateAllowed(pol, policy.Resolved{AutoCreate: auto}) {
+	if auto, parts := reg.pol.AutoTopicCreation(policy.Record{}, nr); parts <= 0 || !reg.pol.AutoCreateAllowed(pol, policy.Resolved{AutoCreate: auto}) {
 		return 0, nil
 	}
-	r, err := s.resolve(ctx, n)
-	if err != nil || r.AutoPartitions <= 0 || !s.pol.AutoCreateAllowed(pol, r) {
+	r, err := reg.resolve(ctx, n)
+	if err != nil || r.AutoPartitions <= 0 || !reg.pol.AutoCreateAllowed(pol, r) {
 		return 0, err
 	}
-	if exists, err := s.res.TopicExists(ctx, n); err != nil || exists {
+	if exists, err := reg.res.TopicExists(ctx, n); err != nil || exists {
 		return 0, err
 	}
-	if err := s.checkTopicCount(ctx, n, r); err != nil {
+	if err := reg.checkTopicCount(ctx, n, r); err != nil {
 		return 0, err
 	}
-	switch err := s.res.CreatePartitioned(ctx, n.String(), r.AutoPartitions); {
-	case errors.Is(err, ErrAlreadyExists): // created meanwhile, partitioned or not
-		return s.partitions(ctx, topic)
+	switch err := reg.res.CreatePartitioned(ctx, n.String(), r.AutoPartitions); {
+	case errors.Is(err, api.ErrAlreadyExists): // created meanwhile, partitioned or not
+		return reg.Partitions(ctx, topic)
 	case err != nil:
 		return 0, err
 	}
-	s.log.Info("auto-created partitioned topic", "topic", n.String(), "partitions", r.AutoPartitions)
+	reg.log.Info("auto-created partitioned topic", "topic", n.String(), "partitions", r.AutoPartitions)
 	return r.AutoPartitions, nil
 }
 
@@ -117,56 +118,56 @@ type markDeleteRateSetter interface {
 
 // applyPolicies resolves and applies the policies of loaded topic t (an event for its
 // goroutine; retention and persistence go to its managed ledger).
-func (s *Service) applyPolicies(ctx context.Context, t *topic.Topic, r policy.Resolved) {
+func (reg *Registry) applyPolicies(ctx context.Context, t *topic.Topic, r policy.Resolved) {
 	t.SetPolicies(r.Topic)
-	s.applied.Store(t.Name().String(), r)
+	reg.applied.Store(t.Name().String(), r)
 	if rs, ok := t.Log().(retentionSetter); ok {
 		d, size := policy.RetentionOf(r.Retention)
 		if err := rs.SetRetention(ctx, d, size); err != nil && !errors.Is(err, mledger.ErrClosed) {
-			s.log.Debug("apply retention", "topic", t.Name().String(), "err", err)
+			reg.log.Debug("apply retention", "topic", t.Name().String(), "err", err)
 		}
 	}
 	if ps, ok := t.Log().(persistenceSetter); ok {
-		if cfg := s.managedLedgerConfig(r); cfg.AckQuorum > 0 {
+		if cfg := reg.managedLedgerConfig(r); cfg.AckQuorum > 0 {
 			if err := ps.SetPersistence(ctx, cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum); err != nil && !errors.Is(err, mledger.ErrClosed) {
-				s.log.Debug("apply persistence", "topic", t.Name().String(), "err", err)
+				reg.log.Debug("apply persistence", "topic", t.Name().String(), "err", err)
 			}
 		}
 	}
 	if ms, ok := t.Log().(markDeleteRateSetter); ok {
-		if err := ms.SetMarkDeleteRate(ctx, s.managedLedgerConfig(r).MaxMarkDeleteRate); err != nil && !errors.Is(err, mledger.ErrClosed) {
-			s.log.Debug("apply mark-delete rate", "topic", t.Name().String(), "err", err)
+		if err := ms.SetMarkDeleteRate(ctx, reg.managedLedgerConfig(r).MaxMarkDeleteRate); err != nil && !errors.Is(err, mledger.ErrClosed) {
+			reg.log.Debug("apply mark-delete rate", "topic", t.Name().String(), "err", err)
 		}
 	}
 }
 
 // reapply resolves and applies the policies of the loaded topics match selects, before it
 // returns (an admin change is in force on the topics here when its answer goes out).
-func (s *Service) reapply(ctx context.Context, match func(topicname.Name) bool) {
-	for _, t := range s.loadedTopics() {
+func (reg *Registry) reapply(ctx context.Context, match func(topicname.Name) bool) {
+	for _, t := range reg.LoadedTopics() {
 		if !match(t.Name()) {
 			continue
 		}
-		if r, err := s.resolve(ctx, t.Name()); err == nil {
-			s.applyPolicies(ctx, t, r)
+		if r, err := reg.resolve(ctx, t.Name()); err == nil {
+			reg.applyPolicies(ctx, t, r)
 		}
 	}
 }
 
-func (s *Service) reapplyNamespace(ctx context.Context, ns string) {
-	s.reapply(ctx, func(n topicname.Name) bool { return n.Tenant+"/"+n.Namespace == ns })
+func (reg *Registry) reapplyNamespace(ctx context.Context, ns string) {
+	reg.reapply(ctx, func(n topicname.Name) bool { return n.Tenant+"/"+n.Namespace == ns })
 }
 
-func (s *Service) reapplyTopic(ctx context.Context, base topicname.Name) {
-	s.reapply(ctx, func(n topicname.Name) bool { return n.Base() == base })
+func (reg *Registry) reapplyTopic(ctx context.Context, base topicname.Name) {
+	reg.reapply(ctx, func(n topicname.Name) bool { return n.Base() == base })
 }
 
 // loadedTopics lists the topics loaded now.
-func (s *Service) loadedTopics() []*topic.Topic {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (reg *Registry) LoadedTopics() []*topic.Topic {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
 	var ts []*topic.Topic
-	for _, e := range s.mu.topics {
+	for _, e := range reg.mu.topics {
 		select {
 		case <-e.ready:
 			if e.t != nil {
@@ -181,14 +182,14 @@ func (s *Service) loadedTopics() []*topic.Topic {
 // policyMonitor watches the policy records (a change made through another broker reaches
 // the topics loaded here) and runs the periodic policy checks: backlog quotas, message TTL
 // and inactive topics.
-func (s *Service) policyMonitor() {
-	defer s.wg.Done()
-	d := s.cfg.Policies
+func (reg *Registry) policyMonitor() {
+	defer reg.wg.Done()
+	d := reg.cfg.Policies
 	for _, prefix := range []string{metadata.PrefixNamespaces, metadata.PrefixTopicFeatures} {
-		s.wg.Add(1) // while this goroutine holds its own count: Close waits for both
+		reg.wg.Add(1) // while this goroutine holds its own count: Close waits for both
 		go func() {
-			defer s.wg.Done()
-			s.watchPolicies(prefix)
+			defer reg.wg.Done()
+			reg.watchPolicies(prefix)
 		}()
 	}
 	quota, expiry, inactive := time.NewTicker(d.BacklogQuotaCheckInterval), time.NewTicker(d.MessageExpiryCheckInterval),
@@ -203,30 +204,30 @@ func (s *Service) policyMonitor() {
 	for {
 		var check func(ctx context.Context, t *topic.Topic, r policy.Resolved)
 		select {
-		case <-s.ctx.Done():
+		case <-reg.ctx.Done():
 			return
 		case <-quota.C:
-			check = s.checkBacklogQuota
+			check = reg.checkBacklogQuota
 		case <-expiry.C:
-			check = s.expireTTL
+			check = reg.expireTTL
 		case <-inactive.C:
-			check = func(ctx context.Context, t *topic.Topic, r policy.Resolved) { s.checkInactive(ctx, t, r, idle) }
+			check = func(ctx context.Context, t *topic.Topic, r policy.Resolved) { reg.checkInactive(ctx, t, r, idle) }
 		case <-subExpiry.C:
 			check = func(ctx context.Context, t *topic.Topic, r policy.Resolved) {
-				s.expireSubscriptions(ctx, t, r, subIdle)
+				reg.expireSubscriptions(ctx, t, r, subIdle)
 			}
 		}
 		loaded := map[string]bool{}
-		for _, t := range s.loadedTopics() {
+		for _, t := range reg.LoadedTopics() {
 			loaded[t.Name().String()] = true
 			if !t.Name().IsPersistent() {
 				continue
 			}
-			v, ok := s.applied.Load(t.Name().String())
+			v, ok := reg.applied.Load(t.Name().String())
 			if !ok {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+			ctx, cancel := context.WithTimeout(reg.ctx, 30*time.Second)
 			check(ctx, t, v.(policy.Resolved))
 			cancel()
 		}
@@ -249,17 +250,17 @@ func forgetUnloaded(idle map[string]time.Time, loaded map[string]bool) {
 // watchPolicies reapplies the policies of the loaded topics whose records change under
 // prefix (namespace records or topic policy records), until the broker closes; a watch that
 // fails is started again after a second (metadata.Follower, from the store's revision then).
-func (s *Service) watchPolicies(prefix string) {
-	metadata.Follower{Store: s.store, Prefix: prefix, RevisionKey: metadata.RevisionKey, PauseAfterWatch: true,
-		Log: s.log}.Run(s.ctx, func(u metadata.Update) {
+func (reg *Registry) watchPolicies(prefix string) {
+	metadata.Follower{Store: reg.cfg.Store, Prefix: prefix, RevisionKey: metadata.RevisionKey, PauseAfterWatch: true,
+		Log: reg.log}.Run(reg.ctx, func(u metadata.Update) {
 		for _, ev := range u.Events {
 			parts := strings.Split(strings.TrimPrefix(ev.KV.Key, prefix), "/")
 			switch {
 			case prefix == metadata.PrefixNamespaces && len(parts) == 2:
-				s.reapplyNamespace(s.ctx, parts[0]+"/"+parts[1])
+				reg.reapplyNamespace(reg.ctx, parts[0]+"/"+parts[1])
 			case prefix == metadata.PrefixTopicFeatures && len(parts) == 3:
 				if n, err := topicname.Parse("persistent://" + strings.Join(parts, "/")); err == nil {
-					s.reapplyTopic(s.ctx, n)
+					reg.reapplyTopic(reg.ctx, n)
 				}
 			}
 		}
@@ -269,19 +270,19 @@ func (s *Service) watchPolicies(prefix string) {
 // checkBacklogQuota enforces topic t's backlog quotas: beyond one, consumer_backlog_eviction
 // moves the slowest subscriptions' cursors past their oldest backlog, the producer policies
 // refuse producers (the topic closes those connected) until the backlog is back under it.
-func (s *Service) checkBacklogQuota(ctx context.Context, t *topic.Topic, r policy.Resolved) {
+func (reg *Registry) checkBacklogQuota(ctx context.Context, t *topic.Topic, r policy.Resolved) {
 	block := topic.QuotaOK
 	if len(r.Quotas) > 0 {
 		st, err := t.Stats(ctx)
 		if err != nil {
 			return
 		}
-		if q, ok := r.Quotas[QuotaDestinationStorage]; ok && q.LimitSize > 0 {
+		if q, ok := r.Quotas[api.QuotaDestinationStorage]; ok && q.LimitSize > 0 {
 			for name, ss := range st.Subscriptions {
 				if ss.BacklogSize <= q.LimitSize {
 					continue
 				}
-				if q.Policy != QuotaConsumerBacklogEviction {
+				if q.Policy != api.QuotaConsumerBacklogEviction {
 					block = max(block, quotaBlock(q.Policy))
 					continue
 				}
@@ -289,24 +290,24 @@ func (s *Service) checkBacklogQuota(ctx context.Context, t *topic.Topic, r polic
 					per := max(ss.BacklogSize/ss.MsgBacklog, 1)
 					skip := int((ss.BacklogSize - q.LimitSize + per - 1) / per)
 					if err := t.Skip(ctx, name, skip); err == nil {
-						s.m.backlogEvictions.Inc()
+						reg.m.backlogEvictions.Inc()
 					}
 				}
 			}
 		}
-		if q, ok := r.Quotas[QuotaMessageAge]; ok && q.LimitTime > 0 {
+		if q, ok := r.Quotas[api.QuotaMessageAge]; ok && q.LimitTime > 0 {
 			cutoff := time.Now().UnixMilli() - q.LimitTime*1000
 			for name := range st.Subscriptions {
 				oldest, err := t.OldestBacklogPublishTime(ctx, name)
 				if err != nil || oldest == 0 || oldest >= cutoff {
 					continue
 				}
-				if q.Policy != QuotaConsumerBacklogEviction {
+				if q.Policy != api.QuotaConsumerBacklogEviction {
 					block = max(block, quotaBlock(q.Policy))
 					continue
 				}
 				if moved, err := t.ExpireMessages(ctx, name, cutoff); err == nil && moved {
-					s.m.backlogEvictions.Inc()
+					reg.m.backlogEvictions.Inc()
 				}
 			}
 		}
@@ -315,22 +316,22 @@ func (s *Service) checkBacklogQuota(ctx context.Context, t *topic.Topic, r polic
 }
 
 func quotaBlock(policy string) topic.QuotaBlock {
-	if policy == QuotaProducerException {
+	if policy == api.QuotaProducerException {
 		return topic.QuotaException
 	}
 	return topic.QuotaHold
 }
 
 // expireTTL expires the messages older than topic t's TTL from its subscriptions.
-func (s *Service) expireTTL(ctx context.Context, t *topic.Topic, r policy.Resolved) {
+func (reg *Registry) expireTTL(ctx context.Context, t *topic.Topic, r policy.Resolved) {
 	if r.TTL <= 0 {
 		return
 	}
-	s.expire(ctx, t, "", time.Now().UnixMilli()-r.TTL*1000) //nolint:errcheck // retried at the next check
+	reg.expire(ctx, t, "", time.Now().UnixMilli()-r.TTL*1000) //nolint:errcheck // retried at the next check
 }
 
 // expire expires what was published before ms from subscription sub ("": every one).
-func (s *Service) expire(ctx context.Context, t *topic.Topic, sub string, ms int64) error {
+func (reg *Registry) expire(ctx context.Context, t *topic.Topic, sub string, ms int64) error {
 	subs := []string{sub}
 	if sub == "" {
 		var err error
@@ -349,20 +350,20 @@ func (s *Service) expire(ctx context.Context, t *topic.Topic, sub string, ms int
 // ExpireMessages expires, on subscription sub of a topic ("": on every subscription), the
 // messages published more than seconds ago (Pulsar's expire-messages and
 // expire-messages-all-subscriptions).
-func (s *Service) ExpireMessages(ctx context.Context, topicName, sub string, seconds int64) error {
+func (reg *Registry) ExpireMessages(ctx context.Context, topicName, sub string, seconds int64) error {
 	if seconds < 0 {
-		return fmt.Errorf("%w: expireTimeInSeconds must be 0 or more", ErrInvalidArgument)
+		return fmt.Errorf("%w: expireTimeInSeconds must be 0 or more", api.ErrInvalidArgument)
 	}
-	t, err := s.adminTopic(ctx, topicName)
+	t, err := reg.AdminTopic(ctx, topicName)
 	if err != nil {
 		return err
 	}
-	return s.expire(ctx, t, sub, time.Now().UnixMilli()-seconds*1000)
+	return reg.expire(ctx, t, sub, time.Now().UnixMilli()-seconds*1000)
 }
 
 // checkInactive deletes topic t once it has been inactive (no producers and consumers,
 // and no subscriptions or none with a backlog, by its mode) for the policy's duration.
-func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r policy.Resolved, idle map[string]time.Time) {
+func (reg *Registry) checkInactive(ctx context.Context, t *topic.Topic, r policy.Resolved, idle map[string]time.Time) {
 	name := t.Name().String()
 	// A scalable topic's segments live and die by its controller (garbage collection),
 	// never by inactivity, as upstream excludes them.
@@ -394,19 +395,19 @@ func (s *Service) checkInactive(ctx context.Context, t *topic.Topic, r policy.Re
 		return
 	}
 	delete(idle, name)
-	if err := s.deleteTopic(ctx, name, false); err != nil {
-		s.log.Debug("delete inactive topic", "topic", name, "err", err)
+	if err := reg.DeleteTopic(ctx, name, false); err != nil {
+		reg.log.Debug("delete inactive topic", "topic", name, "err", err)
 		return
 	}
-	s.m.inactiveDeleted.Inc()
-	s.log.Info("deleted inactive topic", "topic", name)
+	reg.m.inactiveDeleted.Inc()
+	reg.log.Info("deleted inactive topic", "topic", name)
 }
 
 // expireSubscriptions deletes topic t's subscriptions that have had no consumer for longer
 // than its subscription expiration time (Pulsar's checkInactiveSubscriptions; as there,
 // the time without consumers is known to this broker only since it loaded the topic). idle
 // holds, by topic and subscription, since when each has been seen without consumers.
-func (s *Service) expireSubscriptions(ctx context.Context, t *topic.Topic, r policy.Resolved, idle map[string]time.Time) {
+func (reg *Registry) expireSubscriptions(ctx context.Context, t *topic.Topic, r policy.Resolved, idle map[string]time.Time) {
 	prefix := t.Name().String() + "\x00"
 	if r.SubExpiry <= 0 {
 		for k := range idle {
@@ -420,7 +421,7 @@ func (s *Service) expireSubscriptions(ctx context.Context, t *topic.Topic, r pol
 	if err != nil {
 		return
 	}
-	now := s.cfg.Policies.Clock()
+	now := reg.cfg.Policies.Clock()
 	for k := range idle {
 		if _, ok := st.Subscriptions[strings.TrimPrefix(k, prefix)]; strings.HasPrefix(k, prefix) && !ok {
 			delete(idle, k) // gone
@@ -442,10 +443,10 @@ func (s *Service) expireSubscriptions(ctx context.Context, t *topic.Topic, r pol
 		}
 		delete(idle, key)
 		if err := t.DeleteSubscription(ctx, name, false); err != nil {
-			s.log.Debug("delete expired subscription", "topic", t.Name().String(), "subscription", name, "err", err)
+			reg.log.Debug("delete expired subscription", "topic", t.Name().String(), "subscription", name, "err", err)
 			continue
 		}
-		s.m.subscriptionsExpired.Inc()
-		s.log.Info("deleted expired subscription", "topic", t.Name().String(), "subscription", name)
+		reg.m.subscriptionsExpired.Inc()
+		reg.log.Info("deleted expired subscription", "topic", t.Name().String(), "subscription", name)
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package topicreg
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/compaction"
 	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -26,13 +27,13 @@ func compactedLogName(n topicname.Name) string {
 
 // openCompactedLog opens (creating) the log of one compacted generation. It has no cursor,
 // so it keeps its ledgers forever (until the generation is deleted).
-func (s *Service) openCompactedLog(ctx context.Context, name string) (topic.Log, error) {
-	if s.cfg.OpenLog != nil {
-		return s.cfg.OpenLog(ctx, name)
+func (reg *Registry) openCompactedLog(ctx context.Context, name string) (topic.Log, error) {
+	if reg.cfg.OpenLog != nil {
+		return reg.cfg.OpenLog(ctx, name)
 	}
-	cfg := s.cfg.ManagedLedger
+	cfg := reg.cfg.ManagedLedger
 	cfg.RetentionTime, cfg.RetentionSize = -1, -1
-	ml, err := s.factory.Open(ctx, name, cfg)
+	ml, err := reg.cfg.Factory.Open(ctx, name, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -45,47 +46,47 @@ func (s *Service) openCompactedLog(ctx context.Context, name string) (topic.Log,
 const compactionSub = "__compaction"
 
 // newCompactor makes the compaction manager of persistent topic name over its log.
-func (s *Service) newCompactor(name topicname.Name, log topic.Log) *compaction.Manager {
+func (reg *Registry) newCompactor(name topicname.Name, log topic.Log) *compaction.Manager {
 	committed := func(ctx context.Context, st compaction.State) error {
-		t, err := s.adminTopic(ctx, name.String())
+		t, err := reg.AdminTopic(ctx, name.String())
 		if err != nil {
 			return err
 		}
 		h := st.Horizon()
 		return t.ResetCursor(ctx, compactionSub, topic.MessageID{LedgerID: h.LedgerID, EntryID: h.EntryID + 1, BatchIndex: -1})
 	}
-	m := compaction.NewManager(compaction.Config{Log: log, Name: compactedLogName(name), Open: s.openCompactedLog,
-		MaxMessageSize: s.cfg.MaxMessageSize, Logger: s.log, BeforeCommit: s.cfg.CompactionBeforeCommit, Committed: committed})
-	s.compactors.Store(name.String(), m)
+	m := compaction.NewManager(compaction.Config{Log: log, Name: compactedLogName(name), Open: reg.openCompactedLog,
+		MaxMessageSize: reg.cfg.MaxMessageSize, Logger: reg.log, BeforeCommit: reg.cfg.CompactionBeforeCommit, Committed: committed})
+	reg.compactors.Store(name.String(), m)
 	return m
 }
 
 // dropCompactor closes m and forgets it (its topic closed).
-func (s *Service) dropCompactor(name topicname.Name, m *compaction.Manager) {
-	s.compactors.CompareAndDelete(name.String(), m)
+func (reg *Registry) dropCompactor(name topicname.Name, m *compaction.Manager) {
+	reg.compactors.CompareAndDelete(name.String(), m)
 	m.Close()
 }
 
 // compactor returns a persistent topic loaded here and its compaction manager.
-func (s *Service) compactor(ctx context.Context, topicName string) (*topic.Topic, *compaction.Manager, error) {
-	t, err := s.adminTopic(ctx, topicName)
+func (reg *Registry) compactor(ctx context.Context, topicName string) (*topic.Topic, *compaction.Manager, error) {
+	t, err := reg.AdminTopic(ctx, topicName)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !t.Name().IsPersistent() {
-		return nil, nil, fmt.Errorf("%w: non-persistent topics are not compacted", ErrNotAllowed)
+		return nil, nil, fmt.Errorf("%w: non-persistent topics are not compacted", api.ErrNotAllowed)
 	}
-	m, ok := s.compactors.Load(t.Name().String())
+	m, ok := reg.compactors.Load(t.Name().String())
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: topic %s is closing", ErrServiceNotReady, t.Name())
+		return nil, nil, fmt.Errorf("%w: topic %s is closing", api.ErrServiceNotReady, t.Name())
 	}
 	return t, m.(*compaction.Manager), nil
 }
 
-// Compact starts a compaction of a topic (ErrCompactionRunning if one is in progress). The
-// returned channel is closed when it ends (its outcome: CompactionStatus).
-func (s *Service) Compact(ctx context.Context, topicName string) (<-chan struct{}, error) {
-	t, m, err := s.compactor(ctx, topicName)
+// Compact starts a compaction of a topic (api.ErrCompactionRunning if one is in progress). The
+// returned channel is closed when it ends (its outcome: api.CompactionStatus).
+func (reg *Registry) Compact(ctx context.Context, topicName string) (<-chan struct{}, error) {
+	t, m, err := reg.compactor(ctx, topicName)
 	if err != nil {
 		return nil, err
 	}
@@ -95,33 +96,33 @@ func (s *Service) Compact(ctx context.Context, topicName string) (<-chan struct{
 // triggerCompaction makes sure the topic has its __compaction subscription (from the
 // earliest entry, the first time) and starts a compaction.
 func triggerCompaction(ctx context.Context, t *topic.Topic, m *compaction.Manager) (<-chan struct{}, error) {
-	if err := createInitialSubscription(ctx, t, compactionSub); err != nil {
+	if err := t.CreateInitialSubscription(ctx, compactionSub); err != nil {
 		return nil, err
 	}
 	return m.Trigger()
 }
 
-// CompactionStatus returns the status of a topic's latest compaction on this broker.
-func (s *Service) CompactionStatus(ctx context.Context, topicName string) (CompactionStatus, error) {
-	_, m, err := s.compactor(ctx, topicName)
+// api.CompactionStatus returns the status of a topic's latest compaction on this broker.
+func (reg *Registry) CompactionStatus(ctx context.Context, topicName string) (api.CompactionStatus, error) {
+	_, m, err := reg.compactor(ctx, topicName)
 	if err != nil {
-		return CompactionStatus{}, err
+		return api.CompactionStatus{}, err
 	}
 	st, lastErr := m.Status()
-	return CompactionStatus{Status: st.String(), LastError: lastErr}, nil
+	return api.CompactionStatus{Status: st.String(), LastError: lastErr}, nil
 }
 
 // compactionThreshold is the compaction threshold of a topic in bytes (0: none): the topic
 // policy, else the namespace's compaction_threshold.
-func (s *Service) compactionThreshold(ctx context.Context, n topicname.Name) (int64, error) {
-	tp, err := s.topicRecord(ctx, n)
+func (reg *Registry) compactionThreshold(ctx context.Context, n topicname.Name) (int64, error) {
+	tp, err := reg.TopicRecord(ctx, n)
 	if err != nil {
 		return 0, err
 	}
 	if v := tp.CompactionThreshold(); v != nil {
 		return *v, nil
 	}
-	pol, err := s.res.NamespacePolicies(ctx, n.Tenant, n.Namespace)
+	pol, err := reg.res.NamespacePolicies(ctx, n.Tenant, n.Namespace)
 	if err != nil {
 		return 0, err
 	}
@@ -133,30 +134,30 @@ func (s *Service) compactionThreshold(ctx context.Context, n topicname.Name) (in
 
 // TopicCompactionThreshold returns a topic's own compaction threshold (nil: none) or, if
 // applied, the one in force (0: none).
-func (s *Service) TopicCompactionThreshold(ctx context.Context, topicName string, applied bool) (*int64, error) {
+func (reg *Registry) TopicCompactionThreshold(ctx context.Context, topicName string, applied bool) (*int64, error) {
 	n, err := topicname.Parse(topicName)
 	if err != nil {
 		return nil, err
 	}
 	n = n.Base()
 	if applied {
-		v, err := s.compactionThreshold(ctx, n)
+		v, err := reg.compactionThreshold(ctx, n)
 		return &v, err
 	}
-	tp, err := s.topicRecord(ctx, n)
+	tp, err := reg.TopicRecord(ctx, n)
 	return tp.CompactionThreshold(), err
 }
 
 // SetTopicCompactionThreshold sets (nil: removes) a topic's compaction threshold in bytes.
-func (s *Service) SetTopicCompactionThreshold(ctx context.Context, topicName string, bytes *int64) error {
+func (reg *Registry) SetTopicCompactionThreshold(ctx context.Context, topicName string, bytes *int64) error {
 	n, err := topicname.Parse(topicName)
 	if err != nil {
 		return err
 	}
 	if bytes != nil && *bytes < 0 {
-		return fmt.Errorf("%w: compaction threshold %d", ErrInvalidArgument, *bytes)
+		return fmt.Errorf("%w: compaction threshold %d", api.ErrInvalidArgument, *bytes)
 	}
-	return s.updateTopicRecord(ctx, n.Base(), func(r policy.Record) error {
+	return reg.UpdateTopicRecord(ctx, n.Base(), func(r policy.Record) error {
 		if bytes == nil {
 			delete(r, policy.KeyCompactionThreshold)
 			return nil
@@ -167,35 +168,35 @@ func (s *Service) SetTopicCompactionThreshold(ctx context.Context, topicName str
 
 // compactionMonitor checks the loaded topics every Config.CompactionCheckInterval and
 // starts a compaction of those holding more than their threshold after the horizon.
-func (s *Service) compactionMonitor() {
-	defer s.wg.Done()
-	if s.cfg.CompactionCheckInterval < 0 {
+func (reg *Registry) compactionMonitor() {
+	defer reg.wg.Done()
+	if reg.cfg.CompactionCheckInterval < 0 {
 		return
 	}
-	tick := time.NewTicker(s.cfg.CompactionCheckInterval)
+	tick := time.NewTicker(reg.cfg.CompactionCheckInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-reg.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		s.compactors.Range(func(k, v any) bool {
-			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		reg.compactors.Range(func(k, v any) bool {
+			ctx, cancel := context.WithTimeout(reg.ctx, 10*time.Second)
 			defer cancel()
 			n := topicname.MustParse(k.(string))
-			limit, err := s.compactionThreshold(ctx, n.Base())
+			limit, err := reg.compactionThreshold(ctx, n.Base())
 			if err != nil || limit <= 0 {
 				return true
 			}
 			m := v.(*compaction.Manager)
 			if b, err := m.BytesAfterHorizon(ctx); err == nil && b > limit {
-				t, _, err := s.compactor(ctx, n.String())
+				t, _, err := reg.compactor(ctx, n.String())
 				if err == nil {
 					_, err = triggerCompaction(ctx, t, m)
 				}
 				if err != nil && !errors.Is(err, compaction.ErrRunning) {
-					s.log.Debug("compaction threshold", "topic", n.String(), "err", err)
+					reg.log.Debug("compaction threshold", "topic", n.String(), "err", err)
 				}
 			}
 			return true
