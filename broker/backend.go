@@ -34,11 +34,11 @@ func (s *Service) newServer() *server.Server {
 }
 
 func (b backend) AuthorizeTopic(ctx context.Context, role string, n topicname.Name, act auth.Action) error {
-	return b.s.authorizeTopic(ctx, role, n, act)
+	return b.s.access.Topic(ctx, role, n, act)
 }
 
 func (b backend) AuthorizeNamespace(ctx context.Context, role, tenant, ns string) error {
-	return b.s.authorizeNamespace(ctx, role, tenant, ns)
+	return b.s.access.Namespace(ctx, role, tenant, ns)
 }
 
 func (b backend) Lookup(ctx context.Context, topic string, authoritative bool) (LookupResult, error) {

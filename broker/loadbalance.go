@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
-	"github.com/magnetar-io/magnetar/broker/ownership"
-	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
 // The load manager (package loadmgr), as Pulsar's modular load manager: the broker reports
@@ -23,7 +21,12 @@ func (s *Service) startLoadManager(ctx context.Context) error {
 	if s.cfg.BrokerSelector != nil || lc.Disabled {
 		return nil
 	}
-	lc.Store, lc.SessionTTL, lc.BundleStats = s.store, s.cfg.SessionTTL, s.bundleLoads
+	lc.Store, lc.SessionTTL = s.store, s.cfg.SessionTTL
+	lc.BundleStats = func() map[string]loadmgr.BundleLoad {
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second) // bounds one gathering of the loads
+		defer cancel()
+		return s.BundleLoads(ctx, s.own.OwnedBundles())
+	}
 	lc.Self = loadmgr.Broker{ID: s.info.ID, ServiceURL: s.info.ServiceURL, WebServiceURL: s.info.HTTPURL,
 		ServiceURLTLS: s.info.ServiceURLTLS, WebServiceURLTLS: s.info.HTTPURLTLS}
 	if lc.Metrics == nil {
@@ -46,53 +49,6 @@ func (s *Service) startLoadManager(ctx context.Context) error {
 	s.lm = lm
 	s.closers = append(s.closers, func() { lm.Close() })
 	return nil
-}
-
-// bundleLoadWait bounds one gathering of the bundles' loads.
-const bundleLoadWait = 5 * time.Second
-
-// bundleLoads returns the load of every bundle this broker owns (loadmgr.Config.BundleStats),
-// the sums over its loaded topics.
-func (s *Service) bundleLoads() map[string]loadmgr.BundleLoad {
-	ctx, cancel := context.WithTimeout(s.ctx, bundleLoadWait)
-	defer cancel()
-	owned := map[string][]Bundle{} // by namespace
-	out := map[string]loadmgr.BundleLoad{}
-	for _, b := range s.own.OwnedBundles() {
-		owned[b.Namespace] = append(owned[b.Namespace], b)
-		out[b.String()] = loadmgr.BundleLoad{}
-	}
-	for _, t := range s.LoadedTopics() {
-		b, ok := bundleIn(owned, t.Name())
-		if !ok {
-			continue
-		}
-		l, err := t.Load(ctx)
-		if err != nil {
-			continue // closing
-		}
-		bl := out[b.String()]
-		bl.MsgRateIn += l.MsgRateIn
-		bl.MsgThroughputIn += l.MsgThroughputIn
-		bl.MsgRateOut += l.MsgRateOut
-		bl.MsgThroughputOut += l.MsgThroughputOut
-		bl.Producers += l.Producers
-		bl.Consumers += l.Consumers
-		bl.Topics++
-		out[b.String()] = bl
-	}
-	return out
-}
-
-// bundleIn returns the bundle of bundles (by namespace) that n belongs to.
-func bundleIn(bundles map[string][]Bundle, n topicname.Name) (Bundle, bool) {
-	h := ownership.TopicHash(n)
-	for _, b := range bundles[n.Tenant+"/"+n.Namespace] {
-		if b.Contains(h) {
-			return b, true
-		}
-	}
-	return Bundle{}, false
 }
 
 // LoadReport returns this broker's last load report (GET /admin/v2/broker-stats/load-report);

@@ -39,3 +39,10 @@ func (s *Service) GrantTopicPermission(ctx context.Context, topic, role string, 
 func (s *Service) RevokeTopicPermission(ctx context.Context, topic, role string) error {
 	return s.res.RevokeTopicPermission(ctx, topic, role)
 }
+
+// AuthorizeAdmin checks an admin request of the principal in ctx (auth.FromContext): op is
+// what the request needs on tenant (and namespace "tenant/ns", and topic when given).
+// With authorization off everything is allowed (package broker/access).
+func (s *Service) AuthorizeAdmin(ctx context.Context, op AdminOp, tenant, ns, topic string) error {
+	return s.access.Admin(ctx, op, tenant, ns, topic)
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/broker/access"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/peer"
@@ -41,6 +42,7 @@ type Service struct {
 	reg     *prometheus.Registry
 	res     records          // the typed records and their watched caches (package resources)
 	pol     *policy.Resolver // policy resolution: topic > namespace > broker default
+	access  access.Checker   // who may do what (package broker/access)
 	peer    *peer.Client     // calls to the other brokers, with this broker's credentials
 	schemas *schemareg.Registry
 	txn     *txnhost.Host      // transaction hosting (txn.go); nil: transactions are off
@@ -105,6 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log})
 	s.res = records{resources.New(cfg.Store, cfg.Cluster, s.log)}
 	s.peer = peer.New(cfg.PeerHTTP)
+	s.access = access.Checker{Authz: cfg.Authz, Records: s.res}
 	s.pol = &policy.Resolver{Defaults: cfg.Policies, Cluster: cfg.Cluster, MaxMessageSize: cfg.MaxMessageSize,
 		ManagedLedger: cfg.ManagedLedger, DisableDeduplication: cfg.DisableDeduplication,
 		DisableAutoTopicCreation: cfg.DisableAutoTopicCreation}

@@ -93,6 +93,7 @@ type ownershipMetrics struct {
 	transfers *prometheus.CounterVec // by direction: out, in
 	transferT prometheus.Histogram
 	owned     prometheus.Gauge
+	retries   prometheus.Counter // take-overs that waited longer than AcquireWait
 }
 
 // New returns the bundle table of broker b; ctx ends when the broker closes. Its caches
@@ -100,6 +101,9 @@ type ownershipMetrics struct {
 func New(ctx context.Context, cfg Config, b Broker) *Manager {
 	if cfg.DefaultBundles <= 0 {
 		cfg.DefaultBundles = DefaultBundles
+	}
+	if cfg.AcquireWait <= 0 {
+		cfg.AcquireWait = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -118,11 +122,13 @@ func New(ctx context.Context, cfg Config, b Broker) *Manager {
 				Help: "Time to hand a bundle over (its topics closed and the record deleted).", Buckets: prometheus.DefBuckets}),
 			owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "magnetar_broker_owned_bundles",
 				Help: "Bundles this broker owns."}),
+			retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_bundle_takeover_retries_total",
+				Help: "Take-overs of a bundle handed over to this broker that waited longer than one acquisition for the owner to release it."}),
 		}}
 	o.mu.bundles = map[string]*OwnedBundle{}
 	o.sel = &defaultSelector{o: o, recent: map[string]recentPick{}}
 	if cfg.Registry != nil {
-		cfg.Registry.MustRegister(o.m.events, o.m.answers, o.m.transfers, o.m.transferT, o.m.owned)
+		cfg.Registry.MustRegister(o.m.events, o.m.answers, o.m.transfers, o.m.transferT, o.m.owned, o.m.retries)
 	}
 	return o
 }
@@ -257,12 +263,13 @@ func (o *Manager) Acquire(ctx context.Context, b Bundle) (*OwnedBundle, error) {
 	}
 }
 
-// acquireWait bounds how long an acquisition waits for a bundle handed over to this broker.
-const acquireWait = 10 * time.Second
+// handOverWait bounds how long a broker keeps waiting to take a bundle handed over to it
+// while its owner is still closing the bundle's topics.
+const handOverWait = 2 * time.Minute
 
 // write performs ob's acquisition and records its outcome.
 func (o *Manager) write(ob *OwnedBundle) {
-	ctx, cancel := context.WithTimeout(o.ctx, acquireWait+resources.StoreWait)
+	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.AcquireWait+resources.StoreWait)
 	defer cancel()
 	sess, ver, err := o.writeRecord(ctx, ob.b)
 	o.mu.Lock()
@@ -360,21 +367,42 @@ func (o *Manager) takeTransfers(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			go func() {
-				actx, cancel := context.WithTimeout(ctx, acquireWait)
-				defer cancel()
-				if _, err := o.Acquire(actx, b); err == nil {
-					o.m.transfers.WithLabelValues("in").Inc()
-				} else {
-					o.log.Info("take over bundle", "bundle", b.String(), "err", err)
-				}
-			}()
+			go o.takeOver(ctx, b)
 		}
 		if len(started) > 1000 {
 			clear(started)
 		}
 		select {
 		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// takeOver acquires bundle b, handed over to this broker. Its owner deletes the record
+// once it has closed the bundle's topics, which on a loaded machine may take longer than
+// one acquisition waits (Config.AcquireWait): the acquisition is tried again while it
+// fails only for waiting (api.ErrServiceNotReady), for at most handOverWait. It stops at
+// once when another broker owns the bundle (the owner gave up the hand-over, or the
+// leader assigned it elsewhere).
+func (o *Manager) takeOver(ctx context.Context, b Bundle) {
+	deadline := time.Now().Add(handOverWait)
+	for {
+		actx, cancel := context.WithTimeout(ctx, o.cfg.AcquireWait)
+		_, err := o.Acquire(actx, b)
+		cancel()
+		if err == nil {
+			o.m.transfers.WithLabelValues("in").Inc()
+			return
+		}
+		if !errors.Is(err, api.ErrServiceNotReady) || ctx.Err() != nil || time.Now().After(deadline) {
+			o.log.Info("take over bundle", "bundle", b.String(), "err", err)
+			return
+		}
+		o.m.retries.Inc()
+		select { // an acquisition refused at once ("being unloaded") is not retried in a loop
+		case <-time.After(o.cfg.AcquireWait / 10):
 		case <-ctx.Done():
 			return
 		}

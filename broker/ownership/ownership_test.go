@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -60,11 +63,16 @@ type fakeBroker struct {
 	sess   metadata.Session
 	mu     sync.Mutex
 	closed []*topic.Redirect
+	// slowClose, if set, is called before CloseTopics returns (a slow unload).
+	slowClose func()
 }
 
 func (f *fakeBroker) Info() api.BrokerInfo      { return f.info }
 func (f *fakeBroker) Session() metadata.Session { return f.sess }
 func (f *fakeBroker) CloseTopics(_ context.Context, match func(topicname.Name) bool, redirect *topic.Redirect) {
+	if f.slowClose != nil {
+		f.slowClose()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = append(f.closed, redirect)
@@ -82,6 +90,12 @@ func (noNamespaces) WaitNamespace(context.Context, string, string, metadata.Vers
 // newBroker registers broker id on store and returns its running Manager.
 func newBroker(t *testing.T, ctx context.Context, store metadata.Store, id string) (*Manager, *fakeBroker) {
 	t.Helper()
+	return newBrokerWith(t, ctx, store, id, 0)
+}
+
+// newBrokerWith is newBroker with Config.AcquireWait (0: the default).
+func newBrokerWith(t *testing.T, ctx context.Context, store metadata.Store, id string, acquireWait time.Duration) (*Manager, *fakeBroker) {
+	t.Helper()
 	sess, err := store.NewSession(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +106,7 @@ func newBroker(t *testing.T, ctx context.Context, store metadata.Store, id strin
 	if _, err := sess.Put(ctx, metadata.BrokerKey(id), v, metadata.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
-	m := New(ctx, Config{Store: store, Namespaces: noNamespaces{}, SessionTTL: 10 * time.Second}, fb)
+	m := New(ctx, Config{Store: store, Namespaces: noNamespaces{}, SessionTTL: 10 * time.Second, AcquireWait: acquireWait}, fb)
 	var wg sync.WaitGroup
 	m.Start(ctx, &wg)
 	m.StartTransfers(ctx, &wg)
@@ -189,4 +203,37 @@ func TestOwnershipAcrossBrokers(t *testing.T) {
 	if len(a.OwnedBundles()) != 0 {
 		t.Errorf("after DropAll a owns %v", a.OwnedBundles())
 	}
+}
+
+// TestSlowHandOver: the destination of a hand-over whose owner takes longer than one
+// acquisition (AcquireWait) to close the bundle's topics keeps waiting and takes the bundle
+// once it is released, rather than leaving it unowned.
+func TestSlowHandOver(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := metadatatest.NewStore(t, metadatatest.Embedded(t))
+	a, fa := newBrokerWith(t, ctx, store, "a", 100*time.Millisecond)
+	b, fb := newBroker(t, ctx, store, "b")
+	waitFor(t, "both brokers in both caches", func() bool { return len(a.LiveBrokers()) == 2 && len(b.LiveBrokers()) == 2 })
+	bs, _ := NamespaceBundles("t/n", api.NamespacePolicies{}, DefaultBundles)
+	if _, err := b.Acquire(ctx, bs[0]); err != nil {
+		t.Fatal(err)
+	}
+	// b's topics close only after a's first take-over attempt gave up waiting.
+	fb.slowClose = func() {
+		waitFor(t, "a to retry its take-over", func() bool { return counterValue(a.m.retries) >= 1 })
+	}
+	to := fa.info
+	if err := b.Release(ctx, bs[0], &to); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a to take the slowly handed-over bundle", func() bool { return a.Owned(bs[0]) != nil })
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }

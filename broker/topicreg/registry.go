@@ -13,6 +13,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/compaction"
+	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/nonpersistent"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/policy"
@@ -613,4 +614,46 @@ func (reg *Registry) OpenLog(ctx context.Context, name string, create bool) (top
 		return nil, err
 	}
 	return newMLog(ml), nil
+}
+
+// BundleLoads returns the load of each of bundles (the ones this broker owns), the sums
+// over their loaded topics, by bundle name (loadmgr.Config.BundleStats).
+func (reg *Registry) BundleLoads(ctx context.Context, bundles []ownership.Bundle) map[string]loadmgr.BundleLoad {
+	byNS := map[string][]ownership.Bundle{}
+	out := map[string]loadmgr.BundleLoad{}
+	for _, b := range bundles {
+		byNS[b.Namespace] = append(byNS[b.Namespace], b)
+		out[b.String()] = loadmgr.BundleLoad{}
+	}
+	for _, t := range reg.LoadedTopics() {
+		b, ok := bundleIn(byNS, t.Name())
+		if !ok {
+			continue
+		}
+		l, err := t.Load(ctx)
+		if err != nil {
+			continue // closing
+		}
+		bl := out[b.String()]
+		bl.MsgRateIn += l.MsgRateIn
+		bl.MsgThroughputIn += l.MsgThroughputIn
+		bl.MsgRateOut += l.MsgRateOut
+		bl.MsgThroughputOut += l.MsgThroughputOut
+		bl.Producers += l.Producers
+		bl.Consumers += l.Consumers
+		bl.Topics++
+		out[b.String()] = bl
+	}
+	return out
+}
+
+// bundleIn returns the bundle of bundles (by namespace) that n belongs to.
+func bundleIn(bundles map[string][]ownership.Bundle, n topicname.Name) (ownership.Bundle, bool) {
+	h := ownership.TopicHash(n)
+	for _, b := range bundles[n.Tenant+"/"+n.Namespace] {
+		if b.Contains(h) {
+			return b, true
+		}
+	}
+	return ownership.Bundle{}, false
 }

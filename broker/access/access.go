@@ -1,4 +1,10 @@
-package broker
+// Package access decides whether a role may do something on the broker's tenants,
+// namespaces and topics: the binary protocol's commands (Topic, Namespace) and the admin
+// API's requests (Admin). It reads the tenant's admin roles and the namespace's grants
+// (Pulsar's auth_policies in the namespace record) through Records and asks
+// auth.Authorizer for the verdict; a tenant or namespace that does not exist refuses
+// everyone but superusers. Refusals wrap auth.ErrNotAuthorized (AuthorizationError, 403).
+package access
 
 import (
 	"context"
@@ -6,20 +12,34 @@ import (
 	"fmt"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
-// authorizeTopic checks that role may perform act on topic n (a partition is checked as
+// Records is what access reads of the broker's records (package broker/resources).
+type Records interface {
+	Tenant(ctx context.Context, name string) (api.TenantInfo, error)
+	NamespacePolicies(ctx context.Context, tenant, ns string) (api.NamespacePolicies, error)
+}
+
+// Checker checks roles against Authz (nil or disabled: Admin allows everything; Topic and
+// Namespace are called only with authorization on) over Records.
+type Checker struct {
+	Authz   *auth.Authorizer
+	Records Records
+}
+
+// Topic checks that role may perform act on topic n (a partition is checked as
 // its partitioned topic, as Pulsar does). It reads the tenant's admin roles and the
 // namespace's grants; a tenant or namespace that does not exist refuses everyone but
 // superusers. The error wraps auth.ErrNotAuthorized (AuthorizationError, 403).
-func (s *Service) authorizeTopic(ctx context.Context, role string, n topicname.Name, act auth.Action) error {
-	a := s.cfg.Authz
+func (c Checker) Topic(ctx context.Context, role string, n topicname.Name, act auth.Action) error {
+	a := c.Authz
 	if a.IsSuperUser(role) {
 		return nil
 	}
 	base := n.Base()
-	admins, pol, err := s.grants(ctx, base.Tenant, base.Namespace)
+	admins, pol, err := c.grants(ctx, base.Tenant, base.Namespace)
 	if err != nil {
 		return err
 	}
@@ -29,13 +49,13 @@ func (s *Service) authorizeTopic(ctx context.Context, role string, n topicname.N
 	return nil
 }
 
-// authorizeNamespace checks that role may act on the namespace as a whole (list topics).
-func (s *Service) authorizeNamespace(ctx context.Context, role, tenant, ns string) error {
-	a := s.cfg.Authz
+// Namespace checks that role may act on the namespace as a whole (list topics).
+func (c Checker) Namespace(ctx context.Context, role, tenant, ns string) error {
+	a := c.Authz
 	if a.IsSuperUser(role) {
 		return nil
 	}
-	admins, pol, err := s.grants(ctx, tenant, ns)
+	admins, pol, err := c.grants(ctx, tenant, ns)
 	if err != nil {
 		return err
 	}
@@ -46,15 +66,15 @@ func (s *Service) authorizeNamespace(ctx context.Context, role, tenant, ns strin
 }
 
 // grants reads what authorization needs; a missing tenant or namespace grants nothing.
-func (s *Service) grants(ctx context.Context, tenant, ns string) (admins []string, pol auth.Policies, err error) {
-	ti, err := s.res.Tenant(ctx, tenant)
+func (c Checker) grants(ctx context.Context, tenant, ns string) (admins []string, pol auth.Policies, err error) {
+	ti, err := c.Records.Tenant(ctx, tenant)
 	if isNotFound(err) {
 		return nil, auth.Policies{}, nil
 	}
 	if err != nil {
 		return nil, auth.Policies{}, err
 	}
-	np, err := s.res.NamespacePolicies(ctx, tenant, ns)
+	np, err := c.Records.NamespacePolicies(ctx, tenant, ns)
 	if isNotFound(err) {
 		return ti.AdminRoles, auth.Policies{}, nil
 	}
@@ -71,11 +91,11 @@ func notAuthorized(role, what, on string) error {
 	return fmt.Errorf("%w: role %s may not %s on %s", auth.ErrNotAuthorized, role, what, on)
 }
 
-// AuthorizeAdmin checks an admin request of the principal in ctx (auth.FromContext): op is
+// Admin checks an admin request of the principal in ctx (auth.FromContext): op is
 // what the request needs on tenant (and namespace "tenant/ns", and topic when given).
 // With authorization off everything is allowed.
-func (s *Service) AuthorizeAdmin(ctx context.Context, op AdminOp, tenant, ns, topic string) error {
-	a := s.cfg.Authz
+func (c Checker) Admin(ctx context.Context, op api.AdminOp, tenant, ns, topic string) error {
+	a := c.Authz
 	if !a.Enabled() {
 		return nil
 	}
@@ -84,19 +104,19 @@ func (s *Service) AuthorizeAdmin(ctx context.Context, op AdminOp, tenant, ns, to
 		return nil
 	}
 	switch op {
-	case OpAuthenticated:
+	case api.OpAuthenticated:
 		return nil
-	case OpSuperUser:
+	case api.OpSuperUser:
 		return notAuthorized(p.Role, "do this (superusers only)", "the cluster")
 	}
-	admins, pol, err := s.grants(ctx, tenant, namespaceOf(ns))
+	admins, pol, err := c.grants(ctx, tenant, namespaceOf(ns))
 	if err != nil {
 		return err
 	}
 	if a.IsTenantAdmin(p.Role, admins) {
 		return nil
 	}
-	if op == OpTenantAdmin || topic == "" {
+	if op == api.OpTenantAdmin || topic == "" {
 		return notAuthorized(p.Role, "administer", "tenant "+tenant)
 	}
 	n, err := topicname.Parse(topic)
@@ -104,7 +124,7 @@ func (s *Service) AuthorizeAdmin(ctx context.Context, op AdminOp, tenant, ns, to
 		return err
 	}
 	act := auth.ActionLookup
-	if op == OpConsume {
+	if op == api.OpConsume {
 		act = auth.ActionConsume
 	}
 	if !a.AllowTopic(p.Role, admins, pol, n.Base().String(), act) {
@@ -122,5 +142,5 @@ func namespaceOf(ns string) string {
 }
 
 func isNotFound(err error) bool {
-	return errors.Is(err, ErrTenantNotFound) || errors.Is(err, ErrNamespaceNotFound)
+	return errors.Is(err, api.ErrTenantNotFound) || errors.Is(err, api.ErrNamespaceNotFound)
 }

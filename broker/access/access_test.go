@@ -1,0 +1,96 @@
+package access_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/access"
+	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+)
+
+// records: tenant t (admin role "admin") with namespace t/ns, where role "consumer" may
+// consume every topic and role "producer" may produce on t/ns/x only.
+type records struct{}
+
+func (records) Tenant(_ context.Context, name string) (api.TenantInfo, error) {
+	if name != "t" {
+		return api.TenantInfo{}, api.ErrTenantNotFound
+	}
+	return api.TenantInfo{AdminRoles: []string{"admin"}}, nil
+}
+
+func (records) NamespacePolicies(_ context.Context, tenant, ns string) (api.NamespacePolicies, error) {
+	if tenant != "t" || ns != "ns" {
+		return api.NamespacePolicies{}, api.ErrNamespaceNotFound
+	}
+	return api.NamespacePolicies{Auth: auth.Policies{
+		Namespace: map[string][]auth.Action{"consumer": {auth.ActionConsume}},
+		Topics:    map[string]map[string][]auth.Action{"persistent://t/ns/x": {"producer": {auth.ActionProduce}}},
+	}}, nil
+}
+
+func TestTopicAndNamespace(t *testing.T) {
+	c := access.Checker{Authz: auth.NewAuthorizer(true, []string{"root"}), Records: records{}}
+	x := topicname.MustParse("persistent://t/ns/x")
+	for _, tc := range []struct {
+		role  string
+		topic topicname.Name
+		act   auth.Action
+		ok    bool
+	}{
+		{"root", topicname.MustParse("persistent://nope/nope/y"), auth.ActionProduce, true}, // superuser, even where nothing exists
+		{"admin", x, auth.ActionProduce, true},                                              // the tenant's admin
+		{"consumer", x, auth.ActionConsume, true},                                           // namespace grant
+		{"consumer", x, auth.ActionProduce, false},
+		{"producer", x, auth.ActionProduce, true},                                                      // topic grant
+		{"producer", topicname.MustParse("persistent://t/ns/x-partition-2"), auth.ActionProduce, true}, // a partition as its topic
+		{"producer", topicname.MustParse("persistent://t/ns/y"), auth.ActionProduce, false},
+		{"consumer", topicname.MustParse("persistent://t/other/y"), auth.ActionConsume, false}, // no namespace: nothing granted
+		{"", x, auth.ActionConsume, false},
+	} {
+		err := c.Topic(context.Background(), tc.role, tc.topic, tc.act)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, auth.ErrNotAuthorized)) {
+			t.Errorf("%q %s on %s: %v, want allowed=%v", tc.role, tc.act, tc.topic, err, tc.ok)
+		}
+	}
+	if err := c.Namespace(context.Background(), "consumer", "t", "ns"); err != nil {
+		t.Errorf("consumer lists t/ns: %v", err)
+	}
+	if err := c.Namespace(context.Background(), "stranger", "t", "ns"); !errors.Is(err, auth.ErrNotAuthorized) {
+		t.Errorf("stranger lists t/ns: %v, want ErrNotAuthorized", err)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	ctx := func(role string) context.Context {
+		return auth.WithPrincipal(context.Background(), auth.Principal{Role: role})
+	}
+	if err := (access.Checker{Records: records{}}).Admin(ctx("anyone"), api.OpSuperUser, "", "", ""); err != nil {
+		t.Fatalf("authorization off refused: %v", err)
+	}
+	c := access.Checker{Authz: auth.NewAuthorizer(true, []string{"root"}), Records: records{}}
+	for _, tc := range []struct {
+		role              string
+		op                api.AdminOp
+		tenant, ns, topic string
+		ok                bool
+	}{
+		{"root", api.OpSuperUser, "", "", "", true},
+		{"admin", api.OpSuperUser, "t", "", "", false},
+		{"anyone", api.OpAuthenticated, "", "", "", true},
+		{"admin", api.OpTenantAdmin, "t", "t/ns", "", true},
+		{"consumer", api.OpTenantAdmin, "t", "t/ns", "", false},
+		{"consumer", api.OpConsume, "t", "t/ns", "persistent://t/ns/x", true},
+		{"producer", api.OpConsume, "t", "t/ns", "persistent://t/ns/x", false},
+		{"producer", api.OpLookup, "t", "t/ns", "persistent://t/ns/x", true}, // produce implies lookup
+		{"consumer", api.OpLookup, "t", "t/ns", "", false},                   // no topic: tenant admins only
+	} {
+		err := c.Admin(ctx(tc.role), tc.op, tc.tenant, tc.ns, tc.topic)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q op %v on %s/%s: %v, want allowed=%v", tc.role, tc.op, tc.ns, tc.topic, err, tc.ok)
+		}
+	}
+}
