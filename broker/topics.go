@@ -37,5 +37,3 @@ func (s *Service) createTopic(ctx context.Context, name string) error {
 func (s *Service) deleteTopic(ctx context.Context, name string, force bool) error {
 	return s.DeleteTopic(ctx, name, force)
 }
-
-func toTopicID(m MessageID) topic.MessageID { return topicreg.ToTopicID(m) }

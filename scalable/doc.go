@@ -88,7 +88,7 @@
 // end every acknowledged message consumed by every subscription, nothing pending and every
 // sealed segment pruned and deleted.
 //
-// # The broker, the protocol and the client (broker/scalable.go, admin/scalable.go, pulsarclient/scalable.go)
+// # The broker, the protocol and the client (broker/scalablehost, admin/scalable.go, pulsarclient/scalable.go)
 //
 // Every broker runs a Controller for every scalable topic whose layout record exists (a
 // watch on metadata.PrefixScalableTopics); one leads. Its Segments are the broker's: Create
