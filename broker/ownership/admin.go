@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -296,18 +297,8 @@ func (o *Manager) Brokers(cluster string) []string {
 
 // LeaderBroker returns the load manager's leader (metadata.LoadBalanceLeaderKey).
 func (o *Manager) LeaderBroker(ctx context.Context) (api.BrokerInfo, error) {
-	var bi api.BrokerInfo
 	kv, err := o.store.Get(ctx, metadata.LoadBalanceLeaderKey)
-	if errors.Is(err, metadata.ErrNotFound) {
-		return bi, fmt.Errorf("%w: no leader broker elected", api.ErrServiceNotReady)
-	}
-	if err != nil {
-		return bi, err
-	}
-	if err := json.Unmarshal(kv.Value, &bi); err != nil {
-		return bi, fmt.Errorf("leader record: %w", err)
-	}
-	return bi, nil
+	return resources.Decode[api.BrokerInfo](kv, err, errNoLeader, "the load manager's leader")
 }
 
 // OwnedNamespaces returns the bundles this broker owns, as Pulsar's ownedNamespaces
@@ -319,3 +310,8 @@ func (o *Manager) OwnedNamespaces(ctx context.Context) map[string]api.NamespaceO
 	}
 	return out
 }
+
+var (
+	errNoLeader          = fmt.Errorf("%w: no leader broker elected", api.ErrServiceNotReady)
+	errBrokerUnavailable = fmt.Errorf("%w: no live record of", api.ErrServiceNotReady)
+)

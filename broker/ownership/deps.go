@@ -63,7 +63,7 @@ type Config struct {
 	// AcquireWait bounds one acquisition of a bundle, including the wait for a bundle
 	// handed over to this broker to be released by its owner (0: 10 s).
 	AcquireWait time.Duration
-	Namespaces Namespaces
-	Placement  Placement // nil: the Manager's own selector, no leader
-	Peers      Peers
+	Namespaces  Namespaces
+	Placement   Placement // nil: the Manager's own selector, no leader
+	Peers       Peers
 }

@@ -603,18 +603,8 @@ func ParseBundleName(s string) (Bundle, error) {
 
 // liveBroker returns the record of live broker id.
 func (o *Manager) LiveBroker(ctx context.Context, id string) (api.BrokerInfo, error) {
-	var bi api.BrokerInfo
 	kv, err := o.brokers.Read(ctx, metadata.BrokerKey(id), resources.StoreWait)
-	if errors.Is(err, metadata.ErrNotFound) {
-		return bi, fmt.Errorf("%w: broker %s is not available", api.ErrServiceNotReady, id)
-	}
-	if err != nil {
-		return bi, err
-	}
-	if err := json.Unmarshal(kv.Value, &bi); err != nil {
-		return bi, fmt.Errorf("broker %s record: %w", id, err)
-	}
-	return bi, nil
+	return resources.Decode[api.BrokerInfo](kv, err, errBrokerUnavailable, "broker "+id)
 }
 
 // liveBrokers lists the live brokers' records, by id.

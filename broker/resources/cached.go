@@ -2,9 +2,7 @@ package resources
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/api"
@@ -35,19 +33,7 @@ func (r *Records) WaitNamespace(ctx context.Context, tenant, ns string, v metada
 
 // decodePolicies decodes the namespace record kv read with err.
 func decodePolicies(tenant, ns string, kv metadata.KV, err error) (api.NamespacePolicies, error) {
-	var p api.NamespacePolicies
-	if errors.Is(err, metadata.ErrNotFound) {
-		return p, fmt.Errorf("%w: %s/%s", api.ErrNamespaceNotFound, tenant, ns)
-	}
-	if err != nil {
-		return p, err
-	}
-	if len(kv.Value) > 0 {
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return p, fmt.Errorf("namespace %s/%s record: %w", tenant, ns, err)
-		}
-	}
-	return p, nil
+	return Decode[api.NamespacePolicies](kv, err, api.ErrNamespaceNotFound, "namespace "+tenant+"/"+ns)
 }
 
 // CachedPartitions returns the partition count of n's partitioned topic (0: not

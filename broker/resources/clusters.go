@@ -55,15 +55,5 @@ func putIfAbsent(ctx context.Context, store metadata.Store, key string, v []byte
 // Cluster returns a cluster's record (api.ErrClusterNotFound if it has none).
 func (r *Records) Cluster(ctx context.Context, name string) (api.ClusterData, error) {
 	kv, err := r.store.Get(ctx, metadata.ClusterKey(name))
-	if errors.Is(err, metadata.ErrNotFound) {
-		return api.ClusterData{}, fmt.Errorf("%w: cluster %s", api.ErrClusterNotFound, name)
-	}
-	if err != nil {
-		return api.ClusterData{}, err
-	}
-	var cd api.ClusterData
-	if err := json.Unmarshal(kv.Value, &cd); err != nil {
-		return api.ClusterData{}, fmt.Errorf("cluster %s record: %w", name, err)
-	}
-	return cd, nil
+	return Decode[api.ClusterData](kv, err, api.ErrClusterNotFound, "cluster "+name)
 }

@@ -90,16 +90,7 @@ func (r *Records) Tenant(ctx context.Context, name string) (api.TenantInfo, erro
 		return ti, err
 	}
 	kv, err := r.store.Get(ctx, metadata.TenantKey(name))
-	if errors.Is(err, metadata.ErrNotFound) {
-		return ti, fmt.Errorf("%w: %s", api.ErrTenantNotFound, name)
-	}
-	if err != nil {
-		return ti, err
-	}
-	if err := json.Unmarshal(kv.Value, &ti); err != nil {
-		return ti, fmt.Errorf("tenant %s record: %w", name, err)
-	}
-	return ti, nil
+	return Decode[api.TenantInfo](kv, err, api.ErrTenantNotFound, "tenant "+name)
 }
 
 // CreateTenant creates tenant name (api.ErrAlreadyExists if it exists); its allowed clusters
