@@ -551,6 +551,26 @@ func TestTwoHosts(t *testing.T) {
 	if err != nil || len(a.Segments) != 2 {
 		t.Fatalf("assignment: %+v %v", a, err)
 	}
+	// The other broker forwards a registration to the leader's admin API.
+	other := map[string]string{"b1": "b2", "b2": "b1"}[lead]
+	if got, err := hosts[other].RegisterStream(ctx, name, "probe-"+lead, "d", 9); err != nil || got != lead {
+		t.Fatalf("register on the other broker: %q %v", got, err)
+	}
+	want := []string{"http://" + lead + " PUT " + name + " probe-" + lead + "/d assignment=false?session=9"}
+	if got := hosts[other].env.Peers.(*fakePeers).took(); !slices.Equal(got, want) {
+		t.Fatalf("forwarded calls %q, want %q", got, want)
+	}
+	// A session's end on another broker, or of an older session, leaves the consumer
+	// registered; its own end on the leader unregisters its polls at once.
+	hosts[other].StreamEnded(lead, name, "probe-"+lead, "c", 1)
+	hosts[lead].StreamEnded(lead, name, "probe-"+lead, "c", 0)
+	if _, err := hosts[lead].StreamAssignment(ctx, name, "probe-"+lead, "c", a.Version-1); err != nil {
+		t.Fatalf("poll after another session ended: %v", err)
+	}
+	hosts[lead].StreamEnded(lead, name, "probe-"+lead, "c", 1)
+	if _, err := hosts[lead].StreamAssignment(ctx, name, "probe-"+lead, "c", 0); !errors.Is(err, api.ErrSubscriptionNotFound) {
+		t.Fatalf("poll after the session ended: %v", err)
+	}
 	ap, err := hosts[lead].AssignmentProto(ctx, layout.Topic{Tenant: "public", Namespace: "default", Name: "two"}, a)
 	if err != nil || len(ap.GetSegments()) != 2 || ap.GetAssignmentVersion() != a.Version {
 		t.Fatalf("assignment proto: %v %v", ap, err)
@@ -564,7 +584,6 @@ func TestTwoHosts(t *testing.T) {
 		t.Fatalf("stats: %+v %v", st, err)
 	}
 
-	other := map[string]string{"b1": "b2", "b2": "b1"}[lead]
 	hosts[lead].Close() // resigns
 	delete(hosts, lead)
 	if got, _ := leader(other); got != other {
