@@ -88,8 +88,7 @@ func (t *Topic) SetPolicies(p Policies) {
 		now := time.Now().UnixNano()
 		t.core.setPolicies(p, now)
 		t.dispatch.Lock()
-		t.dispatch.msgs.set(p.DispatchRateMsgs, now)
-		t.dispatch.bytes.set(p.DispatchRateBytes, now)
+		t.dispatch.rate.Set(p.DispatchRateMsgs, p.DispatchRateBytes, now)
 		t.dispatch.on.Store(p.DispatchRateMsgs > 0 || p.DispatchRateBytes > 0)
 		t.dispatch.Unlock()
 		for _, s := range t.subs {
@@ -105,9 +104,9 @@ func (t *Topic) SetPolicies(p Policies) {
 // dispatch rate relative to the publish rate starts measuring it.
 func (c *topicCore) setPolicies(p Policies, now int64) {
 	c.pol = p
-	c.msgLimit.span, c.byteLimit.span = publishSpan, publishSpan
-	c.msgLimit.set(p.PublishRateMsgs, now)
-	c.byteLimit.set(p.PublishRateBytes, now)
+	c.msgLimit.Span, c.byteLimit.Span = publishSpan, publishSpan
+	c.msgLimit.Set(p.PublishRateMsgs, now)
+	c.byteLimit.Set(p.PublishRateBytes, now)
 	c.releaseThrottled(now)
 	c.armRelative(now)
 }
@@ -187,8 +186,8 @@ func (t *Topic) retune(r relativeRates) {
 	p := t.core.pol
 	if p.DispatchRelative {
 		t.dispatch.Lock()
-		t.dispatch.msgs.retune(relativeRate(p.DispatchRateMsgs, r.msgs), r.at)
-		t.dispatch.bytes.retune(relativeRate(p.DispatchRateBytes, r.bytes), r.at)
+		t.dispatch.rate.Msgs.Retune(relativeRate(p.DispatchRateMsgs, r.msgs), r.at)
+		t.dispatch.rate.Bytes.Retune(relativeRate(p.DispatchRateBytes, r.bytes), r.at)
 		t.dispatch.Unlock()
 	}
 	if p.SubDispatchRelative {
@@ -389,15 +388,6 @@ type heldSend struct {
 	m Message
 }
 
-// tokenBucket is a rate limiter in units per second; an admission may overdraw it (a large
-// message still passes), and it refills up to span seconds' worth (0: a tenth of a second).
-type tokenBucket struct {
-	rate   float64 // units per second; 0: off
-	tokens float64
-	last   int64   // Unix ns of the last refill
-	span   float64 // seconds of tokens kept (0: 0.1)
-}
-
 // publishSpan is the publish rate's bucket: a second's worth, one rate period, as Pulsar's
 // publish rate limiter keeps. With a tenth of a second, a release of the held SENDs that
 // the scheduler delays by more than 100 ms (a loaded machine) loses the tokens of the delay
@@ -405,49 +395,6 @@ type tokenBucket struct {
 // dispatch rates keep a tenth: a held read is released by its own timer, and a second's
 // burst would let a consumer far past the rate at once.)
 const publishSpan = 1.0
-
-func (b *tokenBucket) set(rate, now int64) {
-	b.rate, b.last = float64(max(rate, 0)), now
-	b.tokens = b.burst()
-}
-
-// retune changes the rate of a bucket in use, keeping its tokens (refilled at the old rate
-// until now, at most the new burst). A bucket that is off stays off (its policy has no rate).
-func (b *tokenBucket) retune(rate float64, now int64) {
-	if b.rate == 0 || rate <= 0 {
-		return
-	}
-	b.refill(now)
-	b.rate = rate
-	b.tokens = min(b.tokens, b.burst())
-}
-
-// spend takes n units (a bucket that is off stays full).
-func (b *tokenBucket) spend(n float64) {
-	if b.rate > 0 {
-		b.tokens -= n
-	}
-}
-
-func (b *tokenBucket) burst() float64 {
-	if b.span > 0 {
-		return max(b.rate*b.span, 1)
-	}
-	return max(b.rate/10, 1)
-}
-
-func (b *tokenBucket) refill(now int64) {
-	b.tokens = min(b.tokens+b.rate*float64(now-b.last)/1e9, b.burst())
-	b.last = now
-}
-
-// wait is how long until the bucket has a token.
-func (b *tokenBucket) wait() time.Duration {
-	if b.rate == 0 || b.tokens > 0 {
-		return 0
-	}
-	return time.Duration((-b.tokens + 1e-3) / b.rate * 1e9)
-}
 
 // onSend takes a SEND: the core refuses it, holds it for the publish rate, or admits it.
 func (t *Topic) onSend(p *Producer, m Message) {
@@ -470,7 +417,7 @@ func (c *topicCore) send(p *Producer, m Message, now int64) bool {
 			fmt.Sprintf("Exceeds max allowed delivery delay of %d milliseconds", c.pol.MaxDeliveryDelayMs))
 		return false
 	}
-	if c.msgLimit.rate == 0 && c.byteLimit.rate == 0 && len(c.throttled) == 0 {
+	if c.msgLimit.Rate == 0 && c.byteLimit.Rate == 0 && len(c.throttled) == 0 {
 		return true
 	}
 	if (len(c.throttled) == 0 || c.mut.overtakeHeld) && c.admitRate(m, now) {
@@ -499,20 +446,20 @@ func (c *topicCore) tooDelayed(m Message) bool {
 
 // admitRate takes m's messages and bytes from the buckets if both have tokens at now.
 func (c *topicCore) admitRate(m Message, now int64) bool {
-	if c.msgLimit.rate > 0 {
-		c.msgLimit.refill(now)
-		if c.msgLimit.tokens <= 0 {
+	if c.msgLimit.Rate > 0 {
+		c.msgLimit.Refill(now)
+		if c.msgLimit.Tokens <= 0 {
 			return false
 		}
 	}
-	if c.byteLimit.rate > 0 {
-		c.byteLimit.refill(now)
-		if c.byteLimit.tokens <= 0 {
+	if c.byteLimit.Rate > 0 {
+		c.byteLimit.Refill(now)
+		if c.byteLimit.Tokens <= 0 {
 			return false
 		}
 	}
-	c.msgLimit.spend(float64(max(m.NumMessages, 1)))
-	c.byteLimit.spend(float64(len(m.Data)))
+	c.msgLimit.Spend(float64(max(m.NumMessages, 1)))
+	c.byteLimit.Spend(float64(len(m.Data)))
 	return true
 }
 
@@ -522,7 +469,7 @@ func (c *topicCore) armThrottle(now int64) {
 	if c.timerAt[timerPublish] != 0 || len(c.throttled) == 0 || c.mut.publishNoWake {
 		return
 	}
-	d := max(c.msgLimit.wait(), c.byteLimit.wait(), time.Millisecond)
+	d := max(time.Duration(c.msgLimit.Wait()), time.Duration(c.byteLimit.Wait()), time.Millisecond)
 	c.askTimer(timerPublish, now+int64(d))
 }
 
@@ -532,7 +479,7 @@ func (c *topicCore) releaseThrottled(now int64) {
 	i := 0
 	for ; i < len(c.throttled); i++ {
 		h := c.throttled[i]
-		free := c.state != StateActive || (c.msgLimit.rate == 0 && c.byteLimit.rate == 0) || c.mut.releaseEarly
+		free := c.state != StateActive || (c.msgLimit.Rate == 0 && c.byteLimit.Rate == 0) || c.mut.releaseEarly
 		if !free && !c.admitRate(h.m, now) {
 			break
 		}
@@ -552,9 +499,9 @@ func (c *topicCore) releaseThrottled(now int64) {
 // draw on together (dispatch.Limiter): a leaf structure shared by their goroutines, set and
 // retuned by the topic goroutine.
 type topicDispatch struct {
-	sync.Mutex  // guards msgs and bytes
-	msgs, bytes tokenBucket
-	on          atomic.Bool // a rate is set (read without the mutex)
+	sync.Mutex               // guards rate
+	rate       dispatch.Rate // the topic's dispatch rate, in messages and bytes
+	on         atomic.Bool   // a rate is set (read without the mutex)
 }
 
 var _ dispatch.Limiter = (*topicDispatch)(nil)
@@ -567,20 +514,7 @@ func (r *topicDispatch) Allow(now int64) (int, int64) {
 	}
 	r.Lock()
 	defer r.Unlock()
-	allow, wait := dispatch.Unlimited, time.Duration(0)
-	for _, b := range []*tokenBucket{&r.msgs, &r.bytes} {
-		if b.rate == 0 {
-			continue
-		}
-		b.refill(now)
-		switch {
-		case b.tokens <= 0:
-			allow, wait = 0, max(wait, b.wait())
-		case b == &r.msgs && allow > 0:
-			allow = min(allow, int(b.tokens+0.999))
-		}
-	}
-	return allow, int64(wait)
+	return r.rate.Allow(now)
 }
 
 // Spend charges what a read brought.
@@ -589,8 +523,7 @@ func (r *topicDispatch) Spend(msgs, bytes float64) {
 		return
 	}
 	r.Lock()
-	r.msgs.spend(msgs)
-	r.bytes.spend(bytes)
+	r.rate.Spend(msgs, bytes)
 	r.Unlock()
 }
 

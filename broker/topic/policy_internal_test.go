@@ -63,29 +63,29 @@ func TestRelativeDispatchRate(t *testing.T) {
 	tp := &Topic{core: &topicCore{}}
 	now := time.Unix(1000, 0).UnixNano()
 	tp.core.pol = Policies{DispatchRateMsgs: 10, DispatchRelative: true}
-	tp.dispatch.msgs.set(10, now)
-	tp.dispatch.bytes.set(0, now)
+	tp.dispatch.rate.Msgs.Set(10, now)
+	tp.dispatch.rate.Bytes.Set(0, now)
 	tp.core.relative.at = now
 	tp.core.rateIn.add(100, 5000) // 100 messages published in the next 2 s
 	now += 2 * int64(time.Second)
 	tp.relativeTick(now)
-	if got := tp.dispatch.msgs.rate; got != 60 {
+	if got := tp.dispatch.rate.Msgs.Rate; got != 60 {
 		t.Fatalf("relative message rate %v, want 10 + 50", got)
 	}
-	if got := tp.dispatch.bytes.rate; got != 0 {
+	if got := tp.dispatch.rate.Bytes.Rate; got != 0 {
 		t.Fatalf("the byte rate, not configured, became %v", got)
 	}
 	// The next second nothing is published: back to the configured rate.
 	now += int64(time.Second)
 	tp.relativeTick(now)
-	if got := tp.dispatch.msgs.rate; got != 10 {
+	if got := tp.dispatch.rate.Msgs.Rate; got != 10 {
 		t.Fatalf("relative rate %v without publishing, want 10", got)
 	}
 	// Not relative: the tick changes nothing.
 	tp.core.pol.DispatchRelative = false
 	tp.core.rateIn.add(100, 100)
 	tp.relativeTick(now + int64(time.Second))
-	if got := tp.dispatch.msgs.rate; got != 10 {
+	if got := tp.dispatch.rate.Msgs.Rate; got != 10 {
 		t.Fatalf("a non-relative rate moved to %v", got)
 	}
 	if relativeOn(Policies{DispatchRelative: true}) || !relativeOn(Policies{SubDispatchRateBytes: 1, SubDispatchRelative: true}) {
@@ -93,44 +93,23 @@ func TestRelativeDispatchRate(t *testing.T) {
 	}
 }
 
-// TestTokenBucketRetune: a retuned bucket keeps its debt (no burst from the change) and is
-// capped at the new burst.
-func TestTokenBucketRetune(t *testing.T) {
-	var b tokenBucket
-	b.set(100, 0)
-	b.spend(50) // 10 - 50 = -40
-	b.retune(1000, 0)
-	if b.tokens != -40 || b.rate != 1000 {
-		t.Fatalf("retuned bucket %+v, want the debt kept at the new rate", b)
-	}
-	b.retune(10, int64(time.Second)) // +1000 at the old rate, capped at the new burst 1
-	if b.tokens != 1 || b.rate != 10 {
-		t.Fatalf("retuned bucket %+v, want 1 token at rate 10", b)
-	}
-	var off tokenBucket
-	off.retune(50, 0)
-	if off.rate != 0 {
-		t.Fatal("a bucket without a rate was turned on")
-	}
-}
-
 // TestPublishBucketCatchesUp: the publish rate's bucket keeps a second's worth, so a
 // release the scheduler delays by 300 ms still admits the 300 ms of messages; a tenth of a
 // second's bucket (the dispatch rates') keeps only its burst of 20 of the 60.
 func TestPublishBucketCatchesUp(t *testing.T) {
-	pub := tokenBucket{span: publishSpan}
-	pub.set(200, 0)
-	pub.spend(pub.tokens) // drained
-	pub.refill(int64(300 * time.Millisecond))
-	if pub.tokens < 59.9 {
-		t.Fatalf("publish bucket after a 300 ms stall: %.1f tokens, want 60", pub.tokens)
+	pub := dispatch.Bucket{Span: publishSpan}
+	pub.Set(200, 0)
+	pub.Spend(pub.Tokens) // drained
+	pub.Refill(int64(300 * time.Millisecond))
+	if pub.Tokens < 59.9 {
+		t.Fatalf("publish bucket after a 300 ms stall: %.1f tokens, want 60", pub.Tokens)
 	}
-	var disp tokenBucket
-	disp.set(200, 0)
-	disp.spend(disp.tokens)
-	disp.refill(int64(300 * time.Millisecond))
-	if disp.tokens != 20 {
-		t.Fatalf("dispatch bucket after a 300 ms stall: %.1f tokens, want its burst of 20", disp.tokens)
+	var disp dispatch.Bucket
+	disp.Set(200, 0)
+	disp.Spend(disp.Tokens)
+	disp.Refill(int64(300 * time.Millisecond))
+	if disp.Tokens != 20 {
+		t.Fatalf("dispatch bucket after a 300 ms stall: %.1f tokens, want its burst of 20", disp.Tokens)
 	}
 }
 
@@ -143,8 +122,7 @@ func TestTopicDispatchMatchesRate(t *testing.T) {
 		msgs, bytes := int64(r.IntN(3)*r.IntN(1000)), int64(r.IntN(3)*r.IntN(100000))
 		now := time.Unix(1000, 0).UnixNano()
 		var td topicDispatch
-		td.msgs.set(msgs, now)
-		td.bytes.set(bytes, now)
+		td.rate.Set(msgs, bytes, now)
 		td.on.Store(msgs > 0 || bytes > 0)
 		var dr dispatch.Rate
 		dr.Set(msgs, bytes, now)

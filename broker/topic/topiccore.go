@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/topic/dispatch"
 	"github.com/magnetar-io/magnetar/internal/fsm"
 
 	"github.com/magnetar-io/magnetar/mledger"
@@ -84,7 +85,7 @@ type topicCore struct {
 	// is exceeded, the time of the timer asked for to release them (Unix ns, 0: none), and
 	// how often holding started. Invariant: a SEND is admitted only while the buckets have
 	// tokens, and never ahead of a held one.
-	msgLimit, byteLimit tokenBucket
+	msgLimit, byteLimit dispatch.Bucket
 	throttled           []heldSend
 	rateLimited         int64
 	// subscribeRate counts each consumer's subscribes in its current rate window.
