@@ -17,20 +17,13 @@ var (
 	ErrSubscriptionNotFound = api.ErrSubscriptionNotFound
 	ErrAlreadyExists        = api.ErrAlreadyExists
 	ErrNotEmpty             = api.ErrNotEmpty
-	ErrInvalidName          = api.ErrInvalidName
 	ErrInvalidArgument      = api.ErrInvalidArgument
 	ErrNotAllowed           = api.ErrNotAllowed
-	ErrTopicTerminated      = api.ErrTopicTerminated
 	ErrServiceNotReady      = api.ErrServiceNotReady
 	ErrIncompatibleSchema   = api.ErrIncompatibleSchema
 	ErrInvalidSchema        = api.ErrInvalidSchema
-	ErrNotOwner             = api.ErrNotOwner
 	ErrClusterNotFound      = api.ErrClusterNotFound
-	ErrBundleNotFound       = api.ErrBundleNotFound
 	ErrSchemaNotFound       = api.ErrSchemaNotFound
-	ErrMessageNotFound      = api.ErrMessageNotFound
-	ErrCompactionRunning    = api.ErrCompactionRunning
-	ErrTransactionNotFound  = api.ErrTransactionNotFound
 
 	Earliest = api.Earliest
 	Latest   = api.Latest
@@ -49,9 +42,6 @@ type (
 	BundlesData              = api.BundlesData
 	NamespaceOwnership       = api.NamespaceOwnership
 	SchemaInfo               = api.SchemaInfo
-	StoredMessage            = api.StoredMessage
-	CompactionStatus         = api.CompactionStatus
-	ScalableStats            = api.ScalableStats
 	AdminOp                  = api.AdminOp
 
 	CoordinatorStats     = api.CoordinatorStats
@@ -69,32 +59,11 @@ type (
 	LedgerStats       = api.LedgerStats
 	CursorStats       = api.CursorStats
 
-	RetentionPolicies                = api.RetentionPolicies
-	BacklogQuota                     = api.BacklogQuota
-	PublishRate                      = api.PublishRate
-	DispatchRate                     = api.DispatchRate
-	SubscribeRate                    = api.SubscribeRate
-	InactiveTopicPolicies            = api.InactiveTopicPolicies
-	PersistencePolicies              = api.PersistencePolicies
-	DelayedDeliveryPolicies          = api.DelayedDeliveryPolicies
-	AutoTopicCreationOverride        = api.AutoTopicCreationOverride
-	AutoSubscriptionCreationOverride = api.AutoSubscriptionCreationOverride
+	DispatchRate = api.DispatchRate
 )
 
-// Admin operations and backlog quota names (see package broker/api).
-const (
-	OpAuthenticated = api.OpAuthenticated
-	OpSuperUser     = api.OpSuperUser
-	OpTenantAdmin   = api.OpTenantAdmin
-	OpLookup        = api.OpLookup
-	OpConsume       = api.OpConsume
-
-	QuotaDestinationStorage      = api.QuotaDestinationStorage
-	QuotaMessageAge              = api.QuotaMessageAge
-	QuotaProducerRequestHold     = api.QuotaProducerRequestHold
-	QuotaProducerException       = api.QuotaProducerException
-	QuotaConsumerBacklogEviction = api.QuotaConsumerBacklogEviction
-)
+// QuotaProducerRequestHold is a backlog quota policy name (see package broker/api).
+const QuotaProducerRequestHold = api.QuotaProducerRequestHold
 
 // PolicyDefaults are the broker-level defaults of the policies (package broker/policy).
 type PolicyDefaults = policy.Defaults

@@ -20,38 +20,38 @@ var (
 )
 
 func (b backend) ScalableDAG(ctx context.Context, t layout.Topic) (*pb.ScalableTopicDAG, error) {
-	return b.s.scal.ScalableDAG(ctx, t)
+	return b.s.scalableHost.ScalableDAG(ctx, t)
 }
 
 func (b backend) WatchScalableTopic(ctx context.Context, t layout.Topic) <-chan struct{} {
-	return b.s.scal.WatchScalableTopic(ctx, t)
+	return b.s.scalableHost.WatchScalableTopic(ctx, t)
 }
 
 func (b backend) WatchScalableTopics(ctx context.Context, tenant, ns string) <-chan []string {
-	return b.s.scal.WatchScalableTopics(ctx, tenant, ns)
+	return b.s.scalableHost.WatchScalableTopics(ctx, tenant, ns)
 }
 
 func (b backend) RegisterStream(ctx context.Context, name, sub, consumer string, session uint64) (string, error) {
-	return b.s.scal.RegisterStream(ctx, name, sub, consumer, session)
+	return b.s.scalableHost.RegisterStream(ctx, name, sub, consumer, session)
 }
 
 func (b backend) StreamAssignment(ctx context.Context, leader, name, sub, consumer string, after uint64,
 	wait time.Duration) (scalable.Assignment, error) {
-	return b.s.scal.PollAssignment(ctx, leader, name, sub, consumer, after, wait)
+	return b.s.scalableHost.PollAssignment(ctx, leader, name, sub, consumer, after, wait)
 }
 
 func (b backend) AssignmentProto(ctx context.Context, t layout.Topic, a scalable.Assignment) (*pb.ScalableConsumerAssignment, error) {
-	return b.s.scal.AssignmentProto(ctx, t, a)
+	return b.s.scalableHost.AssignmentProto(ctx, t, a)
 }
 
 func (b backend) StreamLeader(ctx context.Context, name string) (string, error) {
-	return b.s.scal.StreamLeader(ctx, name)
+	return b.s.scalableHost.StreamLeader(ctx, name)
 }
 
 func (b backend) StreamEnded(leader, name, sub, consumer string, session uint64) {
-	b.s.scal.StreamEnded(leader, name, sub, consumer, session)
+	b.s.scalableHost.StreamEnded(leader, name, sub, consumer, session)
 }
 
 func (b backend) CheckAttach(topic, sub string, md map[string]string) error {
-	return b.s.scal.CheckAttach(topic, sub, md)
+	return b.s.scalableHost.CheckAttach(topic, sub, md)
 }

@@ -53,8 +53,9 @@ type Service struct {
 	// their monitors (package broker/topicreg); its admin methods are the Service's.
 	*topicRegistry
 	closers []func() // what Start created, closed in reverse order
-	// scal runs the scalable topics' controllers (scalable.go).
-	scal *scalableTopics
+	// scalableHost runs the scalable topics' controllers and their segments (package
+	// broker/scalablehost, scalable.go); its scalable-topic API is the Service's.
+	*scalableHost
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -148,14 +149,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 
-	s.wg.Add(1) // keepSession
+	s.scalableHost = newScalableHost(s) // before serving: connections attach to segments
+	s.wg.Add(1)                         // keepSession
 	for _, l := range s.listeners() {
 		s.srv.Serve(l)
 	}
 	go s.keepSession()
 	s.txn.Start() // nil: transactions off, nothing to start
 	s.StartMonitors()
-	s.scal = startScalable(s)
 	ok = true
 	s.log.Info("broker started", "listen", s.Addr().String(), "serviceUrl", s.info.ServiceURL,
 		"serviceUrlTls", s.info.ServiceURLTLS, "id", bid)
@@ -265,7 +266,7 @@ func (s *Service) Close() error {
 	s.RefuseLoads()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.scal.close()         // resign the scalable topics' leaderships first
+	s.scalableHost.Close() // resign the scalable topics' leaderships first
 	s.own.HandOverAll(ctx) // package ownership
 	if s.lm != nil {
 		s.lm.Close() // its report and leadership go at once

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"context"
-
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/broker/topicreg"
 )
@@ -22,18 +20,4 @@ func newTopicRegistry(s *Service) *topicRegistry {
 		Factory: s.factory, Store: s.store, Records: s.res.Records, Owner: s.own, Resolver: s.pol,
 		Txn:          func() *topic.TxnConfig { return s.txn.TopicConfig(s.OpenLog) },
 		TopicMetrics: topic.NewMetrics(s.reg), Registerer: s.reg, Logger: s.log})
-}
-
-// Names the scalable-topic hosting calls.
-
-func (s *Service) adminTopic(ctx context.Context, name string) (*topic.Topic, error) {
-	return s.AdminTopic(ctx, name)
-}
-
-func (s *Service) createTopic(ctx context.Context, name string) error {
-	return s.CreateTopic(ctx, name)
-}
-
-func (s *Service) deleteTopic(ctx context.Context, name string, force bool) error {
-	return s.DeleteTopic(ctx, name, force)
 }
