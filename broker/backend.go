@@ -15,7 +15,7 @@ import (
 
 // The protocol server's view of the Service (package broker/server): backend implements
 // server.Backend by delegating to the Service's parts; the scalable-topic methods are in
-// backend_scalable.go.
+// backend_scalable.go (each delegates to the scalable-topic host).
 
 // backend is the Service as the protocol server's Backend.
 type backend struct{ s *Service }

@@ -153,7 +153,7 @@ type Config struct {
 	CompactionBeforeCommit func(compaction.State) error
 
 	// Policies are the broker-level defaults of the namespace and topic policies and the
-	// intervals of their checks (policyapply.go).
+	// intervals of their checks (broker/topicreg).
 	Policies policy.Defaults
 
 	// NonPersistent bounds what each non-persistent topic holds for slow subscriptions.

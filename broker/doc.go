@@ -25,7 +25,7 @@
 //
 // The root itself keeps: the configuration (config.go), the metadata session and its
 // keeper, the listeners (listen.go), authorization of admin calls and of the protocol's
-// commands (authz.go, permissions.go), metrics (Registry, MetricsHandler), cluster
+// commands (broker/access; permissions.go), metrics (Registry, MetricsHandler), cluster
 // bootstrap (bootstrap.go) and the thin exported methods that delegate to the parts.
 //
 // # Usage

@@ -344,7 +344,7 @@ func For(path string) *Policy {
 	return policies[i]
 }
 
-// Keys of the topic record that other files' policies use (schema_admin.go, compaction.go).
+// Keys of the topic record that other parts use (broker/schemareg, compaction in broker/topicreg).
 const (
 	KeySchemaStrategy      = "schemaCompatibilityStrategy"
 	KeyCompactionThreshold = "compactionThreshold"

@@ -1,6 +1,6 @@
 // Package topic is a loaded persistent topic of the broker: its producers and publish
 // pipeline, its subscriptions and their dispatchers, on a managed ledger (the Log port;
-// broker/mlog.go binds it to package mledger, package topictest to an in-memory log).
+// broker/topicreg/mlog.go binds it to package mledger, package topictest to an in-memory log).
 //
 // # Usage
 //
@@ -121,7 +121,7 @@
 //     topic with one. A deletion is a version of its own (force removes every version). A
 //     producer whose schema is new gets PRODUCER_SUCCESS (naming the version) only once the
 //     version is stored.
-//   - Compaction (compaction.go, package broker/compaction): every loaded persistent topic
+//   - Compaction (broker/topicreg, package broker/compaction): every loaded persistent topic
 //     has a compaction manager; ReadCompacted consumers (Exclusive and Failover only) and
 //     readers get their cursor wrapped by it when they open their subscription. A
 //     compaction keeps the __compaction subscription right after the horizon, so entries

@@ -15,7 +15,7 @@ type (
 )
 
 // Log is a topic's view of its managed ledger. The broker binds it to *mledger.ManagedLedger
-// (see mlog.go); tests bind it to an in-memory log. Implementations are safe for concurrent
+// (see broker/topicreg/mlog.go); tests bind it to an in-memory log. Implementations are safe for concurrent
 // use. Errors wrap the mledger sentinels (ErrTerminated, ErrFenced, ErrClosed,
 // ErrNoMoreEntries, ErrCursorNotFound).
 type Log interface {
