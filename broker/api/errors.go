@@ -67,6 +67,16 @@ var (
 	ErrCompactionRunning = errors.New("compaction: compaction already in progress")
 	// ErrTransactionNotFound: no such transaction (or coordinator) (404).
 	ErrTransactionNotFound = errors.New("transaction not found")
+	// ErrPreconditionFailed: a change refused because of the state of other records, e.g.
+	// a tenant allowed on a cluster that has no record, or the deletion of a cluster still
+	// in use (412). The text after "precondition failed: " is Pulsar's reason.
+	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrClusterNotAllowed: a replication list names a cluster that has no record or is
+	// not allowed for the tenant or namespace (403, as Pulsar answers). The text after
+	// "cluster not allowed: " is Pulsar's reason.
+	ErrClusterNotAllowed = errors.New("cluster not allowed")
+	// ErrClusterConflict: a replication list names a cluster and one of its peers (409).
+	ErrClusterConflict = errors.New("cluster conflict")
 )
 
 // NotOwnerError says which broker serves a topic.

@@ -55,6 +55,12 @@ type NamespacePolicies struct {
 	AllowAutoUpdateSchema *bool `json:"is_allow_auto_update_schema,omitempty"`
 	// Auth holds the namespace's and its topics' permission grants (auth_policies).
 	Auth auth.Policies `json:"auth_policies"`
+	// ReplicationClusters are the clusters the namespace's topics live in and replicate
+	// between (replication_clusters; nil: not set, the local cluster only).
+	ReplicationClusters []string `json:"replication_clusters,omitempty"`
+	// AllowedClusters (PIP-321's allowed_clusters; nil: not set) bounds the replication
+	// clusters of the namespace and its topics; unset, the tenant's allowed clusters do.
+	AllowedClusters []string `json:"allowed_clusters,omitempty"`
 	// Other keeps the policies Magnetar does not interpret.
 	Other map[string]any `json:"-"`
 }
@@ -113,6 +119,12 @@ func (p NamespacePolicies) MarshalJSON() ([]byte, error) {
 		m["is_allow_auto_update_schema"] = *p.AllowAutoUpdateSchema
 	}
 	m["auth_policies"] = p.Auth.WithEmpty()
+	if p.ReplicationClusters != nil {
+		m["replication_clusters"] = p.ReplicationClusters
+	}
+	if p.AllowedClusters != nil {
+		m["allowed_clusters"] = p.AllowedClusters
+	}
 	return json.Marshal(m)
 }
 
@@ -143,6 +155,22 @@ func (p *NamespacePolicies) UnmarshalJSON(b []byte) error {
 			if bv, ok := v.(bool); ok {
 				p.AllowAutoUpdateSchema = &bv
 			}
+		case "replication_clusters", "allowed_clusters":
+			var l []string
+			if v != nil {
+				b, _ := json.Marshal(v)
+				if err := json.Unmarshal(b, &l); err != nil {
+					return fmt.Errorf("%s: %w", k, err)
+				}
+				if l == nil {
+					l = []string{}
+				}
+			}
+			if k == "replication_clusters" {
+				p.ReplicationClusters = l
+			} else {
+				p.AllowedClusters = l
+			}
 		case "auth_policies":
 			// Re-decode the one value into its type (a malformed one is refused).
 			b, _ := json.Marshal(v)
@@ -159,13 +187,48 @@ func (p *NamespacePolicies) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ClusterData is a cluster's record (Pulsar's ClusterData JSON).
+// ClusterData is a cluster's record (Pulsar's ClusterData JSON, ClusterDataImpl's fields):
+// where its brokers are reached (admin and binary URLs, plain and TLS, or through a proxy)
+// and the credentials and TLS settings another cluster's broker uses toward it. Empty
+// strings are absent values.
 type ClusterData struct {
-	ServiceURL          string `json:"serviceUrl,omitempty"`
-	ServiceURLTLS       string `json:"serviceUrlTls,omitempty"`
-	BrokerServiceURL    string `json:"brokerServiceUrl,omitempty"`
-	BrokerServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"`
+	ServiceURL          string `json:"serviceUrl,omitempty"`          // http://host:8080
+	ServiceURLTLS       string `json:"serviceUrlTls,omitempty"`       // https://host:8443
+	BrokerServiceURL    string `json:"brokerServiceUrl,omitempty"`    // pulsar://host:6650
+	BrokerServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"` // pulsar+ssl://host:6651
+	// ProxyServiceURL and ProxyProtocol ("SNI"): the cluster is reached through this proxy.
+	ProxyServiceURL string `json:"proxyServiceUrl,omitempty"`
+	ProxyProtocol   string `json:"proxyProtocol,omitempty"`
+	// AuthenticationPlugin and AuthenticationParameters authenticate a broker toward the
+	// cluster (empty: the broker's own client credentials). The parameters are a secret.
+	AuthenticationPlugin     string `json:"authenticationPlugin,omitempty"`
+	AuthenticationParameters string `json:"authenticationParameters,omitempty"`
+	// PeerClusterNames are the cluster's peers (PIP-8): a namespace never replicates to a
+	// cluster and its peer at once.
+	PeerClusterNames []string `json:"peerClusterNames,omitempty"`
+	// BrokerClientTLSEnabled: use the TLS URLs toward the cluster.
+	BrokerClientTLSEnabled     bool `json:"brokerClientTlsEnabled"`
+	TLSAllowInsecureConnection bool `json:"tlsAllowInsecureConnection"`
+	// The Java key-store settings are kept for Pulsar's tools; Magnetar's brokers use the
+	// PEM files (BrokerClientTrustCertsFilePath, BrokerClientCertificateFilePath,
+	// BrokerClientKeyFilePath).
+	BrokerClientTLSEnabledWithKeyStore bool   `json:"brokerClientTlsEnabledWithKeyStore"`
+	BrokerClientTLSTrustStoreType      string `json:"brokerClientTlsTrustStoreType,omitempty"`
+	BrokerClientTLSTrustStore          string `json:"brokerClientTlsTrustStore,omitempty"`
+	BrokerClientTLSTrustStorePassword  string `json:"brokerClientTlsTrustStorePassword,omitempty"`
+	BrokerClientTLSKeyStoreType        string `json:"brokerClientTlsKeyStoreType,omitempty"`
+	BrokerClientTLSKeyStore            string `json:"brokerClientTlsKeyStore,omitempty"`
+	BrokerClientTLSKeyStorePassword    string `json:"brokerClientTlsKeyStorePassword,omitempty"`
+	BrokerClientTrustCertsFilePath     string `json:"brokerClientTrustCertsFilePath,omitempty"`
+	BrokerClientKeyFilePath            string `json:"brokerClientKeyFilePath,omitempty"`
+	BrokerClientCertificateFilePath    string `json:"brokerClientCertificateFilePath,omitempty"`
+	// ListenerName is the advertised listener to use on the cluster's brokers.
+	ListenerName string `json:"listenerName,omitempty"`
 }
+
+// GlobalCluster is the pseudo-cluster name Pulsar accepts in a tenant's allowed clusters
+// without a record and refuses in replication lists.
+const GlobalCluster = "global"
 
 // BundlesData is a namespace's bundles as Pulsar's admin API writes them.
 type BundlesData struct {

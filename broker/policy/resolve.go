@@ -220,6 +220,10 @@ type Resolved struct {
 	AutoPartitions int
 	// autoCreate is the namespace's autoTopicCreationOverride (nil: none).
 	AutoCreate *bool
+	// ReplicationClusters are the clusters the topic lives in and replicates between: the
+	// topic's replicationClusters, else its namespace's replication_clusters, else this
+	// cluster only.
+	ReplicationClusters []string
 }
 
 // Resolve returns the policies in force on topic n, given its topic record tr and its
@@ -279,6 +283,7 @@ func (pr *Resolver) Resolve(tr, nr Record, n topicname.Name) Resolved {
 		tp.NoDelayedDelivery, tp.DelayedTickMs, tp.MaxDeliveryDelayMs = !ddp.Active, ddp.TickTime, ddp.MaxDeliveryDelayInMillis
 	}
 	r.AutoCreate, r.AutoPartitions = pr.AutoTopicCreation(tr, nr)
+	r.ReplicationClusters = pr.ReplicationClusters(tr, nr)
 	r.Quotas = map[string]api.BacklogQuota{}
 	tp.BacklogQuotaLimitSize, tp.BacklogQuotaLimitTime = -1, -1
 	for _, typ := range []string{api.QuotaDestinationStorage, api.QuotaMessageAge} {
@@ -381,4 +386,23 @@ func (pr *Resolver) QuotaOf(tr, nr Record, typ string) (api.BacklogQuota, bool) 
 func (pr *Resolver) DecodeApplied(tr, nr Record, path string, v any) bool {
 	b := pr.Pick(tr, nr, For(path))
 	return b != nil && json.Unmarshal(b, v) == nil
+}
+
+// Record keys of the replication clusters (Pulsar's TopicPolicies and Policies fields).
+const (
+	KeyTopicReplicationClusters = "replicationClusters"
+	KeyNamespaceReplication     = "replication_clusters"
+)
+
+// ReplicationClusters resolves a topic's replication clusters: the topic record's list,
+// else the namespace record's, else this cluster only (a list that does not decode is
+// skipped).
+func (pr *Resolver) ReplicationClusters(tr, nr Record) []string {
+	for _, b := range []json.RawMessage{tr[KeyTopicReplicationClusters], nr[KeyNamespaceReplication]} {
+		var l []string
+		if len(b) > 0 && json.Unmarshal(b, &l) == nil && len(l) > 0 {
+			return l
+		}
+	}
+	return []string{pr.Cluster}
 }

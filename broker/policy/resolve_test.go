@@ -190,3 +190,32 @@ func TestRecordSetValue(t *testing.T) {
 		t.Fatalf("key kept after its last value was removed: %s", r[p.NSKey])
 	}
 }
+
+// TestResolveReplicationClusters: the topic's list wins over the namespace's, which wins
+// over this cluster alone; an empty or malformed list counts as unset.
+func TestResolveReplicationClusters(t *testing.T) {
+	pr := testResolver()
+	n, _ := topicname.Parse("persistent://t/ns/x")
+	for _, tc := range []struct {
+		name   string
+		tr, nr Record
+		want   []string
+	}{
+		{"none", Record{}, Record{}, []string{"c1"}},
+		{"namespace", Record{}, rec(t, "replication_clusters", []string{"c1", "c2"}), []string{"c1", "c2"}},
+		{"topic", rec(t, "replicationClusters", []string{"c1"}), rec(t, "replication_clusters", []string{"c1", "c2"}), []string{"c1"}},
+		{"empty topic", rec(t, "replicationClusters", []string{}), rec(t, "replication_clusters", []string{"c1", "c3"}), []string{"c1", "c3"}},
+		{"malformed", Record{"replicationClusters": json.RawMessage(`{"x":1}`)}, Record{}, []string{"c1"}},
+	} {
+		got := pr.Resolve(tc.tr, tc.nr, n).ReplicationClusters
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}

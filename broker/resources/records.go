@@ -94,7 +94,8 @@ func (r *Records) Tenant(ctx context.Context, name string) (api.TenantInfo, erro
 }
 
 // CreateTenant creates tenant name (api.ErrAlreadyExists if it exists); its allowed clusters
-// default to the broker's.
+// default to the broker's, and each must be known (clusteradmin.go: checkAllowedClusters,
+// api.ErrPreconditionFailed).
 func (r *Records) CreateTenant(ctx context.Context, name string, ti api.TenantInfo) error {
 	if err := topicname.CheckTenant(name); err != nil {
 		return err
@@ -102,8 +103,11 @@ func (r *Records) CreateTenant(ctx context.Context, name string, ti api.TenantIn
 	if ti.AdminRoles == nil {
 		ti.AdminRoles = []string{}
 	}
-	if ti.AllowedClusters == nil {
+	if len(ti.AllowedClusters) == 0 {
 		ti.AllowedClusters = []string{r.cluster}
+	}
+	if err := r.checkAllowedClusters(ctx, ti.AllowedClusters); err != nil {
+		return err
 	}
 	b, _ := json.Marshal(ti)
 	_, err := r.store.Put(ctx, metadata.TenantKey(name), b, metadata.NotExists)
@@ -114,9 +118,16 @@ func (r *Records) CreateTenant(ctx context.Context, name string, ti api.TenantIn
 }
 
 // UpdateTenant replaces tenant name's record (compare-and-swap: api.ErrServiceNotReady on a
-// concurrent change).
+// concurrent change); its allowed clusters default to the broker's and are checked as
+// CreateTenant's.
 func (r *Records) UpdateTenant(ctx context.Context, name string, ti api.TenantInfo) error {
 	if err := topicname.CheckTenant(name); err != nil {
+		return err
+	}
+	if len(ti.AllowedClusters) == 0 {
+		ti.AllowedClusters = []string{r.cluster}
+	}
+	if err := r.checkAllowedClusters(ctx, ti.AllowedClusters); err != nil {
 		return err
 	}
 	kv, err := r.store.Get(ctx, metadata.TenantKey(name))
@@ -128,9 +139,6 @@ func (r *Records) UpdateTenant(ctx context.Context, name string, ti api.TenantIn
 	}
 	if ti.AdminRoles == nil {
 		ti.AdminRoles = []string{}
-	}
-	if ti.AllowedClusters == nil {
-		ti.AllowedClusters = []string{}
 	}
 	b, _ := json.Marshal(ti)
 	_, err = r.store.Put(ctx, metadata.TenantKey(name), b, kv.Version)
