@@ -495,6 +495,7 @@ func (c *core) openLedger(w Writer) {
 		}
 	}
 	c.maybeTrim()
+	c.offloadStep() // the previous ledger is closed now
 }
 
 // terminate seals the log (M1–M3): Terminating rejects new adds and rollovers, fails queued

@@ -59,6 +59,16 @@ type Config struct {
 	// OpenAttempts bounds retries of each step of opening. Default 10.
 	OpenAttempts int
 
+	// Offloader copies closed ledgers to an object store (tiered storage) and reads them back.
+	// nil: offload is off — no ledger is offloaded and Offload below is ignored (ledgers an
+	// earlier configuration offloaded stay readable only through an Offloader).
+	Offloader Offloader
+	// Offload is when ledgers are offloaded, when their bookie copy is deleted, and where
+	// reads go (SetOffloadPolicy changes it live). Its zero value offloads every closed ledger
+	// at once and deletes the bookie copy at once; DefaultOffloadPolicy is Pulsar's broker
+	// default (offload only when asked).
+	Offload OffloadPolicy
+
 	// MustExist makes Open fail with ErrNotFound instead of creating a new managed ledger.
 	MustExist bool
 	// Properties are set on a newly created managed ledger.
@@ -109,5 +119,5 @@ func (c Config) validate() error {
 	if c.Ensemble < c.WriteQuorum || c.WriteQuorum < c.AckQuorum || c.AckQuorum < 1 {
 		return fmt.Errorf("%w: quorum E=%d WQ=%d AQ=%d", ErrInvalidArgument, c.Ensemble, c.WriteQuorum, c.AckQuorum)
 	}
-	return nil
+	return c.Offload.validate()
 }

@@ -79,7 +79,10 @@ type core struct {
 	snapTimer  func()
 	flushTimer func()
 	opening    *openState
-	pending    int // port operations whose completion Close waits for (deletes, reads, cursor I/O)
+	// off is the offload state machine (offload.go); uuidGen makes attempt UUIDs.
+	off     offloader
+	uuidGen func() string
+	pending int // port operations whose completion Close waits for (deletes, reads, cursor I/O)
 }
 
 // tailLedger is the live view of the last ledger in the record.
@@ -127,6 +130,21 @@ type mutation struct {
 	deleteLostRolloverAtOnce bool
 	// deleteCursorSwitchAtOnce: the same for a cursor's switch to a new cursor ledger.
 	deleteCursorSwitchAtOnce bool
+	// Offload (TS1–TS4): the bookie copy of a ledger is deleted once an attempt is recorded,
+	// before it is complete (TS1).
+	deleteBookieBeforeComplete bool
+	// offloadCompleteEarly: an attempt is recorded complete as soon as its upload starts,
+	// before its last block and index are written (TS2).
+	offloadCompleteEarly bool
+	// reuseAttemptUUID: every attempt of a ledger gets the same UUID (object prefix), so a
+	// late delete of a failed attempt deletes a later complete copy (TS2).
+	reuseAttemptUUID bool
+	// trimDeletesBlobsFirst: a trim deletes the offloaded objects before the record drops the
+	// ledger (TS1).
+	trimDeletesBlobsFirst bool
+	// skipOrphanCleanup: an orphan attempt is cleared from the record without deleting its
+	// objects (TS3).
+	skipOrphanCleanup bool
 }
 
 func newCore(name string, cfg Config, e env, bk Ledgers, ms MetaStore, token string, log *slog.Logger) *core {
@@ -139,6 +157,11 @@ func newCore(name string, cfg Config, e env, bk Ledgers, ms MetaStore, token str
 		cursors: map[string]*cursor{}, nonDurable: map[*cursor]struct{}{},
 	}
 	c.cache.limit = cfg.CacheSize
+	c.uuidGen = newAttemptUUID
+	c.off.policy = cfg.Offload
+	if cfg.Offloader != nil {
+		c.off.port = &asyncOffloader{o: cfg.Offloader}
+	}
 	return c
 }
 
@@ -199,6 +222,7 @@ func (c *core) becomeFenced(cause error) {
 	c.log.Warn("managed ledger fenced", "cause", cause)
 	c.stopRolloverTimer()
 	c.stopPeriodic()
+	c.offloadStop()
 	c.closing = nil
 	if c.w != nil {
 		c.discardWriter(c.w, false) // the new owner recovers it; we only stop our handle

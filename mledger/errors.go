@@ -34,6 +34,15 @@ var (
 	// signals a bug.
 	ErrIllegalTransition = errors.New("mledger: illegal state transition")
 
+	// ErrOffloadRead: a read from tiered storage (an offloaded ledger's objects) failed. It is
+	// retryable: the entries are not skipped, the read can be made again (with backoff).
+	ErrOffloadRead = errors.New("mledger: read from tiered storage failed")
+	// ErrOffloadDisabled: an offload was requested of a managed ledger with no Offloader.
+	ErrOffloadDisabled = errors.New("mledger: offload is not configured")
+	// ErrOffloadInProgress: an offload was requested while another request runs (Pulsar
+	// answers 409).
+	ErrOffloadInProgress = errors.New("mledger: an offload is already in progress")
+
 	// ErrLedgerFenced is the ledger-layer error category (returned by Ledgers
 	// implementations) for "this ledger was fenced or recovered by another client": a writer
 	// that sees it has lost ownership.

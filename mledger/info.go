@@ -11,11 +11,20 @@ import (
 // change.
 const infoFormat = 1
 
+// infoFormatOffload is the format of a managed ledger record in which some ledger has an
+// offload context. Its records are written as format 2 so that a binary which does not know
+// offload refuses them (ErrBadRecord) rather than rewriting them without the offload state
+// (which would leak the blobs and, once the bookie copy is deleted, lose the only readable
+// copy). Format 1 records (no ledger offloaded) are unchanged and still read.
+const infoFormatOffload = 2
+
 // Info is the metadata record of a managed ledger, stored at metadata.ManagedLedgerKey(name)
 // and updated only by compare-and-swap by its owner (invariant M4).
 //
 //	{"format":1, "owner":"<token>", "epoch":7,
-//	 "ledgers":[{"id":12,"entries":500,"size":51200,"ctime":…,"closed":…}, {"id":19,…}],
+//	 "ledgers":[{"id":12,"entries":500,"size":51200,"ctime":…,"closed":…,
+//	            "offload":{"uuid":"…","complete":true,"bkDeleted":true,…}},   // format 2 only
+//	            {"id":19,…}],
 //	 "terminated":{"l":19,"e":41},          // only once terminated
 //	 "properties":{"k":"v"}}
 //
@@ -43,11 +52,54 @@ type LedgerInfo struct {
 	// CTime is when the ledger was created, Closed when it was closed (Unix ms; 0: open).
 	CTime  int64 `json:"ctime"`
 	Closed int64 `json:"closed,omitempty"`
+	// Offload is the ledger's tiered-storage state (nil: never offloaded, or the attempt was
+	// cleaned up). Only closed ledgers have one.
+	Offload *OffloadContext `json:"offload,omitempty"`
+}
+
+// OffloadContext is a ledger's offload state, Pulsar's MLDataFormats OffloadContext: the
+// current attempt to copy the closed ledger to the object store.
+//
+//	{"uuid":"6f1c…","complete":true,"bkDeleted":true,"started":…,"ts":…,
+//	 "driver":"aws-s3","driverMetadata":{"bucket":"…"}}
+//
+// Invariants: UUID names one attempt and is never reused (a retry gets a new one, so a late
+// write or delete of an old attempt cannot touch a newer copy); Complete is recorded only
+// after Offloader.Offload returned success for UUID (the data and index objects are durable);
+// BookkeeperDeleted implies Complete (the bookie copy is deleted only after the complete
+// offloaded copy is recorded, and after the deletion lag). An incomplete context is an attempt
+// in progress or an orphan (a crash, a failure): its objects are deleted before the context is
+// cleared or replaced.
+type OffloadContext struct {
+	// UUID is the attempt's unique id (Pulsar's uidMsb/uidLsb), the prefix of its objects.
+	UUID              string `json:"uuid"`
+	Complete          bool   `json:"complete,omitempty"`
+	BookkeeperDeleted bool   `json:"bkDeleted,omitempty"`
+	// Started is when the attempt was recorded; Timestamp when it was recorded complete, the
+	// start of the deletion lag (Unix ms; Pulsar's timestamp).
+	Started   int64 `json:"started"`
+	Timestamp int64 `json:"ts,omitempty"`
+	// Driver and DriverMetadata are the offloader's name and what it returned for the
+	// attempt (Pulsar's OffloadDriverMetadata), handed back on reads and deletes.
+	Driver         string            `json:"driver,omitempty"`
+	DriverMetadata map[string]string `json:"driverMetadata,omitempty"`
+}
+
+func (oc *OffloadContext) clone() *OffloadContext {
+	if oc == nil {
+		return nil
+	}
+	out := *oc
+	out.DriverMetadata = maps.Clone(oc.DriverMetadata)
+	return &out
 }
 
 func (in *Info) clone() *Info {
 	out := *in
 	out.Ledgers = slices.Clone(in.Ledgers)
+	for i := range out.Ledgers {
+		out.Ledgers[i].Offload = out.Ledgers[i].Offload.clone()
+	}
 	if in.Terminated != nil {
 		t := *in.Terminated
 		out.Terminated = &t
@@ -83,7 +135,15 @@ func (in *Info) last() *LedgerInfo {
 }
 
 func (in *Info) marshal() []byte {
-	b, err := json.Marshal(in)
+	out := *in
+	out.Format = infoFormat
+	for _, l := range in.Ledgers {
+		if l.Offload != nil {
+			out.Format = infoFormatOffload
+			break
+		}
+	}
+	b, err := json.Marshal(&out)
 	if err != nil {
 		panic(err) // plain structs: cannot fail
 	}
@@ -91,7 +151,7 @@ func (in *Info) marshal() []byte {
 }
 
 func (in *Info) validate() error {
-	if in.Format != infoFormat {
+	if in.Format != infoFormat && in.Format != infoFormatOffload {
 		return fmt.Errorf("%w: managed ledger record format %d", ErrBadRecord, in.Format)
 	}
 	for i, l := range in.Ledgers {
@@ -100,6 +160,9 @@ func (in *Info) validate() error {
 		}
 		if l.Entries < 0 || l.Size < 0 {
 			return fmt.Errorf("%w: ledger %d has %d entries, %d bytes", ErrBadRecord, l.ID, l.Entries, l.Size)
+		}
+		if oc := l.Offload; oc != nil && (oc.UUID == "" || oc.BookkeeperDeleted && !oc.Complete) {
+			return fmt.Errorf("%w: ledger %d has offload context %+v", ErrBadRecord, l.ID, *oc)
 		}
 	}
 	if t := in.Terminated; t != nil {

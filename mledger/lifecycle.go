@@ -48,6 +48,7 @@ func (c *core) startClose() {
 	}
 	c.stopRolloverTimer()
 	c.stopPeriodic()
+	c.offloadStop()
 	c.attempt++
 	c.failQueued(ErrClosed)
 	switch prev {
@@ -136,8 +137,13 @@ func (c *core) finishClosed() {
 func (c *core) startDelete() {
 	c.tracef("deleting")
 	var ledgers []int64
+	var offloaded []OffloadedLedger
 	for _, l := range c.info().Ledgers {
 		ledgers = append(ledgers, l.ID)
+		if oc := l.Offload; oc != nil {
+			offloaded = append(offloaded, OffloadedLedger{ManagedLedger: c.name, LedgerID: l.ID, UUID: oc.UUID,
+				DriverMetadata: oc.DriverMetadata})
+		}
 	}
 	left := len(c.cursors) + 1
 	var firstErr error
@@ -159,6 +165,9 @@ func (c *core) startDelete() {
 			} else {
 				for _, id := range ledgers {
 					c.deleteLedger(id)
+				}
+				for _, ref := range offloaded {
+					c.deleteOffloaded(ref, nil)
 				}
 			}
 			c.maybeFinishClose()
@@ -249,16 +258,27 @@ func (c *core) trim(done func()) {
 		return
 	}
 	c.trimming = true
+	if c.mut.trimDeletesBlobsFirst {
+		for _, id := range ids { // on purpose: before the record drops the ledgers
+			if i := in.ledger(id); i >= 0 && in.Ledgers[i].Offload != nil {
+				oc := in.Ledgers[i].Offload
+				c.deleteOffloaded(OffloadedLedger{ManagedLedger: c.name, LedgerID: id, UUID: oc.UUID}, nil)
+			}
+		}
+	}
 	var removed []int64
+	var removedInfo []LedgerInfo // as the record had them: their offload contexts name the objects to delete
 	c.ml.enqueue(&metaOp[*Info]{name: "trim", apply: func(in *Info) error {
 		var now []int64
+		var nowInfo []LedgerInfo
 		for len(in.Ledgers) > 1 && len(now) < len(ids) && in.Ledgers[0].ID == ids[len(now)] {
 			now = append(now, in.Ledgers[0].ID)
+			nowInfo = append(nowInfo, in.Ledgers[0])
 			in.Ledgers = in.Ledgers[1:]
 		}
 		switch {
 		case len(now) > 0:
-			removed = now
+			removed, removedInfo = now, nowInfo
 		case removed == nil:
 			return errStale
 		}
@@ -277,11 +297,18 @@ func (c *core) trim(done func()) {
 			if errors.Is(err, ErrFenced) && removed != nil {
 				// An earlier attempt may have removed them before the new owner claimed the
 				// record (ledgers never come back to a record): delete what it no longer names.
+				var gone []LedgerInfo
 				for _, id := range ids {
 					if !c.info().has(id) {
 						c.deleteLedger(id)
+						for _, l := range removedInfo {
+							if l.ID == id {
+								gone = append(gone, l)
+							}
+						}
 					}
 				}
+				c.offloadTrimmed(gone)
 			}
 			c.maybeFinishClose()
 			return
@@ -290,6 +317,7 @@ func (c *core) trim(done func()) {
 		for _, id := range removed {
 			c.deleteLedger(id)
 		}
+		c.offloadTrimmed(removedInfo)
 	}})
 }
 
@@ -302,6 +330,7 @@ func (c *core) armPeriodic() {
 			return
 		}
 		c.maybeTrim()
+		c.offloadStep()
 		c.trimTimer = c.env.after(c.cfg.TrimInterval, "trim.timer", trim)
 	}
 	snap = func() {

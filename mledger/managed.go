@@ -346,13 +346,22 @@ func (m *ManagedLedger) read(ctx context.Context, op *readOp) ([]Entry, error) {
 type Stats struct {
 	State         State
 	LastConfirmed Position
-	// Ledgers are the ledgers of the chain; the last one's statistics are live.
+	// Ledgers are the ledgers of the chain; the last one's statistics are live. A ledger's
+	// Offload is its tiered-storage state (Pulsar's internal stats show offloaded =
+	// Offload != nil && Offload.Complete).
 	Ledgers     []LedgerInfo
 	Terminated  *Position
 	Properties  map[string]string
 	Entries     int64
 	Size        int64
 	PendingAdds int
+	// OffloadedSize is the payload bytes of the ledgers with a complete offloaded copy
+	// (Pulsar's pulsar_storage_offloaded_size).
+	OffloadedSize int64
+	// Offload is the status of the last requested offload; OffloadCounters count the offload
+	// work since the managed ledger opened.
+	Offload         OffloadStatus
+	OffloadCounters OffloadCounters
 }
 
 // Stats returns the managed ledger's statistics.
@@ -373,8 +382,40 @@ func (c *core) stats() Stats {
 	for _, l := range in.Ledgers {
 		st.Entries += l.Entries
 		st.Size += l.Size
+		if l.Offload != nil && l.Offload.Complete {
+			st.OffloadedSize += l.Size
+		}
 	}
+	st.Offload, st.OffloadCounters = c.offloadStatus(), c.off.count
 	return st
+}
+
+// Offload starts offloading every closed ledger before p to the object store (Pulsar's PUT
+// …/offload with a message id: the ledgers entirely before it; never the current ledger) and
+// returns at once with the status (RUNNING, or SUCCESS if there is nothing to do). It fails
+// with ErrOffloadDisabled without an Offloader, and ErrOffloadInProgress while an earlier
+// request runs. OffloadStatus follows its progress.
+func (m *ManagedLedger) Offload(ctx context.Context, p Position) (OffloadStatus, error) {
+	return do(ctx, m, func(c *core, reply func(OffloadStatus, error)) { c.offloadTrigger(p, reply) })
+}
+
+// OffloadStatus returns the status of the last requested offload (NOT_RUN if none since the
+// managed ledger opened) and the first entry not offloaded.
+func (m *ManagedLedger) OffloadStatus(ctx context.Context) (OffloadStatus, error) {
+	return do(ctx, m, func(c *core, reply func(OffloadStatus, error)) { reply(c.offloadStatus(), nil) })
+}
+
+// SetOffloadPolicy changes when ledgers are offloaded, when their bookie copies are deleted
+// and where reads go (Config.Offload: the broker's resolved namespace or topic policy), and
+// applies it at once. Without an Offloader it only takes effect for reads.
+func (m *ManagedLedger) SetOffloadPolicy(ctx context.Context, p OffloadPolicy) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	return do0(ctx, m, func(c *core, reply func(error)) {
+		c.setOffloadPolicy(p)
+		reply(nil)
+	})
 }
 
 // SetProperty sets (or, with an empty value, removes) a property in the record.

@@ -112,6 +112,12 @@ func (c *core) onOpenClaimed(in *Info, v metadata.Version) {
 	case last == nil:
 		c.lastConfirmed = Earliest
 		c.openCursors()
+	case last.Closed != 0 && last.Offload != nil && last.Offload.BookkeeperDeleted:
+		// Sealed, offloaded and gone from the bookies (a ledger left last when a lost-race
+		// rollover ledger after it was dropped): nothing to recover.
+		c.tail = tailLedger{id: last.ID, entries: last.Entries, size: last.Size, closed: true}
+		c.lastConfirmed = Position{LedgerID: last.ID, EntryID: last.Entries - 1}
+		c.openCursors()
 	default:
 		c.openRecoverLast(last.ID)
 	}
@@ -254,6 +260,7 @@ func (c *core) openDone() {
 	o := c.opening
 	c.opening = nil
 	c.armPeriodic()
+	defer c.offloadStep() // orphan attempts of an earlier owner first
 	c.log.Debug("managed ledger opened", "state", c.state, "ledgers", len(c.info().Ledgers))
 	o.reply(nil)
 	if c.closeRequested {

@@ -1,6 +1,7 @@
 package mledger
 
 import (
+	"context"
 	"time"
 
 	"github.com/magnetar-io/magnetar/metadata"
@@ -68,6 +69,85 @@ type MetaStore interface {
 	Put(key string, value []byte, expected metadata.Version, cb func(metadata.Version, error))
 	Delete(key string, expected metadata.Version, cb func(error))
 	List(prefix string, cb func([]metadata.KV, error))
+}
+
+// Offloader is the managed ledger's port to an object store (tiered storage): it copies a
+// closed ledger into objects, reads entries back from them and deletes them. An adapter over
+// a blob store (data and index objects in Pulsar's block format) implements it; Config.Offloader
+// nil turns offload off.
+//
+// Concurrency: implementations must be safe for concurrent use. The managed ledger never calls
+// them on its owner goroutine: each call runs on a goroutine of its own (asyncOffloader), so a
+// call may block for as long as its ctx allows. Per managed ledger, at most one Offload is in
+// flight at a time; reads and deletes may run alongside it, and several managed ledgers share
+// one Offloader.
+//
+// Attempts: every Offload is one attempt, named by a UUID that is never reused (the managed
+// ledger records it before the call, so that a crash leaves a known orphan). All objects of an
+// attempt live under its UUID and ledger id; an implementation never writes, overwrites or
+// deletes objects of another attempt.
+type Offloader interface {
+	// Driver names the driver (Pulsar's managedLedgerOffloadDriver: "aws-s3", "S3",
+	// "google-cloud-storage", "azureblob", "filesystem"). It is recorded in each ledger's
+	// OffloadContext.
+	Driver() string
+	// Offload copies entries 0..req.Entries-1 of the closed ledger req.LedgerID, read through
+	// r, into objects of attempt req.UUID. It returns nil only once the attempt is complete:
+	// every data block AND the index object are durably written, so that ReadOffloaded can
+	// serve any entry — the managed ledger then records the copy complete and, after the
+	// deletion lag, deletes the bookie copy. It returns the driver metadata ReadOffloaded and
+	// DeleteOffloaded need (may be nil).
+	//
+	// On an error, or once ctx is cancelled (the managed ledger closes, loses ownership, or
+	// the ledger is trimmed), it stops writing for this attempt before it returns: whatever
+	// it wrote stays until DeleteOffloaded(ledger, req.UUID), which the managed ledger calls
+	// before it records a new attempt for the ledger.
+	Offload(ctx context.Context, req OffloadRequest, r EntryReader) (driverMetadata map[string]string, err error)
+	// ReadOffloaded returns the payloads of entries first..last (inclusive) of a complete
+	// attempt, all of them or an error (a failure is reported to the reader as ErrOffloadRead,
+	// which is retryable; an entry is never skipped).
+	ReadOffloaded(ctx context.Context, l OffloadedLedger, first, last int64) ([][]byte, error)
+	// DeleteOffloaded deletes every object of attempt l.UUID of ledger l.LedgerID (data and
+	// index, complete or partial, a multipart upload left open). Deleting what does not exist
+	// succeeds. On an error the managed ledger calls it again later.
+	DeleteOffloaded(ctx context.Context, l OffloadedLedger) error
+}
+
+// OffloadRequest is one offload attempt of a closed ledger.
+type OffloadRequest struct {
+	ManagedLedger string
+	LedgerID      int64
+	UUID          string
+	// Entries and Size are the ledger's entry count (> 0) and payload bytes, final.
+	Entries, Size int64
+}
+
+// OffloadedLedger names one attempt's objects: what ReadOffloaded and DeleteOffloaded need.
+type OffloadedLedger struct {
+	ManagedLedger  string
+	LedgerID       int64
+	UUID           string
+	DriverMetadata map[string]string
+}
+
+// EntryReader reads a closed ledger's entries from the bookies for Offload. ReadEntries
+// returns the payloads of entries first..last (inclusive) or an error. It is safe for use
+// from the Offload call's goroutine(s); it calls Ledgers.Read, which must therefore be safe
+// for concurrent use (BookieLedgers is).
+type EntryReader interface {
+	ReadEntries(ctx context.Context, first, last int64) ([][]byte, error)
+}
+
+// offloadPort is the core's asynchronous view of an Offloader, in the style of Ledgers: each
+// method returns promptly and calls cb exactly once, on any goroutine. asyncOffloader binds
+// it to an Offloader; the simulation binds it to a seeded in-memory object store.
+type offloadPort interface {
+	driver() string
+	// offload runs one attempt; read reads the ledger's entries. cancel asks the attempt to
+	// stop (its cb still comes, with an error, once it has stopped writing).
+	offload(req OffloadRequest, read func(first, last int64, cb func([][]byte, error)), cb func(map[string]string, error)) (cancel func())
+	readOffloaded(l OffloadedLedger, first, last int64, cb func([][]byte, error))
+	deleteOffloaded(l OffloadedLedger, cb func(error))
 }
 
 // env is how a core reaches its owner: post queues fn to run on the owner later (never

@@ -129,15 +129,7 @@ func (c *core) startRead(op *readOp) {
 			op.left--
 			continue
 		}
-		i := i
-		c.pending++
-		c.bk.Read(s.ledger, c.cfg.Password, s.first, s.last, func(d [][]byte, err error) {
-			c.env.post("read.done", func() {
-				c.pending--
-				c.onReadDone(op, i, d, err)
-				c.maybeFinishClose()
-			})
-		})
+		c.readSegment(op, i)
 	}
 	if op.left == 0 {
 		c.finishRead(op)
