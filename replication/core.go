@@ -612,3 +612,14 @@ func (c *Core) String() string {
 	return fmt.Sprintf("%v link=%v epoch=%d md=%v read-after=%v window=%d in-flight=%d", c.state, c.link, c.epoch,
 		c.md, c.readAfter, len(c.win), len(c.inflight))
 }
+
+// Delay returns how far the replication lags at now (Unix ms): the age of the oldest entry
+// read and not yet on the remote cluster, by its publish time (0: none waits). It is
+// replicationDelayInSeconds of the topic's stats, in milliseconds; entries not read yet
+// (the cursor's backlog beyond the window) are not counted.
+func (c *Core) Delay(now int64) int64 {
+	if len(c.win) == 0 || c.win[0].e.Meta.PublishTime == 0 {
+		return 0
+	}
+	return max(now-c.win[0].e.Meta.PublishTime, 0)
+}

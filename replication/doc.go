@@ -137,7 +137,7 @@
 //
 // # Running the simulation
 //
-// CI runs 250 seeds (about 4 s with the race detector). Replay a failing seed with
+// CI runs 200 seeds (the package in about 6 s with the race detector). Replay a failing seed with
 // `go test ./replication -run 'TestSim$' -seed S -v`; a long run (about 400 seeds per second
 // without the race detector): `go test ./replication -run 'TestSim$' -seeds 200000 -timeout 0`.
 package replication
