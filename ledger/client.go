@@ -322,17 +322,18 @@ func (s *bookieSet) set(writable, readOnly map[string]bool) {
 	s.mu.Unlock()
 }
 
-// refresh lists the registrations and returns the store revision read.
+// refresh lists the registrations.
 func (s *bookieSet) refresh(ctx context.Context, store metadata.Store) error {
-	_, err := s.list(ctx, store)
-	return err
+	kvs, _, err := store.List(ctx, prefixBookies)
+	if err != nil {
+		return fmt.Errorf("ledger: list bookies: %w", err)
+	}
+	s.listed(kvs)
+	return nil
 }
 
-func (s *bookieSet) list(ctx context.Context, store metadata.Store) (int64, error) {
-	kvs, rev, err := store.List(ctx, prefixBookies)
-	if err != nil {
-		return 0, fmt.Errorf("ledger: list bookies: %w", err)
-	}
+// listed replaces the set with the registrations of a listing.
+func (s *bookieSet) listed(kvs []metadata.KV) {
 	w, ro := map[string]bool{}, map[string]bool{}
 	for _, kv := range kvs {
 		switch {
@@ -343,7 +344,6 @@ func (s *bookieSet) list(ctx context.Context, store metadata.Store) (int64, erro
 		}
 	}
 	s.set(w, ro)
-	return rev, nil
 }
 
 func (s *bookieSet) apply(evs []metadata.Event) {
@@ -374,28 +374,20 @@ func (s *bookieSet) apply(evs []metadata.Event) {
 // prefixBookies covers both registration prefixes (and cookies, which are ignored).
 const prefixBookies = "/bookies/"
 
-// watchBookies keeps c.bookies current: list, then watch from the next revision; relist after
-// any watch failure. It runs until the client is closed.
+// watchBookies keeps c.bookies current (metadata.Follower: list, then watch from the
+// listed revision; list again after a watch ends, backing off after failures). It runs
+// until the client is closed.
 func (c *Client) watchBookies() {
 	defer c.wg.Done()
-	for attempt := 0; c.ctx.Err() == nil; attempt++ {
-		rev, err := c.bookies.list(c.ctx, c.store)
-		if err != nil {
-			c.log.Debug("bookie list failed", "err", err)
-			if !backoff.Sleep(c.ctx, retryBackoff.Delay(attempt)) {
-				return
-			}
-			continue
+	metadata.Follower{Store: c.store, Prefix: prefixBookies, Retry: retryBackoff, PauseAfterWatch: true,
+		Log: c.log}.Run(c.ctx, func(u metadata.Update) {
+		switch u.Kind {
+		case metadata.Listed:
+			c.bookies.listed(u.KVs)
+		case metadata.Changed:
+			c.bookies.apply(u.Events)
 		}
-		attempt = 0
-		w := c.store.Watch(c.ctx, prefixBookies, rev+1)
-		for b := range w.C {
-			c.bookies.apply(b.Events)
-		}
-		if !backoff.Sleep(c.ctx, retryBackoff.Delay(1)) {
-			return
-		}
-	}
+	})
 }
 
 // randomPlacement picks writable bookies uniformly at random.
