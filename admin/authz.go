@@ -23,15 +23,18 @@ func (h *handler) authorize(r *http.Request, pattern string, sc scope) error {
 	return az.AuthorizeAdmin(r.Context(), requiredOp(pattern), sc.tenant, sc.namespace, sc.topic)
 }
 
-// requiredOp is what a route needs, as Pulsar's admin resources check it: cluster
-// information any authenticated role; the tenant list and tenant changes superusers;
+// requiredOp is what a route needs, as Pulsar's admin resources check it: the cluster list
+// any authenticated role, a cluster's record and its changes superusers; the tenant list
+// and tenant changes superusers;
 // stats, partitions metadata and lookups whoever may produce or consume the topic;
 // subscription operations whoever may consume it; everything else a tenant admin.
 func requiredOp(pattern string) api.AdminOp {
 	method, path, _ := strings.Cut(pattern, " ")
 	switch {
-	case path == "/admin/v2/clusters", path == "/admin/v2/clusters/{cluster}", path == "/admin/v2/brokers/health":
+	case path == "/admin/v2/clusters", path == "/admin/v2/brokers/health":
 		return api.OpAuthenticated
+	case path == "/admin/v2/clusters/{cluster}":
+		return api.OpSuperUser
 	case path == "/admin/v2/tenants", path == "/admin/v2/tenants/{tenant}" && method != "GET":
 		return api.OpSuperUser
 	case strings.HasPrefix(path, "/lookup/"):

@@ -274,6 +274,8 @@ var (
 	_ NonPersistentService  = (*broker.Service)(nil)
 	_ PermissionService     = (*broker.Service)(nil)
 	_ ClusterService        = (*broker.Service)(nil)
+	_ ClusterAdminService   = (*broker.Service)(nil)
+	_ ReplicationService    = (*broker.Service)(nil)
 	_ PolicyService         = (*broker.Service)(nil)
 	_ ScalableService       = (*broker.Service)(nil)
 	_ SchemaService         = (*broker.Service)(nil)

@@ -1,7 +1,8 @@
 // Package admin is Magnetar's admin REST API: Pulsar's /admin/v2 paths (tenants,
 // namespaces, persistent and non-persistent topics, partitioned topics, stats, internal
 // stats, subscriptions, reset cursor, skip, unload, terminate, message inspection,
-// compaction, schemas and their policies, namespace and topic policies: policies.go) and
+// compaction, schemas and their policies, namespace and topic policies: policies.go,
+// clusters and replication clusters: replication.go) and
 // the /lookup/v2 topic lookup, as JSON over
 // net/http, so that pulsar-admin, pulsarctl, the pulsaradmin Go package and HTTP-lookup
 // clients work unmodified. It holds no state: every request calls the broker's exported
@@ -40,13 +41,15 @@
 // Authentication is the caller's: wrap the handler in auth.Service.Middleware, which answers
 // 401 {"reason": ...} and puts the principal in the request's context. When the service also
 // implements Authorizer (*broker.Service does, with Config.Authz), every route is authorized
-// before it runs (authz.go, requiredOp): cluster information for any authenticated role,
-// the tenant list and tenant changes for superusers, stats, partition metadata and lookups
+// before it runs (authz.go, requiredOp): the cluster list for any authenticated role, a
+// cluster's record and its changes, the tenant list and tenant changes for superusers, stats, partition metadata and lookups
 // for roles that may produce or consume the topic, subscription operations for roles that
 // may consume it, everything else for the tenant's admin roles; a refusal is 403 with a
 // reason naming the role. With a PermissionService the permission endpoints are mounted
 // (permissions.go: namespace and topic grants, GET/POST/DELETE .../permissions[/{role}]),
-// and with a ClusterService GET /admin/v2/clusters/{cluster}.
+// with a ClusterService GET /admin/v2/clusters/{cluster}, with a ClusterAdminService the
+// cluster records' list, create, update and delete, and with a ReplicationService the
+// namespace and topic replication clusters (replication.go: …/replication).
 //
 // # Concurrency
 //

@@ -28,6 +28,7 @@ func restErr(status int, format string, args ...any) *restError {
 
 // scope names what a request was about, so that an error gets Pulsar's wording.
 type scope struct {
+	cluster           string // a cluster record's operation
 	tenant, namespace string // namespace is "tenant/ns"
 	topic             string // fully qualified
 	partitioned       bool   // a partitioned-topic operation (…/partitions)
@@ -37,7 +38,11 @@ type scope struct {
 // toREST maps a service error to Pulsar's status and reason. This is the one table:
 //
 //	tenant/namespace/topic/subscription/bundle not found  404
+//	cluster not found                                404
 //	already exists                                   409
+//	precondition failed (cluster checks)             412 with Pulsar's reason
+//	cluster not allowed in a replication list        403 with Pulsar's reason
+//	peer clusters in one replication list            409
 //	tenant or namespace not empty                    409
 //	topic or subscription with connected clients     412 (Pulsar's PRECONDITION_FAILED)
 //	invalid name                                     412
@@ -76,6 +81,8 @@ func toREST(err error, sc scope) *restError {
 		return restErr(http.StatusNotFound, "Topic %s not found", sc.topic)
 	case errors.Is(err, api.ErrAlreadyExists), errors.Is(err, topic.ErrAlreadyExists):
 		switch {
+		case sc.cluster != "":
+			return restErr(http.StatusConflict, "Cluster already exists")
 		case sc.sub != "":
 			return restErr(http.StatusConflict, "Subscription already exists for topic")
 		case sc.topic != "" && sc.partitioned:
@@ -100,6 +107,8 @@ func toREST(err error, sc scope) *restError {
 		}
 	case errors.Is(err, api.ErrInvalidName):
 		switch {
+		case sc.cluster != "":
+			return restErr(http.StatusPreconditionFailed, "Cluster name is not valid")
 		case sc.topic != "":
 			return restErr(http.StatusPreconditionFailed, "Topic name is not valid")
 		case sc.namespace != "":
@@ -107,6 +116,12 @@ func toREST(err error, sc scope) *restError {
 		default:
 			return restErr(http.StatusPreconditionFailed, "Tenant name is not valid")
 		}
+	case errors.Is(err, api.ErrPreconditionFailed):
+		return restErr(http.StatusPreconditionFailed, "%s", reasonAfter(err, api.ErrPreconditionFailed))
+	case errors.Is(err, api.ErrClusterNotAllowed):
+		return restErr(http.StatusForbidden, "%s", reasonAfter(err, api.ErrClusterNotAllowed))
+	case errors.Is(err, api.ErrClusterConflict):
+		return restErr(http.StatusConflict, "%s", reasonAfter(err, api.ErrClusterConflict))
 	case errors.Is(err, api.ErrCompactionRunning):
 		return restErr(http.StatusConflict, "Compaction already in progress")
 	case errors.Is(err, api.ErrMessageNotFound):
@@ -142,6 +157,16 @@ func reasonOf(err error) string {
 		s = strings.ReplaceAll(s, p, "")
 	}
 	return s
+}
+
+// reasonAfter is err's text after its sentinel's ("precondition failed: Clusters do not
+// exist" reads "Clusters do not exist").
+func reasonAfter(err, sentinel error) string {
+	s := err.Error()
+	if i := strings.Index(s, sentinel.Error()+": "); i >= 0 {
+		return s[i+len(sentinel.Error())+2:]
+	}
+	return reasonOf(err)
 }
 
 // writeError answers err: a redirect to the owner for a topic another broker serves (its

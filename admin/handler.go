@@ -127,9 +127,10 @@ func Handler(svc Service, opts Options) http.Handler {
 	h.inspectRoutes(route, topicScope)
 	h.nonPersistentRoutes(route, topicScope)
 	h.compactionRoutes(route, nsScope, topicScope)
-	h.permissionRoutes(route, nsScope, topicScope) // permissions.go
-	h.policyRoutes(route, nsScope, topicScope)     // policies.go
-	h.scalableRoutes(route)                        // scalable.go
+	h.permissionRoutes(route, nsScope, topicScope)  // permissions.go
+	h.policyRoutes(route, nsScope, topicScope)      // policies.go
+	h.replicationRoutes(route, nsScope, topicScope) // replication.go
+	h.scalableRoutes(route)                         // scalable.go
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).
@@ -208,6 +209,13 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 }
 
 func (h *handler) clusters(w http.ResponseWriter, r *http.Request) error {
+	if cs, isCS := h.svc.(ClusterAdminService); isCS {
+		l, err := cs.Clusters(r.Context())
+		if err != nil {
+			return err
+		}
+		return ok(w, nonNil(l))
+	}
 	return ok(w, []string{h.svc.Info().Cluster})
 }
 

@@ -45,10 +45,14 @@ func (s *Service) Namespace(ctx context.Context, ns string) (NamespacePolicies, 
 	return s.res.Namespace(ctx, ns)
 }
 
-// CreateNamespace creates namespace "tenant/ns" (the tenant must exist).
+// CreateNamespace creates namespace "tenant/ns" (the tenant must exist); its replication
+// clusters, if given, are checked, else they are this cluster.
 func (s *Service) CreateNamespace(ctx context.Context, ns string, p NamespacePolicies) error {
 	p, err := ownership.WithBundles(p, s.cfg.DefaultNumberOfNamespaceBundles)
 	if err != nil {
+		return err
+	}
+	if p, err = s.res.CheckNamespaceReplication(ctx, ns, p); err != nil {
 		return err
 	}
 	return s.res.CreateNamespace(ctx, ns, p)
