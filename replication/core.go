@@ -623,3 +623,47 @@ func (c *Core) Delay(now int64) int64 {
 	}
 	return max(now-c.win[0].e.Meta.PublishTime, 0)
 }
+
+// invariantErr checks the core's own invariants (the Core's doc comment); the simulation
+// calls it after every step of an unmutated core.
+func (c *Core) invariantErr() error {
+	if len(c.win) > c.cfg.MaxPending {
+		return fmt.Errorf("the window holds %d entries, more than %d", len(c.win), c.cfg.MaxPending)
+	}
+	prev := c.md
+	inflight := 0
+	for k, s := range c.win {
+		if !prev.Less(s.e.Pos) {
+			return fmt.Errorf("window entry %d at %v is not after %v", k, s.e.Pos, prev)
+		}
+		prev = s.e.Pos
+		if k == 0 && (s.st == slotAcked || s.st == slotFiltered) {
+			return fmt.Errorf("the window's head %v is done but the mark-delete position is %v", s.e.Pos, c.md)
+		}
+		if k < c.sendFrom && s.st == slotQueued {
+			return fmt.Errorf("entry %v is queued behind the send position %d", s.e.Pos, c.sendFrom)
+		}
+		if s.st == slotInflight {
+			inflight++
+			if s.ticket.Epoch != c.epoch || c.inflight[s.ticket.N] != s {
+				return fmt.Errorf("entry %v in flight under %v, not indexed in epoch %d", s.e.Pos, s.ticket, c.epoch)
+			}
+		}
+	}
+	if inflight != len(c.inflight) {
+		return fmt.Errorf("%d entries in flight, %d indexed", inflight, len(c.inflight))
+	}
+	if len(c.inflight) > 0 && c.link != linkUp {
+		return fmt.Errorf("%d sends in flight with the producer %v", len(c.inflight), c.link)
+	}
+	if (c.state == StateReplicating && c.link != linkUp) || (c.state == StateConnecting && c.link == linkUp) {
+		return fmt.Errorf("state %v with the producer %v", c.state, c.link)
+	}
+	if !c.readAfter.Less(c.md) && len(c.win) > 0 && c.readAfter != c.win[len(c.win)-1].e.Pos {
+		return fmt.Errorf("read position %v is not the window's tail %v", c.readAfter, c.win[len(c.win)-1].e.Pos)
+	}
+	if c.mdPersisted.Compare(c.md) > 0 {
+		return fmt.Errorf("persisted mark-delete %v is ahead of the in-memory one %v", c.mdPersisted, c.md)
+	}
+	return nil
+}

@@ -42,7 +42,10 @@
 //  4. Apply the cursor's calls in the order given, on the managed ledger's one owner: a
 //     mark-delete write issued before a reset lands before it. A Read returns entries in log
 //     order, the first one right after Read.After, and waits for one when there is none
-//     (until a CancelRead of its tag).
+//     (until a CancelRead of its tag). Reads go back only to the position given to New (a
+//     durable cursor opened there reads from it) and after a reset (to the reset's
+//     position): an owner whose cursor keeps its own read position seeks it when
+//     Read.After is not the last entry it returned.
 //  5. Give the core, at New, the replication cursor's persisted mark-delete position: the
 //     core keeps nothing else across a crash, an unload or a transfer.
 //

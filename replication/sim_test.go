@@ -819,6 +819,11 @@ func (w *simWorld) check(inc *simInc) {
 		w.failf("R5: %d in flight and %d held, window %d", c.InFlight(), c.Held(), w.p.maxPending)
 	}
 	w.checkCovered("in-memory mark-delete", simIndex(c.MarkDelete()))
+	if w.mut == (Mutation{}) {
+		if err := c.invariantErr(); err != nil {
+			w.failf("core: %v (%v)", err, c)
+		}
+	}
 }
 
 func (w *simWorld) run() error {
