@@ -71,13 +71,14 @@ type simParams struct {
 	disconnects, crashes, unloads, resets  int
 	outages                                int
 	rateMsgs, rateBytes                    int64
+	rateChanges                            int // policy updates of the dispatch rate
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("entries=%d producers=%d batch<=%d window=%v pending=%d batch=%d replsubs=%v share(from=%.2f markers=%.2f restricted=%.2f aborted=%.2f) delay<=%v acks(slow=%.2f stale=%.2f) fail(send=%.2f read=%.2f md=%.2f reset=%.2f) slowconnect=%.2f disconnects=%d crashes=%d unloads=%d resets=%d outages=%d rate=%d/%dB",
+	return fmt.Sprintf("entries=%d producers=%d batch<=%d window=%v pending=%d batch=%d replsubs=%v share(from=%.2f markers=%.2f restricted=%.2f aborted=%.2f) delay<=%v acks(slow=%.2f stale=%.2f) fail(send=%.2f read=%.2f md=%.2f reset=%.2f) slowconnect=%.2f disconnects=%d crashes=%d unloads=%d resets=%d outages=%d rate=%d/%dB changes=%d",
 		p.entries, p.producers, p.batchMax, p.window, p.maxPending, p.readBatch, p.replSubs, p.replFrom, p.markers,
 		p.restricted, p.aborted, p.maxDelay, p.slowAck, p.staleAck, p.sendFail, p.readFail, p.mdFail, p.resetFail,
-		p.slowConnect, p.disconnects, p.crashes, p.unloads, p.resets, p.outages, p.rateMsgs, p.rateBytes)
+		p.slowConnect, p.disconnects, p.crashes, p.unloads, p.resets, p.outages, p.rateMsgs, p.rateBytes, p.rateChanges)
 }
 
 func randomSimParams(s *sim.Sim) simParams {
@@ -115,16 +116,23 @@ func randomSimParams(s *sim.Sim) simParams {
 		outages:     r.IntN(2),
 	}
 	if r.IntN(3) == 0 {
-		switch r.IntN(3) {
-		case 0:
-			p.rateMsgs = int64(100 + r.IntN(900))
-		case 1:
-			p.rateBytes = int64(5000 + r.IntN(45000))
-		default:
-			p.rateMsgs, p.rateBytes = int64(100+r.IntN(900)), int64(5000+r.IntN(45000))
-		}
+		p.rateMsgs, p.rateBytes = simRandomRate(s)
+		p.rateChanges = r.IntN(3)
 	}
 	return p
+}
+
+// simRandomRate draws a replicator dispatch rate that throttles the reads yet drains the
+// log within seconds.
+func simRandomRate(s *sim.Sim) (msgs, bytes int64) {
+	r := s.Rand()
+	switch r.IntN(3) {
+	case 0:
+		return int64(100 + r.IntN(900)), 0
+	case 1:
+		return 0, int64(5000 + r.IntN(45000))
+	}
+	return int64(100 + r.IntN(900)), int64(5000 + r.IntN(45000))
 }
 
 // simEntry is one entry of the local log.
@@ -232,9 +240,10 @@ func (b *simBudget) exceeded(n int, now int64) string {
 // simStats are the coverage counters of a run (summed over seeds by sim.AddCounts).
 type simStats struct {
 	Sends, Resends, RemoteDups, Filtered, MarkersStored, Refusals, Disconnects, Outages int
-	Crashes, Unloads, ResetsForward, ResetsBackward, ResetFails, Skipped, LateRestarts  int
+	Crashes, Unloads, ResetsForward, ResetsBackward, ResetFails, Skipped                int
 	StaleReceipts, StaleReads, ConnectBusy, ConnectTimeouts, AbandonedClosed            int
-	ReadFails, MarkDeleteFails, RateWaits, WindowFull, SlowAcks, StaleAckCopies         int
+	ReadFails, MarkDeleteFails, RateWaits, RateChanges, WindowFull, SlowAcks            int
+	StaleAckCopies                                                                      int
 }
 
 type simWorld struct {
@@ -789,6 +798,18 @@ func (w *simWorld) adminReset() {
 	})
 }
 
+// changeRate is a policy update of the replicator dispatch rate; the checker's budget starts
+// again from it.
+func (w *simWorld) changeRate() {
+	inc := w.inc
+	msgs, bytes := simRandomRate(w.s)
+	w.stats.RateChanges++
+	w.input(inc, fmt.Sprintf("rate %d/s %dB/s", msgs, bytes), func(c *Core) {
+		c.SetRate(msgs, bytes)
+		inc.budget = simBudget{msgs: float64(msgs), bytes: float64(bytes), t0: w.nowMs()}
+	})
+}
+
 func (w *simWorld) outage() {
 	w.stats.Outages++
 	w.remote.down = true
@@ -849,6 +870,9 @@ func (w *simWorld) run() error {
 	}
 	for range p.resets {
 		s.After(s.Between(0, p.window), "admin reset", w.adminReset)
+	}
+	for range p.rateChanges {
+		s.After(s.Between(0, p.window), "rate change", w.changeRate)
 	}
 	for range p.outages {
 		s.After(s.Between(0, p.window), "remote outage", w.outage)
@@ -913,7 +937,7 @@ func TestSim(t *testing.T) {
 		"failed resets": st.ResetFails, "skipped entries": st.Skipped, "stale receipts": st.StaleReceipts,
 		"stale reads": st.StaleReads, "busy producer names": st.ConnectBusy, "connect timeouts": st.ConnectTimeouts,
 		"abandoned producers closed": st.AbandonedClosed, "failed reads": st.ReadFails,
-		"failed mark-deletes": st.MarkDeleteFails, "rate waits": st.RateWaits, "full windows": st.WindowFull,
+		"failed mark-deletes": st.MarkDeleteFails, "rate waits": st.RateWaits, "rate changes": st.RateChanges, "full windows": st.WindowFull,
 		"slow receipts": st.SlowAcks, "late receipt copies": st.StaleAckCopies})
 }
 
