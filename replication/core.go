@@ -83,6 +83,7 @@ type Core struct {
 
 	rate   rate
 	rateAt int64 // Unix ms: the rate allows the read it held back (0: none)
+	ttl    int64 // the message TTL (ms, 0: none)
 
 	freshSeq uint64 // the FreshSequenceOnResend mutation's counter
 	stats    Stats
@@ -94,7 +95,7 @@ type Core struct {
 func New(cfg Config, markDelete Position) *Core {
 	cfg = cfg.withDefaults()
 	c := &Core{cfg: cfg, mut: cfg.Mutation, inflight: map[uint64]*slot{},
-		md: markDelete, readAfter: markDelete, mdPersisted: markDelete}
+		md: markDelete, readAfter: markDelete, mdPersisted: markDelete, ttl: max(cfg.MessageTTLMs, 0)}
 	c.reconnect.Policy = cfg.Reconnect
 	c.readRetry.Policy = cfg.ReadRetry
 	return c
@@ -436,9 +437,14 @@ func (c *Core) classify(m Meta) Reason {
 		return Replicate
 	case r == FilteredMarker && c.mut.ReplicateMarkers:
 		return Replicate
+	case r == Replicate && c.ttl > 0 && m.PublishTime > 0 && c.now-m.PublishTime > c.ttl && !c.mut.TTLIgnored:
+		return FilteredExpired
 	}
 	return r
 }
+
+// SetMessageTTL changes the message TTL (ms, 0: none) for the entries read from now on.
+func (c *Core) SetMessageTTL(ms int64) { c.ttl = max(ms, 0) }
 
 // MarkDeleteDone completes the mark-delete write of tag. A failed write is retried after
 // MarkDeleteRetryMs.

@@ -369,3 +369,18 @@ func BenchmarkCore(b *testing.B) {
 		}
 	}
 }
+
+// TestMessageTTLExpiresOldEntries: an entry read more than the message TTL after its publish
+// time is acknowledged without a send; a younger one is sent.
+func TestMessageTTLExpiresOldEntries(t *testing.T) {
+	c, rd := connected(t, Config{MessageTTLMs: 1000})
+	c.SetTime(t0 + 1500)
+	old, young := data(0, "p", 1), data(1, "p", 2)
+	old.Meta.PublishTime, young.Meta.PublishTime = t0, t0+1000
+	_ = c.ReadDone(rd.Tag, []Entry{old, young}, nil)
+	r := c.Ready()
+	if len(r.Sends) != 1 || r.Sends[0].Pos != pos(1) || r.MarkDelete == nil || r.MarkDelete.Pos != pos(0) ||
+		c.Stats().Filtered[FilteredExpired] != 1 {
+		t.Fatalf("sends %+v, mark-delete %+v, stats %+v", r.Sends, r.MarkDelete, c.Stats())
+	}
+}

@@ -28,8 +28,8 @@
 //  1. Call every method from one goroutine; after each input perform the whole Ready in the
 //     order its doc gives (close producers, connect, sends in order, then the cursor's
 //     calls: cancel the read, the mark-delete write, the reset, the read), and arm a timer
-//     for TimerAt that calls Tick. With a dispatch rate, tell the core the time (SetTime)
-//     before each input.
+//     for TimerAt that calls Tick. With a dispatch rate or a message TTL, tell the core the
+//     time (SetTime) before each input.
 //  2. Answer every Connect (ProducerConnected or ConnectFailed), Read (ReadDone), MarkDelete
 //     (MarkDeleteDone) and CursorReset (ResetDone) exactly once with the epoch or tag it
 //     carried, and every Send with SendAcked or SendFailed and its Ticket — or, when the
@@ -90,9 +90,9 @@
 // aborted transactions' messages, markers other than the replicated subscriptions' request,
 // response and update (and those only with ReplicatedSubscriptions on; a snapshot marker
 // never leaves its cluster), messages with replicated_from (they came from another
-// cluster: never replicated again, so clusters form a full mesh) and messages whose
-// replicate_to does not name the remote cluster are acknowledged on the cursor without
-// being sent. A Send carries the original producer name, sequence id and highest sequence
+// cluster: never replicated again, so clusters form a full mesh), messages whose
+// replicate_to does not name the remote cluster, and, with a message TTL, messages read
+// past it, are acknowledged on the cursor without being sent. A Send carries the original producer name, sequence id and highest sequence
 // id, replicated_from = the local cluster, and the remote producer's name is
 // pulsar.repl.<local>--><remote> (ProducerName).
 //
@@ -126,13 +126,14 @@
 //     remote refuses every later one as busy, apache/pulsar#5104; the in-flight window lost
 //     on a reconnect);
 //   - R8 a read is issued only while the replicator dispatch rate has budget left (mutation:
-//     reads past the dispatch rate).
+//     reads past the dispatch rate);
+//   - R9 an entry read past the namespace's message TTL is not sent (it is acknowledged, as
+//     Pulsar's replicator expires it) (mutation: entries past the message TTL sent).
 //
 // Limits: markers are sent at least once (the remote does not deduplicate them; a repeated
 // snapshot request or update is harmless). An entry skipped by a forward reset may stay
 // missing on the remote even after a later backward reset sends it again: the remote's
-// deduplication drops a sequence id below one it has stored. Messages past the namespace's
-// message TTL are not skipped yet.
+// deduplication drops a sequence id below one it has stored.
 //
 // # Goroutines
 //

@@ -72,13 +72,14 @@ type simParams struct {
 	outages                                int
 	rateMsgs, rateBytes                    int64
 	rateChanges                            int // policy updates of the dispatch rate
+	ttlMs                                  int64
 }
 
 func (p simParams) String() string {
-	return fmt.Sprintf("entries=%d producers=%d batch<=%d window=%v pending=%d batch=%d replsubs=%v share(from=%.2f markers=%.2f restricted=%.2f aborted=%.2f) delay<=%v acks(slow=%.2f stale=%.2f) fail(send=%.2f read=%.2f md=%.2f reset=%.2f) slowconnect=%.2f disconnects=%d crashes=%d unloads=%d resets=%d outages=%d rate=%d/%dB changes=%d",
+	return fmt.Sprintf("entries=%d producers=%d batch<=%d window=%v pending=%d batch=%d replsubs=%v share(from=%.2f markers=%.2f restricted=%.2f aborted=%.2f) delay<=%v acks(slow=%.2f stale=%.2f) fail(send=%.2f read=%.2f md=%.2f reset=%.2f) slowconnect=%.2f disconnects=%d crashes=%d unloads=%d resets=%d outages=%d rate=%d/%dB changes=%d ttl=%dms",
 		p.entries, p.producers, p.batchMax, p.window, p.maxPending, p.readBatch, p.replSubs, p.replFrom, p.markers,
 		p.restricted, p.aborted, p.maxDelay, p.slowAck, p.staleAck, p.sendFail, p.readFail, p.mdFail, p.resetFail,
-		p.slowConnect, p.disconnects, p.crashes, p.unloads, p.resets, p.outages, p.rateMsgs, p.rateBytes, p.rateChanges)
+		p.slowConnect, p.disconnects, p.crashes, p.unloads, p.resets, p.outages, p.rateMsgs, p.rateBytes, p.rateChanges, p.ttlMs)
 }
 
 func randomSimParams(s *sim.Sim) simParams {
@@ -103,7 +104,7 @@ func randomSimParams(s *sim.Sim) simParams {
 		aborted:     share(0.05),
 		maxDelay:    time.Duration(1+r.IntN(5)) * time.Millisecond,
 		slowAck:     share(0.2),
-		staleAck:    share(0.2),
+		staleAck:    share(0.3),
 		sendFail:    share(0.08),
 		slowConnect: share(0.3),
 		readFail:    share(0.1),
@@ -118,6 +119,9 @@ func randomSimParams(s *sim.Sim) simParams {
 	if r.IntN(3) == 0 {
 		p.rateMsgs, p.rateBytes = simRandomRate(s)
 		p.rateChanges = r.IntN(3)
+	}
+	if r.IntN(3) == 0 {
+		p.ttlMs = int64(20 + r.IntN(250))
 	}
 	return p
 }
@@ -181,6 +185,8 @@ type simInc struct {
 	sessions map[uint64]*simSession
 	// budget is the checker's view of the dispatch rate (R8).
 	budget simBudget
+	// expired are the entries this incarnation read past the message TTL (R9).
+	expired map[int]bool
 }
 
 // simSession is one producer session on the remote cluster.
@@ -243,7 +249,7 @@ type simStats struct {
 	Crashes, Unloads, ResetsForward, ResetsBackward, ResetFails, Skipped                int
 	StaleReceipts, StaleReads, ConnectBusy, ConnectTimeouts, AbandonedClosed            int
 	ReadFails, MarkDeleteFails, RateWaits, RateChanges, WindowFull, SlowAcks            int
-	StaleAckCopies                                                                      int
+	StaleAckCopies, Expired                                                             int
 }
 
 type simWorld struct {
@@ -262,7 +268,9 @@ type simWorld struct {
 	// skipped: entries a forward reset passed before they reached the remote; they may
 	// stay missing (and may still arrive, once).
 	skipped []bool
-	quiesce bool
+	// readExpired: entries a read brought past the message TTL; they may stay missing.
+	readExpired []bool
+	quiesce     bool
 	// noIdentityCheck turns off the check of a stored message's identity, so that a wrong
 	// identity shows as what it does on the remote (TestSimFreshSequenceStoresDuplicates).
 	noIdentityCheck bool
@@ -310,7 +318,6 @@ func newSimWorld(seed int64, mut Mutation, verbose bool) *simWorld {
 			}
 			m.Aborted = s.Chance(w.p.aborted)
 		}
-		m.PublishTime = simBase
 		e := simEntry{meta: m, size: 1 + r.IntN(300)}
 		e.replicable, e.why = simExpect(m, w.p.replSubs)
 		w.log = append(w.log, e)
@@ -318,6 +325,7 @@ func newSimWorld(seed int64, mut Mutation, verbose bool) *simWorld {
 	w.remote = simRemoteTopic{persisted: map[string]uint64{}, has: map[string]bool{}, count: make([]int, len(w.log)),
 		lastIdx: map[string]int{}}
 	w.skipped = make([]bool, len(w.log))
+	w.readExpired = make([]bool, len(w.log))
 	return w
 }
 
@@ -353,8 +361,8 @@ func (w *simWorld) start() {
 		ReplicatedSubscriptions: w.p.replSubs, RateMsgs: w.p.rateMsgs, RateBytes: w.p.rateBytes,
 		Reconnect:        backoff.Policy{Base: 5 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.3, Rand: r.Float64},
 		ReadRetry:        backoff.Policy{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond},
-		ConnectTimeoutMs: int64(20 + r.IntN(40)), MarkDeleteRetryMs: 10, Mutation: w.mut}
-	inc := &simInc{id: w.incs, alive: true, c: New(cfg, md), sessions: map[uint64]*simSession{}}
+		ConnectTimeoutMs: int64(20 + r.IntN(40)), MarkDeleteRetryMs: 10, MessageTTLMs: w.p.ttlMs, Mutation: w.mut}
+	inc := &simInc{id: w.incs, alive: true, c: New(cfg, md), sessions: map[uint64]*simSession{}, expired: map[int]bool{}}
 	now := w.nowMs()
 	inc.budget = simBudget{msgs: float64(w.p.rateMsgs), bytes: float64(w.p.rateBytes), t0: now}
 	w.inc = inc
@@ -558,6 +566,10 @@ func (w *simWorld) send(inc *simInc, snd Send) {
 		w.failf("send %v on epoch %d with no connected producer", snd.Ticket, snd.Ticket.Epoch)
 		return
 	}
+	if inc.expired[i] {
+		w.failf("R9: entry %d sent after a read brought it past the message TTL", i)
+		return
+	}
 	at := max(w.s.Now()+w.delay(), sess.lastArrive)
 	sess.lastArrive = at
 	w.s.After(at-w.s.Now(), fmt.Sprintf("send %d arrives", i), func() { w.arrive(sess, snd, i) })
@@ -755,7 +767,11 @@ func (w *simWorld) readDone(rd *simRead, es []Entry, err error) {
 	w.input(inc, fmt.Sprintf("read %d done: %d entries (%v)", rd.r.Tag, len(es), err), func(c *Core) {
 		if err == nil && c.reading && c.readTag == rd.r.Tag {
 			for _, e := range es {
-				if ok, _ := simExpect(e.Meta, w.p.replSubs); ok {
+				if ok, _ := simExpect(e.Meta, w.p.replSubs); ok && w.p.ttlMs > 0 && w.nowMs()-e.Meta.PublishTime > w.p.ttlMs {
+					w.readExpired[simIndex(e.Pos)] = true
+					inc.expired[simIndex(e.Pos)] = true
+					w.stats.Expired++
+				} else if ok {
 					inc.budget.usedMsgs += float64(max(e.Meta.NumMessages, 1))
 					inc.budget.usedBytes += float64(len(e.Data))
 				}
@@ -769,6 +785,7 @@ func (w *simWorld) readDone(rd *simRead, es []Entry, err error) {
 
 func (w *simWorld) publish(i int) {
 	w.log[i].published = true
+	w.log[i].meta.PublishTime = w.nowMs()
 	parked := w.parked
 	w.parked = nil
 	for _, rd := range parked {
@@ -823,7 +840,7 @@ func (w *simWorld) outage() {
 // skipped by a forward reset.
 func (w *simWorld) checkCovered(what string, upTo int) {
 	for j := 0; j <= upTo && j < len(w.log); j++ {
-		if w.log[j].replicable && w.remote.count[j] == 0 && !w.skipped[j] {
+		if w.log[j].replicable && w.remote.count[j] == 0 && !w.skipped[j] && !w.readExpired[j] {
 			w.failf("R4: the %s (%d) passed entry %d, which is not on the remote cluster", what, upTo, j)
 			return
 		}
@@ -891,7 +908,7 @@ func (w *simWorld) run() error {
 	// R7: with the faults healed, replication resumed by itself: everything replicable and
 	// not skipped is on the remote cluster, and the cursor's mark-delete is at the log's end.
 	for i, e := range w.log {
-		if e.replicable && !w.skipped[i] && w.remote.count[i] == 0 {
+		if e.replicable && !w.skipped[i] && !w.readExpired[i] && w.remote.count[i] == 0 {
 			return fmt.Errorf("R7: entry %d (%s seq %d) never reached the remote cluster (core %v)", i,
 				e.meta.ProducerName, e.meta.SequenceID, w.inc.c)
 		}
@@ -938,7 +955,7 @@ func TestSim(t *testing.T) {
 		"stale reads": st.StaleReads, "busy producer names": st.ConnectBusy, "connect timeouts": st.ConnectTimeouts,
 		"abandoned producers closed": st.AbandonedClosed, "failed reads": st.ReadFails,
 		"failed mark-deletes": st.MarkDeleteFails, "rate waits": st.RateWaits, "rate changes": st.RateChanges, "full windows": st.WindowFull,
-		"slow receipts": st.SlowAcks, "late receipt copies": st.StaleAckCopies})
+		"slow receipts": st.SlowAcks, "late receipt copies": st.StaleAckCopies, "entries read past the TTL": st.Expired})
 }
 
 // TestSimDeterministic replays seeds and requires identical traces.
@@ -990,4 +1007,5 @@ var simMutants = []sim.Mutant[Mutation]{
 	{Name: "a producer of an abandoned epoch left open (apache/pulsar#5104)", Mut: Mutation{KeepAbandonedProducer: true}},
 	{Name: "reads past the window", Mut: Mutation{ReadPastWindow: true}},
 	{Name: "reads past the dispatch rate", Mut: Mutation{RateIgnored: true}},
+	{Name: "entries past the message TTL sent", Mut: Mutation{TTLIgnored: true}},
 }

@@ -169,10 +169,11 @@ const (
 	FilteredMarker                    // a marker that is not replicated (1(c): only 10, 11, 13, with replicated subscriptions on)
 	FilteredReplicated                // replicated_from is set: it came from another cluster (no loops)
 	FilteredReplicateTo               // its replicate_to does not name the remote cluster
+	FilteredExpired                   // older than the namespace's message TTL when read (Config.MessageTTLMs)
 	numReasons
 )
 
-var reasonNames = []string{"replicate", "corrupt", "txn", "marker", "replicated", "replicate-to"}
+var reasonNames = []string{"replicate", "corrupt", "txn", "marker", "replicated", "replicate-to", "expired"}
 
 func (r Reason) String() string { return fsm.Name(reasonNames, r, "Reason") }
 
@@ -214,6 +215,10 @@ type Config struct {
 	ReplicatedSubscriptions bool
 	// RateMsgs and RateBytes are the replicator dispatch rate per second (0: off).
 	RateMsgs, RateBytes int64
+	// MessageTTLMs is the namespace's message TTL (0: none): an entry read more than this
+	// after its publish time is not replicated (Pulsar's msgRateExpired), as the other
+	// filters, after them.
+	MessageTTLMs int64
 	// Reconnect is the backoff between attempts to connect the remote producer (zero: 100 ms
 	// doubling to 60 s, as Pulsar); its Rand is the jitter source (seeded in simulations).
 	Reconnect backoff.Policy
@@ -270,6 +275,7 @@ type Mutation struct {
 	KeepAbandonedProducer bool
 	ReadPastWindow        bool // reads ignore the window's bound
 	RateIgnored           bool // reads ignore the dispatch rate
+	TTLIgnored            bool // entries past the message TTL are sent
 }
 
 // Ticket identifies one send: the producer epoch it was sent under and its number in that
