@@ -112,8 +112,10 @@
 //     replicated_from message replicated back; markers replicated as data,
 //     apache/pulsar#24453);
 //   - R4 the cursor's mark-delete position, in memory and persisted, never passes an entry
-//     that is neither on the remote cluster nor filtered (nor skipped by a forward reset)
-//     (mutation: the cursor advanced on a failed send);
+//     that is neither on the remote cluster nor filtered (nor skipped by a forward reset);
+//     ahead of it, the core counts an entry as acknowledged only if the remote has it, and
+//     its window has no hole (mutations: the cursor advanced on a failed send; a receipt of
+//     an old epoch accepted; a read issued before a reset accepted);
 //   - R5 the window — entries read and not passed by the mark-delete position, among them
 //     the sends in flight — holds at most MaxPending entries, whatever the backlog
 //     (mutation: reads past the window);

@@ -104,7 +104,7 @@ func randomSimParams(s *sim.Sim) simParams {
 		aborted:     share(0.05),
 		maxDelay:    time.Duration(1+r.IntN(5)) * time.Millisecond,
 		slowAck:     share(0.2),
-		staleAck:    share(0.3),
+		staleAck:    share(0.5),
 		sendFail:    share(0.08),
 		slowConnect: share(0.3),
 		readFail:    share(0.1),
@@ -857,6 +857,21 @@ func (w *simWorld) check(inc *simInc) {
 		w.failf("R5: %d in flight and %d held, window %d", c.InFlight(), c.Held(), w.p.maxPending)
 	}
 	w.checkCovered("in-memory mark-delete", simIndex(c.MarkDelete()))
+	// R4 ahead of the mark-delete position: the core counts an entry as acknowledged only
+	// if the remote cluster has it.
+	next := simIndex(c.MarkDelete()) + 1
+	for _, sl := range c.win {
+		if j := simIndex(sl.e.Pos); j != next {
+			// A hole: the mark-delete position would pass entry next unsent.
+			w.failf("R4: the window skips entry %d (holds %d after %d)", next, j, next-1)
+			return
+		}
+		next++
+		if j := simIndex(sl.e.Pos); sl.st == slotAcked && w.remote.count[j] == 0 && !w.skipped[j] && !w.readExpired[j] {
+			w.failf("R4: the core counts entry %d as on the remote cluster, which does not have it", j)
+			return
+		}
+	}
 	if w.mut == (Mutation{}) {
 		if err := c.invariantErr(); err != nil {
 			w.failf("core: %v (%v)", err, c)
