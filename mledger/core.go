@@ -130,8 +130,8 @@ type mutation struct {
 	deleteLostRolloverAtOnce bool
 	// deleteCursorSwitchAtOnce: the same for a cursor's switch to a new cursor ledger.
 	deleteCursorSwitchAtOnce bool
-	// Offload (TS1–TS4): the bookie copy of a ledger is deleted once an attempt is recorded,
-	// before it is complete (TS1).
+	// Offload (TS1–TS3): the bookie copy of a ledger is deleted as soon as an attempt is
+	// recorded and its upload starts, before it is complete (TS1).
 	deleteBookieBeforeComplete bool
 	// offloadCompleteEarly: an attempt is recorded complete as soon as its upload starts,
 	// before its last block and index are written (TS2).

@@ -44,6 +44,13 @@
 // Ports run their blocking work on their own goroutines (AsyncStore, BookieLedgers spawn one
 // per call and wait for them in Close); ledger.Handle runs its own owner goroutine.
 //
+// Offloader calls (tiered storage) run on goroutines the owner spawns per call (asyncOffloader,
+// offload_adapter.go), never on the owner: at most one upload per managed ledger (cancelled at
+// close, on fencing and when its ledger is trimmed), plus reads and deletes of offloaded
+// objects (bounded by a timeout). Their completions post closures like the other ports', and
+// Close waits for them. An upload reads the ledger's entries through Ledgers.Read from its own
+// goroutine.
+//
 // The simulation tests drive the same core on the simulator's single goroutine, with the
 // completions of seeded, adversarial ports.
 //
@@ -66,9 +73,16 @@
 //     the same checks plus L1/L2 across the layers.
 //   - TestSimCatchesMutations, TestWorldCatchesMutations: each upstream bug, put back in the
 //     core (mutation), is caught by some seed.
+//   - TestSimOffload (sim_offload_test.go): TestSim's world with tiered storage — an in-memory
+//     object store that is slow, fails uploads mid-way, fails reads, fails deletes (some
+//     applied later anyway), and owners that crash in the middle of an upload — checking
+//     TS1–TS4 besides everything TestSim checks; TestSimOffloadCatchesMutations: the bookie
+//     copy deleted before the offload is complete, an offload recorded complete before its
+//     last block and index, a retry reusing a failed attempt's prefix, a trim deleting the
+//     objects before the record drops the ledger, an orphan cleared without its objects.
 //
-// CI runs 1,000 seeds of TestSim and 500 of TestWorld (about 20 s and 15 s with -race on two
-// cores). Replay a failing seed with `go test ./mledger -run '^TestSim$' -seed S -v` (the
+// CI runs 1,000 seeds of TestSim, 500 of TestWorld and 50 of TestSimOffload (about 20 s, 15 s
+// and 2 s with -race on two cores; the offload mutations take about 3 s more). Replay a failing seed with `go test ./mledger -run '^TestSim$' -seed S -v` (the
 // failure prints the command). A long run, without -race (≈ 500 TestSim seeds/s on one core):
 //
 //	go test ./mledger -run '^(TestSim|TestWorld)$' -seeds 1000000 -timeout 0
@@ -139,6 +153,19 @@
 //     acknowledged.
 //   - MD1 A cursor's persisted mark-delete position never moves backwards, is never ahead of
 //     its in-memory one, and is durable (recovery finds at least it).
+//   - TS1 Every entry of every ledger in the record is readable from a complete copy: the
+//     bookie ledger, or a complete offloaded copy. The bookie copy is deleted only once the
+//     offloaded copy is recorded complete (and after the deletion lag); a trim drops a ledger
+//     from the record before deleting either copy.
+//   - TS2 A copy the record says complete has its index and every entry, with the ledger's
+//     bytes, as long as the record names it: Complete is recorded only after the upload
+//     returned, and attempts never share objects (a new UUID per attempt), so no late write
+//     or delete of another attempt touches it.
+//   - TS3 No object is left that the record does not name (a trimmed ledger's, a failed or
+//     orphaned attempt's) — unless the owner that had to delete it crashed first, or it was
+//     written by an owner that had lost the record (object stores have no fencing).
+//   - TS4 A read of an offloaded entry returns the ledger's bytes, or fails with
+//     ErrOffloadRead (retryable); it never skips an entry.
 //   - MD2 Cursor-state writes stay within Config.MaxMarkDeleteRate (plus one forced write per
 //     flush period); no state stays held longer than Config.CursorFlushInterval; after a
 //     graceful close the persisted state is the in-memory one.
@@ -167,4 +194,41 @@
 // above Config.RetentionSize (either one; <0 never, 0 at once), at every TrimInterval,
 // after cursor persists and rollovers. SetRetention changes both on a live ledger (the
 // broker's retention policy) and trims under the new values.
+//
+// # Offload (tiered storage)
+//
+// With Config.Offloader set, closed ledgers are copied to an object store and read back
+// transparently (Pulsar's tiered storage). Each ledger's state is its OffloadContext in the
+// record (Pulsar's MLDataFormats OffloadContext): the attempt's UUID, complete, bookkeeper-
+// deleted, the driver and its metadata, timestamps. A record with an offload context is written
+// as format 2, which binaries without offload refuse instead of dropping the state.
+//
+// The owner runs one offload step at a time (offload.go, offloadPhase), chosen in this order
+// whenever it may start (at open, after every rollover, on the trim tick, on a request, after
+// every step; never while Opening, Terminating, Closing or Fenced, and never on a record it
+// does not own):
+//
+//  1. an orphan attempt (recorded, not complete: a crash, a failed or cancelled upload):
+//     delete its objects, then clear it from the record;
+//  2. a complete copy whose deletion lag (OffloadPolicy.DeletionLag, from its completion) has
+//     passed: delete the bookie ledger, then record BookkeeperDeleted;
+//  3. the oldest closed, non-empty ledger (never the record's last) that the size or age
+//     threshold or a request (ManagedLedger.Offload: every ledger before a position) wants:
+//     record a new attempt (a fresh UUID) BEFORE the upload, upload it (Offloader.Offload:
+//     data blocks and index), then record it complete.
+//
+// A failed step waits a backoff (RetryBackoff doubling, at most TrimInterval) before the next
+// one; a request fails (OffloadStatus ERROR). A completion is tagged with its step and checked
+// against the record: an upload whose ledger was trimmed (the trim cancels it) or whose
+// attempt the record no longer names deletes its own objects; one that is stale for another
+// reason (close, fencing) leaves them to whoever owns the record, as an orphan. A trim drops
+// ledgers from the record first, then deletes their bookie ledgers and objects; Delete deletes
+// every ledger's objects after the record. A crash at any step so leaves the bookie copy or a
+// complete recorded copy, never neither (TS1).
+//
+// Reads: an entry of a ledger whose bookie copy is deleted is read from the object store, as
+// is one whose copy is complete under ReadTieredStorageFirst; with ReadBookkeeperFirst (the
+// zero value) the bookies serve while they have the ledger, and a read that finds it deleted
+// falls back to the object store. An object-store failure fails the read with ErrOffloadRead;
+// callers back off and retry as for bookie read failures (the broker's dispatcher does).
 package mledger

@@ -220,9 +220,11 @@ func (c *core) newAttempt(id int64) string {
 	return c.uuidGen()
 }
 
-// offloadActive reports whether the state lets offload steps start.
+// offloadActive reports whether the state lets offload steps start. Steps act only on a
+// record we own: once a write finds another owner's record (the metadata writer is fenced,
+// the state follows in the same step), the attempts it names are that owner's business.
 func (c *core) offloadActive() bool {
-	if c.off.port == nil || c.ml == nil {
+	if c.off.port == nil || c.ml == nil || c.ml.fenced != nil || c.info() == nil || c.info().Owner != c.token {
 		return false
 	}
 	switch c.state {
@@ -256,10 +258,6 @@ func (c *core) offloadStep() {
 	if lag := o.policy.DeletionLag; lag >= 0 {
 		for _, l := range in.Ledgers {
 			oc := l.Offload
-			if c.mut.deleteBookieBeforeComplete && oc != nil && !oc.BookkeeperDeleted {
-				c.offloadDeleteBookie(l) // on purpose: the attempt is not complete yet
-				return
-			}
 			if oc != nil && oc.Complete && !oc.BookkeeperDeleted && !now.Before(time.UnixMilli(oc.Timestamp).Add(lag)) {
 				c.offloadDeleteBookie(l)
 				return
@@ -327,6 +325,7 @@ func (c *core) offloadStart(l LedgerInfo) {
 		li.Offload = &OffloadContext{UUID: op.uuid, Started: now, Driver: driver}
 		return nil
 	}, done: func(err error) {
+		defer c.maybeFinishClose()
 		if c.off.op != op {
 			return
 		}
@@ -361,6 +360,9 @@ func (c *core) offloadUpload(op *offloadOp) {
 			c.maybeFinishClose()
 		})
 	})
+	if c.mut.deleteBookieBeforeComplete {
+		c.deleteLedger(l.ID) // on purpose: the attempt is recorded, not complete
+	}
 	if c.mut.offloadCompleteEarly {
 		c.offloadRecordComplete(op, l, nil) // on purpose: before the upload reported
 	}
@@ -411,6 +413,7 @@ func (c *core) offloadRecordComplete(op *offloadOp, l LedgerInfo, meta map[strin
 		in.Ledgers[i].Offload = oc
 		return nil
 	}, done: func(err error) {
+		defer c.maybeFinishClose()
 		if err != nil {
 			c.offloadDropUnnamed(op, meta)
 		}
@@ -453,7 +456,8 @@ func (c *core) offloadDropUnnamed(op *offloadOp, meta map[string]string) {
 }
 
 // deleteOffloaded deletes an attempt's objects that the record no longer names (trim,
-// delete), retrying failures with backoff until it succeeds or the managed ledger closes.
+// delete), retrying failures with backoff up to 10 times (Close waits for it); after that the
+// objects leak, with a warning.
 func (c *core) deleteOffloaded(ref OffloadedLedger, done func(error)) {
 	if c.off.port == nil {
 		c.log.Warn("offloaded ledger dropped with no offloader configured: its objects leak", "ledger", ref.LedgerID, "uuid", ref.UUID)
@@ -473,7 +477,7 @@ func (c *core) deleteOffloaded(ref OffloadedLedger, done func(error)) {
 				if err != nil {
 					c.off.count.Errors++
 					fails++
-					if c.state != StateClosing && c.state != StateClosed && fails < 10 {
+					if fails < 10 {
 						c.pending++ // Close waits for the retry
 						c.env.after(c.backoff(fails), "offload.delete.retry", func() {
 							c.pending--
@@ -517,6 +521,7 @@ func (c *core) offloadClean(l LedgerInfo) {
 			in.Ledgers[i].Offload = nil
 			return nil
 		}, done: func(err error) {
+			defer c.maybeFinishClose()
 			if c.off.op != op {
 				return
 			}
@@ -583,10 +588,10 @@ func (c *core) offloadDeleteBookie(l LedgerInfo) {
 				}
 				oc = oc.clone()
 				oc.BookkeeperDeleted = true
-				oc.Complete = true // only a mutation deletes an incomplete copy's bookie ledger
 				in.Ledgers[i].Offload = oc
 				return nil
 			}, done: func(err error) {
+				defer c.maybeFinishClose()
 				if c.off.op != op {
 					return
 				}

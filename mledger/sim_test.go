@@ -188,13 +188,27 @@ type world struct {
 	lateNext int
 
 	stats simStats
+
+	// off is the offload simulation (sim_offload_test.go); nil: offload off.
+	off *simOffload
+	// crash crashes the current owner (it restarts shortly after); set by run.
+	crash func()
 }
 
 type simStats struct {
 	Acked, Failed, Terminated, Crashes, Zombies, Fenced, Rollovers, Trims, ReopenReads, CursorReads int
+	// Offload (TestSimOffload only).
+	Offloaded, BookieDeletes, OffloadReads, OffloadReadFails, UploadFails, UploadCrashes, OrphansCleaned,
+	OffloadedTrims, LateDeletes int
 }
 
 func newWorld(seed int64, mut mutation, verbose bool) *world {
+	return newWorldWith(seed, mut, verbose, false)
+}
+
+// newWorldWith is newWorld with the offload simulation on (offload: its parameters are drawn
+// after the others, so the seeds of TestSim are unchanged).
+func newWorldWith(seed int64, mut mutation, verbose, offload bool) *world {
 	s := sim.New(seed)
 	s.Verbose = verbose
 	w := &world{s: s, mut: mut, start: time.Unix(1_700_000_000, 0), byPayload: map[string]*simAdd{},
@@ -210,6 +224,9 @@ func newWorld(seed int64, mut mutation, verbose bool) *world {
 		w.cfg.RetentionTime, w.cfg.RetentionSize = -1, -1
 	}
 	w.cfg.MaxMarkDeleteRate, w.cfg.CursorFlushInterval = w.p.mdRate, w.p.flushEvery
+	if offload {
+		newSimOffload(w)
+	}
 	return w
 }
 
@@ -255,6 +272,9 @@ func (w *world) newCore(onOpen func(*simCore, error)) *simCore {
 		fmt.Sprintf("owner%d", sc.id), nil)
 	sc.c.mut = w.mut
 	sc.c.trace = w.s.Tracef
+	if w.off != nil {
+		w.off.attach(sc)
+	}
 	sc.c.hooks = hooks{
 		transition: func(from, to State) {
 			if from == StateTerminating || from == StateTerminated {
@@ -378,6 +398,9 @@ func (w *world) onMetaChange(by *simCore, key string, oldV, newV []byte) {
 			for _, l := range old.Ledgers {
 				w.removedBy[l.ID] = by
 			}
+			if w.off != nil {
+				w.off.onRecordChange(by, old, nil)
+			}
 		}
 		return
 	}
@@ -404,6 +427,9 @@ func (w *world) onMetaChange(by *simCore, key string, oldV, newV []byte) {
 	old, err := decodeInfo(oldV)
 	if err != nil {
 		return
+	}
+	if w.off != nil {
+		w.off.onRecordChange(by, old, nw)
 	}
 	first := int64(-1)
 	if len(nw.Ledgers) > 0 {
@@ -514,10 +540,11 @@ func (w *world) check() {
 		return
 	}
 	for _, l := range in.Ledgers {
-		if sl := w.bk.ls[l.ID]; sl == nil || sl.deleted {
-			w.failf("record names ledger %d, which is deleted", l.ID)
+		if sl := w.bk.ls[l.ID]; (sl == nil || sl.deleted) && !w.offloadedCopy(l) {
+			w.failf("record names ledger %d, which is deleted (and has no complete offloaded copy)", l.ID)
 		}
 	}
+	w.checkOffload(in)
 	prefix := metadata.ManagedCursorPrefix(simML)
 	for k := range w.ms.kv {
 		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
@@ -548,6 +575,9 @@ func (w *world) check() {
 			continue
 		}
 		sl := w.bk.ls[a.pos.LedgerID]
+		if sl.deleted {
+			continue // offloaded: checkOffload compares its offloaded copy with the ledger's entries
+		}
 		if a.pos.EntryID > sl.end() || string(sl.data[a.pos.EntryID]) != string(a.payload) {
 			w.failf("add %d confirmed at %v is not durable there (end %d)", a.id, a.pos, sl.end())
 		}
@@ -852,20 +882,24 @@ func (w *world) run() error {
 		}
 		w.s.After(p.terminateAt, "client.terminate", term)
 	}
+	w.crash = func() {
+		old := w.owner
+		if !old.alive || w.ended {
+			return
+		}
+		old.alive = false
+		w.stats.Crashes++
+		w.s.Tracef("core %d crashes", old.id)
+		if md, ok := w.durableCursorMD(metadata.ManagedCursorKey(simML, "sub")); ok {
+			w.durableAtCrash = &md
+		}
+		w.s.After(w.s.Between(0, 10*time.Millisecond), "restart", func() { w.newCore(onOpen) })
+	}
 	for i := 0; i < p.crashes; i++ {
-		w.s.After(w.s.Between(0, p.addWindow), "crash", func() {
-			old := w.owner
-			if !old.alive || w.ended {
-				return
-			}
-			old.alive = false
-			w.stats.Crashes++
-			w.s.Tracef("core %d crashes", old.id)
-			if md, ok := w.durableCursorMD(metadata.ManagedCursorKey(simML, "sub")); ok {
-				w.durableAtCrash = &md
-			}
-			w.s.After(w.s.Between(0, 10*time.Millisecond), "restart", func() { w.newCore(onOpen) })
-		})
+		w.s.After(w.s.Between(0, p.addWindow), "crash", w.crash)
+	}
+	if w.off != nil {
+		w.off.schedule()
 	}
 	if p.zombie {
 		w.s.After(w.s.Between(0, p.addWindow), "zombie", func() {
@@ -947,6 +981,9 @@ func (w *world) finish() error {
 		w.failf("final core did not close (state %v, open %v)", final.c.state, final.opened)
 	}
 	w.checkLeaks()
+	if w.off != nil {
+		w.off.checkBlobLeaks()
+	}
 	return w.err
 }
 
