@@ -154,6 +154,25 @@ func TestOperations(t *testing.T) {
 			"GET", "/admin/v2/brokers/c1/b:8080/ownedNamespaces", "", `{}`},
 		{"health", func() error { return c.Health(ctx) }, "GET", "/admin/v2/brokers/health", "", "ok"},
 		{"cluster", func() error { var v api.ClusterData; return c.Cluster(ctx, "c1", &v) }, "GET", "/admin/v2/clusters/c1", "", `{}`},
+		{"create cluster", func() error {
+			return c.CreateCluster(ctx, "c2", api.ClusterData{ServiceURL: "http://c2:8080", BrokerServiceURL: "pulsar://c2:6650"})
+		}, "PUT", "/admin/v2/clusters/c2",
+			`{"serviceUrl":"http://c2:8080","brokerServiceUrl":"pulsar://c2:6650","brokerClientTlsEnabled":false,` +
+				`"tlsAllowInsecureConnection":false,"brokerClientTlsEnabledWithKeyStore":false}`, ""},
+		{"update cluster", func() error { return c.UpdateCluster(ctx, "c2", api.ClusterData{BrokerClientTLSEnabled: true}) },
+			"POST", "/admin/v2/clusters/c2",
+			`{"brokerClientTlsEnabled":true,"tlsAllowInsecureConnection":false,"brokerClientTlsEnabledWithKeyStore":false}`, ""},
+		{"delete cluster", func() error { return c.DeleteCluster(ctx, "c2") }, "DELETE", "/admin/v2/clusters/c2", "", ""},
+		{"namespace replication", func() error { _, err := c.NamespaceReplicationClusters(ctx, "t1/ns"); return err },
+			"GET", "/admin/v2/namespaces/t1/ns/replication", "", `["c1"]`},
+		{"set namespace replication", func() error { return c.SetNamespaceReplicationClusters(ctx, "t1/ns", []string{"c1", "c2"}) },
+			"POST", "/admin/v2/namespaces/t1/ns/replication", `["c1","c2"]`, ""},
+		{"topic replication applied", func() error { _, err := c.TopicReplicationClusters(ctx, "t1/ns/x", true); return err },
+			"GET", "/admin/v2/persistent/t1/ns/x/replication?applied=true", "", `null`},
+		{"set topic replication", func() error { return c.SetTopicReplicationClusters(ctx, "t1/ns/x", []string{"c1"}) },
+			"POST", "/admin/v2/persistent/t1/ns/x/replication", `["c1"]`, ""},
+		{"remove topic replication", func() error { return c.RemoveTopicReplicationClusters(ctx, "t1/ns/x") },
+			"DELETE", "/admin/v2/persistent/t1/ns/x/replication", "", ""},
 		{"coordinator stats", func() error { var v any; return c.CoordinatorStats(ctx, 3, &v) },
 			"GET", "/admin/v3/transactions/coordinatorStats?coordinatorId=3", "", `{}`},
 		{"txn metadata", func() error { var v any; return c.TransactionMetadata(ctx, TxnID{1, 2}, &v) },
@@ -238,6 +257,10 @@ func TestErrors(t *testing.T) {
 		func() error { return c.DeleteNamespace(context.Background(), "no-slash", false) },
 		func() error { return c.CreateTopic(context.Background(), "a/b/c/d/e") },
 		func() error { return c.DeleteScalableTopic(context.Background(), "persistent://t/ns/x") },
+		func() error { return c.CreateCluster(context.Background(), "bad/cluster", api.ClusterData{}) },
+		func() error {
+			return c.SetNamespaceReplicationClusters(context.Background(), "no-slash", []string{"a"})
+		},
 	} {
 		if err := call(); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("invalid name: %v", err)

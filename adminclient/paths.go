@@ -154,6 +154,19 @@ func ClustersPath() Path { return v2("clusters") }
 // ClusterPath is /admin/v2/clusters/{cluster}.
 func ClusterPath(cluster string) Path { return v2("clusters", cluster) }
 
+// NamespaceReplicationPath is /admin/v2/namespaces/{tenant}/{ns}/replication: a namespace's
+// replication clusters.
+func NamespaceReplicationPath(namespace string) (Path, error) {
+	p, err := NamespacePath(namespace)
+	return p.Sub("replication"), err
+}
+
+// TopicReplicationPath is a topic's /replication: its own replication clusters.
+func TopicReplicationPath(topic string) (Path, error) {
+	p, err := TopicPath(topic)
+	return p.Sub("replication"), err
+}
+
 // BrokersPath is /admin/v2/brokers.
 func BrokersPath() Path { return v2("brokers") }
 

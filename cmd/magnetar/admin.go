@@ -24,10 +24,13 @@ func init() { register(newAdminCmd) }
 // adminclient) built from them.
 type adminClient struct {
 	base string // http://host:port
-	out  outputFlag
-	sec  clientSecurity
-	conf string // --config (client.conf)
-	c    *adminclient.Client
+	// adminURL (--admin-url, pulsar-admin's name) overrides base: the one way to name the
+	// broker for a command whose own --url is a record's (ownFlagsAnnotation).
+	adminURL string
+	out      outputFlag
+	sec      clientSecurity
+	conf     string // --config (client.conf)
+	c        *adminclient.Client
 }
 
 func (a *adminClient) check() error {
@@ -120,8 +123,17 @@ func newAdminCmd() *cobra.Command {
 	a := &adminClient{}
 	c := group("admin", "Administer tenants, namespaces, topics and subscriptions over the admin REST API")
 	c.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		if _, err := applyConfig(cmd, a.conf, clientKeys("webServiceUrl")); err != nil {
+		if _, own := cmd.Annotations[ownFlagsAnnotation]; own {
+			// The command's own --url, --auth-plugin... are the record's: the config file
+			// sets the admin client's flags, not those.
+			if err := applyConfigTo(c.PersistentFlags(), a.conf, clientKeys("webServiceUrl")); err != nil {
+				return err
+			}
+		} else if _, err := applyConfig(cmd, a.conf, clientKeys("webServiceUrl")); err != nil {
 			return err
+		}
+		if a.adminURL != "" {
+			a.base = a.adminURL
 		}
 		if err := a.check(); err != nil {
 			return err
@@ -131,6 +143,7 @@ func newAdminCmd() *cobra.Command {
 		return err
 	}
 	c.PersistentFlags().StringVar(&a.base, "url", "http://127.0.0.1:8080", "admin REST base URL of a broker (http:// or https://)")
+	c.PersistentFlags().StringVar(&a.adminURL, "admin-url", "", "the same as --url (pulsar-admin's name; the one clusters create|update take)")
 	c.PersistentFlags().StringVar(&a.conf, "config", "", "client.conf-style file (webServiceUrl, authPlugin, authParams, tls...; flags override it)")
 	a.sec.add(c.PersistentFlags())
 	c.PersistentFlags().StringVarP(&a.out.format, "output", "o", "text", "output format: text or json")
@@ -283,8 +296,9 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 		}),
 	)
 	c.AddCommand(permissionCmds(a, "namespace")...)
-	c.AddCommand(namespaceBundleCmds(a)...)   // admin_cluster.go
-	c.AddCommand(policyCommands(a, false)...) // admin_policies.go
+	c.AddCommand(namespaceBundleCmds(a)...)      // admin_cluster.go
+	c.AddCommand(namespaceReplicationCmds(a)...) // admin_replication.go
+	c.AddCommand(policyCommands(a, false)...)    // admin_policies.go
 	return c
 }
 
@@ -426,6 +440,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 	c.AddCommand(newAdminInspectCmds(a)...)
 	c.AddCommand(permissionCmds(a, "topic")...)
 	c.AddCommand(topicBundleCmd(a))          // admin_cluster.go
+	c.AddCommand(topicReplicationCmds(a)...) // admin_replication.go
 	c.AddCommand(policyCommands(a, true)...) // admin_policies.go
 	return c
 }

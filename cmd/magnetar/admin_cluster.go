@@ -8,8 +8,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The admin commands of a cluster of brokers: brokers, clusters and namespace bundles
-// (Pulsar's brokers, clusters and namespace bundle resources; package adminclient).
+// The admin commands of a cluster of brokers: brokers and namespace bundles (Pulsar's
+// brokers and namespace bundle resources; package adminclient). The clusters commands are
+// in admin_replication.go.
 
 // getJSON builds a command with n arguments that shows what read(args) answers.
 func (a *adminClient) getJSON(use, short string, n int, read func(ctx context.Context, args []string, out any) error) *cobra.Command {
@@ -50,17 +51,6 @@ func newAdminBrokersCmd(a *adminClient) *cobra.Command {
 			sub.Args = cobra.MaximumNArgs(1)
 		}
 	}
-	return c
-}
-
-func newAdminClustersCmd(a *adminClient) *cobra.Command {
-	c := group("clusters", "List clusters and show a cluster's record")
-	c.AddCommand(
-		a.getJSON("list", "List the clusters", 0, func(ctx context.Context, _ []string, out any) error { return a.c.Clusters(ctx, out) }),
-		a.getJSON("get CLUSTER", "Show a cluster's service URLs", 1, func(ctx context.Context, args []string, out any) error {
-			return a.c.Cluster(ctx, args[0], out)
-		}),
-	)
 	return c
 }
 

@@ -24,6 +24,8 @@ func TestAdminRequests(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		case strings.HasSuffix(r.URL.Path, "/bundle"):
 			io.WriteString(w, "0x00000000_0x40000000")
+		case strings.HasSuffix(r.URL.Path, "/replication"):
+			io.WriteString(w, `["a","b"]`)
 		default:
 			io.WriteString(w, `{"b":1,"a":[2]}`)
 		}
@@ -65,6 +67,12 @@ func TestAdminRequests(t *testing.T) {
 		{[]string{"transactions", "coordinator-stats", "-c", "2"}, `GET /admin/v3/transactions/coordinatorStats?coordinatorId=2 `, ""},
 		{[]string{"brokers", "owned-namespaces", "c1", "b:8080"}, `GET /admin/v2/brokers/c1/b:8080/ownedNamespaces `, ""},
 		{[]string{"clusters", "get", "c1"}, `GET /admin/v2/clusters/c1 `, ""},
+		{[]string{"clusters", "delete", "c1"}, `DELETE /admin/v2/clusters/c1 `, "deleted cluster c1"},
+		{[]string{"namespaces", "set-clusters", "acme/ns", "--clusters", "a,b"}, `POST /admin/v2/namespaces/acme/ns/replication ["a","b"]`, ""},
+		{[]string{"namespaces", "get-clusters", "acme/ns"}, `GET /admin/v2/namespaces/acme/ns/replication `, "b"},
+		{[]string{"topics", "set-replication-clusters", "acme/ns/t", "-c", "a"}, `POST /admin/v2/persistent/acme/ns/t/replication ["a"]`, ""},
+		{[]string{"topics", "get-replication-clusters", "acme/ns/t", "--applied"}, `GET /admin/v2/persistent/acme/ns/t/replication?applied=true `, ""},
+		{[]string{"topics", "remove-replication-clusters", "acme/ns/t"}, `DELETE /admin/v2/persistent/acme/ns/t/replication `, ""},
 	} {
 		mu.Lock()
 		got = nil
