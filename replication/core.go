@@ -166,8 +166,9 @@ func (c *Core) Start(now int64) {
 	c.connect()
 }
 
-// SetRate sets the replicator dispatch rate (0: off) from now on.
+// SetRate sets the replicator dispatch rate (0: off) from now on (a policy update).
 func (c *Core) SetRate(msgs, bytes int64) {
+	c.cfg.RateMsgs, c.cfg.RateBytes = msgs, bytes
 	c.rate.set(msgs, bytes, c.now)
 	c.rateAt = 0
 	c.pump()

@@ -18,7 +18,7 @@
 //	...            // the producer connected, on the owner goroutine:
 //	c.ProducerConnected(epoch)
 //	r = c.Ready() // r.Read: read up to r.Read.N entries after r.Read.After
-//	c.ReadDone(r.Read.Tag, entries, nil)
+//	err := c.ReadDone(r.Read.Tag, entries, nil) // an error: the read broke obligation 4 (log it)
 //	r = c.Ready() // r.Sends: publish each on west; r.MarkDelete: filtered entries at the head
 //	c.SendAcked(send.Ticket, dup)
 //	r = c.Ready() // r.MarkDelete: persist the cursor's mark-delete position

@@ -975,7 +975,7 @@ func TestSim(t *testing.T) {
 
 // TestSimDeterministic replays seeds and requires identical traces.
 func TestSimDeterministic(t *testing.T) {
-	sim.CheckDeterministic(t, 20, func(seed int64) *sim.Sim {
+	sim.CheckDeterministic(t, 10, func(seed int64) *sim.Sim {
 		w, _ := runSimSeed(seed, Mutation{}, true)
 		return w.s
 	})
