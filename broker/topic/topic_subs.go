@@ -406,7 +406,8 @@ func (t *Topic) InternalStats(ctx context.Context) (InternalStats, error) {
 		is.TerminatedPosition = ls.Terminated.String()
 	}
 	for _, l := range ls.Ledgers {
-		is.Ledgers = append(is.Ledgers, LedgerStats{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.CTime})
+		is.Ledgers = append(is.Ledgers, LedgerStats{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.CTime,
+			Offloaded: l.Offload != nil && l.Offload.Complete})
 	}
 	if n := len(ls.Ledgers); n > 0 {
 		l := ls.Ledgers[n-1]
