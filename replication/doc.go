@@ -61,7 +61,8 @@
 //     open after a NotAllowedError or a checksum error on a corrupted buffer and its broker
 //     stores the pipelined sends behind the refused one, so the rewound head is then
 //     dropped as a duplicate and lost (apache/pulsar#26113); no replicator can pipeline
-//     sends safely without this rule, and the core ends its epoch on any refusal.
+//     sends safely without this rule, and the core ends its epoch on any refusal
+//     (TestSimRefusalMustEndTheSession shows the loss with a remote that breaks it).
 //  3. Accept a producer of the replicator's name only while no other is open (ProducerBusy
 //     otherwise), so that two sessions' sends never interleave.
 //

@@ -274,6 +274,9 @@ type simWorld struct {
 	// noIdentityCheck turns off the check of a stored message's identity, so that a wrong
 	// identity shows as what it does on the remote (TestSimFreshSequenceStoresDuplicates).
 	noIdentityCheck bool
+	// headOnlyRefusal makes the remote break its contract as Pulsar's does: a refused send
+	// leaves the producer's session open (TestSimRefusalMustEndTheSession).
+	headOnlyRefusal bool
 	err             error
 	stats           simStats
 }
@@ -584,9 +587,11 @@ func (w *simWorld) arrive(sess *simSession, snd Send, i int) {
 	rm := &w.remote
 	if !w.quiesce && w.s.Chance(w.p.sendFail) {
 		w.stats.Refusals++
-		w.s.Tracef("  remote: refuses %d and ends the producer's session", i)
+		w.s.Tracef("  remote: refuses %d (ends the session: %v)", i, !w.headOnlyRefusal)
 		w.receipt(sess, snd.Ticket, i, false, true)
-		w.dropSession("the remote closed the producer after the refusal")
+		if !w.headOnlyRefusal {
+			w.dropSession("the remote closed the producer after the refusal")
+		}
 		return
 	}
 	e := w.log[i]
@@ -1004,6 +1009,25 @@ func TestSimFreshSequenceStoresDuplicates(t *testing.T) {
 		w := newSimWorld(seed, Mutation{FreshSequenceOnResend: true}, false)
 		w.noIdentityCheck = true
 		if err := w.run(); err != nil && strings.Contains(err.Error(), "times on the remote cluster") {
+			return err
+		}
+		return nil
+	})
+}
+
+// TestSimRefusalMustEndTheSession shows that the remote side's contract (doc.go: a refused
+// send ends the producer's session) is needed: with a remote that, as Pulsar's broker and
+// client do for a NotAllowedError, keeps the session open and stores the sends pipelined
+// behind the refused one, the correct core loses the refused entry — its re-send is
+// answered as a duplicate (apache/pulsar#26113).
+func TestSimRefusalMustEndTheSession(t *testing.T) {
+	if flags.Replaying() {
+		t.Skip("replaying one seed")
+	}
+	sim.CatchMutation(t, "a remote that keeps the session open after a refusal", 3000, func(seed int64) error {
+		w := newSimWorld(seed, Mutation{}, false)
+		w.headOnlyRefusal = true
+		if err := w.run(); err != nil && strings.Contains(err.Error(), "R4") {
 			return err
 		}
 		return nil
