@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // memOffloader is a thread-safe in-memory Offloader for tests of the public API: an attempt's
@@ -19,6 +21,9 @@ type memOffloader struct {
 	reads     int
 	failReads bool
 	uploads   int
+	// stuck, when set, makes Offload write the first entry, tell stuck, and wait for its
+	// ctx (an upload in progress when the owner goes away).
+	stuck chan blobKey
 }
 
 func newMemOffloader() *memOffloader { return &memOffloader{blobs: map[blobKey][][]byte{}} }
@@ -35,9 +40,25 @@ func (o *memOffloader) Offload(ctx context.Context, req OffloadRequest, r EntryR
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	key := blobKey{req.LedgerID, req.UUID}
+	if o.stuck != nil {
+		o.blobs[key] = d[:1]
+		o.stuck <- key
+		o.mu.Unlock()
+		<-ctx.Done()
+		o.mu.Lock()
+		return nil, ctx.Err()
+	}
 	o.uploads++
-	o.blobs[blobKey{req.LedgerID, req.UUID}] = d
+	o.blobs[key] = d
 	return map[string]string{"driver": "mem"}, nil
+}
+
+func (o *memOffloader) has(k blobKey) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.blobs[k]
+	return ok
 }
 
 func (o *memOffloader) ReadOffloaded(_ context.Context, l OffloadedLedger, first, last int64) ([][]byte, error) {
@@ -65,6 +86,22 @@ func (o *memOffloader) stats() (blobs, reads int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.blobs), o.reads
+}
+
+// storedRecord returns managed ledger name's record as stored.
+func storedRecord(t *testing.T, ms *memMeta, name string) *Info {
+	t.Helper()
+	ms.mu.Lock()
+	e, ok := ms.kv[metadata.ManagedLedgerKey(name)]
+	ms.mu.Unlock()
+	if !ok {
+		t.Fatalf("no record of %s", name)
+	}
+	in, err := decodeInfo(e.value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // waitUntil waits (up to 10 s) for cond, checking it every few milliseconds.
@@ -195,6 +232,61 @@ func TestOffloadRequestAndReads(t *testing.T) {
 	}
 	if blobs, _ := mo.stats(); blobs != 0 {
 		t.Fatalf("%d offloaded ledgers left after Delete", blobs)
+	}
+}
+
+// TestOffloadOrphanCleanedAtOpen: an upload in progress when the owner closes leaves its
+// attempt recorded, incomplete, with a partial object (as a crash would); the next owner
+// deletes that object, clears the attempt and offloads the ledger again under a new UUID,
+// while the bookie copy stays until the new copy is complete.
+func TestOffloadOrphanCleanedAtOpen(t *testing.T) {
+	e := newMemEnv(t)
+	ctx := tctx(t)
+	mo := newMemOffloader()
+	mo.stuck = make(chan blobKey, 1)
+	cfg := memConfig()
+	cfg.MaxEntriesPerLedger = 2
+	cfg.Offloader = mo
+	cfg.Offload = OffloadPolicy{ThresholdBytes: 0, ThresholdAge: -1, DeletionLag: 0}
+	m := mustOpen(t, e.f, "orphan", cfg)
+	ps := addN(t, m, 0, 3)
+	var orphan blobKey
+	select {
+	case orphan = <-mo.stuck:
+	case <-ctx.Done():
+		t.Fatal("no upload started")
+	}
+	if orphan.ledger != ps[0].LedgerID {
+		t.Fatalf("offloading ledger %d, want the oldest, %d", orphan.ledger, ps[0].LedgerID)
+	}
+	if err := m.Close(ctx); err != nil { // cancels the upload
+		t.Fatal(err)
+	}
+	in := storedRecord(t, e.ms, "orphan")
+	if oc := in.Ledgers[0].Offload; oc == nil || oc.UUID != orphan.uuid || oc.Complete {
+		t.Fatalf("after the interrupted upload the record has %+v", oc)
+	}
+	mo.mu.Lock()
+	mo.stuck = nil
+	mo.mu.Unlock()
+	m = mustOpen(t, e.f, "orphan", cfg)
+	waitUntil(t, "the ledger offloaded again", func() bool {
+		st, err := m.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oc := st.Ledgers[0].Offload
+		return oc != nil && oc.BookkeeperDeleted
+	})
+	st, _ := m.Stats(ctx)
+	if oc := st.Ledgers[0].Offload; oc.UUID == orphan.uuid || !mo.has(blobKey{orphan.ledger, oc.UUID}) {
+		t.Fatalf("retried offload %+v (orphan %s)", oc, orphan.uuid)
+	}
+	if mo.has(orphan) {
+		t.Fatal("the orphan attempt's object was not deleted")
+	}
+	if es, err := m.Read(ctx, Earliest, 2); err != nil || len(es) != 2 || string(es[1].Data) != "m-1" {
+		t.Fatalf("read the offloaded ledger: %v %v", es, err)
 	}
 }
 
