@@ -14,6 +14,9 @@ import (
 //
 // Error categories: an error wrapping ErrLedgerFenced means another client recovered the
 // ledger; ErrNoSuchLedger means it does not exist. Anything else is treated as transient.
+//
+// With an Offloader, Read is also called from upload goroutines (EntryReader), concurrently
+// with the owner's calls: implementations must be safe for concurrent use (BookieLedgers is).
 type Ledgers interface {
 	// Create makes a new, empty, writable ledger.
 	Create(cfg LedgerConfig, cb func(Writer, error))
