@@ -33,7 +33,7 @@ func requiredOp(pattern string) api.AdminOp {
 	switch {
 	case path == "/admin/v2/clusters", path == "/admin/v2/brokers/health":
 		return api.OpAuthenticated
-	case path == "/admin/v2/clusters/{cluster}":
+	case path == "/admin/v2/clusters/{cluster}", path == "/admin/v2/clusters/{cluster}/peers":
 		return api.OpSuperUser
 	case path == "/admin/v2/tenants", path == "/admin/v2/tenants/{tenant}" && method != "GET":
 		return api.OpSuperUser

@@ -36,12 +36,16 @@ type ClusterService interface {
 func (h *handler) permissionRoutes(route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
 	if cs, isCS := h.svc.(ClusterService); isCS {
 		route("GET /admin/v2/clusters/{cluster}", func(w http.ResponseWriter, r *http.Request) error {
-			cd, err := cs.Cluster(r.Context(), r.PathValue("cluster"))
+			name, err := checkCluster(r) // replication.go
+			if err != nil {
+				return err
+			}
+			cd, err := cs.Cluster(r.Context(), name)
 			if err != nil {
 				return err
 			}
 			return ok(w, cd)
-		}, func(*http.Request) scope { return scope{} })
+		}, func(r *http.Request) scope { return scope{cluster: r.PathValue("cluster")} })
 	}
 	ps, isPS := h.svc.(PermissionService)
 	if !isPS {

@@ -15,12 +15,15 @@ import (
 //	PUT    /admin/v2/clusters/{cluster}       create; body ClusterData (409 if it exists)
 //	POST   /admin/v2/clusters/{cluster}       replace; body ClusterData (404 if none)
 //	DELETE /admin/v2/clusters/{cluster}       412 "Cluster not empty" while in use
+//	GET    /admin/v2/clusters/{cluster}/peers ["b"]
+//	POST   /admin/v2/clusters/{cluster}/peers ["b"] (412 for itself or a missing cluster)
 type ClusterAdminService interface {
 	ClusterService
 	Clusters(ctx context.Context) ([]string, error)
 	CreateCluster(ctx context.Context, name string, cd api.ClusterData) error
 	UpdateCluster(ctx context.Context, name string, cd api.ClusterData) error
 	DeleteCluster(ctx context.Context, name string) error
+	SetPeerClusters(ctx context.Context, name string, peers []string) error
 }
 
 // ReplicationService is implemented by services that keep replication clusters
@@ -101,6 +104,31 @@ func (h *handler) replicationRoutes(route routeFunc, nsScope, topicScope func(r 
 				return err
 			}
 			if err := cs.DeleteCluster(r.Context(), name); err != nil {
+				return err
+			}
+			return noContent(w)
+		}, clusterScope)
+		route("GET /admin/v2/clusters/{cluster}/peers", func(w http.ResponseWriter, r *http.Request) error {
+			name, err := checkCluster(r)
+			if err != nil {
+				return err
+			}
+			cd, err := cs.Cluster(r.Context(), name)
+			if err != nil {
+				return err
+			}
+			return ok(w, nonNil(cd.PeerClusterNames))
+		}, clusterScope)
+		route("POST /admin/v2/clusters/{cluster}/peers", func(w http.ResponseWriter, r *http.Request) error {
+			name, err := checkCluster(r)
+			if err != nil {
+				return err
+			}
+			var peers []string
+			if _, err := readJSON(r, &peers); err != nil {
+				return err
+			}
+			if err := cs.SetPeerClusters(r.Context(), name, peers); err != nil {
 				return err
 			}
 			return noContent(w)

@@ -37,7 +37,14 @@ func TestClustersAndReplicationAdmin(t *testing.T) {
 		{"GET", c + "/west", "", 200, `"serviceUrl":"http://west:8080"`},
 		{"POST", c + "/west", `{"serviceUrl":"http://west2:8080","brokerServiceUrl":"pulsar://west2:6650"}`, 204, ""},
 		{"GET", c + "/west", "", 200, `"brokerServiceUrl":"pulsar://west2:6650"`},
-		{"PUT", c + "/east", `{"serviceUrl":"http://east:8080","peerClusterNames":["west"]}`, 204, ""},
+		{"PUT", c + "/east", `{"serviceUrl":"http://east:8080"}`, 204, ""},
+		{"POST", c + "/east/peers", `["east"]`, 412, "east itself can't be part of peer-list"},
+		{"POST", c + "/east/peers", `["mars"]`, 412, "Peer cluster mars does not exist"},
+		{"POST", c + "/mars/peers", `[]`, 404, "Cluster does not exist"},
+		{"GET", c + "/east/peers", "", 200, `[]`},
+		{"POST", c + "/east/peers", `["west"]`, 204, ""},
+		{"GET", c + "/east/peers", "", 200, `["west"]`},
+		{"GET", c + "/east", "", 200, `"peerClusterNames":["west"]`},
 
 		// Tenants may allow only known clusters.
 		{"PUT", "/admin/v2/tenants/acme", `{"adminRoles":[],"allowedClusters":["standalone","mars"]}`, 412, "Clusters do not exist"},
@@ -60,6 +67,12 @@ func TestClustersAndReplicationAdmin(t *testing.T) {
 		{"POST", ns + "/replication", `"west"`, 400, "invalid JSON body"},
 		{"POST", "/admin/v2/namespaces/acme/nope/replication", `["standalone"]`, 404, "Namespace does not exist"},
 		{"GET", ns + "/replication", "", 200, `["standalone","west"]`},
+		// The whole-policies POST keeps them if not given and checks them if changed.
+		{"POST", ns, `{"deduplicationEnabled":true}`, 204, ""},
+		{"GET", ns + "/replication", "", 200, `["standalone","west"]`},
+		{"POST", ns, `{"replication_clusters":["west"]}`, 412, "missing local cluster"},
+		{"GET", ns, "", 200, `"replication_clusters":["standalone","west"]`},
+		{"GET", c + "/bad%20name", "", 412, "Cluster name is not valid"},
 
 		// Topic replication clusters.
 		{"GET", tp + "/replication", "", 200, "null"},
@@ -98,6 +111,7 @@ func TestClusterRoutesNeedSuperuser(t *testing.T) {
 		{"PUT /admin/v2/clusters/{cluster}", api.OpSuperUser},
 		{"POST /admin/v2/clusters/{cluster}", api.OpSuperUser},
 		{"DELETE /admin/v2/clusters/{cluster}", api.OpSuperUser},
+		{"POST /admin/v2/clusters/{cluster}/peers", api.OpSuperUser},
 		{"POST /admin/v2/namespaces/{tenant}/{ns}/replication", api.OpTenantAdmin},
 		{"POST /admin/v2/persistent/{tenant}/{ns}/{topic}/replication", api.OpTenantAdmin},
 		{"DELETE /admin/v2/persistent/{tenant}/{ns}/{topic}/replication", api.OpTenantAdmin},

@@ -44,6 +44,23 @@ func (c *Client) DeleteCluster(ctx context.Context, cluster string) error {
 	return c.Do(ctx, "DELETE", p, nil, nil)
 }
 
+// PeerClusters returns a cluster's peer clusters.
+func (c *Client) PeerClusters(ctx context.Context, cluster string) ([]string, error) {
+	if _, err := clusterPath(cluster); err != nil {
+		return nil, err
+	}
+	var l []string
+	return l, c.Get(ctx, PeerClustersPath(cluster), &l)
+}
+
+// SetPeerClusters sets a cluster's peer clusters (each must have a record).
+func (c *Client) SetPeerClusters(ctx context.Context, cluster string, peers []string) error {
+	if _, err := clusterPath(cluster); err != nil {
+		return err
+	}
+	return c.Do(ctx, "POST", PeerClustersPath(cluster), nonNilList(peers), nil)
+}
+
 // NamespaceReplicationClusters returns a namespace's replication clusters.
 func (c *Client) NamespaceReplicationClusters(ctx context.Context, namespace string) ([]string, error) {
 	p, err := NamespaceReplicationPath(namespace)

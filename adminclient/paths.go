@@ -167,6 +167,9 @@ func TopicReplicationPath(topic string) (Path, error) {
 	return p.Sub("replication"), err
 }
 
+// PeerClustersPath is /admin/v2/clusters/{cluster}/peers.
+func PeerClustersPath(cluster string) Path { return ClusterPath(cluster).Sub("peers") }
+
 // BrokersPath is /admin/v2/brokers.
 func BrokersPath() Path { return v2("brokers") }
 

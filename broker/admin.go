@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/topicname"
@@ -58,15 +59,27 @@ func (s *Service) CreateNamespace(ctx context.Context, ns string, p NamespacePol
 	return s.res.CreateNamespace(ctx, ns, p)
 }
 
-// SetNamespacePolicies replaces the policies of namespace "tenant/ns".
+// SetNamespacePolicies replaces the policies of namespace "tenant/ns". Its bundles and,
+// if p has none, its replication clusters are kept; replication clusters p changes are
+// checked as SetNamespaceReplicationClusters checks them.
 func (s *Service) SetNamespacePolicies(ctx context.Context, ns string, p NamespacePolicies) error {
+	old, oldErr := s.res.Namespace(ctx, ns)
 	if _, has := p.Other["bundles"]; !has { // the bundles are kept (split changes them)
-		if old, err := s.res.Namespace(ctx, ns); err == nil && old.Other["bundles"] != nil {
+		if oldErr == nil && old.Other["bundles"] != nil {
 			p.Other = maps.Clone(p.Other)
 			if p.Other == nil {
 				p.Other = map[string]any{}
 			}
 			p.Other["bundles"] = old.Other["bundles"]
+		}
+	}
+	switch {
+	case p.ReplicationClusters == nil && oldErr == nil:
+		p.ReplicationClusters = old.ReplicationClusters
+	case p.ReplicationClusters != nil && (oldErr != nil || !slices.Equal(p.ReplicationClusters, old.ReplicationClusters)):
+		var err error
+		if p, err = s.res.CheckNamespaceReplication(ctx, ns, p); err != nil {
+			return err
 		}
 	}
 	return s.res.SetNamespaceSeen(ctx, ns, p)

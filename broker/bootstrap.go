@@ -83,3 +83,8 @@ func (s *Service) RemoveTopicReplicationClusters(ctx context.Context, topic stri
 	}
 	return s.res.RemoveTopicReplicationClusters(ctx, n)
 }
+
+// SetPeerClusters sets a cluster's peer clusters (resources.Records.SetPeerClusters).
+func (s *Service) SetPeerClusters(ctx context.Context, name string, peers []string) error {
+	return s.res.SetPeerClusters(ctx, name, peers)
+}

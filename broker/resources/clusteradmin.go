@@ -215,3 +215,39 @@ func (r *Records) checkAllowedClusters(ctx context.Context, clusters []string) e
 	}
 	return nil
 }
+
+// SetPeerClusters sets cluster name's peer clusters (PIP-8) as Pulsar's setPeerClusterNames
+// does: the cluster itself or a cluster without a record among them is
+// api.ErrPreconditionFailed and changes nothing; api.ErrClusterNotFound if name has no
+// record.
+func (r *Records) SetPeerClusters(ctx context.Context, name string, peers []string) error {
+	if err := checkClusterName(name); err != nil {
+		return err
+	}
+	var list []string
+	for _, p := range peers {
+		if strings.EqualFold(p, name) {
+			return fmt.Errorf("%w: %s itself can't be part of peer-list", api.ErrPreconditionFailed, name)
+		}
+		if _, err := r.Cluster(ctx, p); errors.Is(err, api.ErrClusterNotFound) {
+			return fmt.Errorf("%w: Peer cluster %s does not exist", api.ErrPreconditionFailed, p)
+		} else if err != nil {
+			return err
+		}
+		if !slices.Contains(list, p) {
+			list = append(list, p)
+		}
+	}
+	kv, err := r.store.Get(ctx, metadata.ClusterKey(name))
+	cd, err := Decode[api.ClusterData](kv, err, api.ErrClusterNotFound, "cluster "+name)
+	if err != nil {
+		return err
+	}
+	cd.PeerClusterNames = list
+	b, _ := json.Marshal(cd)
+	_, err = r.store.Put(ctx, metadata.ClusterKey(name), b, kv.Version)
+	if errors.Is(err, metadata.ErrBadVersion) {
+		return fmt.Errorf("%w: cluster %s changed concurrently", api.ErrServiceNotReady, name)
+	}
+	return err
+}

@@ -78,6 +78,18 @@ func TestClusterRecords(t *testing.T) {
 	if err := r.UpdateCluster(ctx, "east", api.ClusterData{}); !errors.Is(err, api.ErrClusterNotFound) {
 		t.Fatalf("update missing: %v, want ErrClusterNotFound", err)
 	}
+	// Peers: itself or a cluster without a record is refused and changes nothing.
+	for _, peers := range [][]string{{"west"}, {"nowhere"}} {
+		if err := r.SetPeerClusters(ctx, "west", peers); !errors.Is(err, api.ErrPreconditionFailed) {
+			t.Fatalf("SetPeerClusters(%v): %v, want ErrPreconditionFailed", peers, err)
+		}
+	}
+	if err := r.SetPeerClusters(ctx, "nowhere", nil); !errors.Is(err, api.ErrClusterNotFound) {
+		t.Fatalf("SetPeerClusters of a missing cluster: %v", err)
+	}
+	if got, _ := r.Cluster(ctx, "west"); !slices.Equal(got.PeerClusterNames, []string{"east"}) {
+		t.Fatalf("refused peer changes changed the record: %v", got.PeerClusterNames)
+	}
 	if cs, err := r.Clusters(ctx); err != nil || !slices.Equal(cs, []string{"west"}) {
 		t.Fatalf("Clusters = %v, %v", cs, err)
 	}

@@ -1,6 +1,7 @@
 // Package resources is the one typed layer over the broker's records in the metadata
-// store: tenants, namespaces (their policies and permission grants), topics and
-// partitioned topics (Records), and the watched caches that mirror a prefix of the store
+// store: clusters (clusters.go, clusteradmin.go), tenants, namespaces (their policies,
+// permission grants and replication clusters: replication.go), topics and partitioned
+// topics (Records), and the watched caches that mirror a prefix of the store
 // (Cache), so that the rest of the broker asks for "the namespace's policies", never for a
 // key. The keys themselves are built in metadata/keys.go.
 //
@@ -26,6 +27,10 @@
 //   - Every update is a compare-and-swap on the record's version (a create: "must not
 //     exist"); a lost race is api.ErrAlreadyExists, api.ErrServiceNotReady, or retried
 //     (UpdateNamespace).
+//   - A change that names clusters (a tenant's allowed clusters, a replication list, peers)
+//     is checked against the cluster records before it is written, as Pulsar checks it; a
+//     refused change writes nothing. This broker's own cluster counts as known without a
+//     record.
 //   - A Cache holds, once synced, what the store held at the revision of its last listing
 //     plus every later change its watch delivered, in order.
 //

@@ -69,6 +69,17 @@ func newAdminClustersCmd(a *adminClient) *cobra.Command {
 		cmd.Annotations = map[string]string{ownFlagsAnnotation: "true"}
 		return cmd
 	}
+	var peers []string
+	peerSet := leaf("update-peer-clusters CLUSTER", "Set a cluster's peer clusters (--peer-clusters a,b)", 1, func(cmd *cobra.Command, args []string) error {
+		if err := checkTenant(args[0]); err != nil {
+			return err
+		}
+		if err := a.c.SetPeerClusters(cmd.Context(), args[0], peers); err != nil {
+			return err
+		}
+		return a.done(cmd, "updated the peer clusters of "+args[0])
+	})
+	peerSet.Flags().StringSliceVar(&peers, "peer-clusters", nil, "peer clusters (comma-separated; none: no peers)")
 	c.AddCommand(
 		leaf("list", "List the clusters", 0, func(cmd *cobra.Command, _ []string) error {
 			var l []string
@@ -88,6 +99,17 @@ func newAdminClustersCmd(a *adminClient) *cobra.Command {
 			func(a *adminClient, cmd *cobra.Command, name string, cd api.ClusterData) error {
 				return a.c.UpdateCluster(cmd.Context(), name, cd)
 			}),
+		peerSet,
+		leaf("get-peer-clusters CLUSTER", "Show a cluster's peer clusters", 1, func(cmd *cobra.Command, args []string) error {
+			if err := checkTenant(args[0]); err != nil {
+				return err
+			}
+			l, err := a.c.PeerClusters(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.showList(cmd, l)
+		}),
 		leaf("delete CLUSTER", "Delete a cluster's record no tenant or namespace uses", 1, func(cmd *cobra.Command, args []string) error {
 			if err := checkTenant(args[0]); err != nil {
 				return err

@@ -24,7 +24,7 @@ func TestAdminRequests(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		case strings.HasSuffix(r.URL.Path, "/bundle"):
 			io.WriteString(w, "0x00000000_0x40000000")
-		case strings.HasSuffix(r.URL.Path, "/replication"):
+		case strings.HasSuffix(r.URL.Path, "/replication"), strings.HasSuffix(r.URL.Path, "/peers"):
 			io.WriteString(w, `["a","b"]`)
 		default:
 			io.WriteString(w, `{"b":1,"a":[2]}`)
@@ -68,6 +68,8 @@ func TestAdminRequests(t *testing.T) {
 		{[]string{"brokers", "owned-namespaces", "c1", "b:8080"}, `GET /admin/v2/brokers/c1/b:8080/ownedNamespaces `, ""},
 		{[]string{"clusters", "get", "c1"}, `GET /admin/v2/clusters/c1 `, ""},
 		{[]string{"clusters", "delete", "c1"}, `DELETE /admin/v2/clusters/c1 `, "deleted cluster c1"},
+		{[]string{"clusters", "update-peer-clusters", "c1", "--peer-clusters", "c2,c3"}, `POST /admin/v2/clusters/c1/peers ["c2","c3"]`, ""},
+		{[]string{"clusters", "get-peer-clusters", "c1"}, `GET /admin/v2/clusters/c1/peers `, "a"},
 		{[]string{"namespaces", "set-clusters", "acme/ns", "--clusters", "a,b"}, `POST /admin/v2/namespaces/acme/ns/replication ["a","b"]`, ""},
 		{[]string{"namespaces", "get-clusters", "acme/ns"}, `GET /admin/v2/namespaces/acme/ns/replication `, "b"},
 		{[]string{"topics", "set-replication-clusters", "acme/ns/t", "-c", "a"}, `POST /admin/v2/persistent/acme/ns/t/replication ["a"]`, ""},
