@@ -41,6 +41,9 @@ func (c *conn) serve() {
 		if err != nil { // checksum mismatch: the stream is in sync, the frame is refused
 			if f.Cmd.GetType() == pb.BaseCommand_SEND && c.state == connConnected {
 				s := f.Cmd.GetSend()
+				if e := c.producers.get(s.GetProducerId()); e != nil {
+					e.obj.Refused() // a replicator producer's session ends at a refusal
+				}
 				c.Send(wrapSendError(s.GetProducerId(), s.GetSequenceId(), pb.ServerError_ChecksumError, err.Error()))
 				continue
 			}

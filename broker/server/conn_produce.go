@@ -24,6 +24,7 @@ func (c *conn) handleSend(f pulsar.Frame) {
 	}
 	meta := f.Metadata
 	if meta.GetProducerName() == "" || meta.PublishTime == nil {
+		e.obj.Refused() // a replicator producer's session ends at a refusal
 		c.Send(wrapSendError(cmd.GetProducerId(), cmd.GetSequenceId(), pb.ServerError_NotAllowedError,
 			"message metadata without producer name or publish time"))
 		return

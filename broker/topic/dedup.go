@@ -24,6 +24,13 @@ type dedup struct {
 
 type dedupSeqs struct{ persisted, pushed int64 }
 
+// dedupID is what deduplication keys a SEND on: a producer name and the SEND's first and
+// highest sequence ids (topicCore.dedupID).
+type dedupID struct {
+	name    string
+	seq, hi uint64
+}
+
 type dupKind uint8
 
 const (
@@ -59,12 +66,12 @@ func (d *dedup) last(name string) int64 {
 	return -1
 }
 
-func (d *dedup) check(name string, m Message) dupKind {
-	s := d.seqs[name]
+func (d *dedup) check(id dedupID) dupKind {
+	s := d.seqs[id.name]
 	if s == nil {
 		return dupNone
 	}
-	seq := int64(m.SequenceID)
+	seq := int64(id.seq)
 	switch {
 	case seq <= s.persisted:
 		return dupPersisted
@@ -74,14 +81,14 @@ func (d *dedup) check(name string, m Message) dupKind {
 	return dupNone
 }
 
-func (d *dedup) pushed(name string, m Message) {
-	s := d.get(name)
-	s.pushed = max(s.pushed, int64(m.HighestSequenceID))
+func (d *dedup) pushed(id dedupID) {
+	s := d.get(id.name)
+	s.pushed = max(s.pushed, int64(id.hi))
 }
 
-func (d *dedup) persisted(name string, m Message) {
-	s := d.get(name)
-	s.persisted = max(s.persisted, int64(m.HighestSequenceID))
+func (d *dedup) persisted(id dedupID) {
+	s := d.get(id.name)
+	s.persisted = max(s.persisted, int64(id.hi))
 	s.pushed = max(s.pushed, s.persisted)
 }
 

@@ -80,8 +80,10 @@
 //     receipts in order and exactly once, deduplication across reloads, nothing accepted
 //     after termination, P1 (no SEND admitted beyond the publish rate's budget), P2 (held
 //     SENDs are released in arrival order and no SEND overtakes them; every held SEND is
-//     released in the end) and S1 (a subscribe is admitted exactly when its consumer's
-//     rate window has room): topiccore_sim_test.go TestSim and TestSimCatchesMutations.
+//     released in the end), S1 (a subscribe is admitted exactly when its consumer's
+//     rate window has room) and the replicator's (every original message stored exactly
+//     once, in order per original producer, a duplicate receipt only for a stored one):
+//     topiccore_sim_test.go TestSim and TestSimCatchesMutations.
 //
 // Replay a failing seed with `go test ./broker/topic -run 'TestSim$' -seed S -v` (or
 // ./broker/topic/dispatch); long runs: `-seeds 1000000 -timeout 0`.
@@ -97,6 +99,15 @@
 //     highest stored ids are snapshotted in the managed ledger's properties every
 //     DeduplicationSnapshotInterval entries and on unload; loading replays the entries after
 //     the snapshot.
+//   - Geo-replication, the receiving side (replicated.go): another cluster's replicator
+//     publishes with a producer named "pulsar.repl.<from>--><to>"; its messages are
+//     deduplicated on their original producer name and sequence ids (from their metadata,
+//     as Pulsar's MessageDeduplication does for replicator producers), markers not at all;
+//     its session ends at the first SEND refused (SEND_ERROR, then CLOSE_PRODUCER), so no
+//     later SEND of it is stored ahead of the refused one (apache/pulsar#26113); a second
+//     producer of its name while one is open gets ProducerBusy; it is exempt from max
+//     producers. topiccore_sim_test.go runs such a replicator (replicated_sim_test.go) with
+//     two mutations of these rules.
 //   - Backpressure: a connection stops reading once MaxPendingPublishPerConnection of its
 //     SENDs are in flight, and a topic admits at most MaxPendingPublishBytesPerTopic bytes in
 //     flight (topic.AcquirePublish), so a slow disk slows producers down.

@@ -256,15 +256,16 @@ func (c *topicCore) setQuota(b QuotaBlock) {
 // Log returns the topic's log (the broker applies log-level policies such as retention).
 func (t *Topic) Log() Log { return t.log }
 
-// admitProducer refuses a producer a policy does not allow (nil: admitted).
-func (c *topicCore) admitProducer() error {
+// admitProducer refuses a producer p a policy does not allow (nil: admitted). A replicator
+// producer is not held to max producers (as Pulsar exempts remote producers).
+func (c *topicCore) admitProducer(p *Producer) error {
 	switch c.quota {
 	case QuotaHold:
 		return fmt.Errorf("%w: topic %s", ErrQuotaHold, c.name)
 	case QuotaException:
 		return fmt.Errorf("%w: topic %s", ErrQuotaException, c.name)
 	}
-	if c.pol.MaxProducers > 0 && len(c.producers)+len(c.waiting) >= c.pol.MaxProducers {
+	if c.pol.MaxProducers > 0 && len(c.producers)+len(c.waiting) >= c.pol.MaxProducers && !isReplicator(p.Name) {
 		return fmt.Errorf("%w: Topic '%s' reached max producers limit", ErrProducerBusy, c.name)
 	}
 	return nil
@@ -435,6 +436,7 @@ func (c *topicCore) send(p *Producer, m Message, now int64) bool {
 // refuse answers a SEND the policies refuse.
 func (c *topicCore) refuse(p *Producer, m Message, code pb.ServerError, msg string) {
 	c.emit(output{kind: outRefused, p: p, seq: m.SequenceID, code: code, msg: msg, size: len(m.Data)})
+	c.refused(p)
 }
 
 // tooDelayed reports whether m is to be delivered later after its publish time than the

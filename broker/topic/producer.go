@@ -69,11 +69,17 @@ type Message struct {
 	Chunk, LastChunk bool
 	// Txn is the transaction of a transactional SEND (nil: none).
 	Txn *txn.ID
+	// Origin is, for a SEND of a replicator producer, the message's original identity
+	// (replicated.go); Publish sets it from the metadata. Deduplication keys on it.
+	Origin Origin
 }
 
 // Publish hands a SEND to the topic. It never blocks; the connection bounds its pending
 // publishes (Conn.PublishDone releases one per SEND).
 func (p *Producer) Publish(m Message) {
+	if isReplicator(p.Name) && m.Origin == (Origin{}) {
+		m.Origin = OriginOf(m.Data)
+	}
 	if !p.topic.in.Push(func() { p.topic.onSend(p, m) }) {
 		p.topic.pubDone(p, m)
 		p.Conn.Send(sendError(p.ID, m.SequenceID, pb.ServerError_ServiceNotReady, "topic is closed"))

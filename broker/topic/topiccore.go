@@ -115,6 +115,12 @@ type coreMutation struct {
 	publishNoWake          bool // SENDs held by the publish rate ask for no timer
 	subscribeUncounted     bool // an admitted subscribe is not counted in its window
 	subscribeWindowSlides  bool // every subscribe, admitted or not, starts its window again
+	// replDedupByProducer: a replicator's messages are deduplicated on the replicator's
+	// own name and SEND sequence ids, not on their original producer's.
+	replDedupByProducer bool
+	// replSessionKept: a replicator producer stays open after a refused SEND, so its later
+	// SENDs are stored ahead of the refused one (apache/pulsar#26113).
+	replSessionKept bool
 }
 
 // pubOp is one add in flight.
@@ -324,7 +330,7 @@ func (c *topicCore) addProducer(p *Producer) {
 		}
 		c.removeProducer(old, false) // the same client re-creating it
 	}
-	if err := c.admitProducer(); err != nil {
+	if err := c.admitProducer(p); err != nil {
 		c.fail(p, err)
 		return
 	}
@@ -578,6 +584,7 @@ func (c *topicCore) publish(p *Producer, m Message) bool {
 		if c.writeFenced {
 			c.emit(output{kind: outSendError, p: p, seq: m.SequenceID, code: pb.ServerError_ServiceNotReady,
 				msg: "topic " + c.name + " is recovering from a failed write"})
+			c.refused(p)
 			return false
 		}
 	case StateTerminating, StateTerminated:
@@ -586,10 +593,11 @@ func (c *topicCore) publish(p *Producer, m Message) bool {
 	default:
 		c.emit(output{kind: outSendError, p: p, seq: m.SequenceID, code: pb.ServerError_ServiceNotReady,
 			msg: "topic " + c.name + " is closing"})
+		c.refused(p)
 		return false
 	}
-	if c.dedup.on && (!m.Chunk || m.LastChunk) {
-		switch c.dedup.check(p.Name, m) {
+	if id, ok := c.dedupID(p, m); ok && c.dedup.on && (!m.Chunk || m.LastChunk) {
+		switch c.dedup.check(id) {
 		case dupPersisted:
 			c.m.duplicates.Inc()
 			c.emit(output{kind: outReceipt, p: p, seq: m.SequenceID, hi: m.HighestSequenceID,
@@ -597,13 +605,13 @@ func (c *topicCore) publish(p *Producer, m Message) bool {
 			return false
 		case dupInFlight:
 			c.m.duplicates.Inc()
-			if orig := c.findInflight(p.Name, m.SequenceID); orig != nil {
+			if orig := c.findInflight(id); orig != nil {
 				orig.dups = append(orig.dups, &pubOp{p: p, m: m})
 				return false
 			}
 			// Not found: its original failed meanwhile; store it.
 		}
-		c.dedup.pushed(p.Name, m)
+		c.dedup.pushed(id)
 	}
 	op := &pubOp{p: p, m: m}
 	c.inflight = append(c.inflight, op)
@@ -625,11 +633,11 @@ func (c *topicCore) terminatedSend(p *Producer, seq uint64) {
 	c.removeProducer(p, true)
 }
 
-// findInflight returns the in-flight add of producer name that covers seq.
-func (c *topicCore) findInflight(name string, seq uint64) *pubOp {
+// findInflight returns the in-flight add whose deduplication identity covers id's.
+func (c *topicCore) findInflight(id dedupID) *pubOp {
 	for i := len(c.inflight) - 1; i >= 0; i-- {
 		op := c.inflight[i]
-		if op.p.Name == name && op.m.SequenceID <= seq && seq <= op.m.HighestSequenceID {
+		if o, ok := c.dedupID(op.p, op.m); ok && o.name == id.name && o.seq <= id.seq && id.seq <= o.hi {
 			return op
 		}
 	}
@@ -665,8 +673,8 @@ func (c *topicCore) added(op *pubOp, pos Position, err error, nowMs int64) {
 	op.p.rateIn.add(n, size)
 	c.m.msgsIn.Add(float64(n))
 	c.m.bytesIn.Add(float64(size))
-	if c.dedup.on && (!op.m.Chunk || op.m.LastChunk) {
-		c.dedup.persisted(op.p.Name, op.m)
+	if id, ok := c.dedupID(op.p, op.m); ok && c.dedup.on && (!op.m.Chunk || op.m.LastChunk) {
+		c.dedup.persisted(id)
 		c.maybeSnapshotDedup()
 	}
 	c.emit(output{kind: outReceipt, p: op.p, seq: op.m.SequenceID, hi: op.m.HighestSequenceID, pos: pos})

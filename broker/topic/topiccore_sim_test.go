@@ -61,13 +61,20 @@ type simParams struct {
 	// rate (its measurement ticks every second), both until the end of the run.
 	dedupInterval time.Duration
 	relative      bool
+	// Another cluster's replicator (replicated_sim_test.go), with deduplication on: the
+	// messages it publishes (0: none), of how many original producers, its window of
+	// SENDs in flight, the share of large messages and until when they are refused.
+	repl, replOrigins, replWindow int
+	replBig                       float64
+	replBigUntil                  time.Duration
 }
 
 func (p simParams) String() string {
 	return fmt.Sprintf("clients=%d sends=%d window=%v delay<=%v dedup=%v snapEvery=%d fail(add=%.2f prop=%.2f ambiguous=%.2f terminate=%.2f) terminate=%v@%v crashes=%d departures=%d publish=%d/s,%dB/s changes=%d subscribe=%d/%v keys=%d subscribes=%d",
 		p.clients, p.sends, p.window, p.maxDelay, p.dedup, p.snapEvery, p.addFail, p.propFail, p.propAmbig,
 		p.termFail, p.terminate, p.terminateAt, p.crashes, p.departures, p.pubMsgs, p.pubBytes, p.pubChanges,
-		p.subRate, p.subPeriod, p.subKeys, p.subscribes) + fmt.Sprintf(" dedupInterval=%v relative=%v", p.dedupInterval, p.relative)
+		p.subRate, p.subPeriod, p.subKeys, p.subscribes) + fmt.Sprintf(" dedupInterval=%v relative=%v", p.dedupInterval, p.relative) +
+		fmt.Sprintf(" repl=%d origins=%d window=%d big=%.2f until %v", p.repl, p.replOrigins, p.replWindow, p.replBig, p.replBigUntil)
 }
 
 func randomSimParams(s *sim.Sim) simParams {
@@ -108,6 +115,13 @@ func randomSimParams(s *sim.Sim) simParams {
 		p.dedupInterval = time.Duration(5+r.IntN(40)) * time.Millisecond
 	}
 	p.relative = r.IntN(4) == 0
+	if p.dedup && r.IntN(2) == 0 {
+		p.repl, p.replOrigins, p.replWindow = 1+r.IntN(30), 1+r.IntN(3), 1+r.IntN(8)
+		if r.IntN(2) == 0 {
+			p.replBig = 0.3
+			p.replBigUntil = time.Duration(r.Int64N(int64(p.window) + 1))
+		}
+	}
 	return p
 }
 
@@ -255,6 +269,7 @@ type simTopicStats struct {
 	EpochFails, RefusedStale int
 	Held, Released, RateChanges, Subscribes, SubscribesRefused, SubWindows int
 	DedupTicks, Retunes                                                    int
+	ReplSends, ReplSessions, ReplRefused, ReplDups                         int
 }
 
 // simWorld is one seed's simulation.
@@ -286,18 +301,25 @@ type simWorld struct {
 	budget  simRateBudget
 	held    []simHeld
 	subWins map[consumerKey]*simSubWindow
+
+	repl      *simRepl // nil: no replicator
+	prodsRepl map[*Producer]bool
 }
 
 func newSimWorld(seed int64, mut coreMutation, verbose bool) *simWorld {
 	s := sim.New(seed)
 	s.Verbose = verbose
-	w := &simWorld{s: s, mut: mut, prods: map[*Producer]*simProducer{}, stored: map[simEntry]int{}}
+	w := &simWorld{s: s, mut: mut, prods: map[*Producer]*simProducer{}, stored: map[simEntry]int{},
+		prodsRepl: map[*Producer]bool{}}
 	w.log.props = map[string]string{}
 	w.p = randomSimParams(s)
 	w.pol = Policies{PublishRateMsgs: w.p.pubMsgs, PublishRateBytes: w.p.pubBytes,
 		SubscribeRate: w.p.subRate, SubscribeRatePeriod: w.p.subPeriod, DedupSnapshotInterval: w.p.dedupInterval}
 	if w.p.relative {
 		w.pol.DispatchRateMsgs, w.pol.DispatchRelative = 100, true
+	}
+	if w.p.replBig > 0 {
+		w.pol.MaxMessageSize = 100
 	}
 	return w
 }
@@ -509,6 +531,11 @@ func (w *simWorld) complete(a simAdd) {
 // store makes op durable and returns its position.
 func (w *simWorld) store(op *pubOp) Position {
 	e := simEntry{op.p.Name, op.m.HighestSequenceID}
+	if w.prodsRepl[op.p] {
+		o := OriginOf(op.m.Data)
+		e = simEntry{o.ProducerName, o.SequenceID}
+		w.replStored(e)
+	}
 	w.stored[e]++
 	if w.p.dedup && w.stored[e] > 1 {
 		w.failf("with deduplication on, %s/%d is stored %d times", e.name, e.seq, w.stored[e])
@@ -588,6 +615,7 @@ func (w *simWorld) crash() {
 	w.adds, w.props, w.terminate, w.ticking = nil, nil, 0, false
 	w.held = nil // lost with the core: the clients send them again
 	w.core = nil
+	w.replCrash()
 	w.gen++
 	for _, c := range w.clients {
 		if c.prod != nil {
@@ -641,16 +669,26 @@ func (w *simWorld) send(c *simClient, seq uint64) {
 	if p == nil || w.core == nil || p.state != producerReady || c.orphaned {
 		return
 	}
+	w.submit(p, w.message(c, seq))
+}
+
+// submit hands a SEND of p to the core: refused, held by the publish rate, or published.
+func (w *simWorld) submit(p *Producer, m Message) {
 	before := w.core.state
-	m := w.message(c, seq)
 	if !w.core.send(p, m, w.nowNs()) {
-		w.stats.Held++
-		w.held = append(w.held, simHeld{p, seq})
+		refused := false
+		for _, o := range w.core.ready.out {
+			refused = refused || (o.kind == outRefused && o.p == p && o.seq == m.SequenceID)
+		}
+		if !refused {
+			w.stats.Held++
+			w.held = append(w.held, simHeld{p, m.SequenceID})
+		}
 		w.perform()
 		return
 	}
 	if len(w.held) > 0 {
-		w.failf("P2: SEND %d of producer %d admitted ahead of %d held", seq, p.ID, len(w.held))
+		w.failf("P2: SEND %d of producer %d admitted ahead of %d held", m.SequenceID, p.ID, len(w.held))
 	}
 	w.admitted(m)
 	if !w.core.publish(p, m) && before == StateActive && len(w.core.ready.out) == 0 && p.state == producerReady {
@@ -671,6 +709,10 @@ func (w *simWorld) newMessage(c *simClient) {
 
 // deliver hands an output of the core to the client that owns its producer, checking it.
 func (w *simWorld) deliver(o output) {
+	if w.prodsRepl[o.p] {
+		w.replDeliver(o)
+		return
+	}
 	sp := w.prods[o.p]
 	if sp == nil {
 		w.failf("output %v for an unknown producer", o.kind)
@@ -883,6 +925,16 @@ func (w *simWorld) run() error {
 		at := w.s.Between(0, 5*max(p.subPeriod, time.Second)/2)
 		w.s.After(at, fmt.Sprintf("consumer %d subscribes", k.id), func() { w.subscribe(k) })
 	}
+	if p.repl > 0 {
+		w.newRepl()
+	}
+	if p.replBig > 0 {
+		w.s.After(p.replBigUntil, "max message size off", func() {
+			pol := w.pol
+			pol.MaxMessageSize = 0
+			w.setPolicies(pol)
+		})
+	}
 	w.load()
 	for w.err == nil && w.s.Now() < p.window && w.s.Step() {
 		w.check()
@@ -891,6 +943,7 @@ func (w *simWorld) run() error {
 	for _, c := range w.clients {
 		w.maybeLeave(c)
 	}
+	w.replMaybeLeave()
 	// The periodic timers stop with their policies, so that the run quiesces.
 	w.s.After(0, "periodic policies off", func() {
 		pol := w.pol
@@ -909,6 +962,7 @@ func (w *simWorld) run() error {
 	if w.log.terminated {
 		w.stats.Terminated++
 	}
+	w.replLiveness()
 	// Liveness: every client that did not give up got every message receipted.
 	for _, c := range w.clients {
 		if c.gaveUp == nil && len(c.pending) > 0 {
@@ -950,7 +1004,8 @@ func TestSim(t *testing.T) {
 	if ran >= 200 && (st.Receipts == 0 || st.Takeovers == 0 || st.Resumes == 0 || st.Fenced == 0 ||
 		st.Waits == 0 || st.DedupHits == 0 || st.Crashes == 0 || st.Terminated == 0 || st.TerminatedSends == 0 ||
 		st.EpochFails == 0 || st.RefusedStale == 0 || st.Held == 0 || st.Released == 0 || st.RateChanges == 0 ||
-		st.SubscribesRefused == 0 || st.SubWindows == 0 || st.DedupTicks == 0 || st.Retunes == 0) {
+		st.SubscribesRefused == 0 || st.SubWindows == 0 || st.DedupTicks == 0 || st.Retunes == 0 ||
+		st.ReplSessions == 0 || st.ReplRefused == 0 || st.ReplDups == 0) {
 		t.Errorf("the seeds did not exercise the topic core: %+v", st)
 	}
 }
@@ -979,6 +1034,8 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "held SENDs with no timer to release them", Mut: coreMutation{publishNoWake: true}},
 		{Name: "an admitted subscribe not counted in its window", Mut: coreMutation{subscribeUncounted: true}},
 		{Name: "every subscribe restarting its window", Mut: coreMutation{subscribeWindowSlides: true}},
+		{Name: "a replicator's messages deduplicated on its own name and ids", Mut: coreMutation{replDedupByProducer: true}},
+		{Name: "a replicator's session kept open after a refused SEND", Mut: coreMutation{replSessionKept: true}},
 	}, func(seed int64, mut coreMutation) error {
 		_, err := runTopicSeed(seed, mut, false)
 		return err
