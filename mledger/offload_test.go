@@ -291,13 +291,14 @@ func TestOffloadOrphanCleanedAtOpen(t *testing.T) {
 }
 
 // TestOffloadPolicyThreshold: with a size threshold, the oldest closed ledgers beyond it are
-// offloaded at rollover; with no offloader, Offload fails with ErrOffloadDisabled.
+// offloaded at rollover; the read priority and the deletion lag change live; with no
+// offloader, Offload fails with ErrOffloadDisabled.
 func TestOffloadPolicyThreshold(t *testing.T) {
 	e := newMemEnv(t)
 	ctx := tctx(t)
 	mo := newMemOffloader()
 	cfg := memConfig()
-	cfg.MaxEntriesPerLedger = 2
+	cfg.MaxEntriesPerLedger, cfg.CacheSize = 2, -1
 	cfg.Offloader = mo
 	// Each ledger holds 2 entries of 3 bytes: summing the closed ledgers from the newest, the
 	// sum exceeds 7 bytes at the second newest; it and every older one are offloaded. Bookie
@@ -314,6 +315,43 @@ func TestOffloadPolicyThreshold(t *testing.T) {
 		for _, l := range st.Ledgers {
 			done := l.Offload != nil && l.Offload.Complete
 			if done != slices.Contains(want, l.ID) || (l.Offload != nil && l.Offload.BookkeeperDeleted) {
+				return false
+			}
+		}
+		return true
+	})
+	// Reads go to the bookies while they have the ledger (bookkeeper-first), to the object
+	// store under tiered-storage-first.
+	read := func() {
+		t.Helper()
+		es, err := m.Read(ctx, Earliest, 2)
+		if err != nil || len(es) != 2 || string(es[1].Data) != "m-1" {
+			t.Fatalf("read: %v %v", es, err)
+		}
+	}
+	read()
+	if _, reads := mo.stats(); reads != 0 {
+		t.Fatalf("%d reads served from the object store under bookkeeper-first", reads)
+	}
+	p := cfg.Offload
+	p.ReadPriority = ReadTieredStorageFirst
+	if err := m.SetOffloadPolicy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	if _, reads := mo.stats(); reads != 1 {
+		t.Fatalf("%d reads served from the object store under tiered-storage-first, want 1", reads)
+	}
+	// A deletion lag set live deletes the bookie copies.
+	p.DeletionLag = 0
+	if err := m.SetOffloadPolicy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the offloaded ledgers' bookie copies deleted", func() bool {
+		e.bk.mu.Lock()
+		defer e.bk.mu.Unlock()
+		for _, id := range want {
+			if !e.bk.deleted[id] {
 				return false
 			}
 		}
