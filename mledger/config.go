@@ -60,8 +60,9 @@ type Config struct {
 	OpenAttempts int
 
 	// Offloader copies closed ledgers to an object store (tiered storage) and reads them back.
-	// nil: offload is off — no ledger is offloaded and Offload below is ignored (ledgers an
-	// earlier configuration offloaded stay readable only through an Offloader).
+	// nil: the Factory's (FactoryOptions.Offloader); nil there too: offload is off — no ledger
+	// is offloaded and Offload below is ignored (ledgers an earlier configuration offloaded
+	// stay readable only through an Offloader).
 	Offloader Offloader
 	// Offload is when ledgers are offloaded, when their bookie copy is deleted, and where
 	// reads go (SetOffloadPolicy changes it live). Its zero value offloads every closed ledger

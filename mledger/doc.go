@@ -197,8 +197,9 @@
 //
 // # Offload (tiered storage)
 //
-// With Config.Offloader set, closed ledgers are copied to an object store and read back
-// transparently (Pulsar's tiered storage). Each ledger's state is its OffloadContext in the
+// With an Offloader (Config.Offloader, or the Factory's: FactoryOptions.Offloader), closed
+// ledgers are copied to an object store as Config.Offload says, and read back transparently
+// (Pulsar's tiered storage). Each ledger's state is its OffloadContext in the
 // record (Pulsar's MLDataFormats OffloadContext): the attempt's UUID, complete, bookkeeper-
 // deleted, the driver and its metadata, timestamps. A record with an offload context is written
 // as format 2, which binaries without offload refuse instead of dropping the state.

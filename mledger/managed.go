@@ -19,6 +19,7 @@ import (
 type Factory struct {
 	bk  Ledgers
 	ms  MetaStore
+	off Offloader
 	log *slog.Logger
 
 	mu struct {
@@ -31,6 +32,11 @@ type Factory struct {
 type FactoryOptions struct {
 	// Logger receives lifecycle logs. Default: discard.
 	Logger *slog.Logger
+	// Offloader is the Offloader of every managed ledger opened without one (Config.Offloader
+	// nil), Delete's included: the broker's configured driver. Whether a managed ledger
+	// offloads is its Config.Offload policy; with an Offloader, ledgers offloaded earlier stay
+	// readable and deletable whatever the policy.
+	Offloader Offloader
 }
 
 // NewFactory returns a factory on a ledger layer (e.g. NewBookieLedgers) and a metadata store
@@ -39,7 +45,7 @@ func NewFactory(bk Ledgers, ms MetaStore, opts FactoryOptions) *Factory {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &Factory{bk: bk, ms: ms, log: opts.Logger}
+	f := &Factory{bk: bk, ms: ms, off: opts.Offloader, log: opts.Logger}
 	f.mu.open = map[string]*ManagedLedger{}
 	return f
 }
@@ -55,6 +61,9 @@ func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLe
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Offloader == nil {
+		cfg.Offloader = f.off
 	}
 	f.mu.Lock()
 	for m := f.mu.open[name]; m != nil; m = f.mu.open[name] {

@@ -226,12 +226,16 @@ func TestOffloadRequestAndReads(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m = mustOpen(t, e.f, "off", cfg)
-	if err := m.Delete(ctx); err != nil {
+	// Factory.Delete (no Config) deletes the objects through the factory's offloader.
+	f := NewFactory(e.bk, e.ms, FactoryOptions{Offloader: mo})
+	if err := f.Delete(ctx, "off"); err != nil {
 		t.Fatal(err)
 	}
 	if blobs, _ := mo.stats(); blobs != 0 {
 		t.Fatalf("%d offloaded ledgers left after Delete", blobs)
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
