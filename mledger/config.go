@@ -65,10 +65,11 @@ type Config struct {
 	// stay readable only through an Offloader).
 	Offloader Offloader
 	// Offload is when ledgers are offloaded, when their bookie copy is deleted, and where
-	// reads go (SetOffloadPolicy changes it live). Its zero value offloads every closed ledger
-	// at once and deletes the bookie copy at once; DefaultOffloadPolicy is Pulsar's broker
-	// default (offload only when asked).
-	Offload OffloadPolicy
+	// reads go (SetOffloadPolicy changes it live). Default (nil): DefaultOffloadPolicy — only
+	// when asked (ManagedLedger.Offload). A pointer, because Pulsar's values make the zero
+	// value the most eager policy (offload every closed ledger and delete its bookie copy at
+	// once).
+	Offload *OffloadPolicy
 
 	// MustExist makes Open fail with ErrNotFound instead of creating a new managed ledger.
 	MustExist bool
@@ -113,6 +114,10 @@ func (c Config) withDefaults() Config {
 	if c.OpenAttempts <= 0 {
 		c.OpenAttempts = 10
 	}
+	if c.Offload == nil {
+		p := DefaultOffloadPolicy()
+		c.Offload = &p
+	}
 	return c
 }
 
@@ -120,5 +125,8 @@ func (c Config) validate() error {
 	if c.Ensemble < c.WriteQuorum || c.WriteQuorum < c.AckQuorum || c.AckQuorum < 1 {
 		return fmt.Errorf("%w: quorum E=%d WQ=%d AQ=%d", ErrInvalidArgument, c.Ensemble, c.WriteQuorum, c.AckQuorum)
 	}
-	return c.Offload.validate()
+	if c.Offload != nil {
+		return c.Offload.validate()
+	}
+	return nil
 }

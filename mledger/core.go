@@ -158,7 +158,7 @@ func newCore(name string, cfg Config, e env, bk Ledgers, ms MetaStore, token str
 	}
 	c.cache.limit = cfg.CacheSize
 	c.uuidGen = newAttemptUUID
-	c.off.policy = cfg.Offload
+	c.off.policy = *cfg.Offload // set by withDefaults
 	if cfg.Offloader != nil {
 		c.off.port = &asyncOffloader{o: cfg.Offloader}
 	}

@@ -65,11 +65,13 @@ type OffloadPolicy struct {
 	ReadPriority OffloadReadPriority
 }
 
-// DefaultOffloadPolicy is Pulsar's broker default: no automatic offload (only on request),
-// bookie copies deleted 4 hours after their offload, reads from the object store first.
+// DefaultOffloadPolicy is the policy of a managed ledger configured without one: Pulsar's
+// broker defaults — no automatic offload (only on request), bookie copies deleted 4 hours
+// after their offload — but reads from the bookies first (Pulsar's broker.conf default is
+// tiered-storage-first; the broker passes its configured value).
 func DefaultOffloadPolicy() OffloadPolicy {
 	return OffloadPolicy{ThresholdBytes: -1, ThresholdAge: -1, DeletionLag: 4 * time.Hour,
-		ReadPriority: ReadTieredStorageFirst}
+		ReadPriority: ReadBookkeeperFirst}
 }
 
 func (p OffloadPolicy) validate() error {

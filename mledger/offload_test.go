@@ -130,7 +130,7 @@ func TestOffloadRequestAndReads(t *testing.T) {
 	cfg.MaxEntriesPerLedger = 3
 	cfg.CacheSize = -1 // every read goes to a ledger copy
 	cfg.Offloader = mo
-	cfg.Offload = OffloadPolicy{ThresholdBytes: -1, ThresholdAge: -1, DeletionLag: 0}
+	cfg.Offload = &OffloadPolicy{ThresholdBytes: -1, ThresholdAge: -1, DeletionLag: 0}
 	m := mustOpen(t, e.f, "off", cfg)
 	ps := addN(t, m, 0, 10) // ledgers of 3, 3, 3 and the current one with 1
 	if st, err := m.OffloadStatus(ctx); err != nil || st.State != OffloadNotRun {
@@ -251,7 +251,7 @@ func TestOffloadOrphanCleanedAtOpen(t *testing.T) {
 	cfg := memConfig()
 	cfg.MaxEntriesPerLedger = 2
 	cfg.Offloader = mo
-	cfg.Offload = OffloadPolicy{ThresholdBytes: 0, ThresholdAge: -1, DeletionLag: 0}
+	cfg.Offload = &OffloadPolicy{ThresholdBytes: 0, ThresholdAge: -1, DeletionLag: 0}
 	m := mustOpen(t, e.f, "orphan", cfg)
 	ps := addN(t, m, 0, 3)
 	var orphan blobKey
@@ -307,7 +307,7 @@ func TestOffloadPolicyThreshold(t *testing.T) {
 	// Each ledger holds 2 entries of 3 bytes: summing the closed ledgers from the newest, the
 	// sum exceeds 7 bytes at the second newest; it and every older one are offloaded. Bookie
 	// copies stay (lag -1).
-	cfg.Offload = OffloadPolicy{ThresholdBytes: 7, ThresholdAge: -1, DeletionLag: -1}
+	cfg.Offload = &OffloadPolicy{ThresholdBytes: 7, ThresholdAge: -1, DeletionLag: -1}
 	m := mustOpen(t, e.f, "thr", cfg)
 	ps := addN(t, m, 0, 9) // ledgers of 2, 2, 2, 2 and the current one
 	want := []int64{ps[0].LedgerID, ps[2].LedgerID, ps[4].LedgerID}
@@ -337,7 +337,7 @@ func TestOffloadPolicyThreshold(t *testing.T) {
 	if _, reads := mo.stats(); reads != 0 {
 		t.Fatalf("%d reads served from the object store under bookkeeper-first", reads)
 	}
-	p := cfg.Offload
+	p := *cfg.Offload
 	p.ReadPriority = ReadTieredStorageFirst
 	if err := m.SetOffloadPolicy(ctx, p); err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestOffloadNames(t *testing.T) {
 			t.Errorf("%d: %s, want %s", s, s, want)
 		}
 	}
-	if p := DefaultOffloadPolicy(); p.ThresholdBytes != -1 || p.ThresholdAge != -1 || p.DeletionLag != 4*time.Hour || p.ReadPriority != ReadTieredStorageFirst {
+	if p := DefaultOffloadPolicy(); p.ThresholdBytes != -1 || p.ThresholdAge != -1 || p.DeletionLag != 4*time.Hour || p.ReadPriority != ReadBookkeeperFirst {
 		t.Errorf("default policy %+v", p)
 	}
 }

@@ -125,7 +125,7 @@ func newSimOffload(w *world) {
 	p.retention = s.Between(0, 80*time.Millisecond)
 	o := &simOffload{w: w, p: p, blobs: map[blobKey]*simBlob{}, duty: map[blobKey]*simCore{}}
 	w.off = o
-	w.cfg.Offload = p.policy
+	w.cfg.Offload = &o.p.policy
 	if !w.p.retainAll {
 		// Keep consumed ledgers a while, so that offloaded (and bookie-deleted) ledgers are
 		// read and then trimmed.
