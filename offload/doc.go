@@ -47,9 +47,10 @@
 //
 // # Data object
 //
-// The data object is a sequence of blocks, written as one streamed upload whose part size
-// (Options.PartSize) is the block size, so that with S3 every full block is one multipart
-// part. Every block is exactly MaxBlockSize bytes except the last one (as long as its
+// The data object is a sequence of blocks. On S3 it is a multipart upload whose part n is
+// block n (the AWS SDK's multipart API, so the block buffer is the part and a failed upload
+// is aborted); on the other drivers it is one streamed gocloud upload (part size
+// Options.PartSize). Every block is exactly MaxBlockSize bytes except the last one (as long as its
 // entries) and a block holding a single entry too large for a block (as long as that
 // entry). All integers are big-endian.
 //
@@ -110,7 +111,7 @@
 // Offloader. It waits for one of Options.ReadConcurrency GET slots, performs one ranged GET
 // under the Offloader's context, and completes a fetch that any number of reads wait on.
 // Close cancels that context and waits for them. The blob drivers run goroutines of their
-// own (the S3 upload of a data object streams through one).
+// own (the GCS and Azure uploads of a data object stream through one).
 //
 // # Concurrency
 //

@@ -32,8 +32,9 @@ type Options struct {
 	// holding a single entry larger than a block, is exactly this long. Default
 	// DefaultMaxBlockSize; at least MinBlockSize.
 	MaxBlockSize int
-	// PartSize is the data object writer's buffer: the multipart part size of drivers that
-	// upload in parts (S3 needs at least 5 MiB). Default MaxBlockSize.
+	// PartSize is the buffer of the gocloud writer of a data object (GCS's chunk, Azure's
+	// block). Default MaxBlockSize. An Offloader opened on S3 by Open uploads each block as
+	// one multipart part instead.
 	PartSize int
 	// CacheSize bounds the bytes of data blocks the read cache holds. Default 2 ×
 	// MaxBlockSize (one block being read and one read ahead).
@@ -98,6 +99,7 @@ type Offloader struct {
 	// Immutable after New.
 	bucket     *blob.Bucket
 	ownsBucket bool
+	s3         *s3Multipart // set when opened on S3: data objects go up as multipart uploads
 	opts       Options
 	m          *metrics
 	ctx        context.Context // ends at Close; fetch goroutines run under it
@@ -283,22 +285,14 @@ func (o *Offloader) objectMetadata(role string) map[string]string {
 
 func (o *Offloader) offload(ctx context.Context, ledgerID int64, attempt uuid.UUID, md LedgerMetadata, src Entries) (Result, error) {
 	res := Result{DataKey: DataKey(attempt, ledgerID), IndexKey: IndexKey(attempt, ledgerID)}
-	wctx, abort := context.WithCancel(ctx)
-	defer abort()
-	w, err := o.bucket.NewWriter(wctx, res.DataKey, &blob.WriterOptions{
-		ContentType:    "application/octet-stream",
-		Metadata:       o.objectMetadata(metaRoleData),
-		BufferSize:     o.opts.PartSize,
-		MaxConcurrency: 1,
-	})
+	w, err := o.newBlockWriter(ctx, res.DataKey)
 	if err != nil {
 		o.m.writeStorageError.Inc()
-		return res, storeError(ctx, "create", res.DataKey, err)
+		return res, err
 	}
-	// fail aborts the data object's upload (cancelling wctx before Close discards it).
+	// fail discards the data object's upload.
 	fail := func(err error) (Result, error) {
-		abort()
-		_ = w.Close()
+		w.abort()
 		return res, err
 	}
 	x := &Index{Metadata: md}
@@ -313,9 +307,9 @@ func (o *Offloader) offload(ctx context.Context, ledgerID int64, attempt uuid.UU
 		}
 		x.Blocks = append(x.Blocks, IndexEntry{FirstEntryID: bb.first, PartID: int32(len(x.Blocks) + 1), Offset: x.DataObjectLen})
 		b := bb.finish(blockLen)
-		if _, err := w.Write(b); err != nil {
+		if err := w.write(b); err != nil {
 			o.m.writeStorageError.Inc()
-			return storeError(ctx, "write", res.DataKey, err)
+			return err
 		}
 		x.DataObjectLen += int64(len(b))
 		o.m.writeBytes.Add(float64(len(b)))
@@ -352,9 +346,9 @@ func (o *Offloader) offload(ctx context.Context, ledgerID int64, attempt uuid.UU
 		}
 	}
 	bb = blockBuilder{} // release the block buffer before the index upload
-	if err := w.Close(); err != nil {
+	if err := w.commit(); err != nil {
 		o.m.writeStorageError.Inc()
-		return res, storeError(ctx, "complete", res.DataKey, err)
+		return res, err
 	}
 	res.DataObjectLen, res.Blocks = x.DataObjectLen, len(x.Blocks)
 	ib := x.AppendTo(nil)
@@ -391,11 +385,16 @@ func (o *Offloader) Delete(ctx context.Context, ledgerID int64, attempt uuid.UUI
 	return err
 }
 
+// deleteObjects deletes the index, then the data object, then (on S3) any multipart upload
+// of the data object left open.
 func (o *Offloader) deleteObjects(ctx context.Context, r Result) error {
 	for _, key := range []string{r.IndexKey, r.DataKey} {
 		if err := o.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return storeError(ctx, "delete", key, err)
 		}
+	}
+	if o.s3 != nil {
+		return o.s3.abortUploads(ctx, r.DataKey)
 	}
 	return nil
 }

@@ -44,7 +44,14 @@ func Open(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Offloade
 	if !cfg.Enabled() {
 		return nil, &ConfigError{Key: "managedLedgerOffloadDriver", Reason: "no driver: offload is disabled"}
 	}
-	b, err := OpenBucket(ctx, cfg)
+	var b *blob.Bucket
+	var mp *s3Multipart
+	var err error
+	if cfg.kind() == kindS3 {
+		b, mp, err = openS3(ctx, cfg)
+	} else {
+		b, err = OpenBucket(ctx, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +62,7 @@ func Open(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Offloade
 		b.Close()
 		return nil, err
 	}
+	o.s3 = mp
 	return o, nil
 }
 
@@ -62,7 +70,8 @@ func Open(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Offloade
 func OpenBucket(ctx context.Context, cfg Config) (*blob.Bucket, error) {
 	switch cfg.kind() {
 	case kindS3:
-		return openS3(ctx, cfg)
+		b, _, err := openS3(ctx, cfg)
+		return b, err
 	case kindGCS:
 		return openGCS(ctx, cfg)
 	case kindAzure:
@@ -88,7 +97,9 @@ func OpenBucket(ctx context.Context, cfg Config) (*blob.Bucket, error) {
 // S3-compatible servers ignore it, but the SDK signs requests with one.
 const s3DefaultRegion = "us-east-1"
 
-func openS3(ctx context.Context, cfg Config) (*blob.Bucket, error) {
+// openS3 opens the S3 bucket, and returns the SDK client for the data objects' multipart
+// uploads beside it.
+func openS3(ctx context.Context, cfg Config) (*blob.Bucket, *s3Multipart, error) {
 	bucket, _ := cfg.EffectiveBucket()
 	region, regionKey := cfg.EffectiveRegion()
 	endpoint, _ := cfg.EffectiveEndpoint()
@@ -102,11 +113,11 @@ func openS3(ctx context.Context, cfg Config) (*blob.Bucket, error) {
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: load AWS configuration: %w", ErrBadConfig, err)
+		return nil, nil, fmt.Errorf("%w: load AWS configuration: %w", ErrBadConfig, err)
 	}
 	if awsCfg.Region == "" {
 		if endpoint == "" {
-			return nil, &ConfigError{Key: regionKey, Reason: "no region configured here or in the AWS environment, and no endpoint"}
+			return nil, nil, &ConfigError{Key: regionKey, Reason: "no region configured here or in the AWS environment, and no endpoint"}
 		}
 		awsCfg.Region = s3DefaultRegion
 	}
@@ -128,7 +139,11 @@ func openS3(ctx context.Context, cfg Config) (*blob.Bucket, error) {
 	if endpoint != "" {
 		opts.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 	}
-	return s3blob.OpenBucket(ctx, client, bucket, opts)
+	b, err := s3blob.OpenBucket(ctx, client, bucket, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, &s3Multipart{client: client, bucket: bucket}, nil
 }
 
 func openGCS(ctx context.Context, cfg Config) (*blob.Bucket, error) {
