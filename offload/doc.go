@@ -11,6 +11,9 @@
 // fileSystemURI; Pulsar's filesystem offloader writes Hadoop files instead, this one writes
 // the same objects as the others, one file each). Tests use gocloud's memblob through New.
 //
+// ManagedLedgerPort adapts an Offloader to the managed ledger's port (mledger.Offloader):
+// the broker passes NewManagedLedgerPort(o, cfg.Driver) as mledger's Config.Offloader.
+//
 // # Usage
 //
 //	o, err := offload.Open(ctx, cfg, registerer) // cfg from broker.conf via Config.Set
