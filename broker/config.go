@@ -86,6 +86,10 @@ type Config struct {
 	DisableAutoTopicCreation bool
 	// DisableDeduplication turns message deduplication off (namespace policies may override it).
 	DisableDeduplication bool
+	// ReplicationProducerQueueSize bounds each geo-replicator's window: the entries read
+	// from its cursor and not yet acknowledged by the remote cluster (Pulsar's
+	// replicationProducerQueueSize). Default 1000.
+	ReplicationProducerQueueSize int
 	// DeduplicationSnapshotInterval is how many entries may be published between two
 	// persisted deduplication snapshots (the rest is replayed on load). Default 1000.
 	DeduplicationSnapshotInterval int

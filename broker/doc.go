@@ -17,6 +17,7 @@
 //	                    monitors; compaction; inspection; topic-level admin (topics.go)
 //	broker/topic        one topic and its subscriptions (owner goroutines over sans-I/O cores)
 //	broker/schemareg    the schema registry (schema.go)
+//	broker/replhost     the geo-replicators of the loaded topics (replication.go)
 //	broker/txnhost      transaction coordinators and the topics' transaction side (txn.go)
 //	broker/scalablehost scalable-topic controllers and their segments (scalable.go)
 //	broker/loadmgr      the load manager (loadbalance.go)

@@ -22,6 +22,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/peer"
 	"github.com/magnetar-io/magnetar/broker/policy"
+	"github.com/magnetar-io/magnetar/broker/replhost"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schemareg"
 	"github.com/magnetar-io/magnetar/broker/server"
@@ -52,6 +53,10 @@ type Service struct {
 	// topicRegistry loads, serves and unloads the topics, applies their policies and runs
 	// their monitors (package broker/topicreg); its admin methods are the Service's.
 	*topicRegistry
+	// repl runs the geo-replicators of the loaded topics (package broker/replhost,
+	// replication.go); remotes are the clients of the remote clusters.
+	repl    *replhost.Host
+	remotes remoteClients
 	closers []func() // what Start created, closed in reverse order
 	// scalableHost runs the scalable topics' controllers and their segments (package
 	// broker/scalablehost, scalable.go); its scalable-topic API is the Service's.
@@ -114,6 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		DisableAutoTopicCreation: cfg.DisableAutoTopicCreation}
 	s.own = newOwnership(s)
 	s.own.Start(s.ctx, &s.wg)
+	s.repl = s.newReplication()
 	s.topicRegistry = newTopicRegistry(s)
 	s.startCaches()
 	s.schemas = newSchemaRegistry(s)
@@ -266,6 +272,8 @@ func (s *Service) Close() error {
 	s.RefuseLoads()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s.repl.Close() // the replicators persist their cursors while their topics are still open
+	defer s.closeRemotes()
 	s.scalableHost.Close() // resign the scalable topics' leaderships first
 	s.own.HandOverAll(ctx) // package ownership
 	if s.lm != nil {

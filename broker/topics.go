@@ -19,5 +19,5 @@ func newTopicRegistry(s *Service) *topicRegistry {
 		CompactionBeforeCommit: c.CompactionBeforeCommit, OpenLog: c.OpenLog,
 		Factory: s.factory, Store: s.store, Records: s.res.Records, Owner: s.own, Resolver: s.pol,
 		Txn:          func() *topic.TxnConfig { return s.txn.TopicConfig(s.OpenLog) },
-		TopicMetrics: topic.NewMetrics(s.reg), Registerer: s.reg, Logger: s.log})
+		TopicMetrics: topic.NewMetrics(s.reg), Registerer: s.reg, Logger: s.log, OnPolicies: s.onPolicies})
 }

@@ -1,6 +1,7 @@
 package topic
 
 import (
+	"context"
 	"strings"
 
 	"github.com/magnetar-io/magnetar/replication"
@@ -31,6 +32,11 @@ const replPrefix = replication.Prefix + "."
 
 // isReplicator reports whether a producer name is a replicator's.
 func isReplicator(name string) bool { return strings.HasPrefix(name, replPrefix) }
+
+// IsReplicationCursor reports whether a durable cursor of the topic is a geo-replicator's
+// (pulsar.repl.<remote cluster>, package replication): it is not a subscription, so the
+// topic's subscription list and statistics leave it out.
+func IsReplicationCursor(name string) bool { return strings.HasPrefix(name, replPrefix) }
 
 // Origin is the original identity of a message a replicator producer publishes.
 type Origin struct {
@@ -87,4 +93,10 @@ func (p *Producer) Refused() {
 		return
 	}
 	p.topic.in.Push(func() { p.topic.core.refused(p) })
+}
+
+// SetReplicationStats sets what fills the replication section of the topic's statistics
+// (by remote cluster; the geo-replicators' host sets it). Safe for concurrent use.
+func (t *Topic) SetReplicationStats(fn func(context.Context) map[string]any) {
+	t.replStats.Store(&fn)
 }

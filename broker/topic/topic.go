@@ -76,6 +76,8 @@ type Topic struct {
 	pubBudget budget
 	// assigned is where CloseTo sends the clients (nil: they look the topic up again).
 	assigned atomic.Pointer[Redirect]
+	// replStats returns the replication section of the statistics (nil: none).
+	replStats atomic.Pointer[func(context.Context) map[string]any]
 
 	// Owned by the run goroutine.
 	core          *topicCore

@@ -168,10 +168,11 @@ func (t *Topic) sub(ctx context.Context, name string) (*Subscription, error) {
 
 // Subscriptions lists the durable subscriptions and the readers connected now.
 func (t *Topic) Subscriptions(ctx context.Context) ([]string, error) {
-	names, err := t.log.Cursors(ctx)
+	all, err := t.log.Cursors(ctx)
 	if err != nil {
 		return nil, err
 	}
+	names := slices.DeleteFunc(all, IsReplicationCursor)
 	open, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func([]string, error)) {
 		var out []string
 		for n := range t.subs {
@@ -374,10 +375,15 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 		st.BytesOutCounter += ss.BytesOutCounter
 		st.MsgDropRate += ss.MsgDropRate
 	}
+	if fn := t.replStats.Load(); fn != nil {
+		for c, rs := range (*fn)(ctx) {
+			st.Replication[c] = rs
+		}
+	}
 	// Durable subscriptions not open on this broker right now.
 	if names, err := t.log.Cursors(ctx); err == nil {
 		for _, n := range names {
-			if _, ok := st.Subscriptions[n]; ok {
+			if _, ok := st.Subscriptions[n]; ok || IsReplicationCursor(n) {
 				continue
 			}
 			if s, err := t.sub(ctx, n); err == nil {

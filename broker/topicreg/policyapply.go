@@ -139,6 +139,9 @@ func (reg *Registry) applyPolicies(ctx context.Context, t *topic.Topic, r policy
 			reg.log.Debug("apply mark-delete rate", "topic", t.Name().String(), "err", err)
 		}
 	}
+	if reg.cfg.OnPolicies != nil {
+		reg.cfg.OnPolicies(ctx, t)
+	}
 }
 
 // reapply resolves and applies the policies of the loaded topics match selects, before it

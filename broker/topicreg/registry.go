@@ -49,6 +49,10 @@ type Config struct {
 	TopicMetrics *topic.Metrics
 	Registerer   prometheus.Registerer
 	Logger       *slog.Logger
+	// OnPolicies, if set, is called after a loaded topic got its policies: when it loads,
+	// and on every change of its namespace's or its own policy record (the broker starts
+	// and stops its geo-replicators there).
+	OnPolicies func(ctx context.Context, t *topic.Topic)
 }
 
 // Records is what the registry reads and writes of the broker's records (package

@@ -1,0 +1,68 @@
+// Package replhost runs the broker's geo-replicators: for every loaded persistent topic
+// (partition) whose replication clusters — the topic's own, else its namespace's — name
+// remote clusters, one replicator per remote cluster, each the I/O side of a
+// replication.Core (package replication: the state machine, its simulation and the
+// receiving side's contract, which package broker/topic honours).
+//
+// # Usage
+//
+//	h := replhost.New(replhost.Config{LocalCluster: "east", Remote: remoteOf, Core: replication.Config{MaxPending: 1000}})
+//	reg.MustRegister(h.Collector())          // pulsar_replication_* metrics
+//	h.Update(ctx, t, []string{"east", "west"}) // on load and on every policy change of t
+//	defer h.Close()
+//
+// The caller's obligations:
+//
+//  1. Call Update for a topic when it loads and whenever its replication clusters may have
+//     changed (the broker does it from the registry's policy application: load, namespace
+//     and topic policy watches). A cluster no longer listed has its replicator stopped and
+//     its cursor (pulsar.repl.<cluster>) deleted; a topic that closes stops its
+//     replicators and keeps their cursors.
+//  2. Remote returns the client of a cluster (built from its cluster record: URL,
+//     credentials, TLS); it must stay usable while replicators use it.
+//  3. Close before the topics unload: the replicators write their last mark-delete
+//     position while their managed ledgers are open.
+//
+// # Goroutines
+//
+// One per replicator (replicator.run) owns its core, its remote producers (one
+// pulsarclient.SessionProducer per producer epoch), its cursor calls and its timer. Every
+// completion — a producer connected or failed, a session ended, a send's receipt or error,
+// a read's entries, a mark-delete write, a reset, the timer — comes back to run as an event
+// on its inbox (internal/inbox), carrying the epoch, ticket or tag the core issued; the
+// core drops stale ones. Helper goroutines do the blocking calls (connect, read, the
+// mark-delete write and flush) and are waited for when the replicator stops. One goroutine
+// per topic waits for the topic's end to stop its replicators. Memory: the core's window
+// (Config.MaxPending entries) bounds what a replicator holds, whatever the backlog.
+//
+// # Statistics
+//
+// The replication section of the topic stats (ReplicatorStats, Pulsar's JSON names:
+// msgRateOut, msgThroughputOut, msgRateExpired, replicationBacklog — the cursor's backlog
+// —, connected, replicationDelayInSeconds, outboundConnection, outboundConnectedSince) and
+// the metrics pulsar_replication_{rate_in,rate_out,throughput_in,throughput_out,backlog,
+// connected_count,rate_expired,delay_in_seconds} labelled cluster, namespace, topic and
+// remote_cluster.
+//
+// # Not done yet
+//
+//   - msgRateIn/msgThroughputIn and the inbound connection (the remote's replicator
+//     producing here) are 0/empty: they belong to the topic's publishers named
+//     pulsar.repl.<remote>--><local>.
+//   - The admin's reset of a replication cursor (the core's Reset) has no REST path yet; the
+//     owner's cursor cannot seek, so a core read that does not follow the last one is
+//     logged (it cannot happen without a reset).
+//   - The replicator dispatch rate policy and the namespace's message TTL are not passed
+//     to the core yet (Core.SetRate, SetMessageTTL); replicated subscriptions' markers are
+//     filtered (Config.ReplicatedSubscriptions off).
+//   - Partitioned topics replicate partition by partition, but the remote's partitioned
+//     metadata is neither created nor checked (createTopicToRemoteClusterForReplication):
+//     the remote auto-creates each partition as a non-partitioned topic.
+//   - Pulsar's periodic replication policy check (replicationPolicyCheckDurationSeconds) is
+//     not run: the registry's policy watches drive Update.
+//   - Aborted transactions' messages are not asked of the transaction buffer (Meta.Aborted
+//     is never set): an aborted transactional message is replicated.
+//   - A topic that closes (unload) stops its replicators after its managed ledger closed,
+//     so their last mark-delete write may fail: the next load re-sends from the persisted
+//     position and the remote's deduplication drops what it has.
+package replhost

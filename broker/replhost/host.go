@@ -1,0 +1,146 @@
+package replhost
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/replication"
+)
+
+// Config configures a Host.
+type Config struct {
+	// LocalCluster is this broker's cluster.
+	LocalCluster string
+	// Remote returns the client of a remote cluster (built from its cluster record).
+	Remote func(ctx context.Context, cluster string) (Remote, error)
+	// Core configures every replicator's core (window, read batch, rates); the clusters
+	// are set per replicator.
+	Core   replication.Config
+	Logger *slog.Logger
+}
+
+// Host runs the replicators of the loaded topics: one per (topic, remote cluster). Its
+// methods are safe for concurrent use.
+type Host struct {
+	cfg Config
+	log *slog.Logger
+
+	mu struct {
+		sync.Mutex // guards the fields below
+		closed     bool
+		topics     map[*topic.Topic]map[string]*replicator
+	}
+}
+
+// New returns a host with no replicator.
+func New(cfg Config) *Host {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Host{cfg: cfg, log: cfg.Logger.With("part", "replication")}
+	h.mu.topics = map[*topic.Topic]map[string]*replicator{}
+	return h
+}
+
+// Update makes the replicators of loaded persistent topic t those of clusters (the topic's
+// replication clusters: topic-level if set, else the namespace's), the local cluster
+// excepted: a new cluster's replicator is started (its cursor created at the earliest
+// entry), a removed cluster's is stopped and its cursor deleted. The replicators stop
+// with the topic (without deleting their cursors).
+func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string) {
+	name := t.Name()
+	if !name.IsPersistent() {
+		return
+	}
+	h.mu.Lock()
+	if h.mu.closed {
+		h.mu.Unlock()
+		return
+	}
+	reps, known := h.mu.topics[t]
+	if !known {
+		reps = map[string]*replicator{}
+		h.mu.topics[t] = reps
+		t.SetReplicationStats(func(ctx context.Context) map[string]any { return h.topicStats(ctx, t) })
+		go func() {
+			<-t.Done()
+			h.topicClosed(t)
+		}()
+	}
+	var stop []*replicator
+	for c, r := range reps {
+		if !slices.Contains(clusters, c) {
+			delete(reps, c)
+			stop = append(stop, r)
+		}
+	}
+	var start []*replicator
+	for _, c := range clusters {
+		if c == h.cfg.LocalCluster || c == "" || reps[c] != nil {
+			continue
+		}
+		rem, err := h.cfg.Remote(ctx, c)
+		if err != nil {
+			h.log.Warn("replication to a cluster without a usable record", "topic", name, "remote", c, "err", err)
+			continue
+		}
+		r := newReplicator(h.cfg.LocalCluster, c, name.String(), t.Log(), rem, h.cfg.Core, h.log)
+		reps[c] = r
+		start = append(start, r)
+	}
+	h.mu.Unlock()
+	for _, r := range stop {
+		r.close(true)
+	}
+	for _, r := range start {
+		if err := r.start(ctx); err != nil {
+			h.log.Warn("start replicator", "topic", name, "remote", r.remote, "err", err)
+			h.mu.Lock()
+			if h.mu.topics[t] != nil && h.mu.topics[t][r.remote] == r {
+				delete(h.mu.topics[t], r.remote)
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+// topicClosed stops the replicators of t.
+func (h *Host) topicClosed(t *topic.Topic) {
+	h.mu.Lock()
+	reps := h.mu.topics[t]
+	delete(h.mu.topics, t)
+	h.mu.Unlock()
+	for _, r := range reps {
+		r.close(false)
+	}
+}
+
+// Topics calls fn for each topic with replicators.
+func (h *Host) Topics(fn func(t *topic.Topic)) {
+	h.mu.Lock()
+	ts := make([]*topic.Topic, 0, len(h.mu.topics))
+	for t := range h.mu.topics {
+		ts = append(ts, t)
+	}
+	h.mu.Unlock()
+	for _, t := range ts {
+		fn(t)
+	}
+}
+
+// Close stops every replicator (their cursors stay) and refuses later updates.
+func (h *Host) Close() {
+	h.mu.Lock()
+	h.mu.closed = true
+	all := h.mu.topics
+	h.mu.topics = map[*topic.Topic]map[string]*replicator{}
+	h.mu.Unlock()
+	for _, reps := range all {
+		for _, r := range reps {
+			r.close(false)
+		}
+	}
+}
