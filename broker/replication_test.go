@@ -153,6 +153,44 @@ func TestGeoReplication(t *testing.T) {
 		return nil
 	})
 	_ = ec
+
+	// West removed from the namespace's clusters: east's replicator stops and its cursor
+	// is deleted. Added again: a new cursor at the earliest entry re-sends all n, and west's
+	// deduplication (on the original producer's name and sequence ids) stores none again.
+	if err := east.SetNamespaceReplicationClusters(ctx, "geo/ns", []string{"east"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the replication cursor to be deleted", func() error {
+		is, err := east.InternalStats(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if _, ok := is.Cursors["pulsar.repl.west"]; ok {
+			return fmt.Errorf("east still has cursor pulsar.repl.west: %v", is.Cursors)
+		}
+		return nil
+	})
+	if err := east.SetNamespaceReplicationClusters(ctx, "geo/ns", []string{"east", "west"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "east to replicate everything again", func() error {
+		st, err := east.TopicStats(ctx, topic)
+		if err != nil {
+			return err
+		}
+		rs, ok := st.Replication["west"].(replhost.ReplicatorStats)
+		if !ok || rs.ReplicationBacklog != 0 || !rs.Connected {
+			return fmt.Errorf("replication to west: %+v", st.Replication["west"])
+		}
+		return nil
+	})
+	st, err := west.TopicStats(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := st.Subscriptions["s"].MsgBacklog; b != 0 {
+		t.Fatalf("west stored %d entries again after east's replicator re-sent everything", b)
+	}
 }
 
 // waitFor polls cond until it holds or ctx ends (the state it waits for has no event).
