@@ -46,6 +46,10 @@ var policies = []*Policy{
 	{NSPath: "delayedDelivery", NSKey: "delayed_delivery_policies", TopicPath: "delayedDelivery", TopicKey: "delayedDeliveryPolicies", check: checkDelayed},
 	{NSPath: "persistence", NSKey: "persistence", TopicPath: "persistence", TopicKey: "persistence", check: checkPersistence},
 	{NSPath: "properties", NSKey: "properties", TopicPath: "properties", TopicKey: "properties", check: decodeAs[map[string]string]},
+	{NSPath: "offloadPolicies", NSKey: KeyNSOffloadPolicies, TopicPath: "offloadPolicies", TopicKey: KeyTopicOffloadPolicies, check: checkOffloadPolicies},
+	{NSPath: "offloadThreshold", NSKey: KeyNSOffloadThreshold, check: checkOffloadThreshold},
+	{NSPath: "offloadThresholdInSeconds", NSKey: KeyNSOffloadThresholdSecs, check: checkOffloadThresholdInSeconds},
+	{NSPath: "offloadDeletionLagMs", NSKey: KeyNSOffloadDeletionLagMs, check: checkOffloadDeletionLag},
 }
 
 var checkRetention = checked(func(r *api.RetentionPolicies) error {
@@ -299,6 +303,10 @@ func RecordOf(pol api.NamespacePolicies) (Record, error) {
 func NullJSON(p *Policy) json.RawMessage {
 	if p.NSPath == "backlogQuota" || p.NSPath == "properties" {
 		return json.RawMessage("{}")
+	}
+	if d := offloadDefault(p.NSPath); d != nil {
+		b, _ := json.Marshal(d) // Pulsar's Policies default of the offload thresholds
+		return b
 	}
 	return json.RawMessage("null")
 }

@@ -224,6 +224,8 @@ type Resolved struct {
 	// topic's replicationClusters, else its namespace's replication_clusters, else this
 	// cluster only.
 	ReplicationClusters []string
+	// Offload is the tiered-storage policy (OffloadPolicy).
+	Offload mledger.OffloadPolicy
 }
 
 // Resolve returns the policies in force on topic n, given its topic record tr and its
@@ -284,6 +286,7 @@ func (pr *Resolver) Resolve(tr, nr Record, n topicname.Name) Resolved {
 	}
 	r.AutoCreate, r.AutoPartitions = pr.AutoTopicCreation(tr, nr)
 	r.ReplicationClusters = pr.ReplicationClusters(tr, nr)
+	r.Offload = pr.OffloadPolicy(tr, nr)
 	r.Quotas = map[string]api.BacklogQuota{}
 	tp.BacklogQuotaLimitSize, tp.BacklogQuotaLimitTime = -1, -1
 	for _, typ := range []string{api.QuotaDestinationStorage, api.QuotaMessageAge} {
@@ -349,6 +352,11 @@ func (pr *Resolver) Pick(tr, nr Record, p *Policy) json.RawMessage {
 			}
 		}
 		b, _ := json.Marshal(m)
+		return b
+	}
+	if p.TopicKey == KeyTopicOffloadPolicies {
+		// The applied offload policy merges field by field (OffloadPolicy).
+		b, _ := json.Marshal(OffloadPoliciesOf(pr.OffloadPolicy(tr, nr)))
 		return b
 	}
 	if p.TopicKey != "" {
