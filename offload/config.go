@@ -93,7 +93,7 @@ type Config struct {
 	FileSystemURI            string // fileSystemURI: file:///dir or /dir
 	FileSystemProfilePath    string // fileSystemProfilePath (Hadoop's; accepted and unused)
 	OffloadersDirectory      string // offloadersDirectory (Pulsar's NAR directory; accepted and unused)
-	ReadPriority             ReadPriority
+	ReadPriority             ReadPriority // managedLedgerDataReadPriority (broker.conf), managedLedgerOffloadedReadPriority (policies)
 	ReadCacheSizeInBytes     int64 // managedLedgerOffloadReadCacheSizeInBytes (Magnetar) [2 blocks]
 	ReadAheadBlocks          int   // managedLedgerOffloadReadAheadBlocks (Magnetar) [1]
 }
