@@ -85,17 +85,17 @@ type Config struct {
 	S3Role                  string // s3ManagedLedgerOffloadRole (an IAM role ARN to assume)
 	S3RoleSessionName       string // s3ManagedLedgerOffloadRoleSessionName [pulsar-s3-offload]
 
-	GCSRegion                string // gcsManagedLedgerOffloadRegion
-	GCSBucket                string // gcsManagedLedgerOffloadBucket
-	GCSMaxBlockSizeInBytes   int64  // gcsManagedLedgerOffloadMaxBlockSizeInBytes [64 MiB]
-	GCSReadBufferSizeInBytes int64  // gcsManagedLedgerOffloadReadBufferSizeInBytes [1 MiB]
-	GCSServiceAccountKeyFile string // gcsManagedLedgerOffloadServiceAccountKeyFile
-	FileSystemURI            string // fileSystemURI: file:///dir or /dir
-	FileSystemProfilePath    string // fileSystemProfilePath (Hadoop's; accepted and unused)
-	OffloadersDirectory      string // offloadersDirectory (Pulsar's NAR directory; accepted and unused)
+	GCSRegion                string       // gcsManagedLedgerOffloadRegion
+	GCSBucket                string       // gcsManagedLedgerOffloadBucket
+	GCSMaxBlockSizeInBytes   int64        // gcsManagedLedgerOffloadMaxBlockSizeInBytes [64 MiB]
+	GCSReadBufferSizeInBytes int64        // gcsManagedLedgerOffloadReadBufferSizeInBytes [1 MiB]
+	GCSServiceAccountKeyFile string       // gcsManagedLedgerOffloadServiceAccountKeyFile
+	FileSystemURI            string       // fileSystemURI: file:///dir or /dir
+	FileSystemProfilePath    string       // fileSystemProfilePath (Hadoop's; accepted and unused)
+	OffloadersDirectory      string       // offloadersDirectory (Pulsar's NAR directory; accepted and unused)
 	ReadPriority             ReadPriority // managedLedgerDataReadPriority (broker.conf), managedLedgerOffloadedReadPriority (policies)
-	ReadCacheSizeInBytes     int64 // managedLedgerOffloadReadCacheSizeInBytes (Magnetar) [2 blocks]
-	ReadAheadBlocks          int   // managedLedgerOffloadReadAheadBlocks (Magnetar) [1]
+	ReadCacheSizeInBytes     int64        // managedLedgerOffloadReadCacheSizeInBytes (Magnetar) [2 blocks]
+	ReadAheadBlocks          int          // managedLedgerOffloadReadAheadBlocks (Magnetar) [1]
 }
 
 // Defaults returns Pulsar's defaults (offload disabled).
