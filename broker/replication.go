@@ -13,6 +13,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/replhost"
 	"github.com/magnetar-io/magnetar/broker/topic"
 	"github.com/magnetar-io/magnetar/pulsarclient"
@@ -48,17 +49,13 @@ func (s *Service) newReplication() *replhost.Host {
 	return h
 }
 
-// onPolicies starts and stops loaded topic t's replicators after its policies changed.
-func (s *Service) onPolicies(ctx context.Context, t *topic.Topic) {
+// onPolicies starts and stops loaded topic t's replicators after its policies changed
+// (r: the policies in force), and gives them the message TTL.
+func (s *Service) onPolicies(ctx context.Context, t *topic.Topic, r policy.Resolved) {
 	if s.repl == nil || !t.Name().IsPersistent() {
 		return
 	}
-	clusters, err := s.res.TopicReplicationClusters(ctx, t.Name(), true)
-	if err != nil {
-		s.log.Warn("read the replication clusters", "topic", t.Name().String(), "err", err)
-		return
-	}
-	s.repl.Update(ctx, t, clusters)
+	s.repl.Update(ctx, t, r.ReplicationClusters, replhost.Settings{MessageTTLMs: r.TTL * 1000})
 }
 
 // remoteCluster returns the client of cluster name, from its record.

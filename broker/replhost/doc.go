@@ -8,7 +8,7 @@
 //
 //	h := replhost.New(replhost.Config{LocalCluster: "east", Remote: remoteOf, Core: replication.Config{MaxPending: 1000}})
 //	reg.MustRegister(h.Collector())          // pulsar_replication_* metrics
-//	h.Update(ctx, t, []string{"east", "west"}) // on load and on every policy change of t
+//	h.Update(ctx, t, []string{"east", "west"}, replhost.Settings{}) // on load and every policy change of t
 //	defer h.Close()
 //
 // The caller's obligations:
@@ -52,9 +52,10 @@
 //   - The admin's reset of a replication cursor (the core's Reset) has no REST path yet; the
 //     owner's cursor cannot seek, so a core read that does not follow the last one is
 //     logged (it cannot happen without a reset).
-//   - The replicator dispatch rate policy and the namespace's message TTL are not passed
-//     to the core yet (Core.SetRate, SetMessageTTL); replicated subscriptions' markers are
-//     filtered (Config.ReplicatedSubscriptions off).
+//   - The replicator dispatch rate policy (replicatorDispatchRate, per cluster) is not
+//     passed to the core yet (Core.SetRate): policy.Resolved does not carry it. The message
+//     TTL is (Settings). Replicated subscriptions' markers are filtered
+//     (Config.ReplicatedSubscriptions off).
 //   - Partitioned topics replicate partition by partition, but the remote's partitioned
 //     metadata is neither created nor checked (createTopicToRemoteClusterForReplication):
 //     the remote auto-creates each partition as a non-partitioned topic.

@@ -22,6 +22,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Settings are the policies a topic's replicators follow.
+type Settings struct {
+	// MessageTTLMs is the message TTL (ms, 0: none): an entry read past it is not
+	// replicated (Pulsar's msgRateExpired).
+	MessageTTLMs int64
+}
+
 // Host runs the replicators of the loaded topics: one per (topic, remote cluster). Its
 // methods are safe for concurrent use.
 type Host struct {
@@ -50,7 +57,7 @@ func New(cfg Config) *Host {
 // excepted: a new cluster's replicator is started (its cursor created at the earliest
 // entry), a removed cluster's is stopped and its cursor deleted. The replicators stop
 // with the topic (without deleting their cursors).
-func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string) {
+func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, set Settings) {
 	name := t.Name()
 	if !name.IsPersistent() {
 		return
@@ -75,7 +82,9 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string) {
 		if !slices.Contains(clusters, c) {
 			delete(reps, c)
 			stop = append(stop, r)
+			continue
 		}
+		r.apply(set)
 	}
 	var start []*replicator
 	for _, c := range clusters {
@@ -87,7 +96,9 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string) {
 			h.log.Warn("replication to a cluster without a usable record", "topic", name, "remote", c, "err", err)
 			continue
 		}
-		r := newReplicator(h.cfg.LocalCluster, c, name.String(), t.Log(), rem, h.cfg.Core, h.log)
+		cfg := h.cfg.Core
+		cfg.MessageTTLMs = set.MessageTTLMs
+		r := newReplicator(h.cfg.LocalCluster, c, name.String(), t.Log(), rem, cfg, h.log)
 		reps[c] = r
 		start = append(start, r)
 	}

@@ -117,6 +117,11 @@ func (r *replicator) close(deleteCursor bool) {
 
 func (r *replicator) post(fn func()) bool { return r.in.Push(fn) }
 
+// apply gives the replicator's core new settings (an event for run).
+func (r *replicator) apply(set Settings) {
+	r.post(func() { r.core.SetMessageTTL(set.MessageTTLMs) })
+}
+
 func (r *replicator) spawn(fn func()) {
 	r.helpers.Add(1)
 	go func() {

@@ -139,8 +139,9 @@ func (reg *Registry) applyPolicies(ctx context.Context, t *topic.Topic, r policy
 			reg.log.Debug("apply mark-delete rate", "topic", t.Name().String(), "err", err)
 		}
 	}
+	reg.applyOffload(ctx, t, r)
 	if reg.cfg.OnPolicies != nil {
-		reg.cfg.OnPolicies(ctx, t)
+		reg.cfg.OnPolicies(ctx, t, r)
 	}
 }
 

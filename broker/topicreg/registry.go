@@ -52,7 +52,7 @@ type Config struct {
 	// OnPolicies, if set, is called after a loaded topic got its policies: when it loads,
 	// and on every change of its namespace's or its own policy record (the broker starts
 	// and stops its geo-replicators there).
-	OnPolicies func(ctx context.Context, t *topic.Topic)
+	OnPolicies func(ctx context.Context, t *topic.Topic, r policy.Resolved)
 }
 
 // Records is what the registry reads and writes of the broker's records (package
