@@ -72,7 +72,7 @@
 //
 // Checked after every step by the seeded simulations, each shown to fail by mutations:
 //
-//   - B1–B4, B6 (deliveries, acknowledgements, order, permits, seeks) and R1 (no read of
+//   - B1–B4, B6 (deliveries, acknowledgements, order, permits, seeks) and DR1 (no read of
 //     new entries beyond the budget of the subscription's or the topic's dispatch rate):
 //     package dispatch, dispatch/sim_test.go TestSim and TestSimCatchesMutations;
 //   - B5 (a producer is told it is connected only after its epoch is durable; an older epoch

@@ -251,7 +251,7 @@ type hashHold struct {
 //   - pending, replay and delayed are disjoint;
 //   - at most one read and one re-read are in flight; a result of an older epoch is dropped;
 //   - Key_Shared (in order): every pending entry of a hash is with one consumer;
-//   - a read of new entries is issued only when the dispatch rates allow one (R1).
+//   - a read of new entries is issued only when the dispatch rates allow one (DR1).
 type Core struct {
 	cfg       Config
 	mut       Mutation

@@ -58,7 +58,7 @@
 //   - B4 an entry is sent only while its consumer's permit balance is positive (a batch may
 //     take it below zero, as in Pulsar);
 //   - B6 nothing read before a seek was requested is delivered after it;
-//   - R1 a read of new entries is issued only while the subscription's and the topic's
+//   - DR1 a read of new entries is issued only while the subscription's and the topic's
 //     dispatch rates have budget left (their burst plus rate × time since set, less what
 //     the reads brought), and a read they hold back is issued once they allow it (B2);
 //   - internal: pending, replay and delayed are disjoint; a Key_Shared hash is pending with

@@ -614,12 +614,12 @@ func (w *simWorld) entry(i int) Entry {
 
 func (w *simWorld) read(inc *simIncarnation, r Read) {
 	w.s.Tracef("  read %d (epoch %d)", r.N, r.Epoch)
-	// R1: a read of new entries is issued only while the dispatch rates have budget left.
+	// DR1: a read of new entries is issued only while the dispatch rates have budget left.
 	if why := inc.own.exceeded(r.N, w.nowMs()); why != "" {
-		w.failf("R1: read issued beyond the subscription's dispatch rate: %s", why)
+		w.failf("DR1: read issued beyond the subscription's dispatch rate: %s", why)
 	}
 	if why := inc.shared.exceeded(r.N, w.nowMs()); why != "" {
-		w.failf("R1: read issued beyond the topic's dispatch rate: %s", why)
+		w.failf("DR1: read issued beyond the topic's dispatch rate: %s", why)
 	}
 	rd := &simRead{inc: inc, epoch: r.Epoch, n: r.N, gen: w.seekGen}
 	w.cur.issued = rd
