@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/replhost"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
+	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 	"github.com/magnetar-io/magnetar/pulsarclient"
 )
 
@@ -208,5 +212,117 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() error) 
 			t.Fatalf("waiting for %s: %v", what, err)
 		case <-tick.C:
 		}
+	}
+}
+
+// TestReplicatorProducerContract drives the receiving side's contract (package
+// replication's doc.go) over the wire, with the session producer the replicator uses: a
+// second producer of the replicator's name is refused (ProducerBusy); a refused SEND ends
+// the session, so the SEND pipelined behind it is not stored; the next session re-sends
+// from the refused one, and what the topic already has (by the original producer's name
+// and sequence id) is answered as a duplicate and not stored again.
+func TestReplicatorProducerContract(t *testing.T) {
+	mem := topictest.NewStore()
+	svc := startServiceWith(t, metadatatest.NewStore(t, metadatatest.Embedded(t)), mem, "w1",
+		func(c *broker.Config) { c.Cluster = "west" })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, name = "persistent://public/default/replicated-in", "pulsar.repl.east-->west"
+	cl := client(t, svc)
+	ended := make(chan error, 4)
+	session := func() *pulsarclient.SessionProducer {
+		t.Helper()
+		p, err := cl.CreateSessionProducer(ctx, pulsarclient.SessionProducerOptions{Topic: topic, Name: name,
+			OnEnd: func(err error) { ended <- err }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	type result struct {
+		id  pulsarclient.MessageID
+		err error
+	}
+	send := func(p *pulsarclient.SessionProducer, seq uint64, size int) chan result {
+		meta := &pb.MessageMetadata{ProducerName: proto.String("orig"), SequenceId: proto.Uint64(seq),
+			PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), ReplicatedFrom: proto.String("east")}
+		payload := []byte(strings.Repeat(strconv.FormatUint(seq, 10), size))
+		ch := make(chan result, 1)
+		p.Send(meta, payload, false, func(id pulsarclient.MessageID, err error) { ch <- result{id, err} })
+		return ch
+	}
+	wait := func(ch chan result) result {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-ctx.Done():
+			t.Fatal("no answer to a send")
+		}
+		return result{}
+	}
+
+	p1 := session()
+	if err := svc.SetTopicPolicy(ctx, topic, "maxMessageSize", "", []byte("1000")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSessionProducer(ctx, pulsarclient.SessionProducerOptions{Topic: topic, Name: name}); !pulsarclient.IsServerError(err, pb.ServerError_ProducerBusy) {
+		t.Fatalf("a second producer of the replicator's name: %v, want ProducerBusy", err)
+	}
+	if r := wait(send(p1, 0, 1)); r.err != nil || r.id.EntryID < 0 {
+		t.Fatalf("first send: %+v", r)
+	}
+	big, behind := send(p1, 1, 2000), send(p1, 2, 1) // the second is pipelined behind the refused one
+	if r := wait(big); !pulsarclient.IsServerError(r.err, pb.ServerError_NotAllowedError) {
+		t.Fatalf("a send over the max message size: %+v, want NotAllowedError", r)
+	}
+	if r := wait(behind); r.err == nil {
+		t.Fatalf("the send behind a refused one succeeded: %+v", r)
+	}
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the session did not end at the refusal")
+	}
+	p1.Close()
+
+	if err := svc.SetTopicPolicy(ctx, topic, "maxMessageSize", "", []byte("100000")); err != nil {
+		t.Fatal(err)
+	}
+	var p2 *pulsarclient.SessionProducer
+	waitFor(ctx, t, "a new session", func() error { // the broker may still be closing the old one
+		var err error
+		p2, err = cl.CreateSessionProducer(ctx, pulsarclient.SessionProducerOptions{Topic: topic, Name: name})
+		return err
+	})
+	defer p2.Close()
+	dup, r1, r2 := send(p2, 0, 1), send(p2, 1, 2000), send(p2, 2, 1)
+	if r := wait(dup); r.err != nil || r.id.EntryID >= 0 {
+		t.Fatalf("a re-send of a stored message: %+v, want a duplicate's receipt", r)
+	}
+	for i, ch := range []chan result{r1, r2} {
+		if r := wait(ch); r.err != nil || r.id.EntryID < 0 {
+			t.Fatalf("re-send %d: %+v", i+1, r)
+		}
+	}
+	cons, err := cl.Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "check", InitialPosition: pulsarclient.Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := range 3 {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.SequenceID != int64(seq) || m.ProducerName != "orig" {
+			t.Fatalf("entry %d of the topic is %s/%d, want orig/%d", seq, m.ProducerName, m.SequenceID, seq)
+		}
+	}
+	st, err := svc.TopicStats(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := st.Subscriptions["check"].MsgBacklog; b != 3 {
+		t.Fatalf("the topic holds %d entries, want 3", b)
 	}
 }

@@ -25,6 +25,8 @@ type SessionProducer struct {
 	topic string
 	onEnd func(error)
 
+	closeOnce sync.Once
+
 	mu struct {
 		sync.Mutex // guards the fields below
 		ended      error
@@ -117,11 +119,11 @@ func (p *SessionProducer) Send(meta *pb.MessageMetadata, payload []byte, marker 
 }
 
 // Close ends the session (pending sends fail with ErrClosed) and closes the producer on
-// the broker. Idempotent.
+// the broker, also after the session ended by itself (a broker may keep a producer open
+// after refusing one of its sends). Idempotent.
 func (p *SessionProducer) Close() {
-	if p.end(ErrClosed) {
-		p.closeOnBroker()
-	}
+	p.end(ErrClosed)
+	p.closeOnce.Do(p.closeOnBroker)
 }
 
 func (p *SessionProducer) closeOnBroker() {
