@@ -27,12 +27,14 @@ import (
 // replicators stop with the topic. A remote cluster is reached with a client built from
 // its cluster record (brokerServiceUrl, or brokerServiceUrlTls with
 // brokerClientTlsEnabled; its authentication plugin and parameters; its trust
-// certificates), made once per record version.
+// certificates), made once per record version; a replicator asks for it at each connect,
+// so an updated record applies at its next reconnect.
 
 // remoteClients caches one Pulsar client per remote cluster, keyed by its record.
 type remoteClients struct {
-	mu      sync.Mutex // guards clients
+	mu      sync.Mutex // guards the fields below
 	clients map[string]remoteClient
+	retired []*pulsarclient.Client // built from an older record; closed with the broker
 }
 
 type remoteClient struct {
@@ -71,8 +73,9 @@ func (s *Service) remoteCluster(ctx context.Context, name string) (replhost.Remo
 		if rc.record == string(b) {
 			return rc.cl, nil
 		}
-		// The record changed: new replicators get a new client; the old one's producers
-		// keep running until their topics' replicators stop.
+		// The record changed: the next connects use a new client; the old one's sessions
+		// run until they end.
+		s.remotes.retired = append(s.remotes.retired, rc.cl)
 	}
 	cl, err := newRemoteClient(cd, s)
 	if err != nil {
@@ -90,6 +93,10 @@ func (s *Service) closeRemotes() {
 		rc.cl.Close() //nolint:errcheck // closing
 		delete(s.remotes.clients, n)
 	}
+	for _, cl := range s.remotes.retired {
+		cl.Close() //nolint:errcheck // closing
+	}
+	s.remotes.retired = nil
 }
 
 func newRemoteClient(cd api.ClusterData, s *Service) (*pulsarclient.Client, error) {

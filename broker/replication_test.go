@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -325,4 +326,73 @@ func TestReplicatorProducerContract(t *testing.T) {
 	if b := st.Subscriptions["check"].MsgBacklog; b != 3 {
 		t.Fatalf("the topic holds %d entries, want 3", b)
 	}
+}
+
+// TestGeoReplicationUnreachable: while east's record of west names an address where
+// nothing listens, east's replicator is not connected and its backlog grows with what is
+// produced; once the record is corrected, replication resumes by itself and west gets
+// every message once, in order.
+func TestGeoReplicationUnreachable(t *testing.T) {
+	east, west := geoPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const topic, n = "persistent://geo/ns/cut", 50
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	if err := east.UpdateCluster(ctx, "west", broker.ClusterData{BrokerServiceURL: "pulsar://" + dead}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := client(t, west).Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "s",
+		InitialPosition: pulsarclient.Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := client(t, east).CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := prod.Send(ctx, &pulsarclient.ProducerMessage{Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(ctx, t, "the backlog of the unreachable cluster", func() error {
+		st, err := east.TopicStats(ctx, topic)
+		if err != nil {
+			return err
+		}
+		rs, _ := st.Replication["west"].(replhost.ReplicatorStats)
+		if rs.Connected || rs.ReplicationBacklog != n {
+			return fmt.Errorf("replication to west: %+v", st.Replication["west"])
+		}
+		return nil
+	})
+	if err := east.UpdateCluster(ctx, "west", broker.ClusterData{BrokerServiceURL: "pulsar://" + west.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive %d: %v", i, err)
+		}
+		if got := string(m.Payload); got != strconv.Itoa(i) {
+			t.Fatalf("message %d in west is %q", i, got)
+		}
+		_ = cons.Ack(m)
+	}
+	waitFor(ctx, t, "east's backlog to drain", func() error {
+		st, err := east.TopicStats(ctx, topic)
+		if err != nil {
+			return err
+		}
+		rs, _ := st.Replication["west"].(replhost.ReplicatorStats)
+		if !rs.Connected || rs.ReplicationBacklog != 0 {
+			return fmt.Errorf("replication to west: %+v", st.Replication["west"])
+		}
+		return nil
+	})
 }

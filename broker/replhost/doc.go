@@ -19,7 +19,9 @@
 //     its cursor (pulsar.repl.<cluster>) deleted; a topic that closes stops its
 //     replicators and keeps their cursors.
 //  2. Remote returns the client of a cluster (built from its cluster record: URL,
-//     credentials, TLS); it must stay usable while replicators use it.
+//     credentials, TLS); a replicator asks for it at each connect (a corrected record
+//     applies at the next reconnect; a missing one fails the connect and the backlog
+//     grows). A client it returned must stay usable while sessions on it run.
 //  3. Close before the topics unload: the replicators write their last mark-delete
 //     position while their managed ledgers are open.
 //

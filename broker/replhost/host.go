@@ -14,7 +14,9 @@ import (
 type Config struct {
 	// LocalCluster is this broker's cluster.
 	LocalCluster string
-	// Remote returns the client of a remote cluster (built from its cluster record).
+	// Remote returns the client of a remote cluster (built from its cluster record). A
+	// replicator asks for it at each connect, so a changed record applies at the next
+	// reconnect, and a missing or unusable one only fails connects (the backlog grows).
 	Remote func(ctx context.Context, cluster string) (Remote, error)
 	// Core configures every replicator's core (window, read batch, rates); the clusters
 	// are set per replicator.
@@ -91,11 +93,8 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 		if c == h.cfg.LocalCluster || c == "" || reps[c] != nil {
 			continue
 		}
-		rem, err := h.cfg.Remote(ctx, c)
-		if err != nil {
-			h.log.Warn("replication to a cluster without a usable record", "topic", name, "remote", c, "err", err)
-			continue
-		}
+		cluster := c
+		rem := func(ctx context.Context) (Remote, error) { return h.cfg.Remote(ctx, cluster) }
 		cfg := h.cfg.Core
 		cfg.MessageTTLMs = set.MessageTTLMs
 		r := newReplicator(h.cfg.LocalCluster, c, name.String(), t.Log(), rem, cfg, h.log)

@@ -35,7 +35,7 @@ type replicator struct {
 	local, remote string
 	topicName     string
 	log           topic.Log
-	rem           Remote
+	rem           func(ctx context.Context) (Remote, error) // the remote cluster's client, asked at each connect
 	logger        *slog.Logger
 	cfg           replication.Config
 
@@ -71,10 +71,9 @@ type Stats struct {
 	Backlog                    int64
 	DelayMs                    int64
 	ConnectedSince             time.Time
-	OutboundConnection         string
 }
 
-func newReplicator(local, remote, topicName string, log topic.Log, rem Remote, cfg replication.Config, logger *slog.Logger) *replicator {
+func newReplicator(local, remote, topicName string, log topic.Log, rem func(context.Context) (Remote, error), cfg replication.Config, logger *slog.Logger) *replicator {
 	cfg.LocalCluster, cfg.RemoteCluster = local, remote
 	return &replicator{local: local, remote: remote, topicName: topicName, log: log, rem: rem, cfg: cfg,
 		logger: logger.With("topic", topicName, "remote", remote), in: inbox.New[func()](),
@@ -293,10 +292,14 @@ func (r *replicator) connect(c replication.Connect) {
 	r.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		p, err := r.rem.CreateSessionProducer(ctx, pulsarclient.SessionProducerOptions{Topic: r.topicName, Name: c.ProducerName,
-			OnEnd: func(err error) {
-				r.post(func() { r.core.Disconnected(epoch, err) })
-			}})
+		var p *pulsarclient.SessionProducer
+		rem, err := r.rem(ctx)
+		if err == nil {
+			p, err = rem.CreateSessionProducer(ctx, pulsarclient.SessionProducerOptions{Topic: r.topicName, Name: c.ProducerName,
+				OnEnd: func(err error) {
+					r.post(func() { r.core.Disconnected(epoch, err) })
+				}})
+		}
 		if !r.post(func() {
 			if err != nil {
 				r.logger.Info("replicator not connected", "err", err)
