@@ -172,6 +172,9 @@ func (h *handler) lookupAssigned(cs BrokersService, w http.ResponseWriter, r *ht
 	if err != nil {
 		return err
 	}
+	if res.BrokerInfo, err = res.BrokerInfo.ForListener(listenerName(r)); err != nil {
+		return err
+	}
 	if to := res.AdminURL(r.TLS != nil); (res.Assigned || res.ToLeader) && to != "" {
 		q := r.URL.Query()
 		q.Set("authoritative", strconv.FormatBool(res.Assigned)) // the leader chooses the owner

@@ -699,6 +699,15 @@ type LookupData struct {
 	NativeURL    string `json:"nativeUrl"`
 }
 
+// listenerName is the advertised listener an HTTP lookup names: Pulsar's listenerName
+// query parameter, else its X-Pulsar-ListenerName header ("": the internal listener).
+func listenerName(r *http.Request) string {
+	if n := r.URL.Query().Get("listenerName"); n != "" {
+		return n
+	}
+	return r.Header.Get("X-Pulsar-ListenerName")
+}
+
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request) error {
 	n, err := checkTopic(r)
 	if err != nil {
@@ -706,6 +715,9 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := h.svc.Lookup(r.Context(), n.String())
 	if err != nil {
+		return err
+	}
+	if res.BrokerInfo, err = res.BrokerInfo.ForListener(listenerName(r)); err != nil {
 		return err
 	}
 	return ok(w, LookupData{BrokerURL: res.ServiceURL, BrokerURLTLS: res.ServiceURLTLS, HTTPURL: res.HTTPURL,

@@ -112,6 +112,10 @@ type Config struct {
 	// and AckQuorum default to 1/1/1 here only if all three are 0 in ManagedLedger and in the
 	// fields below.
 	ManagedLedger mledger.Config
+	// Offloader is the tiered-storage offloader of every managed ledger (nil: offload off);
+	// ManagedLedger.Offload is the broker-level offload policy that namespace and topic
+	// policies override. The caller opens it and closes it after the Service.
+	Offloader mledger.Offloader
 	// Ensemble, WriteQuorum and AckQuorum override ManagedLedger's when set.
 	Ensemble, WriteQuorum, AckQuorum int
 

@@ -110,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	as := mledger.NewAsyncStore(cfg.Store, 0)
 	s.closers = append(s.closers, func() { as.Close() })
-	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log})
+	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log, Offloader: cfg.Offloader})
 	s.res = records{resources.New(cfg.Store, cfg.Cluster, s.log)}
 	s.peer = peer.New(cfg.PeerHTTP)
 	s.access = access.Checker{Authz: cfg.Authz, Records: s.res}

@@ -35,6 +35,9 @@ type Options struct {
 	// TLS configures pulsar+ssl:// connections (nil: the system roots, hostname checked).
 	// Its ServerName is set per broker unless given.
 	TLS *tls.Config
+	// ListenerName names the broker's advertised listener whose URLs lookups answer
+	// (Pulsar's listenerName); "": the broker's internal listener.
+	ListenerName string
 }
 
 // Authentication is a client's credentials.
@@ -243,7 +246,7 @@ func (cl *Client) Lookup(ctx context.Context, topic string) (string, error) {
 		id := cl.nextID()
 		resp, err := c.request(ctx, id, pulsar.Wrap(&pb.CommandLookupTopic{
 			Topic: proto.String(full), RequestId: proto.Uint64(id), Authoritative: proto.Bool(authoritative),
-			AdvertisedListenerName: proto.String(""),
+			AdvertisedListenerName: proto.String(cl.opts.ListenerName),
 		}))
 		if err != nil {
 			return "", fmt.Errorf("lookup %s: %w", full, err)

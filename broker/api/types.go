@@ -19,6 +19,37 @@ type BrokerInfo struct {
 	HTTPURLTLS    string `json:"webServiceUrlTls,omitempty"`
 	Cluster       string `json:"cluster,omitempty"` // cluster name
 	StartedAt     int64  `json:"startedAt"`         // Unix ms
+	// Listeners are the broker's named advertised listeners (Pulsar's advertisedListeners),
+	// by name; nil if none are configured. The URLs above are the internal listener's.
+	Listeners map[string]ListenerURLs `json:"advertisedListeners,omitempty"`
+}
+
+// ListenerURLs are one advertised listener's URLs (Pulsar's AdvertisedListener JSON); ""
+// for a scheme the listener does not have.
+type ListenerURLs struct {
+	ServiceURL    string `json:"brokerServiceUrl,omitempty"`
+	ServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"`
+	HTTPURL       string `json:"brokerHttpUrl,omitempty"`
+	HTTPURLTLS    string `json:"brokerHttpsUrl,omitempty"`
+}
+
+// ForListener is b as a client of the named advertised listener sees it: name "" is the
+// default (internal) listener, b itself; another name replaces the binary URLs (and the
+// HTTP ones the listener has) with the listener's. A name the broker has no listener of
+// is refused (ErrInvalidArgument), as Pulsar refuses such a lookup.
+func (b BrokerInfo) ForListener(name string) (BrokerInfo, error) {
+	if name == "" {
+		return b, nil
+	}
+	l, ok := b.Listeners[name]
+	if !ok {
+		return b, fmt.Errorf("%w: the broker does not have the %s listener", ErrInvalidArgument, name)
+	}
+	b.ServiceURL, b.ServiceURLTLS = l.ServiceURL, l.ServiceURLTLS
+	if l.HTTPURL != "" || l.HTTPURLTLS != "" {
+		b.HTTPURL, b.HTTPURLTLS = l.HTTPURL, l.HTTPURLTLS
+	}
+	return b, nil
 }
 
 // AdminURL is the base URL of the broker's admin API: the https:// one if tls is set and

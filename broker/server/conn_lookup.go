@@ -23,6 +23,11 @@ func (c *conn) handleLookup(cmd *pb.CommandLookupTopic) {
 	defer cancel()
 	c.s.m.Lookups.Inc()
 	r, err := c.lookupAuthorized(ctx, cmd.GetTopic(), cmd.GetAuthoritative())
+	if err == nil {
+		// The URLs of the listener the client names (advertised_listener_name), else the
+		// internal listener's.
+		r.BrokerInfo, err = r.BrokerInfo.ForListener(cmd.GetAdvertisedListenerName())
+	}
 	resp := &pb.CommandLookupTopicResponse{RequestId: &rid}
 	if err != nil {
 		msg := err.Error()

@@ -140,6 +140,7 @@ func (reg *Registry) applyPolicies(ctx context.Context, t *topic.Topic, r policy
 		}
 	}
 	reg.applyOffload(ctx, t, r)
+	reg.applyOffload(ctx, t, r)
 	if reg.cfg.OnPolicies != nil {
 		reg.cfg.OnPolicies(ctx, t, r)
 	}

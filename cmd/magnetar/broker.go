@@ -37,6 +37,7 @@ func newBrokerCmd() *cobra.Command {
 		pf                                                          policyFlags
 		lf                                                          *loadmgr.Flags
 		brokerAuth                                                  = clientSecurity{hostnameVerification: true}
+		of                                                          offloadFlags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -88,7 +89,13 @@ func newBrokerCmd() *cobra.Command {
 				return usageError{fmt.Errorf("--broker-client-auth-plugin/--broker-client-auth-params: %w", err)}
 			}
 			hc.Timeout = time.Minute
+			offloader, offloadPolicy, closeOffloader, err := of.open(ctx, "")
+			if err != nil {
+				return err
+			}
+			defer closeOffloader()
 			bc := brokerConfig(brokerSettings{store: store, listen: listen, httpURL: httpURL, httpsURL: httpsURL,
+				offloader: offloader, offloadPolicy: offloadPolicy,
 				cluster: cluster, maxMessageSize: maxMessageSize, noAutoCreate: noAutoCreate, noDedup: noDedup, txn: txnOn,
 				authn: authn, auth: &af, ts: ts, tls: &tf, pol: &pf, lb: lf,
 				ensemble: ensemble, writeQuorum: writeQuorum, ackQuorum: ackQuorum, txnCoordinators: txnCoordinators,
@@ -135,11 +142,12 @@ func newBrokerCmd() *cobra.Command {
 	tf.add(f, "listen-tls")
 	bf.add(f)
 	pf.add(f)
+	of.add(f)
 	lf = loadmgr.AddFlags(f)
 	f.StringVar(&brokerAuth.authPlugin, "broker-client-auth-plugin", "",
 		"the broker's own authentication in its admin requests to other brokers (load manager): token or basic")
 	f.StringVar(&brokerAuth.authParams, "broker-client-auth-params", "", "those credentials: token:JWT or file:///path (token); u:p (basic)")
-	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys, loadmgr.ConfigKeys,
+	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys, loadmgr.ConfigKeys, of.keys(),
 		brokerClientKeys), append(slices.Clone(authSecretFlags), "broker-client-auth-params")...)
 }
 

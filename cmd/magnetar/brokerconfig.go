@@ -10,6 +10,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/mledger"
 	"github.com/magnetar-io/magnetar/tlsconf"
 )
 
@@ -30,6 +31,9 @@ type brokerSettings struct {
 	tls               *tlsFlags
 	pol               *policyFlags
 	lb                *loadmgr.Flags
+	// offloader and offloadPolicy: tiered storage (offloadFlags.open; nil: off).
+	offloader     mledger.Offloader
+	offloadPolicy mledger.OffloadPolicy
 
 	// Ensemble, write and ack quorum: the broker's flags; standalone 1/1/1 (one bookie).
 	ensemble, writeQuorum, ackQuorum int
@@ -68,6 +72,12 @@ func brokerConfig(s brokerSettings) broker.Config {
 		bc.ListenTLS, bc.TLS = s.tls.listen, s.ts.Config()
 	}
 	s.pol.apply(&bc)
+	bc.Offloader = s.offloader
+	op := s.offloadPolicy
+	if op == (mledger.OffloadPolicy{}) {
+		op = mledger.DefaultOffloadPolicy()
+	}
+	bc.ManagedLedger.Offload = &op
 	if s.lb != nil {
 		s.lb.Apply(&bc.LoadManager)
 	}

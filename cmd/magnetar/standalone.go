@@ -36,6 +36,7 @@ type standaloneFlags struct {
 	noAutoCreate, noDedup, txn                                             bool
 	pol                                                                    policyFlags
 	lb                                                                     *loadmgr.Flags
+	off                                                                    offloadFlags
 	auth                                                                   authFlags
 	tls                                                                    tlsFlags
 }
@@ -82,8 +83,9 @@ func newStandaloneCmd() *cobra.Command {
 	fl.auth.add(f)
 	fl.tls.add(f, "broker-listen-tls")
 	fl.pol.add(f)
+	fl.off.add(f)
 	fl.lb = loadmgr.AddFlags(f)
-	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys, loadmgr.ConfigKeys),
+	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys, loadmgr.ConfigKeys, fl.off.keys()),
 		authSecretFlags...)
 }
 
@@ -158,7 +160,14 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer b.Close()
+	// Tiered storage: off unless a driver is configured; filesystem defaults under the data dir.
+	offloader, offloadPolicy, closeOffloader, err := fl.off.open(ctx, abs)
+	if err != nil {
+		return err
+	}
+	defer closeOffloader()
 	bc := brokerConfig(brokerSettings{store: store, listen: fl.brokerAddr, httpURL: httpURL, httpsURL: httpsURL,
+		offloader: offloader, offloadPolicy: offloadPolicy,
 		cluster: fl.cluster, maxMessageSize: fl.maxMessageSize, noAutoCreate: fl.noAutoCreate, noDedup: fl.noDedup, txn: fl.txn,
 		authn: authn, auth: &fl.auth, ts: ts, tls: &fl.tls, pol: &fl.pol, lb: fl.lb,
 		ensemble: 1, writeQuorum: 1, ackQuorum: 1, txnCoordinators: 1,

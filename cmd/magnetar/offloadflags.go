@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/spf13/pflag"
+
+	"github.com/magnetar-io/magnetar/config"
+	"github.com/magnetar-io/magnetar/mledger"
+	"github.com/magnetar-io/magnetar/offload"
+)
+
+// offloadFlags are tiered storage's settings of the broker and standalone commands: every
+// offloader key of Pulsar's broker.conf (offload.ConfigKeys: driver, bucket, region,
+// endpoint, block sizes, read priority, filesystem keys, …) and the broker-level offload
+// policy (managedLedgerOffloadThresholdInBytes, …InSeconds, managedLedgerOffloadDeletionLagMs),
+// each a flag named by its key in kebab-case (--managed-ledger-offload-driver) so that
+// --config files and flags both reach it.
+type offloadFlags struct {
+	vals map[string]*string // by broker.conf key; "" leaves the default
+}
+
+// offloadPolicyKeys are the broker-level offload policy keys (Pulsar's broker.conf names and
+// the aliases its OffloadPoliciesImpl reads).
+var offloadPolicyKeys = []string{
+	"managedLedgerOffloadThresholdInBytes", "managedLedgerOffloadAutoTriggerSizeThresholdBytes",
+	"managedLedgerOffloadThresholdInSeconds", "managedLedgerOffloadDeletionLagMs",
+}
+
+// kebab turns a broker.conf key into its flag name: managedLedgerOffloadDriver →
+// managed-ledger-offload-driver, s3ManagedLedgerOffloadRegion → s3-managed-ledger-offload-region.
+func kebab(key string) string {
+	var b strings.Builder
+	for i, r := range key {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (o *offloadFlags) keyNames() []string {
+	return append(offload.ConfigKeys(), offloadPolicyKeys...)
+}
+
+func (o *offloadFlags) add(f *pflag.FlagSet) {
+	o.vals = map[string]*string{}
+	for _, k := range o.keyNames() {
+		v := new(string)
+		o.vals[k] = v
+		f.StringVar(v, kebab(k), "", "tiered storage: broker.conf's "+k)
+	}
+}
+
+// keys are the broker.conf keys of the flags.
+func (o *offloadFlags) keys() []config.Key {
+	var ks []config.Key
+	for _, k := range o.keyNames() {
+		ks = append(ks, config.Key{Name: k, Flag: kebab(k), Secret: k == "s3ManagedLedgerOffloadCredentialSecret"})
+	}
+	return ks
+}
+
+// settings returns the offloader configuration and the broker-level offload policy, checked
+// (offload.Config.Validate): a bad value is a *offload.ConfigError naming its key. dataDir
+// is standalone's data directory: with the filesystem driver and no fileSystemURI, the
+// objects go to <dataDir>/offload ("": no such default, the broker's).
+func (o *offloadFlags) settings(dataDir string) (offload.Config, mledger.OffloadPolicy, error) {
+	cfg := offload.Defaults()
+	pol := mledger.DefaultOffloadPolicy()
+	pol.ReadPriority = mledger.ReadTieredStorageFirst // Pulsar's managedLedgerDataReadPriority default
+	for _, k := range offload.ConfigKeys() {
+		if _, err := cfg.Set(k, *o.vals[k]); err != nil {
+			return cfg, pol, err
+		}
+	}
+	if strings.EqualFold(strings.TrimSpace(cfg.Driver), offload.DriverFilesystem) && strings.TrimSpace(cfg.FileSystemURI) == "" && dataDir != "" {
+		cfg.FileSystemURI = filepath.Join(dataDir, "offload")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, pol, err
+	}
+	if cfg.ReadPriority == offload.BookKeeperFirst {
+		pol.ReadPriority = mledger.ReadBookkeeperFirst
+	}
+	num := func(key string, set func(n int64)) error {
+		v := strings.TrimSpace(*o.vals[key])
+		if v == "" {
+			return nil
+		}
+		var n int64
+		if _, err := fmt.Sscan(v, &n); err != nil || n < -1 {
+			return &offload.ConfigError{Key: key, Value: v, Reason: "want -1 (off) or a number of 0 or more"}
+		}
+		set(n)
+		return nil
+	}
+	dur := func(n int64, unit time.Duration) time.Duration {
+		if n < 0 {
+			return -1
+		}
+		return time.Duration(n) * unit
+	}
+	err := errors.Join(
+		num("managedLedgerOffloadAutoTriggerSizeThresholdBytes", func(n int64) { pol.ThresholdBytes = n }),
+		num("managedLedgerOffloadThresholdInBytes", func(n int64) { pol.ThresholdBytes = n }),
+		num("managedLedgerOffloadThresholdInSeconds", func(n int64) { pol.ThresholdAge = dur(n, time.Second) }),
+		num("managedLedgerOffloadDeletionLagMs", func(n int64) { pol.DeletionLag = dur(n, time.Millisecond) }),
+	)
+	if err != nil {
+		var ce *offload.ConfigError
+		errors.As(err, &ce)
+		return cfg, pol, ce
+	}
+	return cfg, pol, nil
+}
+
+// open checks the settings (a bad one is a usage error naming the key: exit 2) and, when a
+// driver is configured, opens the offloader. The returned port is nil with offload off;
+// close releases the offloader (after the broker stopped).
+func (o *offloadFlags) open(ctx context.Context, dataDir string) (port mledger.Offloader, pol mledger.OffloadPolicy, closeFn func(), err error) {
+	cfg, pol, err := o.settings(dataDir)
+	if err != nil {
+		return nil, pol, func() {}, usageError{err}
+	}
+	if !cfg.Enabled() {
+		return nil, pol, func() {}, nil
+	}
+	off, err := offload.Open(ctx, cfg, nil)
+	if err != nil {
+		var ce *offload.ConfigError
+		if errors.As(err, &ce) {
+			return nil, pol, func() {}, usageError{err}
+		}
+		return nil, pol, func() {}, fmt.Errorf("offloader: %w", err)
+	}
+	return offload.NewManagedLedgerPort(off, cfg.Driver), pol, func() { off.Close() }, nil
+}
