@@ -52,6 +52,17 @@ type Config struct {
 	// AdvertiseTLS is the host:port TLS clients dial. Default: Advertise's host (or the
 	// bound address's) with the bound TLS port.
 	AdvertiseTLS string
+	// AdvertisedAddress is the host advertised for every listener whose address is not
+	// given above (Pulsar's advertisedAddress). Default: the bound host, or the host's name
+	// (DefaultAdvertisedHost) for a listener bound to a wildcard address: a wildcard is
+	// never advertised. It applies to HTTPURL and HTTPURLTLS too.
+	AdvertisedAddress string
+	// AdvertisedListeners are Pulsar's named advertisedListeners (ParseAdvertisedListeners);
+	// the lookups of a client naming one answer its URLs. InternalListenerName (default:
+	// the first) is the one the broker record's URLs, peers and clients naming none use.
+	// Exclusive with AdvertisedAddress, Advertise and AdvertiseTLS.
+	AdvertisedListeners  []Listener
+	InternalListenerName string
 	// HTTPURL is the admin/metrics base URL reported in lookups and the broker record
 	// (e.g. http://127.0.0.1:8080); "" if none. HTTPURLTLS is the https:// one.
 	HTTPURL, HTTPURLTLS string

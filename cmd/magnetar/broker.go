@@ -37,6 +37,7 @@ func newBrokerCmd() *cobra.Command {
 		pf                                                          policyFlags
 		lf                                                          *loadmgr.Flags
 		brokerAuth                                                  = clientSecurity{hostnameVerification: true}
+		advf                                                        advertisedFlags
 		of                                                          offloadFlags
 	)
 	c := &cobra.Command{
@@ -53,6 +54,9 @@ func newBrokerCmd() *cobra.Command {
 			}
 			if maxMessageSize < 1024 {
 				return usageError{fmt.Errorf("--max-message-size must be at least 1024, got %d", maxMessageSize)}
+			}
+			if err := advf.check(); err != nil {
+				return err
 			}
 			authn, err := af.service()
 			if err != nil {
@@ -100,7 +104,7 @@ func newBrokerCmd() *cobra.Command {
 				authn: authn, auth: &af, ts: ts, tls: &tf, pol: &pf, lb: lf,
 				ensemble: ensemble, writeQuorum: writeQuorum, ackQuorum: ackQuorum, txnCoordinators: txnCoordinators,
 				bookieDial: bookieDial, executor: &loadmgr.Executor{Client: hc},
-				advertise: advertise, id: id, sessionTTL: sessionTTL, defaultBundles: defaultBundles})
+				advertise: advertise, adv: advf, id: id, sessionTTL: sessionTTL, defaultBundles: defaultBundles})
 			svc, err := broker.Start(ctx, bc)
 			if err != nil {
 				if errors.Is(err, syscall.EADDRINUSE) {
@@ -139,15 +143,15 @@ func newBrokerCmd() *cobra.Command {
 	f.IntVar(&defaultBundles, "default-bundles", 4, "bundles of a namespace created without a bundle count")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	af.add(f)
+	advf.add(f, "the bound host, or the host's name if bound to a wildcard address")
 	tf.add(f, "listen-tls")
 	bf.add(f)
 	pf.add(f)
-	of.add(f)
 	lf = loadmgr.AddFlags(f)
 	f.StringVar(&brokerAuth.authPlugin, "broker-client-auth-plugin", "",
 		"the broker's own authentication in its admin requests to other brokers (load manager): token or basic")
 	f.StringVar(&brokerAuth.authParams, "broker-client-auth-params", "", "those credentials: token:JWT or file:///path (token); u:p (basic)")
-	return withConfig(c, slices.Concat(brokerKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys, loadmgr.ConfigKeys, of.keys(),
+	return withConfig(c, slices.Concat(brokerKeys, advertisedKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys, loadmgr.ConfigKeys, of.keys(),
 		brokerClientKeys), append(slices.Clone(authSecretFlags), "broker-client-auth-params")...)
 }
 
@@ -164,7 +168,6 @@ var brokerKeys = []config.Key{
 	{Name: "bindAddress"},
 	{Name: "brokerServicePort", Flag: "listen", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
-	{Name: "advertisedAddress", Flag: "advertise", Map: advertisedOn("brokerServicePort", "6650")},
 	{Name: "clusterName", Flag: "cluster"},
 	{Name: "defaultNumberOfNamespaceBundles", Flag: "default-bundles"},
 	{Name: "managedLedgerDefaultEnsembleSize", Flag: "ensemble"},

@@ -31,6 +31,7 @@ type brokerSettings struct {
 	tls               *tlsFlags
 	pol               *policyFlags
 	lb                *loadmgr.Flags
+	adv               advertisedFlags // Pulsar's advertisedAddress, advertisedListeners, internalListenerName
 	// offloader and offloadPolicy: tiered storage (offloadFlags.open; nil: off).
 	offloader     mledger.Offloader
 	offloadPolicy mledger.OffloadPolicy
@@ -68,6 +69,7 @@ func brokerConfig(s brokerSettings) broker.Config {
 		TransactionCoordinatorEnabled: s.txn, TransactionCoordinators: s.txnCoordinators,
 		DefaultNumberOfNamespaceBundles: s.defaultBundles,
 	}
+	s.adv.apply(&bc)
 	if s.ts != nil && s.tls.listen != "" {
 		bc.ListenTLS, bc.TLS = s.tls.listen, s.ts.Config()
 	}

@@ -36,9 +36,10 @@ type standaloneFlags struct {
 	noAutoCreate, noDedup, txn                                             bool
 	pol                                                                    policyFlags
 	lb                                                                     *loadmgr.Flags
-	off                                                                    offloadFlags
 	auth                                                                   authFlags
 	tls                                                                    tlsFlags
+	adv                                                                    advertisedFlags
+	off                                                                    offloadFlags
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -81,11 +82,12 @@ func newStandaloneCmd() *cobra.Command {
 	f.BoolVar(&fl.noAutoCreate, "disable-auto-topic-creation", false, "refuse producers and consumers of unknown topics")
 	f.BoolVar(&fl.noDedup, "disable-deduplication", false, "turn message deduplication off")
 	fl.auth.add(f)
+	fl.adv.add(f, "the bound host, or localhost if bound to a wildcard address (as Pulsar's standalone)")
 	fl.tls.add(f, "broker-listen-tls")
 	fl.pol.add(f)
 	fl.off.add(f)
 	fl.lb = loadmgr.AddFlags(f)
-	return withConfig(c, slices.Concat(standaloneKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys, loadmgr.ConfigKeys, fl.off.keys()),
+	return withConfig(c, slices.Concat(standaloneKeys, advertisedKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys, loadmgr.ConfigKeys, fl.off.keys()),
 		authSecretFlags...)
 }
 
@@ -106,6 +108,10 @@ var standaloneKeys = []config.Key{
 }
 
 func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error {
+	if err := fl.adv.check(); err != nil {
+		return err
+	}
+	fl.adv.standaloneDefault(fl.brokerAddr, fl.tls.listen, fl.httpAddr, fl.tls.https)
 	authn, err := fl.auth.service()
 	if err != nil {
 		return err
@@ -170,7 +176,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		offloader: offloader, offloadPolicy: offloadPolicy,
 		cluster: fl.cluster, maxMessageSize: fl.maxMessageSize, noAutoCreate: fl.noAutoCreate, noDedup: fl.noDedup, txn: fl.txn,
 		authn: authn, auth: &fl.auth, ts: ts, tls: &fl.tls, pol: &fl.pol, lb: fl.lb,
-		ensemble: 1, writeQuorum: 1, ackQuorum: 1, txnCoordinators: 1,
+		ensemble: 1, writeQuorum: 1, ackQuorum: 1, txnCoordinators: 1, adv: fl.adv,
 		// The broker reaches its own bookie in process, as BookKeeper's local transport does.
 		bookieDial: func(ctx context.Context, addr string) (net.Conn, error) {
 			if addr == b.Addr() {
@@ -188,8 +194,8 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	defer svc.Close()
 	in := svc.Info()
 	// First start: the cluster record, tenants and namespaces initialize-cluster-metadata writes.
-	created, err := broker.InitializeCluster(ctx, store, fl.cluster, broker.ClusterData{ServiceURL: httpURL,
-		ServiceURLTLS: httpsURL, BrokerServiceURL: in.ServiceURL, BrokerServiceURLTLS: in.ServiceURLTLS})
+	created, err := broker.InitializeCluster(ctx, store, fl.cluster, broker.ClusterData{ServiceURL: in.HTTPURL,
+		ServiceURLTLS: in.HTTPURLTLS, BrokerServiceURL: in.ServiceURL, BrokerServiceURLTLS: in.ServiceURLTLS})
 	if err != nil {
 		return fmt.Errorf("initialize cluster metadata: %w", err)
 	}
