@@ -33,8 +33,10 @@
 // a read's entries, a mark-delete write, a reset, the timer — comes back to run as an event
 // on its inbox (internal/inbox), carrying the epoch, ticket or tag the core issued; the
 // core drops stale ones. Helper goroutines do the blocking calls (connect, read, the
-// mark-delete write and flush) and are waited for when the replicator stops. One goroutine
-// per topic waits for the topic's end to stop its replicators. Memory: the core's window
+// mark-delete write and flush) and are waited for when the replicator stops. A topic's
+// replicators stop when it starts closing (topic.Topic.OnClose: the topic closes its
+// managed ledger only after their last mark-delete write), and, as a fallback, one
+// goroutine per topic stops them when it is done. Memory: the core's window
 // (Config.MaxPending entries) bounds what a replicator holds, whatever the backlog.
 //
 // # Statistics
@@ -65,7 +67,4 @@
 //     not run: the registry's policy watches drive Update.
 //   - Aborted transactions' messages are not asked of the transaction buffer (Meta.Aborted
 //     is never set): an aborted transactional message is replicated.
-//   - A topic that closes (unload) stops its replicators after its managed ledger closed,
-//     so their last mark-delete write may fail: the next load re-sends from the persisted
-//     position and the remote's deduplication drops what it has.
 package replhost

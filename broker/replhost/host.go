@@ -74,6 +74,14 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 		reps = map[string]*replicator{}
 		h.mu.topics[t] = reps
 		t.SetReplicationStats(func(ctx context.Context) map[string]any { return h.topicStats(ctx, t) })
+		// The replicators stop before the topic closes its managed ledger (their last
+		// mark-delete write lands), and in any case when it is done.
+		t.OnClose(func(done func()) {
+			go func() {
+				h.topicClosed(t)
+				done()
+			}()
+		})
 		go func() {
 			<-t.Done()
 			h.topicClosed(t)

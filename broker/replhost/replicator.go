@@ -39,6 +39,8 @@ type replicator struct {
 	logger        *slog.Logger
 	cfg           replication.Config
 
+	ctx          context.Context // ends when the replicator stops: the helpers' calls give up
+	cancel       context.CancelFunc
 	in           *inbox.Queue[func()]
 	stop         chan struct{} // closed by close: run closes the core and ends
 	exited       chan struct{} // closed when run and its helpers have ended
@@ -75,7 +77,8 @@ type Stats struct {
 
 func newReplicator(local, remote, topicName string, log topic.Log, rem func(context.Context) (Remote, error), cfg replication.Config, logger *slog.Logger) *replicator {
 	cfg.LocalCluster, cfg.RemoteCluster = local, remote
-	return &replicator{local: local, remote: remote, topicName: topicName, log: log, rem: rem, cfg: cfg,
+	ctx, cancel := context.WithCancel(context.Background())
+	return &replicator{ctx: ctx, cancel: cancel, local: local, remote: remote, topicName: topicName, log: log, rem: rem, cfg: cfg,
 		logger: logger.With("topic", topicName, "remote", remote), in: inbox.New[func()](),
 		stop: make(chan struct{}), exited: make(chan struct{}),
 		producers: map[uint64]*pulsarclient.SessionProducer{}, readStop: map[uint64]context.CancelFunc{}}
@@ -111,7 +114,9 @@ func (r *replicator) close(deleteCursor bool) {
 	r.stopOnce.Do(func() { close(r.stop) })
 	if r.started.Load() {
 		<-r.exited
+		return
 	}
+	r.cancel()
 }
 
 func (r *replicator) post(fn func()) bool { return r.in.Push(fn) }
@@ -173,6 +178,7 @@ func (r *replicator) shutdown() {
 		r.timer.Stop()
 	}
 	r.in.Close()
+	r.cancel()
 	r.helpers.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -290,7 +296,7 @@ func (r *replicator) armTimer(at int64) {
 func (r *replicator) connect(c replication.Connect) {
 	epoch := c.Epoch
 	r.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 		defer cancel()
 		var p *pulsarclient.SessionProducer
 		rem, err := r.rem(ctx)

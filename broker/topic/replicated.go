@@ -95,6 +95,24 @@ func (p *Producer) Refused() {
 	p.topic.in.Push(func() { p.topic.core.refused(p) })
 }
 
+// OnClose registers fn to run when the topic starts closing (an unload, a delete, the
+// broker closing): the topic closes its managed ledger only after fn called done, so the
+// geo-replicators persist their cursors first. fn runs on the topic goroutine and must not
+// block (it starts its work and calls done from any goroutine, exactly once). If the topic
+// is closing or closed already, fn runs at once. Safe for concurrent use.
+func (t *Topic) OnClose(fn func(done func())) {
+	if !t.post(func() {
+		switch t.core.state {
+		case StateClosing, StateClosed:
+			fn(func() {})
+		default:
+			t.closeHooks = append(t.closeHooks, fn)
+		}
+	}) {
+		fn(func() {})
+	}
+}
+
 // SetReplicationStats sets what fills the replication section of the topic's statistics
 // (by remote cluster; the geo-replicators' host sets it). Safe for concurrent use.
 func (t *Topic) SetReplicationStats(fn func(context.Context) map[string]any) {

@@ -88,7 +88,8 @@ type Topic struct {
 	closeWait     []func(error)
 	closeErr      error
 	deleting      bool
-	closingSubs   int
+	closingSubs   int // subscriptions and close hooks the close waits for
+	closeHooks    []func(done func())
 	// timers perform the core's timer requests, one per kind (policy.go).
 	timers [numTimers]*time.Timer
 	// dispatch is the topic dispatch rate, shared by the subscriptions' goroutines.
@@ -614,10 +615,14 @@ func (t *Topic) startClose(del bool, done func(error)) {
 		}
 		delete(t.opening, name)
 	}
-	t.closingSubs = len(t.subs)
+	t.closingSubs = len(t.subs) + len(t.closeHooks)
 	for _, s := range t.subs {
 		s.close(func() { t.post(t.subClosed) })
 	}
+	for _, h := range t.closeHooks {
+		h(func() { t.post(t.subClosed) })
+	}
+	t.closeHooks = nil
 	if t.closingSubs == 0 {
 		t.closeLog()
 	}
