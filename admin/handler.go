@@ -130,6 +130,7 @@ func Handler(svc Service, opts Options) http.Handler {
 	h.permissionRoutes(route, nsScope, topicScope)  // permissions.go
 	h.policyRoutes(route, nsScope, topicScope)      // policies.go
 	h.replicationRoutes(route, nsScope, topicScope) // replication.go
+	h.offloadRoutes(route, nsScope, topicScope)     // offload.go
 	h.scalableRoutes(route)                         // scalable.go
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
