@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,6 +196,21 @@ func TestGeoReplication(t *testing.T) {
 	}
 	if b := st.Subscriptions["s"].MsgBacklog; b != 0 {
 		t.Fatalf("west stored %d entries again after east's replicator re-sent everything", b)
+	}
+	// West's stats show east's replicator producing into it (the inbound side) and its
+	// own replicator to east; east's metrics have Pulsar's replication names.
+	rs, _ := st.Replication["east"].(replhost.ReplicatorStats)
+	if rs.InboundConnection == "" || !rs.Connected {
+		t.Fatalf("west's replication section for east: %+v", st.Replication["east"])
+	}
+	rec := httptest.NewRecorder()
+	east.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, m := range []string{`pulsar_replication_backlog{cluster="east",namespace="geo/ns",remote_cluster="west",topic="` + topic + `"} 0`,
+		`pulsar_replication_connected_count{cluster="east",namespace="geo/ns",remote_cluster="west",topic="` + topic + `"} 1`,
+		"pulsar_replication_rate_out{", "pulsar_replication_delay_in_seconds{"} {
+		if !strings.Contains(rec.Body.String(), m) {
+			t.Fatalf("east's metrics lack %s", m)
+		}
 	}
 }
 

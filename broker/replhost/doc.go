@@ -43,16 +43,15 @@
 //
 // The replication section of the topic stats (ReplicatorStats, Pulsar's JSON names:
 // msgRateOut, msgThroughputOut, msgRateExpired, replicationBacklog — the cursor's backlog
-// —, connected, replicationDelayInSeconds, outboundConnection, outboundConnectedSince) and
+// —, connected, replicationDelayInSeconds, outboundConnection, outboundConnectedSince; the
+// topic adds msgRateIn, msgThroughputIn and the inbound connection from the remote's
+// replicator producer publishing here) and
 // the metrics pulsar_replication_{rate_in,rate_out,throughput_in,throughput_out,backlog,
 // connected_count,rate_expired,delay_in_seconds} labelled cluster, namespace, topic and
 // remote_cluster.
 //
 // # Not done yet
 //
-//   - msgRateIn/msgThroughputIn and the inbound connection (the remote's replicator
-//     producing here) are 0/empty: they belong to the topic's publishers named
-//     pulsar.repl.<remote>--><local>.
 //   - The admin's reset of a replication cursor (the core's Reset) has no REST path yet; the
 //     owner's cursor cannot seek, so a core read that does not follow the last one is
 //     logged (it cannot happen without a reset).

@@ -10,21 +10,9 @@ import (
 )
 
 // ReplicatorStats is one remote cluster's entry of the replication section of the topic
-// stats, with Pulsar's JSON names (ReplicatorStatsImpl).
-type ReplicatorStats struct {
-	MsgRateIn                 float64 `json:"msgRateIn"`
-	MsgThroughputIn           float64 `json:"msgThroughputIn"`
-	MsgRateOut                float64 `json:"msgRateOut"`
-	MsgThroughputOut          float64 `json:"msgThroughputOut"`
-	MsgRateExpired            float64 `json:"msgRateExpired"`
-	ReplicationBacklog        int64   `json:"replicationBacklog"`
-	Connected                 bool    `json:"connected"`
-	ReplicationDelayInSeconds int64   `json:"replicationDelayInSeconds"`
-	InboundConnection         string  `json:"inboundConnection,omitempty"`
-	InboundConnectedSince     string  `json:"inboundConnectedSince,omitempty"`
-	OutboundConnection        string  `json:"outboundConnection,omitempty"`
-	OutboundConnectedSince    string  `json:"outboundConnectedSince,omitempty"`
-}
+// stats (topic.ReplicatorStats): the replicator fills the outbound side, the topic the
+// inbound one (from the remote's replicator producer publishing here).
+type ReplicatorStats = topic.ReplicatorStats
 
 // rateSample is the counters at a time, to measure the rates between two stats calls.
 type rateSample struct {

@@ -113,6 +113,44 @@ func (t *Topic) OnClose(fn func(done func())) {
 	}
 }
 
+// ReplicatorStats is one remote cluster's entry of the replication section of the topic
+// stats, with Pulsar's JSON names (ReplicatorStatsImpl). The geo-replicator fills the
+// outbound side (package broker/replhost); Stats fills the inbound side from the remote
+// cluster's replicator producer publishing here (pulsar.repl.<remote>--><this cluster>).
+type ReplicatorStats struct {
+	MsgRateIn                 float64 `json:"msgRateIn"`
+	MsgThroughputIn           float64 `json:"msgThroughputIn"`
+	MsgRateOut                float64 `json:"msgRateOut"`
+	MsgThroughputOut          float64 `json:"msgThroughputOut"`
+	MsgRateExpired            float64 `json:"msgRateExpired"`
+	ReplicationBacklog        int64   `json:"replicationBacklog"`
+	Connected                 bool    `json:"connected"`
+	ReplicationDelayInSeconds int64   `json:"replicationDelayInSeconds"`
+	InboundConnection         string  `json:"inboundConnection,omitempty"`
+	InboundConnectedSince     string  `json:"inboundConnectedSince,omitempty"`
+	OutboundConnection        string  `json:"outboundConnection,omitempty"`
+	OutboundConnectedSince    string  `json:"outboundConnectedSince,omitempty"`
+}
+
+// addInbound adds to st's replication section what the remote clusters' replicator
+// producers publish here (msgRateIn, msgThroughputIn, the inbound connection).
+func addInbound(st *Stats) {
+	for _, p := range st.Publishers {
+		if !isReplicator(p.ProducerName) {
+			continue
+		}
+		from, _, ok := strings.Cut(strings.TrimPrefix(p.ProducerName, replPrefix), "-->")
+		if !ok {
+			continue
+		}
+		rs, _ := st.Replication[from].(ReplicatorStats)
+		rs.MsgRateIn += p.MsgRateIn
+		rs.MsgThroughputIn += p.MsgThroughputIn
+		rs.InboundConnection, rs.InboundConnectedSince = p.Address, p.ConnectedSince
+		st.Replication[from] = rs
+	}
+}
+
 // SetReplicationStats sets what fills the replication section of the topic's statistics
 // (by remote cluster; the geo-replicators' host sets it). Safe for concurrent use.
 func (t *Topic) SetReplicationStats(fn func(context.Context) map[string]any) {

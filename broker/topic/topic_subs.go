@@ -380,6 +380,7 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 			st.Replication[c] = rs
 		}
 	}
+	addInbound(&st)
 	// Durable subscriptions not open on this broker right now.
 	if names, err := t.log.Cursors(ctx); err == nil {
 		for _, n := range names {
