@@ -52,12 +52,40 @@ func (s *Service) newReplication() *replhost.Host {
 }
 
 // onPolicies starts and stops loaded topic t's replicators after its policies changed
-// (r: the policies in force), and gives them the message TTL.
+// (r: the policies in force), and gives them the message TTL and the replicator dispatch
+// rate.
 func (s *Service) onPolicies(ctx context.Context, t *topic.Topic, r policy.Resolved) {
 	if s.repl == nil || !t.Name().IsPersistent() {
 		return
 	}
-	s.repl.Update(ctx, t, r.ReplicationClusters, replhost.Settings{MessageTTLMs: r.TTL * 1000})
+	set := replhost.Settings{MessageTTLMs: r.TTL * 1000}
+	set.RateMsgs, set.RateBytes = s.replicatorRate(ctx, t)
+	s.repl.Update(ctx, t, r.ReplicationClusters, set)
+}
+
+// replicatorRate resolves topic t's replicator dispatch rate (Pulsar's
+// replicatorDispatchRate: the topic's, else this cluster's entry of the namespace's), per
+// second; 0: off.
+func (s *Service) replicatorRate(ctx context.Context, t *topic.Topic) (msgs, bytes int64) {
+	n := t.Name()
+	tr, err := s.TopicRecord(ctx, n)
+	if err != nil {
+		return 0, 0
+	}
+	np, err := s.res.NamespacePolicies(ctx, n.Tenant, n.Namespace)
+	if err != nil {
+		return 0, 0
+	}
+	nr, err := policy.RecordOf(np)
+	if err != nil {
+		return 0, 0
+	}
+	var dr api.DispatchRate
+	if !s.pol.DecodeApplied(tr, nr, "replicatorDispatchRate", &dr) {
+		return 0, 0
+	}
+	period := int64(max(dr.RatePeriodInSecond, 1))
+	return max(dr.DispatchThrottlingRateInMsg, 0) / period, max(dr.DispatchThrottlingRateInByte, 0) / period
 }
 
 // remoteCluster returns the client of cluster name, from its record.

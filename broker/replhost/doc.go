@@ -55,9 +55,10 @@
 //   - The admin's reset of a replication cursor (the core's Reset) has no REST path yet; the
 //     owner's cursor cannot seek, so a core read that does not follow the last one is
 //     logged (it cannot happen without a reset).
-//   - The replicator dispatch rate policy (replicatorDispatchRate, per cluster) is not
-//     passed to the core yet (Core.SetRate): policy.Resolved does not carry it. The message
-//     TTL is (Settings). Replicated subscriptions' markers are filtered
+//   - The replicator dispatch rate (replicatorDispatchRate) and the message TTL reach the
+//     cores (Settings), but no end-to-end test measures the rate (the core's simulation
+//     checks R8 and R9). Pulsar's broker defaults dispatchThrottlingRatePerReplicatorIn*
+//     are not configurable. Replicated subscriptions' markers are filtered
 //     (Config.ReplicatedSubscriptions off).
 //   - Partitioned topics replicate partition by partition, but the remote's partitioned
 //     metadata is neither created nor checked (createTopicToRemoteClusterForReplication):

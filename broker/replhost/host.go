@@ -29,6 +29,8 @@ type Settings struct {
 	// MessageTTLMs is the message TTL (ms, 0: none): an entry read past it is not
 	// replicated (Pulsar's msgRateExpired).
 	MessageTTLMs int64
+	// RateMsgs and RateBytes are the replicator dispatch rate per second (0: off).
+	RateMsgs, RateBytes int64
 }
 
 // Host runs the replicators of the loaded topics: one per (topic, remote cluster). Its
@@ -104,7 +106,7 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 		cluster := c
 		rem := func(ctx context.Context) (Remote, error) { return h.cfg.Remote(ctx, cluster) }
 		cfg := h.cfg.Core
-		cfg.MessageTTLMs = set.MessageTTLMs
+		cfg.MessageTTLMs, cfg.RateMsgs, cfg.RateBytes = set.MessageTTLMs, set.RateMsgs, set.RateBytes
 		r := newReplicator(h.cfg.LocalCluster, c, name.String(), t.Log(), rem, cfg, h.log)
 		reps[c] = r
 		start = append(start, r)

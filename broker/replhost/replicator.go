@@ -123,7 +123,13 @@ func (r *replicator) post(fn func()) bool { return r.in.Push(fn) }
 
 // apply gives the replicator's core new settings (an event for run).
 func (r *replicator) apply(set Settings) {
-	r.post(func() { r.core.SetMessageTTL(set.MessageTTLMs) })
+	r.post(func() {
+		r.core.SetMessageTTL(set.MessageTTLMs)
+		if set.RateMsgs != r.cfg.RateMsgs || set.RateBytes != r.cfg.RateBytes {
+			r.cfg.RateMsgs, r.cfg.RateBytes = set.RateMsgs, set.RateBytes
+			r.core.SetRate(set.RateMsgs, set.RateBytes)
+		}
+	})
 }
 
 func (r *replicator) spawn(fn func()) {
