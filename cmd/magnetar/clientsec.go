@@ -204,10 +204,11 @@ type serviceFlags struct {
 	sec      clientSecurity
 }
 
-// addServiceFlags adds --url, the Pulsar service URL every client tool takes, and the
-// credential and TLS flags.
+// addServiceFlags adds --url, the Pulsar service URL every client tool takes (also
+// --service-url and -u, the names of Pulsar's tools), and the credential and TLS flags.
 func addServiceFlags(c *cobra.Command, sf *serviceFlags) {
-	c.Flags().StringVar(&sf.url, "url", "pulsar://127.0.0.1:6650", "Pulsar service URL (pulsar:// or pulsar+ssl://)")
+	c.Flags().StringVarP(&sf.url, "url", "u", "pulsar://127.0.0.1:6650", "Pulsar service URL (pulsar:// or pulsar+ssl://); also --service-url")
+	aliasFlag(c.Flags(), "service-url", "url")
 	c.Flags().StringVar(&sf.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST URL of a broker, for scalable topics (topic://...)")
 	sf.sec.add(c.Flags())
 }
