@@ -483,3 +483,44 @@ func TestGeoReplicationBothWays(t *testing.T) {
 		}
 	}
 }
+
+// TestGeoReplicationDispatchRate: east's namespace limits its replicators to 20 messages a
+// second; 30 messages take more than a second to reach west (the bucket holds a tenth of
+// a second's worth), and all arrive, in order.
+func TestGeoReplicationDispatchRate(t *testing.T) {
+	east, west := geoPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const topic, n = "persistent://geo/ns/rated", 30
+	if err := east.SetNamespacePolicy(ctx, "geo/ns", "replicatorDispatchRate", "",
+		[]byte(`{"dispatchThrottlingRateInMsg":20,"dispatchThrottlingRateInByte":0,"ratePeriodInSecond":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := client(t, west).Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "s",
+		InitialPosition: pulsarclient.Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := client(t, east).CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range n {
+		if _, err := prod.Send(ctx, &pulsarclient.ProducerMessage{Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(m.Payload); got != strconv.Itoa(i) {
+			t.Fatalf("message %d in west is %q", i, got)
+		}
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("%d messages replicated in %v at 20 messages a second", n, el)
+	}
+}

@@ -56,8 +56,8 @@
 //     owner's cursor cannot seek, so a core read that does not follow the last one is
 //     logged (it cannot happen without a reset).
 //   - The replicator dispatch rate (replicatorDispatchRate) and the message TTL reach the
-//     cores (Settings), but no end-to-end test measures the rate (the core's simulation
-//     checks R8 and R9). Pulsar's broker defaults dispatchThrottlingRatePerReplicatorIn*
+//     cores (Settings; the rate is tested end to end, the TTL only by the core's
+//     simulation, R9). Pulsar's broker defaults dispatchThrottlingRatePerReplicatorIn*
 //     are not configurable. Replicated subscriptions' markers are filtered
 //     (Config.ReplicatedSubscriptions off).
 //   - Partitioned topics replicate partition by partition, but the remote's partitioned
