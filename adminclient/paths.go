@@ -213,3 +213,17 @@ func ScalableNamespacePath(namespace string) (Path, error) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func btoa(b bool) string { return strconv.FormatBool(b) }
+
+// TopicOffloadPath is a topic's /offload: PUT a MessageId to offload the ledgers before it,
+// GET the OffloadProcessStatus.
+func TopicOffloadPath(topic string) (Path, error) {
+	p, err := TopicPath(topic)
+	return p.Sub("offload"), err
+}
+
+// NamespaceRemoveOffloadPoliciesPath is Pulsar's DELETE path of a namespace's offload
+// policies: /admin/v2/namespaces/{tenant}/{ns}/removeOffloadPolicies.
+func NamespaceRemoveOffloadPoliciesPath(namespace string) (Path, error) {
+	p, err := NamespacePath(namespace)
+	return p.Sub("removeOffloadPolicies"), err
+}

@@ -299,6 +299,7 @@ func newAdminNamespacesCmd(a *adminClient) *cobra.Command {
 	c.AddCommand(namespaceBundleCmds(a)...)      // admin_cluster.go
 	c.AddCommand(namespaceReplicationCmds(a)...) // admin_replication.go
 	c.AddCommand(policyCommands(a, false)...)    // admin_policies.go
+	c.AddCommand(namespaceOffloadCmds(a)...)     // admin_offload.go
 	return c
 }
 
@@ -442,6 +443,7 @@ func newAdminTopicsCmd(a *adminClient) *cobra.Command {
 	c.AddCommand(topicBundleCmd(a))          // admin_cluster.go
 	c.AddCommand(topicReplicationCmds(a)...) // admin_replication.go
 	c.AddCommand(policyCommands(a, true)...) // admin_policies.go
+	c.AddCommand(topicOffloadCmds(a)...)     // admin_offload.go
 	return c
 }
 
