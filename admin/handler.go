@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/admin/jsonbody"
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
@@ -181,7 +182,8 @@ func noContent(w http.ResponseWriter) error {
 	return nil
 }
 
-// readJSON decodes an optional JSON body into v; it reports whether there was one.
+// readJSON decodes an optional JSON body into v as Pulsar reads it (package jsonbody: the
+// one decoder of every admin body); it reports whether there was one.
 func readJSON(r *http.Request, v any) (bool, error) {
 	b, err := readBody(r)
 	if err != nil {
@@ -190,7 +192,7 @@ func readJSON(r *http.Request, v any) (bool, error) {
 	if len(b) == 0 {
 		return false, nil
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := jsonbody.Decode(b, v); err != nil {
 		return false, restErr(http.StatusBadRequest, "invalid JSON body: %v", err)
 	}
 	return true, nil
@@ -337,18 +339,6 @@ func checkNamespace(r *http.Request) (string, error) {
 		return "", restErr(http.StatusPreconditionFailed, "Namespace name is not valid")
 	}
 	return t + "/" + ns, nil
-}
-
-func (h *handler) getNamespace(w http.ResponseWriter, r *http.Request) error {
-	ns, err := checkNamespace(r)
-	if err != nil {
-		return err
-	}
-	p, err := h.svc.Namespace(r.Context(), ns)
-	if err != nil {
-		return err
-	}
-	return ok(w, p)
 }
 
 func (h *handler) createNamespace(w http.ResponseWriter, r *http.Request) error {

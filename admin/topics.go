@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/admin/jsonbody"
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
@@ -86,13 +87,13 @@ func partitionCountBody(r *http.Request) (int, error) {
 		return 0, restErr(http.StatusBadRequest, "the number of partitions is required")
 	}
 	var n int
-	if err := json.Unmarshal(raw, &n); err == nil {
+	if err := jsonbody.Decode(raw, &n); err == nil {
 		return n, nil
 	}
 	var md struct {
 		Partitions *int `json:"partitions"`
 	}
-	if err := json.Unmarshal(raw, &md); err != nil || md.Partitions == nil {
+	if err := jsonbody.Decode(raw, &md); err != nil || md.Partitions == nil {
 		return 0, restErr(http.StatusBadRequest, "invalid number of partitions: %s", raw)
 	}
 	return *md.Partitions, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/magnetar-io/magnetar/admin/jsonbody"
 	"github.com/magnetar-io/magnetar/broker/api"
 )
 
@@ -249,7 +250,7 @@ func decodeAs[T any](b []byte) (any, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, invalid("a body is required")
 	}
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := jsonbody.Decode(b, &v); err != nil { // as Pulsar's Jackson reads it
 		return nil, invalid("invalid body: %v", err)
 	}
 	return v, nil
