@@ -225,6 +225,10 @@ func (c *clientConn) lookup(ctx context.Context, l *pb.CommandLookupTopic) (*pb.
 	for range maxRedirects {
 		q := proto.Clone(l).(*pb.CommandLookupTopic)
 		q.Authoritative = proto.Bool(authoritative)
+		// The proxy reaches the brokers on their internal listener, as Pulsar's proxy does:
+		// the client's listener name (one of the brokers' advertised listeners, for clients
+		// dialling them directly) is not the proxy's.
+		q.AdvertisedListenerName = nil
 		r, err := c.ask(ctx, target, pulsar.Wrap(q))
 		if err != nil {
 			return nil, err

@@ -21,7 +21,8 @@ import (
 )
 
 // TestLookupFollowsRedirects: the proxy follows a broker's Redirect itself and answers
-// Connect with the owner's URL and proxy_through_service_url, under the client's request id.
+// Connect with the owner's URL and proxy_through_service_url, under the client's request id;
+// it asks the brokers for their internal listener whatever listener the client names.
 func TestLookupFollowsRedirects(t *testing.T) {
 	owner, other := newFakeBroker(t), newFakeBroker(t)
 	other.lookup = func(*pb.CommandLookupTopic) *pb.CommandLookupTopicResponse {
@@ -29,10 +30,12 @@ func TestLookupFollowsRedirects(t *testing.T) {
 			BrokerServiceUrl: proto.String(owner.url()), Authoritative: proto.Bool(true)}
 	}
 	var authoritative []bool
+	var listeners []string
 	var mu sync.Mutex
 	owner.lookup = func(l *pb.CommandLookupTopic) *pb.CommandLookupTopicResponse {
 		mu.Lock()
 		authoritative = append(authoritative, l.GetAuthoritative())
+		listeners = append(listeners, l.GetAdvertisedListenerName())
 		mu.Unlock()
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(),
 			BrokerServiceUrl: proto.String(owner.url())}
@@ -42,7 +45,8 @@ func TestLookupFollowsRedirects(t *testing.T) {
 	if r := c.connect(""); r.GetType() != pb.BaseCommand_CONNECTED || r.GetConnected().GetServerVersion() != serverVersion {
 		t.Fatalf("CONNECT answered %v", r)
 	}
-	c.send(pulsar.Wrap(&pb.CommandLookupTopic{RequestId: proto.Uint64(77), Topic: proto.String("persistent://a/b/c")}))
+	c.send(pulsar.Wrap(&pb.CommandLookupTopic{RequestId: proto.Uint64(77), Topic: proto.String("persistent://a/b/c"),
+		AdvertisedListenerName: proto.String("external")}))
 	r := c.recv().GetLookupTopicResponse()
 	if r.GetRequestId() != 77 || r.GetResponse() != pb.CommandLookupTopicResponse_Connect ||
 		r.GetBrokerServiceUrl() != owner.url() || r.GetBrokerServiceUrlTls() != "pulsar+ssl://"+owner.addr() || !r.GetProxyThroughServiceUrl() {
@@ -52,6 +56,9 @@ func TestLookupFollowsRedirects(t *testing.T) {
 	defer mu.Unlock()
 	if len(authoritative) != 1 || !authoritative[0] {
 		t.Fatalf("the owner was asked %v (authoritative), want once, authoritative", authoritative)
+	}
+	if listeners[0] != "" {
+		t.Fatalf("the proxy asked for listener %q, want the brokers' internal one", listeners[0])
 	}
 	// The owner, named by a lookup answer, is a broker the proxy connects clients to.
 	if !s.brokers.allowed(t.Context(), owner.addr()) {
