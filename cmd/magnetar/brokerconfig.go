@@ -32,9 +32,10 @@ type brokerSettings struct {
 	pol               *policyFlags
 	lb                *loadmgr.Flags
 	adv               advertisedFlags // Pulsar's advertisedAddress, advertisedListeners, internalListenerName
-	// offloader and offloadPolicy: tiered storage (offloadFlags.open; nil: off).
+	// offloader and offloadPolicy: tiered storage and ledger rollover (offloadFlags.open;
+	// offloader nil: offload off).
 	offloader     mledger.Offloader
-	offloadPolicy mledger.OffloadPolicy
+	offloadPolicy ledgerSettings
 
 	// Ensemble, write and ack quorum: the broker's flags; standalone 1/1/1 (one bookie).
 	ensemble, writeQuorum, ackQuorum int
@@ -75,11 +76,7 @@ func brokerConfig(s brokerSettings) broker.Config {
 	}
 	s.pol.apply(&bc)
 	bc.Offloader = s.offloader
-	op := s.offloadPolicy
-	if op == (mledger.OffloadPolicy{}) {
-		op = mledger.DefaultOffloadPolicy()
-	}
-	bc.ManagedLedger.Offload = &op
+	s.offloadPolicy.apply(&bc.ManagedLedger)
 	if s.lb != nil {
 		s.lb.Apply(&bc.LoadManager)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -19,7 +21,8 @@ import (
 // offloadFlags are tiered storage's settings of the broker and standalone commands: every
 // offloader key of Pulsar's broker.conf (offload.ConfigKeys: driver, bucket, region,
 // endpoint, block sizes, read priority, filesystem keys, …) and the broker-level offload
-// policy (managedLedgerOffloadThresholdInBytes, …InSeconds, managedLedgerOffloadDeletionLagMs),
+// policy (managedLedgerOffloadThresholdInBytes, …InSeconds, managedLedgerOffloadDeletionLagMs)
+// and the ledger rollover keys (rolloverKeys),
 // each a flag named by its key in kebab-case (--managed-ledger-offload-driver) so that
 // --config files and flags both reach it.
 type offloadFlags struct {
@@ -31,6 +34,43 @@ type offloadFlags struct {
 var offloadPolicyKeys = []string{
 	"managedLedgerOffloadThresholdInBytes", "managedLedgerOffloadAutoTriggerSizeThresholdBytes",
 	"managedLedgerOffloadThresholdInSeconds", "managedLedgerOffloadDeletionLagMs",
+}
+
+// rolloverKeys are broker.conf's ledger rollover keys: they decide when a ledger closes and
+// so becomes offloadable. Unset, the managed ledger's defaults apply (50000 entries, 2 GiB,
+// no minimum age, 4 h).
+var rolloverKeys = []string{
+	"managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
+	"managedLedgerMinLedgerRolloverTimeMinutes", "managedLedgerMaxLedgerRolloverTimeMinutes",
+}
+
+// ledgerSettings are the managed-ledger settings of offloadFlags: the broker-level offload
+// policy and the rollover settings given (0: the managed ledger's default).
+type ledgerSettings struct {
+	policy                   mledger.OffloadPolicy
+	maxEntries, maxSize      int64
+	minRollover, maxRollover time.Duration
+}
+
+// apply puts the settings into the broker's managed-ledger template.
+func (ls ledgerSettings) apply(c *mledger.Config) {
+	p := ls.policy
+	if p == (mledger.OffloadPolicy{}) {
+		p = mledger.DefaultOffloadPolicy()
+	}
+	c.Offload = &p
+	if ls.maxEntries > 0 {
+		c.MaxEntriesPerLedger = ls.maxEntries
+	}
+	if ls.maxSize > 0 {
+		c.MaxSizePerLedger = ls.maxSize
+	}
+	if ls.minRollover > 0 {
+		c.MinLedgerRolloverTime = ls.minRollover
+	}
+	if ls.maxRollover > 0 {
+		c.MaxLedgerRolloverTime = ls.maxRollover
+	}
 }
 
 // kebab turns a broker.conf key into its flag name: managedLedgerOffloadDriver →
@@ -50,7 +90,7 @@ func kebab(key string) string {
 }
 
 func (o *offloadFlags) keyNames() []string {
-	return append(offload.ConfigKeys(), offloadPolicyKeys...)
+	return slices.Concat(offload.ConfigKeys(), offloadPolicyKeys, rolloverKeys)
 }
 
 func (o *offloadFlags) add(f *pflag.FlagSet) {
@@ -125,24 +165,53 @@ func (o *offloadFlags) settings(dataDir string) (offload.Config, mledger.Offload
 	return cfg, pol, nil
 }
 
+// rollover reads the rollover keys given.
+func (o *offloadFlags) rollover(ls *ledgerSettings) error {
+	for _, k := range rolloverKeys {
+		v := strings.TrimSpace(*o.vals[k])
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return &offload.ConfigError{Key: k, Value: v, Reason: "want a positive integer"}
+		}
+		switch k {
+		case "managedLedgerMaxEntriesPerLedger":
+			ls.maxEntries = n
+		case "managedLedgerMaxSizePerLedgerMbytes":
+			ls.maxSize = n << 20
+		case "managedLedgerMinLedgerRolloverTimeMinutes":
+			ls.minRollover = time.Duration(n) * time.Minute
+		case "managedLedgerMaxLedgerRolloverTimeMinutes":
+			ls.maxRollover = time.Duration(n) * time.Minute
+		}
+	}
+	return nil
+}
+
 // open checks the settings (a bad one is a usage error naming the key: exit 2) and, when a
 // driver is configured, opens the offloader. The returned port is nil with offload off;
 // close releases the offloader (after the broker stopped).
-func (o *offloadFlags) open(ctx context.Context, dataDir string) (port mledger.Offloader, pol mledger.OffloadPolicy, closeFn func(), err error) {
+func (o *offloadFlags) open(ctx context.Context, dataDir string) (port mledger.Offloader, ls ledgerSettings, closeFn func(), err error) {
 	cfg, pol, err := o.settings(dataDir)
+	if err == nil {
+		err = o.rollover(&ls)
+	}
+	ls.policy = pol
 	if err != nil {
-		return nil, pol, func() {}, usageError{err}
+		return nil, ls, func() {}, usageError{err}
 	}
 	if !cfg.Enabled() {
-		return nil, pol, func() {}, nil
+		return nil, ls, func() {}, nil
 	}
 	off, err := offload.Open(ctx, cfg, nil)
 	if err != nil {
 		var ce *offload.ConfigError
 		if errors.As(err, &ce) {
-			return nil, pol, func() {}, usageError{err}
+			return nil, ls, func() {}, usageError{err}
 		}
-		return nil, pol, func() {}, fmt.Errorf("offloader: %w", err)
+		return nil, ls, func() {}, fmt.Errorf("offloader: %w", err)
 	}
-	return offload.NewManagedLedgerPort(off, cfg.Driver), pol, func() { off.Close() }, nil
+	return offload.NewManagedLedgerPort(off, cfg.Driver), ls, func() { off.Close() }, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,19 @@ func TestOffloadSettings(t *testing.T) {
 		t.Fatalf("open filesystem: %v %v", port, err)
 	}
 	closeFn()
+	// Rollover keys: only those given change the template.
+	_, ls, _, err := parse(t, "--managed-ledger-max-entries-per-ledger=10", "--managed-ledger-min-ledger-rollover-time-minutes=1").open(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml := mledger.Config{MaxSizePerLedger: 7}
+	ls.apply(&ml)
+	if ml.MaxEntriesPerLedger != 10 || ml.MinLedgerRolloverTime != time.Minute || ml.MaxSizePerLedger != 7 || *ml.Offload != mledger.DefaultOffloadPolicy() &&
+		ml.Offload.ReadPriority != mledger.ReadTieredStorageFirst {
+		t.Fatalf("template %+v", ml)
+	}
+	if _, _, _, err := parse(t, "--managed-ledger-max-entries-per-ledger=0").open(t.Context(), ""); !errors.As(err, new(usageError)) ||
+		!strings.Contains(err.Error(), "managedLedgerMaxEntriesPerLedger") {
+		t.Fatalf("bad rollover: %v", err)
+	}
 }
