@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/replhost"
+	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
@@ -25,12 +27,20 @@ import (
 // geo/ns replicated between them.
 func geoPair(t *testing.T) (east, west *broker.Service) {
 	t.Helper()
-	start := func(cluster string) *broker.Service {
+	east, west, _ = geoPairStores(t)
+	return east, west
+}
+
+// geoPairStores is geoPair, with east's storage.
+func geoPairStores(t *testing.T) (east, west *broker.Service, eastLogs *topictest.Store) {
+	t.Helper()
+	start := func(cluster string, mem *topictest.Store) *broker.Service {
 		eps := metadatatest.Embedded(t)
-		return startServiceWith(t, metadatatest.OpenStore(t, eps, metadatatest.RandomNamespace()), topictest.NewStore(), cluster+"-1",
+		return startServiceWith(t, metadatatest.OpenStore(t, eps, metadatatest.RandomNamespace()), mem, cluster+"-1",
 			func(c *broker.Config) { c.Cluster = cluster })
 	}
-	east, west = start("east"), start("west")
+	eastLogs = topictest.NewStore()
+	east, west = start("east", eastLogs), start("west", topictest.NewStore())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, s := range []*broker.Service{east, west} {
@@ -46,7 +56,7 @@ func geoPair(t *testing.T) (east, west *broker.Service) {
 			t.Fatal(err)
 		}
 	}
-	return east, west
+	return east, west, eastLogs
 }
 
 func client(t *testing.T, s *broker.Service) *pulsarclient.Client {
@@ -523,4 +533,59 @@ func TestGeoReplicationDispatchRate(t *testing.T) {
 	if el := time.Since(start); el < time.Second {
 		t.Fatalf("%d messages replicated in %v at 20 messages a second", n, el)
 	}
+}
+
+// TestGeoReplicationClusterRemovedWhileUnloaded: a cluster removed from the namespace while
+// the topic is not loaded loses its replication cursor when the topic loads again (it
+// would hold the topic's backlog for ever).
+func TestGeoReplicationClusterRemovedWhileUnloaded(t *testing.T) {
+	east, _, logs := geoPairStores(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic = "persistent://geo/ns/orphan"
+	logCursors := func() []string {
+		cs, err := logs.Open(topicname.MustParse(topic).ManagedLedgerName()).Cursors(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	if err := east.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	cursors := func() map[string]bool {
+		is, err := east.InternalStats(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for c := range is.Cursors {
+			out[c] = true
+		}
+		return out
+	}
+	waitFor(ctx, t, "the replication cursor", func() error {
+		if !cursors()["pulsar.repl.west"] {
+			return fmt.Errorf("no cursor pulsar.repl.west")
+		}
+		return nil
+	})
+	if err := east.Unload(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := east.SetNamespaceReplicationClusters(ctx, "geo/ns", []string{"east"}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(logCursors(), "pulsar.repl.west") {
+		t.Fatalf("the unloaded topic's log lost its replication cursor: %v", logCursors())
+	}
+	waitFor(ctx, t, "the orphan cursor to be deleted when the topic loads", func() error {
+		if c := cursors(); c["pulsar.repl.west"] {
+			return fmt.Errorf("cursors %v", c)
+		}
+		if cs := logCursors(); slices.Contains(cs, "pulsar.repl.west") {
+			return fmt.Errorf("the log still has cursors %v", cs)
+		}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -75,7 +76,7 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 	if !known {
 		reps = map[string]*replicator{}
 		h.mu.topics[t] = reps
-		t.SetReplicationStats(func(ctx context.Context) map[string]any { return h.topicStats(ctx, t) })
+		t.SetReplication(topicView{h, t})
 		// The replicators stop before the topic closes its managed ledger (their last
 		// mark-delete write lands), and in any case when it is done.
 		t.OnClose(func(done func()) {
@@ -112,6 +113,9 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 		start = append(start, r)
 	}
 	h.mu.Unlock()
+	if !known {
+		h.dropOrphanCursors(ctx, t, clusters)
+	}
 	for _, r := range stop {
 		r.close(true)
 	}
@@ -123,6 +127,30 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 				delete(h.mu.topics[t], r.remote)
 			}
 			h.mu.Unlock()
+		}
+	}
+}
+
+// dropOrphanCursors deletes the replication cursors of topic t (just loaded) whose
+// cluster is no longer one of its replication clusters: removed while the topic was not
+// loaded here, they would hold its backlog for ever (as Pulsar does when a topic loads).
+func (h *Host) dropOrphanCursors(ctx context.Context, t *topic.Topic, clusters []string) {
+	names, err := t.Log().Cursors(ctx)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if !topic.IsReplicationCursor(n) {
+			continue
+		}
+		c := strings.TrimPrefix(n, replication.Prefix+".")
+		if c == h.cfg.LocalCluster || slices.Contains(clusters, c) {
+			continue
+		}
+		if err := t.Log().DeleteCursor(ctx, n); err != nil {
+			h.log.Warn("delete the cursor of a cluster no longer replicated to", "topic", t.Name(), "cursor", n, "err", err)
+		} else {
+			h.log.Info("deleted the cursor of a cluster no longer replicated to", "topic", t.Name(), "cursor", n)
 		}
 	}
 }

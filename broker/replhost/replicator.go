@@ -418,7 +418,7 @@ func (r *replicator) stats(ctx context.Context) Stats {
 	r.mu.Lock()
 	st := r.mu.st
 	r.mu.Unlock()
-	if r.cur != nil {
+	if r.started.Load() { // cur is set before started
 		if info, err := r.cur.Info(ctx); err == nil {
 			st.Backlog = info.Backlog
 		}

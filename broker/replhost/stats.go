@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/replication"
 )
 
 // ReplicatorStats is one remote cluster's entry of the replication section of the topic
@@ -43,6 +44,33 @@ func (r *replicator) replicatorStats(ctx context.Context) ReplicatorStats {
 	if st.Connected {
 		out.OutboundConnection = r.remote
 		out.OutboundConnectedSince = st.ConnectedSince.UTC().Format(time.RFC3339Nano)
+	}
+	return out
+}
+
+// topicView is a topic's replicators as its statistics see them (topic.Replication).
+type topicView struct {
+	h *Host
+	t *topic.Topic
+}
+
+func (v topicView) Stats(ctx context.Context) map[string]any { return v.h.topicStats(ctx, v.t) }
+
+func (v topicView) Cursors(ctx context.Context) map[string]topic.CursorInfo {
+	v.h.mu.Lock()
+	reps := make([]*replicator, 0, len(v.h.mu.topics[v.t]))
+	for _, r := range v.h.mu.topics[v.t] {
+		reps = append(reps, r)
+	}
+	v.h.mu.Unlock()
+	out := make(map[string]topic.CursorInfo, len(reps))
+	for _, r := range reps {
+		if !r.started.Load() {
+			continue
+		}
+		if ci, err := r.cur.Info(ctx); err == nil {
+			out[replication.CursorName(r.remote)] = ci
+		}
 	}
 	return out
 }

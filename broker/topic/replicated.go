@@ -151,8 +151,34 @@ func addInbound(st *Stats) {
 	}
 }
 
-// SetReplicationStats sets what fills the replication section of the topic's statistics
-// (by remote cluster; the geo-replicators' host sets it). Safe for concurrent use.
-func (t *Topic) SetReplicationStats(fn func(context.Context) map[string]any) {
-	t.replStats.Store(&fn)
+// Replication is what the topic's statistics show of its geo-replicators (package
+// broker/replhost implements it).
+type Replication interface {
+	// Stats returns the replication section of the stats, by remote cluster.
+	Stats(ctx context.Context) map[string]any
+	// Cursors returns the replication cursors' state, by cursor name (internal stats).
+	Cursors(ctx context.Context) map[string]CursorInfo
+}
+
+// SetReplication sets the topic's geo-replicators' view for its statistics. Safe for
+// concurrent use.
+func (t *Topic) SetReplication(r Replication) { t.repl.Store(&r) }
+
+// cursorStats is the internal stats' view of a cursor.
+func cursorStats(ci CursorInfo, durable bool) CursorStats {
+	props := ci.Properties
+	if props == nil {
+		props = map[string]int64{}
+	}
+	cs := CursorStats{
+		MarkDeletePosition: ci.MarkDelete.String(), ReadPosition: ci.ReadPosition.String(),
+		WaitingReadOp: ci.ReadWaiting, CursorLedger: ci.Ledger, IndividuallyDeletedMessages: ci.Acked,
+		State: ci.State, NumberOfEntriesSinceFirstNotAckedMessage: ci.Backlog,
+		TotalNonContiguousDeletedMessagesRange: ci.AckedRanges, Properties: props,
+		MarkDeleteHeld: ci.MarkDeleteHeld,
+	}
+	if durable {
+		cs.PersistentMarkDeletePosition = ci.PersistedMarkDelete.String()
+	}
+	return cs
 }

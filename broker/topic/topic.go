@@ -76,8 +76,8 @@ type Topic struct {
 	pubBudget budget
 	// assigned is where CloseTo sends the clients (nil: they look the topic up again).
 	assigned atomic.Pointer[Redirect]
-	// replStats returns the replication section of the statistics (nil: none).
-	replStats atomic.Pointer[func(context.Context) map[string]any]
+	// repl is the geo-replicators' view for the statistics (nil: none).
+	repl atomic.Pointer[Replication]
 
 	// Owned by the run goroutine.
 	core          *topicCore

@@ -375,8 +375,8 @@ func (t *Topic) Stats(ctx context.Context) (Stats, error) {
 		st.BytesOutCounter += ss.BytesOutCounter
 		st.MsgDropRate += ss.MsgDropRate
 	}
-	if fn := t.replStats.Load(); fn != nil {
-		for c, rs := range (*fn)(ctx) {
+	if r := t.repl.Load(); r != nil {
+		for c, rs := range (*r).Stats(ctx) {
 			st.Replication[c] = rs
 		}
 	}
@@ -437,21 +437,14 @@ func (t *Topic) InternalStats(ctx context.Context) (InternalStats, error) {
 		if ci.ReadWaiting {
 			is.WaitingCursorsCount++
 		}
-		props := ci.Properties
-		if props == nil {
-			props = map[string]int64{}
-		}
-		is.Cursors[n] = CursorStats{
-			MarkDeletePosition: ci.MarkDelete.String(), ReadPosition: ci.ReadPosition.String(),
-			WaitingReadOp: ci.ReadWaiting, CursorLedger: ci.Ledger, IndividuallyDeletedMessages: ci.Acked,
-			State: ci.State, NumberOfEntriesSinceFirstNotAckedMessage: ci.Backlog,
-			TotalNonContiguousDeletedMessagesRange: ci.AckedRanges, Properties: props,
-			MarkDeleteHeld: ci.MarkDeleteHeld,
-		}
-		if s.durable {
-			c := is.Cursors[n]
-			c.PersistentMarkDeletePosition = ci.PersistedMarkDelete.String()
-			is.Cursors[n] = c
+		is.Cursors[n] = cursorStats(ci, s.durable)
+	}
+	if r := t.repl.Load(); r != nil {
+		for n, ci := range (*r).Cursors(ctx) {
+			if ci.ReadWaiting {
+				is.WaitingCursorsCount++
+			}
+			is.Cursors[n] = cursorStats(ci, true)
 		}
 	}
 	return is, nil
