@@ -15,8 +15,8 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/replhost"
-	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
+	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	"github.com/magnetar-io/magnetar/proto/pulsar/pb"
 	"github.com/magnetar-io/magnetar/pulsarclient"
