@@ -39,6 +39,10 @@ type Settings struct {
 type Host struct {
 	cfg Config
 	log *slog.Logger
+	// updates serializes Update: a cluster removed then added again by two quick policy
+	// changes must not have the new replicator's cursor deleted by the old one's stop.
+	// Lock order: updates, then mu.
+	updates sync.Mutex
 
 	mu struct {
 		sync.Mutex // guards the fields below
@@ -67,6 +71,8 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 	if !name.IsPersistent() {
 		return
 	}
+	h.updates.Lock()
+	defer h.updates.Unlock()
 	h.mu.Lock()
 	if h.mu.closed {
 		h.mu.Unlock()
