@@ -1,0 +1,153 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/pulsarclient"
+)
+
+// TestOffloadFilesystemOnStandalone: a real standalone process with the filesystem offload
+// driver (objects under its data directory), ledgers of 10 entries, infinite retention and a
+// deletion lag of 0. `magnetar admin topics offload -s 0` offloads every ledger but the
+// newest; `offload-status -w` reports success; internal stats show the ledgers offloaded;
+// their bookie ledgers are deleted; a new subscription from earliest reads every message
+// byte-identical and in order (the offloaded ones from the object store).
+func TestOffloadFilesystemOnStandalone(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	etcd, bk, broker, web := FreeAddr(t), FreeAddr(t), FreeAddr(t), FreeAddr(t)
+	Start(t, "standalone", "standalone", "--data-dir", data,
+		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", broker, "--http", web,
+		"--managed-ledger-offload-driver", "filesystem", "--managed-ledger-offload-deletion-lag-ms", "0",
+		"--managed-ledger-max-entries-per-ledger", "10", "--default-retention-time", "-1ns", "--default-retention-size-mb", "-1")
+	WaitTCP(t, broker, 60*time.Second)
+	WaitTCP(t, web, 60*time.Second)
+	httpURL := "http://" + web
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	const topic = "persistent://public/default/tiered"
+	cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + broker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	prod, err := cl.CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2)) // payloads of random bytes and sizes, the same every run
+	payloads := make([][]byte, 57)
+	for i := range payloads {
+		p := make([]byte, 1+rng.IntN(4096))
+		for j := range p {
+			p[j] = byte(rng.UintN(256))
+		}
+		payloads[i] = p
+		if _, err := prod.Send(ctx, &pulsarclient.ProducerMessage{Payload: p}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+
+	out := mustTool(t, "admin", "--url", httpURL, "topics", "offload", topic, "-s", "0")
+	if !strings.Contains(out, "Offload triggered") {
+		t.Fatalf("offload: %s", out)
+	}
+	out = mustTool(t, "admin", "--url", httpURL, "topics", "offload-status", topic, "-w")
+	if !strings.Contains(out, "Offload was a success") {
+		t.Fatalf("offload-status: %s", out)
+	}
+
+	var is struct {
+		Ledgers []struct {
+			LedgerID  int64 `json:"ledgerId"`
+			Entries   int64 `json:"entries"`
+			Offloaded bool  `json:"offloaded"`
+		} `json:"ledgers"`
+	}
+	getJSON(t, httpURL+"/admin/v2/persistent/public/default/tiered/internalStats", &is)
+	offloaded := map[int64]bool{}
+	for _, l := range is.Ledgers {
+		if l.Offloaded {
+			offloaded[l.LedgerID] = true
+		}
+	}
+	if len(offloaded) < 5 || len(offloaded) != len(is.Ledgers)-1 || is.Ledgers[len(is.Ledgers)-1].Offloaded {
+		t.Fatalf("offloaded %v of ledgers %+v: want all but the newest", offloaded, is.Ledgers)
+	}
+	var objects int
+	filepath.WalkDir(filepath.Join(data, "offload"), func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(d.Name(), "-ledger-") {
+			objects++
+		}
+		return nil
+	})
+	if objects < 2*len(offloaded) {
+		t.Fatalf("%d objects under %s for %d offloaded ledgers (want a data and an index object each)", objects, data, len(offloaded))
+	}
+
+	// The bookie copies go with a deletion lag of 0 (at the managed ledger's next offload
+	// step: at once, or at its trim check).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var list []struct {
+			LedgerID int64 `json:"ledgerId"`
+		}
+		runJSON(t, &list, "ledger", "list", "--metadata-url", "etcd://"+etcd, "-o", "json")
+		left := 0
+		for _, l := range list {
+			if offloaded[l.LedgerID] {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d offloaded ledgers still on the bookies: %+v", left, list)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Second): // the ledger list is read from another process
+		}
+	}
+
+	cons, err := cl.Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "from-earliest", InitialPosition: pulsarclient.Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range payloads {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive %d: %v", i, err)
+		}
+		if !bytes.Equal(m.Payload, want) {
+			t.Fatalf("message %d: %d bytes differ from the %d sent", i, len(m.Payload), len(want))
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(fmt.Errorf("GET %s: %w", url, err))
+	}
+}
