@@ -170,3 +170,55 @@ func TestOffloadTriggerAndStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadPolicyAppliedLive: a namespace's offloadThreshold set while its topic is loaded
+// reaches the topic's managed ledger at once (no reload): with 0, every closed ledger is
+// offloaded by policy, without a trigger; a topic-level policy of -1 turns it off again for
+// that topic only.
+func TestOffloadPolicyAppliedLive(t *testing.T) {
+	rb := startOffloadBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	send := func(topic string, n int) {
+		prod, err := rb.client.CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: topic, DisableBatching: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prod.Close(ctx)
+		for i := range n {
+			if _, err := prod.Send(ctx, &pulsarclient.ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const a, b = "/admin/v2/persistent/public/default/live-a", "/admin/v2/persistent/public/default/live-b"
+	send("persistent://public/default/live-a", 12)
+	send("persistent://public/default/live-b", 12)
+	offloaded := func(path string) int {
+		var is broker.InternalStats
+		rb.get(t, path+"/internalStats", &is)
+		n := 0
+		for _, l := range is.Ledgers {
+			if l.Offloaded {
+				n++
+			}
+		}
+		return n
+	}
+	if offloaded(a) != 0 || offloaded(b) != 0 {
+		t.Fatal("offloaded before any policy asked for it")
+	}
+	runSteps(t, rb.http.URL, []step{
+		{"POST", b + "/offloadPolicies", `{"managedLedgerOffloadThresholdInBytes":-1}`, 204, ""},
+		{"PUT", "/admin/v2/namespaces/public/default/offloadThreshold", "0", 204, ""},
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for offloaded(a) < 2 { // 12 entries in ledgers of 5: two closed ledgers
+		if time.Now().After(deadline) {
+			t.Fatal("the namespace's threshold did not offload the loaded topic's closed ledgers")
+		}
+	}
+	if n := offloaded(b); n != 0 {
+		t.Fatalf("%d ledgers of the topic whose own policy is off were offloaded", n)
+	}
+}
