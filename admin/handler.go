@@ -347,7 +347,7 @@ func (h *handler) createNamespace(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	var p api.NamespacePolicies
-	if _, err := readJSON(r, &p); err != nil {
+	if _, err := readPolicies(r, &p); err != nil {
 		return err
 	}
 	if err := h.svc.CreateNamespace(r.Context(), ns, p); err != nil {
@@ -362,7 +362,7 @@ func (h *handler) setNamespace(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var p api.NamespacePolicies
-	if has, err := readJSON(r, &p); err != nil {
+	if has, err := readPolicies(r, &p); err != nil {
 		return err
 	} else if !has {
 		return restErr(http.StatusBadRequest, "namespace policies are required")

@@ -58,5 +58,15 @@ func TestPulsarJSON(t *testing.T) {
 		{"GET", ns, "", 200, `"encryption_required":false`},
 		{"GET", ns, "", 200, `"replication_clusters":[`},
 		{"GET", ns, "", 200, `"bundles":{"boundaries":[`},
+		// A whole Policies body (namespace creation) is read the same way; a refused one
+		// creates nothing.
+		{"PUT", "/admin/v2/namespaces/public/jsonns", `{"message_ttl_in_seconds":"30","deduplicationEnabled":"true",` +
+			`"retention_policies":{"retentionTimeInMinutes":"5","retentionSizeInMB":-1},"bundles":{"numBundles":"2"},"someFutureMember":1}`, 204, ""},
+		{"GET", "/admin/v2/namespaces/public/jsonns", "", 200, `"message_ttl_in_seconds":30`},
+		{"GET", "/admin/v2/namespaces/public/jsonns", "", 200, `"deduplicationEnabled":true`},
+		{"GET", "/admin/v2/namespaces/public/jsonns", "", 200, `"retentionTimeInMinutes":5`},
+		{"GET", "/admin/v2/namespaces/public/jsonns/messageTTL", "", 200, "30"},
+		{"PUT", "/admin/v2/namespaces/public/jsonbad", `{"message_ttl_in_seconds":"thirty"}`, 400, "message_ttl_in_seconds: want an integer"},
+		{"GET", "/admin/v2/namespaces/public/jsonbad", "", 404, ""},
 	})
 }

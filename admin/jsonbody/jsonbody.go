@@ -305,3 +305,54 @@ func join(path, name string) string {
 	}
 	return path + "." + name
 }
+
+// Normalize rewrites the JSON body b as Decode reads it into a value of schema's type (a
+// struct, or a pointer to one) and returns it, except that the members of b's top-level
+// object the struct does not know are kept as they are: for records that keep what they do
+// not interpret (namespace policies). A refused body is an *Error, as Decode's.
+func Normalize(b []byte, schema any) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var raw any
+	if err := d.Decode(&raw); err != nil {
+		return nil, &Error{Reason: "malformed JSON: " + err.Error()}
+	}
+	if d.More() {
+		return nil, &Error{Reason: "malformed JSON: data after the value"}
+	}
+	t := reflect.TypeOf(schema)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	m, ok := raw.(map[string]any)
+	if !ok || t.Kind() != reflect.Struct {
+		return nil, refuse("", raw, "an object")
+	}
+	known, err := coerceStruct(m, t, "")
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		if _, has := known[k]; !has && !knows(t, k) {
+			known[k] = v
+		}
+	}
+	return json.Marshal(known)
+}
+
+// knows reports whether the struct t has a field named name (by its json name or an
+// alias): a member coerceStruct dropped because it was null or aliased is not kept.
+func knows(t reflect.Type, name string) bool {
+	for _, f := range reflect.VisibleFields(t) {
+		n, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if n == name {
+			return true
+		}
+		for _, a := range strings.Split(f.Tag.Get("alias"), ",") {
+			if a != "" && a == name {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -69,3 +69,17 @@ func TestDecodeRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalizeKeepsUnknown(t *testing.T) {
+	got, err := Normalize([]byte(`{"n":"3","q":{"limit":"9","x":1},"kept":{"a":"1"},"nil":null}`), body{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"kept":{"a":"1"},"n":3,"nil":null,"q":{"limitSize":9}}`
+	if string(got) != want {
+		t.Fatalf("Normalize: %s, want %s", got, want)
+	}
+	if _, err := Normalize([]byte(`{"n":"three"}`), body{}); err == nil || !strings.Contains(err.Error(), "n: want an integer") {
+		t.Fatalf("Normalize of a bad member: %v", err)
+	}
+}
