@@ -39,6 +39,12 @@
 //     topic up again, registers the producer with the next epoch and reports back as an
 //     event, after which run re-sends every pending entry in order.
 //
+//   - SessionProducer (session_producer.go, the broker's geo-replicator's producer): no
+//     goroutine of its own; a mutex-guarded FIFO of sends without a receipt, completed in
+//     order by the connection's reader. One session only: it never reconnects or re-sends,
+//     and ends for good (every pending send failed, OnEnd called) at the first send error,
+//     CLOSE_PRODUCER or lost connection; its caller starts a new one.
+//
 //   - partConsumer (one per topic or partition): a small mutex-guarded state (Subscribing,
 //     Ready, Reconnecting, Closed), the permits counter and the grouped acknowledgements.
 //     The conn reader decodes MESSAGE frames straight into the Consumer's queue; a
