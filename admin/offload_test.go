@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,20 @@ func TestOffloadTriggerAndStatus(t *testing.T) {
 	}
 	if offloaded < 4 { // 23 entries in ledgers of 5: at least 4 closed before the last one
 		t.Fatalf("%d ledgers offloaded: %+v", offloaded, is.Ledgers)
+	}
+	// Metrics: the offloaded bytes per topic (Pulsar's name) and the counters.
+	rec := httptest.NewRecorder()
+	rb.svc.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, prefix := range []string{`pulsar_storage_offloaded_size{namespace="public/default",topic="` + topic + `"} `,
+		`magnetar_ledgeroffloader_offloaded_bytes_total{namespace="public/default",topic="` + topic + `"} `} {
+		i := strings.Index(rec.Body.String(), prefix)
+		if i < 0 {
+			t.Fatalf("no %s in the metrics", prefix)
+		}
+		var v float64
+		if _, err := fmt.Sscan(rec.Body.String()[i+len(prefix):], &v); err != nil || v <= 0 {
+			t.Fatalf("%s%v (%v): want the offloaded bytes", prefix, v, err)
+		}
 	}
 	cons, err := rb.client.Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "all",
 		InitialPosition: pulsarclient.Earliest})

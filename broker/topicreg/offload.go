@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/policy"
@@ -104,4 +107,64 @@ func (reg *Registry) OffloadStatus(ctx context.Context, topicName string) (Offlo
 	return OffloadProcessStatus{Status: st.State.String(), LastError: st.LastError,
 		FirstUnoffloadedMessage: api.MessageID{LedgerID: st.FirstUnoffloaded.LedgerID, EntryID: st.FirstUnoffloaded.EntryID,
 			Partition: int32(part), BatchIndex: -1}}, nil
+}
+
+// Tiered-storage metrics of the loaded topics, read from their managed ledgers' stats when
+// scraped (labels: namespace and topic, as Pulsar's topic-level metrics). The counters
+// count since the topic was loaded here.
+var (
+	descOffloadedSize = prometheus.NewDesc("pulsar_storage_offloaded_size",
+		"Bytes of the topic's ledgers in tiered storage (complete offloaded copies).", []string{"namespace", "topic"}, nil)
+	descOffloadErrors = prometheus.NewDesc("pulsar_ledgeroffloader_offload_error",
+		"Failed offload steps (uploads, object and bookie deletes).", []string{"namespace", "topic"}, nil)
+	descReadErrors = prometheus.NewDesc("pulsar_ledgeroffloader_read_offload_error",
+		"Failed reads from tiered storage.", []string{"namespace", "topic"}, nil)
+	descOffloadedBytes = prometheus.NewDesc("magnetar_ledgeroffloader_offloaded_bytes_total",
+		"Bytes of ledgers whose offload completed.", []string{"namespace", "topic"}, nil)
+	descOffloadReads = prometheus.NewDesc("magnetar_ledgeroffloader_reads_total",
+		"Reads served from tiered storage.", []string{"namespace", "topic"}, nil)
+	descBookieDeleted = prometheus.NewDesc("magnetar_ledgeroffloader_bookie_deleted_total",
+		"Bookie copies deleted after their offload (deletion lag).", []string{"namespace", "topic"}, nil)
+)
+
+// offloadCollector collects the tiered-storage metrics of the registry's loaded topics.
+type offloadCollector struct{ reg *Registry }
+
+// registerOffloadMetrics registers the collector on r (nil: none).
+func (reg *Registry) registerOffloadMetrics(r prometheus.Registerer) {
+	if r != nil {
+		r.MustRegister(offloadCollector{reg})
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c offloadCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descOffloadedSize, descOffloadErrors, descReadErrors, descOffloadedBytes, descOffloadReads, descBookieDeleted} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: one stats read per loaded persistent topic with
+// offload configured or anything offloaded (bounded by a short timeout each).
+func (c offloadCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.reg.LoadedTopics() {
+		if _, ok := t.Log().(offloadLog); !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := t.Log().Stats(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		n := t.Name()
+		ns, topic := n.Tenant+"/"+n.Namespace, n.String()
+		oc := st.OffloadCounters
+		ch <- prometheus.MustNewConstMetric(descOffloadedSize, prometheus.GaugeValue, float64(st.OffloadedSize), ns, topic)
+		ch <- prometheus.MustNewConstMetric(descOffloadErrors, prometheus.CounterValue, float64(oc.Errors), ns, topic)
+		ch <- prometheus.MustNewConstMetric(descReadErrors, prometheus.CounterValue, float64(oc.ReadErrors), ns, topic)
+		ch <- prometheus.MustNewConstMetric(descOffloadedBytes, prometheus.CounterValue, float64(oc.OffloadedBytes), ns, topic)
+		ch <- prometheus.MustNewConstMetric(descOffloadReads, prometheus.CounterValue, float64(oc.Reads), ns, topic)
+		ch <- prometheus.MustNewConstMetric(descBookieDeleted, prometheus.CounterValue, float64(oc.BookieDeleted), ns, topic)
+	}
 }

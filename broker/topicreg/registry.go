@@ -120,6 +120,7 @@ func New(ctx context.Context, cfg Config) *Registry {
 	reg := &Registry{cfg: cfg, log: cfg.Logger, res: cfg.Records, own: cfg.Owner, pol: cfg.Resolver, ctx: ctx,
 		m: newMetrics(cfg.Registerer)}
 	reg.mu.topics = map[string]*topicEntry{}
+	reg.registerOffloadMetrics(cfg.Registerer) // offload.go
 	return reg
 }
 
