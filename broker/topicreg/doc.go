@@ -98,9 +98,10 @@
 // flushes the cursor first). Internal stats show persistentMarkDeletePosition and
 // markDeleteHeld. A dispatch rate with relativeToPublishRate (topic or subscription) is
 // the configured rate plus the topic's publish rate, measured every second. The delayed
-// delivery max delay refuses SENDs delayed by more (NotAllowedError). Stored and served
-// (set, get with precedence, remove) but without effect: the replicator dispatch rate, as
-// Magnetar has no geo-replication; it takes effect once replication exists. Retention 0 (the
+// delivery max delay refuses SENDs delayed by more (NotAllowedError). The replication
+// clusters, the message TTL and the replicator dispatch rate reach the topic's
+// geo-replicators (package broker/replhost) through Config.OnPolicies, called after every
+// application of a topic's policies. Retention 0 (the
 // default) keeps nothing consumed: a topic with no subscription keeps only its current
 // ledger (package mledger, Retention).
 package topicreg
