@@ -142,3 +142,40 @@ clusterName=standalone
 		t.Fatalf("TLS send: %v", err)
 	}
 }
+
+// TestAdvertisedKeys: broker.conf's and standalone.conf's advertisedAddress,
+// advertisedListeners and internalListenerName set the advertised-address flags of both
+// commands, and what Pulsar's MultipleListenerValidator refuses exits 2 naming the key.
+func TestAdvertisedKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	good := write("good.conf", "bindAddress=0.0.0.0\nadvertisedAddress=broker1.example\n")
+	listeners := write("listeners.conf", "advertisedListeners=internal:pulsar://10.0.0.1:6650,external:pulsar+ssl://b.example:6651\n"+
+		"internalListenerName=internal\n")
+	both := write("both.conf", "advertisedAddress=x\nadvertisedListeners=internal:pulsar://10.0.0.1:6650\n")
+	badScheme := write("bad.conf", "advertisedListeners=internal:kafka://10.0.0.1:9092\n")
+	for _, role := range []string{"broker", "standalone"} {
+		code, out, errOut := runChild(t, role, "--config", good, "--print-config")
+		if code != 0 || !strings.Contains(out, "advertisedAddress=broker1.example\n") {
+			t.Errorf("%s --config good: exit %d\n%s%s", role, code, out, errOut)
+		}
+		code, out, errOut = runChild(t, role, "--config", listeners, "--print-config")
+		if code != 0 || !strings.Contains(out, "internalListenerName=internal\n") || !strings.Contains(out, "external:pulsar+ssl://b.example:6651") {
+			t.Errorf("%s --config listeners: exit %d\n%s%s", role, code, out, errOut)
+		}
+		for conf, want := range map[string]string{both: "must not appear together", badScheme: "unknown scheme"} {
+			extra := []string{"--metadata-url", "etcd://127.0.0.1:1"}
+			if role == "standalone" {
+				extra = []string{"--data-dir", filepath.Join(dir, "data")}
+			}
+			code, _, errOut := runChild(t, append([]string{role, "--config", conf}, extra...)...)
+			if code != 2 || !strings.Contains(errOut, want) {
+				t.Errorf("%s --config %s: exit %d, want 2 naming %q:\n%s", role, filepath.Base(conf), code, want, errOut)
+			}
+		}
+	}
+}
