@@ -3,11 +3,15 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/magnetar-io/magnetar/admin"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
@@ -109,6 +113,30 @@ func TestAdvertisedListeners(t *testing.T) {
 	defer cl.Close()
 	if got, err := cl.Lookup(ctx, "persistent://public/default/listeners"); err == nil || !strings.Contains(err.Error(), "nope listener") {
 		t.Errorf("listener nope: lookup %q, %v; want refused", got, err)
+	}
+	// HTTP lookups name the listener by the listenerName parameter or Pulsar's header.
+	hs := httptest.NewServer(admin.Handler(svc, admin.Options{}))
+	defer hs.Close()
+	const path = "/lookup/v2/topic/persistent/public/default/listeners"
+	for _, c := range []struct{ query, header, want string }{
+		{"", "", `"brokerUrl":"pulsar://127.0.0.1:` + port + `"`},
+		{"?listenerName=external", "", `"brokerUrl":"pulsar://localhost:` + port + `"`},
+		{"", "external", `"brokerUrl":"pulsar://localhost:` + port + `"`},
+		{"?listenerName=nope", "", `nope listener`},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+path+c.query, nil)
+		if c.header != "" {
+			req.Header.Set("X-Pulsar-ListenerName", c.header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), c.want) {
+			t.Errorf("HTTP lookup %s (header %q): %d %s, want %s", c.query, c.header, resp.StatusCode, b, c.want)
+		}
 	}
 	// The configuration refuses what Pulsar refuses.
 	_, err = broker.Start(ctx, broker.Config{Store: store, Listen: "127.0.0.1:0", AdvertisedListeners: ls, AdvertisedAddress: "x"})
