@@ -17,6 +17,8 @@ import (
 //	       closed ledgers before it and answers 204 at once; 409 while an offload runs; 412
 //	       when the broker has no offloader (managedLedgerOffloadDriver)
 //	GET    /admin/v2/persistent/{t}/{ns}/{topic}/offload   OffloadProcessStatus
+//	GET    /admin/v2/persistent/{t}/{ns}/{topic}/internal-info   the managed ledger's record
+//	       (ledgers with isOffloaded and offloadedContextUuid)
 //	DELETE /admin/v2/namespaces/{t}/{ns}/removeOffloadPolicies
 //
 // As in Pulsar, both act on one topic or one partition: a partitioned topic's base name is
@@ -24,12 +26,14 @@ import (
 type OffloadService interface {
 	TriggerOffload(ctx context.Context, topic string, id api.MessageID) error
 	OffloadStatus(ctx context.Context, topic string) (topicreg.OffloadProcessStatus, error)
+	InternalInfo(ctx context.Context, topic string) (topicreg.ManagedLedgerInfo, error)
 }
 
 func (h *handler) offloadRoutes(route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
 	const p = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
 	route("PUT "+p+"/offload", h.triggerOffload, topicScope)
 	route("GET "+p+"/offload", h.offloadStatus, topicScope)
+	route("GET "+p+"/internal-info", h.internalInfo, topicScope)
 	if ps, isPolicy := h.svc.(PolicyService); isPolicy {
 		// Pulsar's namespace removal path of the offload policies.
 		route("DELETE /admin/v2/namespaces/{tenant}/{ns}/removeOffloadPolicies", func(w http.ResponseWriter, r *http.Request) error {
@@ -98,4 +102,16 @@ func (h *handler) offloadStatus(w http.ResponseWriter, r *http.Request) error {
 		return offloadErr(err)
 	}
 	return ok(w, st)
+}
+
+func (h *handler) internalInfo(w http.ResponseWriter, r *http.Request) error {
+	svc, t, err := h.offloadTopic(r)
+	if err != nil {
+		return err
+	}
+	info, err := svc.InternalInfo(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	return ok(w, info)
 }

@@ -156,6 +156,20 @@ func TestOffloadTriggerAndStatus(t *testing.T) {
 	if offloaded < 4 { // 23 entries in ledgers of 5: at least 4 closed before the last one
 		t.Fatalf("%d ledgers offloaded: %+v", offloaded, is.Ledgers)
 	}
+	var info topicreg.ManagedLedgerInfo
+	rb.get(t, tp+"/internal-info", &info)
+	uuids := map[string]bool{}
+	for _, l := range info.Ledgers {
+		if l.IsOffloaded != (l.LedgerID < last.LedgerID) || l.IsOffloaded != (l.OffloadedContextUUID != "") {
+			t.Fatalf("internal-info ledger %+v (trigger at ledger %d)", l, last.LedgerID)
+		}
+		if l.IsOffloaded {
+			uuids[l.OffloadedContextUUID] = true
+		}
+	}
+	if len(uuids) != offloaded {
+		t.Fatalf("%d distinct offload uuids for %d offloaded ledgers", len(uuids), offloaded)
+	}
 	// Metrics: the offloaded bytes per topic (Pulsar's name) and the counters.
 	rec := httptest.NewRecorder()
 	rb.svc.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -168,3 +168,51 @@ func (c offloadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBookieDeleted, prometheus.CounterValue, float64(oc.BookieDeleted), ns, topic)
 	}
 }
+
+// ManagedLedgerInfo is Pulsar's GET …/{topic}/internal-info: the managed ledger's record,
+// with each ledger's tiered-storage state.
+type ManagedLedgerInfo struct {
+	Ledgers            []ManagedLedgerInfoLedger `json:"ledgers"`
+	TerminatedPosition *api.MessageID            `json:"terminatedPosition,omitempty"`
+	Properties         map[string]string         `json:"properties"`
+}
+
+// ManagedLedgerInfoLedger is one ledger of ManagedLedgerInfo (timestamp: when it closed, Unix
+// ms; 0 for the open one).
+type ManagedLedgerInfoLedger struct {
+	LedgerID             int64  `json:"ledgerId"`
+	Entries              int64  `json:"entries"`
+	Size                 int64  `json:"size"`
+	Timestamp            int64  `json:"timestamp"`
+	IsOffloaded          bool   `json:"isOffloaded"`
+	OffloadedContextUUID string `json:"offloadedContextUuid,omitempty"`
+}
+
+// InternalInfo returns topic's managed-ledger record (Pulsar's GET …/internal-info): a
+// ledger is offloaded when its offloaded copy is complete; offloadedContextUuid names that
+// copy's attempt (the prefix of its objects).
+func (reg *Registry) InternalInfo(ctx context.Context, topicName string) (ManagedLedgerInfo, error) {
+	t, _, err := reg.offloadTopic(ctx, topicName)
+	if err != nil {
+		return ManagedLedgerInfo{}, err
+	}
+	st, err := t.Log().Stats(ctx)
+	if err != nil {
+		return ManagedLedgerInfo{}, err
+	}
+	info := ManagedLedgerInfo{Ledgers: []ManagedLedgerInfoLedger{}, Properties: st.Properties}
+	if info.Properties == nil {
+		info.Properties = map[string]string{}
+	}
+	for _, l := range st.Ledgers {
+		li := ManagedLedgerInfoLedger{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Closed}
+		if oc := l.Offload; oc != nil && oc.Complete {
+			li.IsOffloaded, li.OffloadedContextUUID = true, oc.UUID
+		}
+		info.Ledgers = append(info.Ledgers, li)
+	}
+	if p := st.Terminated; p != nil {
+		info.TerminatedPosition = &api.MessageID{LedgerID: p.LedgerID, EntryID: p.EntryID, Partition: -1, BatchIndex: -1}
+	}
+	return info, nil
+}
