@@ -74,12 +74,16 @@ func (ls ledgerSettings) apply(c *mledger.Config) {
 }
 
 // kebab turns a broker.conf key into its flag name: managedLedgerOffloadDriver →
-// managed-ledger-offload-driver, s3ManagedLedgerOffloadRegion → s3-managed-ledger-offload-region.
+// managed-ledger-offload-driver, s3ManagedLedgerOffloadRegion → s3-managed-ledger-offload-region,
+// fileSystemURI → file-system-uri (a run of capitals is one word).
 func kebab(key string) string {
+	rs := []rune(key)
 	var b strings.Builder
-	for i, r := range key {
+	for i, r := range rs {
 		if unicode.IsUpper(r) {
-			if i > 0 {
+			prevLower := i > 0 && !unicode.IsUpper(rs[i-1])
+			wordStart := i > 0 && unicode.IsUpper(rs[i-1]) && i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if prevLower || wordStart {
 				b.WriteByte('-')
 			}
 			r = unicode.ToLower(r)

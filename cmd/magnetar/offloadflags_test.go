@@ -17,7 +17,8 @@ func TestOffloadFlagNames(t *testing.T) {
 	for key, want := range map[string]string{
 		"managedLedgerOffloadDriver":            "managed-ledger-offload-driver",
 		"s3ManagedLedgerOffloadServiceEndpoint": "s3-managed-ledger-offload-service-endpoint",
-		"fileSystemURI":                         "file-system-u-r-i",
+		"fileSystemURI":                         "file-system-uri",
+		"managedLedgerMaxSizePerLedgerMbytes":   "managed-ledger-max-size-per-ledger-mbytes",
 	} {
 		if got := kebab(key); got != want {
 			t.Errorf("kebab(%s) = %s, want %s", key, got, want)
