@@ -151,3 +151,23 @@ func getJSON(t *testing.T, url string, v any) {
 		t.Fatal(fmt.Errorf("GET %s: %w", url, err))
 	}
 }
+
+// TestOffloadBadConfigExits2: a broker.conf with an unknown offload driver, or the aws-s3
+// driver without a bucket, stops standalone with exit status 2 and the key named.
+func TestOffloadBadConfigExits2(t *testing.T) {
+	for _, c := range []struct{ conf, key string }{
+		{"managedLedgerOffloadDriver=tape\n", "managedLedgerOffloadDriver"},
+		{"managedLedgerOffloadDriver=aws-s3\ns3ManagedLedgerOffloadRegion=eu-west-1\n", "s3ManagedLedgerOffloadBucket"},
+	} {
+		dir := t.TempDir()
+		conf := filepath.Join(dir, "standalone.conf")
+		if err := os.WriteFile(conf, []byte(c.conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errs, code := runTool(t, "standalone", "--config", conf, "--data-dir", filepath.Join(dir, "data"),
+			"--etcd-listen", FreeAddr(t), "--bookie-listen", FreeAddr(t), "--broker-listen", FreeAddr(t), "--http", FreeAddr(t))
+		if code != 2 || !strings.Contains(errs, c.key) {
+			t.Fatalf("%q: exit %d, want 2 naming %s\n%s%s", c.conf, code, c.key, out, errs)
+		}
+	}
+}
