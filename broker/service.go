@@ -56,7 +56,7 @@ type Service struct {
 	// repl runs the geo-replicators of the loaded topics (package broker/replhost,
 	// replication.go); remotes are the clients of the remote clusters.
 	repl    *replhost.Host
-	remotes remoteClients
+	remotes *replhost.Remotes
 	closers []func() // what Start created, closed in reverse order
 	// scalableHost runs the scalable topics' controllers and their segments (package
 	// broker/scalablehost, scalable.go); its scalable-topic API is the Service's.
@@ -273,7 +273,7 @@ func (s *Service) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.repl.Close() // the replicators persist their cursors while their topics are still open
-	defer s.closeRemotes()
+	defer s.remotes.Close()
 	s.scalableHost.Close() // resign the scalable topics' leaderships first
 	s.own.HandOverAll(ctx) // package ownership
 	if s.lm != nil {

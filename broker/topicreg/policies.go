@@ -218,3 +218,27 @@ func NamespacePolicyPaths() []string { return policy.NamespacePaths() }
 
 // TopicPolicyPaths: see NamespacePolicyPaths.
 func TopicPolicyPaths() []string { return policy.TopicPaths() }
+
+// ReplicatorRate resolves topic t's replicator dispatch rate (Pulsar's
+// replicatorDispatchRate: the topic's, else this cluster's entry of the namespace's), per
+// second; 0: off.
+func (reg *Registry) ReplicatorRate(ctx context.Context, n topicname.Name) (msgs, bytes int64) {
+	tr, err := reg.TopicRecord(ctx, n)
+	if err != nil {
+		return 0, 0
+	}
+	np, err := reg.res.NamespacePolicies(ctx, n.Tenant, n.Namespace)
+	if err != nil {
+		return 0, 0
+	}
+	nr, err := policy.RecordOf(np)
+	if err != nil {
+		return 0, 0
+	}
+	var dr api.DispatchRate
+	if !reg.pol.DecodeApplied(tr, nr, "replicatorDispatchRate", &dr) {
+		return 0, 0
+	}
+	period := int64(max(dr.RatePeriodInSecond, 1))
+	return max(dr.DispatchThrottlingRateInMsg, 0) / period, max(dr.DispatchThrottlingRateInByte, 0) / period
+}
