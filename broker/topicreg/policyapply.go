@@ -140,7 +140,6 @@ func (reg *Registry) applyPolicies(ctx context.Context, t *topic.Topic, r policy
 		}
 	}
 	reg.applyOffload(ctx, t, r)
-	reg.applyOffload(ctx, t, r)
 	if reg.cfg.OnPolicies != nil {
 		reg.cfg.OnPolicies(ctx, t, r)
 	}
