@@ -147,6 +147,7 @@ func newBrokerCmd() *cobra.Command {
 	tf.add(f, "listen-tls")
 	bf.add(f)
 	pf.add(f)
+	of.add(f)
 	lf = loadmgr.AddFlags(f)
 	f.StringVar(&brokerAuth.authPlugin, "broker-client-auth-plugin", "",
 		"the broker's own authentication in its admin requests to other brokers (load manager): token or basic")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/magnetar-io/magnetar/mledger"
@@ -98,5 +99,18 @@ func TestOffloadSettings(t *testing.T) {
 	if _, _, _, err := parse(t, "--managed-ledger-max-entries-per-ledger=0").open(t.Context(), ""); !errors.As(err, new(usageError)) ||
 		!strings.Contains(err.Error(), "managedLedgerMaxEntriesPerLedger") {
 		t.Fatalf("bad rollover: %v", err)
+	}
+}
+
+// TestBrokerAndStandaloneTakeOffloadFlags: both commands register every offload flag (the
+// broker command once did not, and crashed at start reading one).
+func TestBrokerAndStandaloneTakeOffloadFlags(t *testing.T) {
+	var o offloadFlags
+	for name, c := range map[string]*cobra.Command{"broker": newBrokerCmd(), "standalone": newStandaloneCmd()} {
+		for _, k := range o.keyNames() {
+			if c.Flags().Lookup(kebab(k)) == nil {
+				t.Errorf("%s has no --%s", name, kebab(k))
+			}
+		}
 	}
 }
