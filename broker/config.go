@@ -175,6 +175,11 @@ type Config struct {
 	// intervals of their checks (broker/topicreg).
 	Policies policy.Defaults
 
+	// NamespaceLevelMetrics sums the pulsar_* topic metrics per namespace (Pulsar's
+	// exposeTopicLevelMetricsInPrometheus=false); false exports them per topic, Pulsar's
+	// default (package broker/pulsarmetrics).
+	NamespaceLevelMetrics bool
+
 	// NonPersistent bounds what each non-persistent topic holds for slow subscriptions.
 	NonPersistent nonpersistent.Config
 

@@ -16,6 +16,7 @@
 //	broker/topicreg     the topic registry: load, serve, unload; policy application and
 //	                    monitors; compaction; inspection; topic-level admin (topics.go)
 //	broker/topic        one topic and its subscriptions (owner goroutines over sans-I/O cores)
+//	broker/pulsarmetrics Pulsar's metric names, computed from the topics' stats when scraped (topics.go)
 //	broker/schemareg    the schema registry (schema.go)
 //	broker/replhost     the geo-replicators of the loaded topics (replication.go)
 //	broker/txnhost      transaction coordinators and the topics' transaction side (txn.go)
