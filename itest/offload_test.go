@@ -20,12 +20,14 @@ import (
 // driver (objects under its data directory), ledgers of 10 entries, infinite retention and a
 // deletion lag of 0. `magnetar admin topics offload -s 0` offloads every ledger but the
 // newest; `offload-status -w` reports success; internal stats show the ledgers offloaded;
-// their bookie ledgers are deleted; a new subscription from earliest reads every message
-// byte-identical and in order (the offloaded ones from the object store).
+// their bookie ledgers are deleted; the broker's /metrics shows the offloader's work; after a
+// restart (which empties the broker's entry cache) a new subscription from earliest reads
+// every message byte-identical and in order, the offloaded ones from the object store, and
+// /metrics shows those reads.
 func TestOffloadFilesystemOnStandalone(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	etcd, bk, broker, web := FreeAddr(t), FreeAddr(t), FreeAddr(t), FreeAddr(t)
-	Start(t, "standalone", "standalone", "--data-dir", data,
+	proc := Start(t, "standalone", "standalone", "--data-dir", data,
 		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", broker, "--http", web,
 		"--managed-ledger-offload-driver", "filesystem", "--managed-ledger-offload-deletion-lag-ms", "0",
 		"--managed-ledger-max-entries-per-ledger", "10", "--default-retention-time", "-1ns", "--default-retention-size-mb", "-1")
@@ -122,7 +124,29 @@ func TestOffloadFilesystemOnStandalone(t *testing.T) {
 		}
 	}
 
-	cons, err := cl.Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "from-earliest", InitialPosition: pulsarclient.Earliest})
+	// The offloader's metrics are on the broker's /metrics: offloaded ledgers and bytes, the
+	// offload latency; no errors.
+	checkMetrics(t, ctx, httpURL+"/metrics", []minMetric{
+		{"magnetar_offload_ledgers_total", float64(len(offloaded))},
+		{"pulsar_ledgeroffloader_offload_rate", 1},
+		{"pulsar_ledgeroffloader_writeRate", 1},
+		{"magnetar_offload_latency_seconds_count", float64(len(offloaded))},
+		{"magnetar_ledgeroffloader_offloaded_bytes_total", 1}, // the topic's own, by namespace and topic
+	}, "magnetar_offload_errors_total")
+
+	// A restart empties the broker's entry cache: the reads below go to the object store.
+	if err := proc.Stop(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	proc.Restart()
+	WaitTCP(t, broker, 60*time.Second)
+	WaitTCP(t, web, 60*time.Second)
+	cl2, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + broker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	cons, err := cl2.Subscribe(ctx, pulsarclient.ConsumerOptions{Topic: topic, Subscription: "from-earliest", InitialPosition: pulsarclient.Earliest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +157,41 @@ func TestOffloadFilesystemOnStandalone(t *testing.T) {
 		}
 		if !bytes.Equal(m.Payload, want) {
 			t.Fatalf("message %d: %d bytes differ from the %d sent", i, len(m.Payload), len(want))
+		}
+	}
+
+	// The reads from the object store are on /metrics too.
+	checkMetrics(t, ctx, httpURL+"/metrics", []minMetric{
+		{"magnetar_offload_read_entries_total", 1},
+		{"magnetar_offload_read_bytes_total", 1},
+		{"magnetar_offload_read_latency_seconds_count", 1},
+		{"magnetar_offload_block_gets_total", 1},
+		{"magnetar_ledgeroffloader_reads_total", 1},
+	}, "magnetar_offload_read_errors_total")
+}
+
+// minMetric is a metric and the least value a check wants of it.
+type minMetric struct {
+	name string
+	min  float64
+}
+
+// checkMetrics scrapes url and checks every metric of want against its minimum, and that
+// the metrics named zero are 0.
+func checkMetrics(t *testing.T, ctx context.Context, url string, want []minMetric, zero ...string) {
+	t.Helper()
+	for _, c := range want {
+		v, found, err := Metric(ctx, url, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found || v < c.min {
+			t.Errorf("%s = %v (found %v), want at least %v", c.name, v, found, c.min)
+		}
+	}
+	for _, name := range zero {
+		if v, found, err := Metric(ctx, url, name); err != nil || !found || v != 0 {
+			t.Errorf("%s = %v (found %v, %v), want 0", name, v, found, err)
 		}
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the Offloader's Prometheus collectors. Names follow Pulsar's offloader
-// metrics (pulsar_ledgeroffloader_*) where Pulsar has one for the same thing, and are
-// magnetar_offload_* otherwise.
+// metrics are the Offloader's Prometheus collectors, one set per Offloader (that is, per
+// broker). Names follow Pulsar's offloader metrics (pulsar_ledgeroffloader_*) where Pulsar
+// has one for the same thing, and are magnetar_offload_* otherwise. The offload and read
+// error counts are magnetar_offload_errors_total and _read_errors_total: the broker serves
+// Pulsar's pulsar_ledgeroffloader_offload_error and _read_offload_error per topic (labels
+// namespace and topic), and one registry cannot hold a name with two label sets.
 type metrics struct {
 	offloadBytes      prometheus.Counter   // payload bytes of ledgers whose offload completed
 	writeBytes        prometheus.Counter   // bytes written to the object store (blocks + index)
@@ -39,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Bytes written to object storage by offloads: data blocks with headers and padding, and indexes.",
 		}),
 		offloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pulsar_ledgeroffloader_offload_error",
+			Name: "magnetar_offload_errors_total",
 			Help: "Ledger offloads that failed.",
 		}),
 		writeStorageError: prometheus.NewCounter(prometheus.CounterOpts{
@@ -64,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Payload bytes served from object storage.",
 		}),
 		readErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pulsar_ledgeroffloader_read_offload_error",
+			Name: "magnetar_offload_read_errors_total",
 			Help: "Reads of offloaded ledgers that failed (opening the index or reading entries).",
 		}),
 		readLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -100,14 +103,35 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{
-		m.offloadBytes, m.writeBytes, m.offloadErrors, m.writeStorageError, m.offloadLatency,
-		m.offloadedLedgers, m.readEntries, m.readBytes, m.readErrors, m.readLatency, m.blockGets,
-		m.getBytes, m.cacheHits, m.cacheMisses, m.cacheBytes, m.deleteErrors,
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := reg.Register(m); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
+
+func (m *metrics) all() []prometheus.Collector {
+	return []prometheus.Collector{
+		m.offloadBytes, m.writeBytes, m.offloadErrors, m.writeStorageError, m.offloadLatency,
+		m.offloadedLedgers, m.readEntries, m.readBytes, m.readErrors, m.readLatency, m.blockGets,
+		m.getBytes, m.cacheHits, m.cacheMisses, m.cacheBytes, m.deleteErrors,
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all() {
+		c.Collect(ch)
+	}
+}
+
+// Collector returns the Offloader's metrics as one prometheus.Collector, for a registry that
+// exists only after the Offloader (the broker's): register it there once, and pass no
+// Options.Registerer (or Open registerer) beside it.
+func (o *Offloader) Collector() prometheus.Collector { return o.m }

@@ -113,6 +113,9 @@ func newBrokerCmd() *cobra.Command {
 				return err
 			}
 			defer svc.Close()
+			if err := of.registerMetrics(svc.Registry()); err != nil {
+				return err
+			}
 			mux.Handle("/metrics", svc.MetricsHandler())
 			mountPprof(mux)
 			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/magnetar-io/magnetar/config"
@@ -26,7 +27,8 @@ import (
 // each a flag named by its key in kebab-case (--managed-ledger-offload-driver) so that
 // --config files and flags both reach it.
 type offloadFlags struct {
-	vals map[string]*string // by broker.conf key; "" leaves the default
+	vals   map[string]*string // by broker.conf key; "" leaves the default
+	opened *offload.Offloader // the offloader open made (nil: none, offload off)
 }
 
 // offloadPolicyKeys are the broker-level offload policy keys (Pulsar's broker.conf names and
@@ -209,7 +211,7 @@ func (o *offloadFlags) open(ctx context.Context, dataDir string) (port mledger.O
 	if !cfg.Enabled() {
 		return nil, ls, func() {}, nil
 	}
-	off, err := offload.Open(ctx, cfg, nil)
+	off, err := offload.Open(ctx, cfg, nil) // its metrics go to the broker's registry: registerMetrics
 	if err != nil {
 		var ce *offload.ConfigError
 		if errors.As(err, &ce) {
@@ -217,5 +219,19 @@ func (o *offloadFlags) open(ctx context.Context, dataDir string) (port mledger.O
 		}
 		return nil, ls, func() {}, fmt.Errorf("offloader: %w", err)
 	}
+	o.opened = off
 	return offload.NewManagedLedgerPort(off, cfg.Driver), ls, func() { off.Close() }, nil
+}
+
+// registerMetrics registers the metrics of the offloader open made (offloaded bytes, errors,
+// offload and read latency, reads served from object storage, the block cache) on the
+// broker's registry, which its /metrics serves; with offload off it does nothing.
+func (o *offloadFlags) registerMetrics(reg prometheus.Registerer) error {
+	if o.opened == nil {
+		return nil
+	}
+	if err := reg.Register(o.opened.Collector()); err != nil {
+		return fmt.Errorf("offloader metrics: %w", err)
+	}
+	return nil
 }

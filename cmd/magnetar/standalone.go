@@ -31,7 +31,7 @@ func init() { register(newStandaloneCmd) }
 type standaloneFlags struct {
 	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel, cluster string
 	journalPrepareRate                                                     int64
-	journalGroupWait, journalSyncInterval                                  time.Duration
+	journalGroupWait, journalSyncInterval, gcInterval                      time.Duration
 	maxMessageSize                                                         int
 	noAutoCreate, noDedup, txn                                             bool
 	pol                                                                    policyFlags
@@ -76,6 +76,7 @@ func newStandaloneCmd() *cobra.Command {
 		"zero-fill the next journal file ahead of use at this many bytes/s (0: fallocate only)")
 	f.DurationVar(&fl.journalGroupWait, "journal-group-wait", journal.DefaultMaxGroupWait, groupWaitUsage)
 	f.DurationVar(&fl.journalSyncInterval, "journal-sync-interval", journal.DefaultMinSyncInterval, syncIntervalUsage)
+	f.DurationVar(&fl.gcInterval, "gc-interval", 10*time.Minute, "how often the bookie reclaims the disk of deleted ledgers")
 	f.BoolVar(&fl.txn, "transaction-coordinator-enabled", false, txnFlagUsage)
 	f.StringVar(&fl.cluster, "cluster", "standalone", "cluster name")
 	f.IntVar(&fl.maxMessageSize, "max-message-size", 1<<20, "largest message (metadata and payload) accepted, bytes")
@@ -102,6 +103,7 @@ var standaloneKeys = []config.Key{
 	{Name: "allowAutoTopicCreation", Flag: "disable-auto-topic-creation", Map: config.Not},
 	{Name: "brokerDeduplicationEnabled", Flag: "disable-deduplication", Map: config.Not},
 	{Name: "transactionCoordinatorEnabled", Flag: "transaction-coordinator-enabled"},
+	{Name: "gcWaitTime", Flag: "gc-interval", Map: config.Millis},
 	{Name: "managedLedgerDefaultEnsembleSize", Map: only("1", "standalone runs one bookie")},
 	{Name: "managedLedgerDefaultWriteQuorum", Map: only("1", "standalone runs one bookie")},
 	{Name: "managedLedgerDefaultAckQuorum", Map: only("1", "standalone runs one bookie")},
@@ -155,7 +157,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	}
 	defer store.Close()
 	b, err := bookie.Start(ctx, bookie.Config{
-		Listen: fl.bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(),
+		Listen: fl.bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(), GCInterval: fl.gcInterval,
 		Journal: journal.Options{PrepareRate: fl.journalPrepareRate, MaxGroupWait: journalZeroOff(fl.journalGroupWait),
 			MinSyncInterval: journalZeroOff(fl.journalSyncInterval)},
 	})
@@ -201,6 +203,9 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	}
 	if created {
 		slog.Info("cluster metadata initialized", "cluster", fl.cluster)
+	}
+	if err := fl.off.registerMetrics(svc.Registry()); err != nil {
+		return err
 	}
 	mux.Handle("/metrics", svc.MetricsHandler())
 	mountPprof(mux)
