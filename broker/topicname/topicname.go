@@ -14,8 +14,23 @@
 // "<scalable topic>/<descriptor>", the one local name with a '/'. Scalable topics themselves
 // (topic://) are not topics a client produces to: package scalable/layout parses them.
 //
-// Rejected: empty parts, v1 names with a cluster (persistent://t/cluster/ns/topic), a
-// '/' in the local name, tenants and namespaces outside [-=:.\w], and other domains.
+// Rejected, by Parse and by every check below, so that the admin API, the binary protocol
+// (a producer or consumer that would auto-create the topic: InvalidTopicName) and the
+// records agree:
+//
+//   - empty parts, v1 names with a cluster (persistent://t/cluster/ns/topic), a '/' in the
+//     local name, and other domains;
+//   - tenants and namespaces (and clusters, CheckTenant) outside Pulsar's NamedEntity
+//     characters [-=:.\w], or "." or "..", or longer than MaxPartLen bytes;
+//   - local names (the topic's own name) that are "." or "..", that are not UTF-8, that
+//     hold a control character (U+0000–U+001F, U+007F: NUL, CR, LF, ...), or whose base
+//     (without a "-partition-N" suffix) is longer than MaxLocalLen bytes.
+//
+// Pulsar checks the same characters for tenants and namespaces (NamedEntity.checkName) and
+// none for local names unless strictTopicNameEnabled; it has no length limit (the question
+// is apache/pulsar#12023), but its metadata store refuses "." and "..", and a name of
+// 100,000 bytes is stored in every record and log line about the topic: the limits here
+// are Magnetar's own, generous for any name a person or a program derives.
 package topicname
 
 import (
@@ -25,6 +40,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Defaults for short names.
@@ -41,9 +57,20 @@ const (
 	partitionSuffix = "-partition-"
 )
 
+// Length limits, in bytes.
+const (
+	// MaxPartLen bounds a tenant, namespace or cluster name.
+	MaxPartLen = 255
+	// MaxLocalLen bounds a topic's local name without its "-partition-N" suffix (the
+	// partitions of a topic at the limit stay valid), and a scalable topic's name.
+	MaxLocalLen = 1024
+)
+
 // ErrInvalid is wrapped by every parse error.
 var ErrInvalid = errors.New("topicname: invalid name")
 
+// namePart is Pulsar's NamedEntity pattern (tenants, namespaces, clusters), without the
+// empty name.
 var namePart = regexp.MustCompile(`^[-=:.\w]+$`)
 
 // Name is a parsed, fully qualified topic name. The zero value is invalid.
@@ -74,21 +101,21 @@ func Parse(s string) (Name, error) {
 	case Segment:
 		return parseSegment(s, rest)
 	default:
-		return Name{}, fmt.Errorf("%w: %q: unknown domain %q", ErrInvalid, s, domain)
+		return Name{}, fmt.Errorf("%w: %s: unknown domain %s", ErrInvalid, quote(s), quote(domain))
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) != 3 {
 		if len(parts) == 4 {
-			return Name{}, fmt.Errorf("%w: %q: v1 names with a cluster are not supported", ErrInvalid, s)
+			return Name{}, fmt.Errorf("%w: %s: v1 names with a cluster are not supported", ErrInvalid, quote(s))
 		}
-		return Name{}, fmt.Errorf("%w: %q: want tenant/namespace/topic", ErrInvalid, s)
+		return Name{}, fmt.Errorf("%w: %s: want tenant/namespace/topic", ErrInvalid, quote(s))
 	}
 	n := Name{Domain: domain, Tenant: parts[0], Namespace: parts[1], Local: parts[2], Partition: -1}
 	if err := CheckNamespace(n.Tenant, n.Namespace); err != nil {
-		return Name{}, fmt.Errorf("%w (in %q)", err, s)
+		return Name{}, err
 	}
 	if n.Local == "" {
-		return Name{}, fmt.Errorf("%w: %q: empty local name", ErrInvalid, s)
+		return Name{}, fmt.Errorf("%w: %s: empty local name", ErrInvalid, quote(s))
 	}
 	if i := strings.LastIndex(n.Local, partitionSuffix); i > 0 {
 		if p, err := strconv.Atoi(n.Local[i+len(partitionSuffix):]); err == nil && p >= 0 &&
@@ -96,17 +123,66 @@ func Parse(s string) (Name, error) {
 			n.Partition = p
 		}
 	}
+	if err := CheckLocal(n.Base().Local); err != nil {
+		return Name{}, err
+	}
 	return n, nil
+}
+
+// CheckLocal validates a topic's local name (of a partitioned topic: its base name; of a
+// scalable topic: its name): not empty, not "." or "..", UTF-8 without control characters,
+// at most MaxLocalLen bytes.
+func CheckLocal(local string) error {
+	switch {
+	case local == "":
+		return fmt.Errorf("%w: empty local name", ErrInvalid)
+	case local == "." || local == "..":
+		return fmt.Errorf("%w: topic %q: not a name", ErrInvalid, local)
+	case len(local) > MaxLocalLen:
+		return fmt.Errorf("%w: topic %s: %d bytes, longer than %d", ErrInvalid, quote(local), len(local), MaxLocalLen)
+	case !utf8.ValidString(local):
+		return fmt.Errorf("%w: topic %s: not UTF-8", ErrInvalid, quote(local))
+	case strings.IndexFunc(local, isControl) >= 0:
+		return fmt.Errorf("%w: topic %s: control character", ErrInvalid, quote(local))
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// checkPart validates a tenant, namespace or cluster name (what names it).
+func checkPart(what, s string) error {
+	switch {
+	case len(s) > MaxPartLen:
+		return fmt.Errorf("%w: %s %s: %d bytes, longer than %d", ErrInvalid, what, quote(s), len(s), MaxPartLen)
+	case !namePart.MatchString(s):
+		return fmt.Errorf("%w: %s %s: allowed characters are a-z A-Z 0-9 _ - = : .", ErrInvalid, what, quote(s))
+	case s == "." || s == "..":
+		return fmt.Errorf("%w: %s %q: not a name", ErrInvalid, what, s)
+	}
+	return nil
+}
+
+// quote is s quoted for an error message, cut to its first 64 bytes: a refused name can be
+// very long.
+func quote(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // parseSegment parses the tenant/ns/topic/<hexStart>-<hexEnd>-<id> rest of a segment:// name.
 func parseSegment(s, rest string) (Name, error) {
 	parts := strings.Split(rest, "/")
 	if len(parts) != 4 || parts[2] == "" || !segmentDescriptor.MatchString(parts[3]) {
-		return Name{}, fmt.Errorf("%w: %q: want segment://tenant/namespace/topic/<hexStart>-<hexEnd>-<id>", ErrInvalid, s)
+		return Name{}, fmt.Errorf("%w: %s: want segment://tenant/namespace/topic/<hexStart>-<hexEnd>-<id>", ErrInvalid, quote(s))
 	}
 	if err := CheckNamespace(parts[0], parts[1]); err != nil {
-		return Name{}, fmt.Errorf("%w (in %q)", err, s)
+		return Name{}, err
+	}
+	if err := CheckLocal(parts[2]); err != nil {
+		return Name{}, err
 	}
 	return Name{Domain: Segment, Tenant: parts[0], Namespace: parts[1], Local: parts[2] + "/" + parts[3], Partition: -1}, nil
 }
@@ -127,25 +203,17 @@ func CheckNamespace(tenant, ns string) error {
 	if err := CheckTenant(tenant); err != nil {
 		return err
 	}
-	if !namePart.MatchString(ns) {
-		return fmt.Errorf("%w: namespace %q", ErrInvalid, ns)
-	}
-	return nil
+	return checkPart("namespace", ns)
 }
 
-// CheckTenant validates a tenant name.
-func CheckTenant(tenant string) error {
-	if !namePart.MatchString(tenant) {
-		return fmt.Errorf("%w: tenant %q", ErrInvalid, tenant)
-	}
-	return nil
-}
+// CheckTenant validates a tenant name (and a cluster name: the same rules).
+func CheckTenant(tenant string) error { return checkPart("tenant", tenant) }
 
 // ParseNamespace parses "tenant/ns".
 func ParseNamespace(s string) (tenant, ns string, err error) {
 	t, n, ok := strings.Cut(s, "/")
 	if !ok || strings.Contains(n, "/") {
-		return "", "", fmt.Errorf("%w: namespace %q: want tenant/namespace", ErrInvalid, s)
+		return "", "", fmt.Errorf("%w: namespace %s: want tenant/namespace", ErrInvalid, quote(s))
 	}
 	if err := CheckNamespace(t, n); err != nil {
 		return "", "", err

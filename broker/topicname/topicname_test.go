@@ -2,6 +2,7 @@ package topicname
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -42,6 +43,51 @@ func TestParseRejects(t *testing.T) {
 		if _, err := Parse(in); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Parse(%q): err = %v, want ErrInvalid", in, err)
 		}
+	}
+}
+
+// TestNameRules: the characters and lengths of docs' "Rejected" list, for every form a name
+// comes in (short, full, partition, segment, namespace), and what stays accepted.
+func TestNameRules(t *testing.T) {
+	long := strings.Repeat("x", MaxLocalLen)
+	longPart := strings.Repeat("t", MaxPartLen)
+	for _, in := range []string{
+		"..", ".", "public/default/..", "persistent://public/default/.",
+		"a\x00b", "persistent://public/default/a\x00b", "a\rb", "a\nb", "a\tb", "a\x7fb",
+		"a\xffb", // not UTF-8
+		long + "y", "persistent://public/default/" + long + "y-partition-1",
+		strings.Repeat("z", 100_000),
+		"../default/t", "./default/t", "public/../t", "public/./t",
+		"persistent://" + longPart + "t/ns/t", "persistent://t/" + longPart + "n/t",
+		"persistent://te nant/ns/t", "persistent://t/n\x00s/t", "persistent://t/ns\n/t",
+		"segment://a/b/../0000-7fff-1", "segment://a/b/x\ny/0000-7fff-1", "segment://../b/t/0000-7fff-1",
+	} {
+		if _, err := Parse(in); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Parse(%.80q): err = %v, want ErrInvalid", in, err)
+		} else if len(err.Error()) > 300 {
+			t.Errorf("Parse(%.80q): the error quotes the whole name (%d bytes)", in, len(err.Error()))
+		}
+	}
+	for _, ns := range [][2]string{{"..", "ns"}, {"t", "."}, {"t", ".."}, {"", "ns"}, {"t", ""}, {"t", "a/b"},
+		{longPart + "x", "ns"}, {"t", "a\x00"}} {
+		if err := CheckNamespace(ns[0], ns[1]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckNamespace(%.40q, %.40q): %v, want ErrInvalid", ns[0], ns[1], err)
+		}
+	}
+	for _, in := range []string{"persistent://public/default/" + long, "persistent://public/default/" + long + "-partition-99",
+		"persistent://" + longPart + "/" + longPart + "/t", "a/b/..x", "a/b/x..", "a/b/caf\u00e9 \u2603 100%", "a/b/x?y#z",
+		"...", "a.../b/t"} {
+		if n, err := Parse(in); err != nil {
+			t.Errorf("Parse(%.80q): %v", in, err)
+		} else if back, err := FromManagedLedgerName(n.ManagedLedgerName()); err != nil || back != n {
+			t.Errorf("Parse(%.80q): managed ledger name round trip: %v %v", in, back, err)
+		}
+	}
+	if err := CheckLocal(long); err != nil {
+		t.Errorf("CheckLocal of %d bytes: %v", len(long), err)
+	}
+	if err := CheckTenant(".."); !errors.Is(err, ErrInvalid) {
+		t.Errorf("CheckTenant(..): %v", err)
 	}
 }
 
