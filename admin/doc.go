@@ -26,8 +26,12 @@
 // Success is 200 with a JSON body for reads, 204 without a body for writes (as Pulsar).
 // Failures are 4xx/5xx with {"reason": "..."} and Pulsar's wording (errors.go has the one
 // mapping table from the service's sentinel errors); a topic served by another broker is a
-// 307 redirect to that broker's HTTP URL. Bad names are 412, bad bodies and parameters 400;
-// nothing is changed by a refused request.
+// 307 redirect to that broker's HTTP URL. Bad names are 412 (package broker/topicname has
+// the rules: Pulsar's characters, "." and "..", control characters, lengths), bad bodies
+// and parameters 400, a partition count above Options.MaxPartitions (Pulsar's
+// maxNumPartitionsPerPartitionedTopic; unset, PartitionCeiling) 406, on creation, growth
+// and a namespace's autoTopicCreation override; nothing is changed by a refused request:
+// every check runs before the first write.
 //
 // For a partitioned topic's base name, the topic-level calls fan out over its partitions:
 // stats and internalStats answer the partitioned forms (…/partitioned-stats,
@@ -38,14 +42,18 @@
 //
 // # Security
 //
-// Authentication is the caller's: wrap the handler in auth.Service.Middleware, which answers
-// 401 {"reason": ...} and puts the principal in the request's context. When the service also
+// Authentication is the caller's: wrap the handler in access.Audit.Authenticate (or
+// auth.Service.Middleware), which answers 401 {"reason": ...} and puts the principal in the
+// request's context; the first also writes the refusal's audit line. When the service also
 // implements Authorizer (*broker.Service does, with Config.Authz), every route is authorized
 // before it runs (authz.go, requiredOp): the cluster list for any authenticated role, a
 // cluster's record and its changes, the tenant list and tenant changes for superusers, stats, partition metadata and lookups
 // for roles that may produce or consume the topic, subscription operations for roles that
-// may consume it, everything else for the tenant's admin roles; a refusal is 403 with a
-// reason naming the role. With a PermissionService the permission endpoints are mounted
+// may consume it, everything else for the tenant's admin roles; the brokers, their load
+// reports, the cluster records and the transaction coordinators for superusers. A refusal
+// is 403 with a reason naming the role, and an audit line (package broker/access,
+// rate-limited): authorization runs before a handler validates the names of its path, so a
+// role that may not act gets 403, never 412. With a PermissionService the permission endpoints are mounted
 // (permissions.go: namespace and topic grants, GET/POST/DELETE .../permissions[/{role}]),
 // with a ClusterService GET /admin/v2/clusters/{cluster}, with a ClusterAdminService the
 // cluster records' list, create, update and delete, and with a ReplicationService the

@@ -11,25 +11,41 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/admin/jsonbody"
+	"github.com/magnetar-io/magnetar/broker/access"
 	"github.com/magnetar-io/magnetar/broker/api"
 	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/internal/ratelog"
 )
 
 // Options configures the handler. Zero values take the documented defaults.
 type Options struct {
-	// Logger receives server-side failures (5xx). Default slog.Default().
+	// Logger receives server-side failures (5xx) and, rate-limited, the audit lines of
+	// refused authorizations (package broker/access). Default slog.Default().
 	Logger *slog.Logger
 	// RequestTimeout bounds each request's work. Default 30s.
 	RequestTimeout time.Duration
+	// MaxPartitions is Pulsar's maxNumPartitionsPerPartitionedTopic: the most partitions a
+	// partitioned topic may be created with or grown to (406 above it). 0 (Pulsar's
+	// default, unlimited) is PartitionCeiling here.
+	MaxPartitions int
 }
+
+// PartitionCeiling bounds a partitioned topic's partitions when Options.MaxPartitions is
+// unset. Pulsar has no bound then; here every partition is a metadata record written before
+// the request is answered, so a count in the millions would write for minutes (and leave
+// what it wrote when the request times out). Ten thousand partitions is more than any
+// topic needs and is written in seconds.
+const PartitionCeiling = 10_000
 
 // maxBody bounds a request body: admin bodies are small JSON documents.
 const maxBody = 1 << 20
 
 type handler struct {
-	svc     Service
-	log     *slog.Logger
-	timeout time.Duration
+	svc           Service
+	log           *slog.Logger
+	audit         *access.Audit
+	timeout       time.Duration
+	maxPartitions int // > 0
 }
 
 // Handler returns the admin REST API (Pulsar's /admin/v2 and /lookup/v2 paths) over svc.
@@ -41,7 +57,11 @@ func Handler(svc Service, opts Options) http.Handler {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 30 * time.Second
 	}
-	h := &handler{svc: svc, log: opts.Logger, timeout: opts.RequestTimeout}
+	if opts.MaxPartitions <= 0 {
+		opts.MaxPartitions = PartitionCeiling
+	}
+	h := &handler{svc: svc, log: opts.Logger, audit: access.NewAudit(opts.Logger, ratelog.Options{}), timeout: opts.RequestTimeout,
+		maxPartitions: opts.MaxPartitions}
 	mux := http.NewServeMux()
 	route := func(pattern string, f func(w http.ResponseWriter, r *http.Request) error, sc func(r *http.Request) scope) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {

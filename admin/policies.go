@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/magnetar-io/magnetar/admin/jsonbody"
 	"github.com/magnetar-io/magnetar/broker/policy"
 )
 
@@ -101,6 +102,11 @@ func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http
 					if ttl := r.URL.Query().Get("messageTTL"); path == "messageTTL" && len(body) == 0 && ttl != "" {
 						body = []byte(ttl) // the topic form takes a query parameter
 					}
+					if path == "autoTopicCreation" {
+						if err := h.checkAutoPartitions(body); err != nil {
+							return err
+						}
+					}
 					err = lv.set(r.Context(), name, path, q, body)
 				}
 				if err != nil {
@@ -115,6 +121,19 @@ func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http
 	}
 	route("POST "+tp+"subscription/{sub}/expireMessages/{seconds}", h.expire(ps), topicScope)
 	route("POST "+tp+"all_subscription/expireMessages/{seconds}", h.expire(ps), topicScope)
+}
+
+// checkAutoPartitions refuses an autoTopicCreation override whose defaultNumPartitions is
+// above the partition limit, as Pulsar does (406): auto-creation would write that many
+// partition records. A body that does not read is left to the policy's own check.
+func (h *handler) checkAutoPartitions(body []byte) error {
+	var o struct {
+		DefaultNumPartitions int64 `json:"defaultNumPartitions"`
+	}
+	if jsonbody.Decode(body, &o) == nil && o.DefaultNumPartitions > int64(h.maxPartitions) {
+		return restErr(http.StatusNotAcceptable, "Number of partitions should be less than or equal to %d", h.maxPartitions)
+	}
+	return nil
 }
 
 // expire answers expire-messages (one subscription, or all of them), on every partition of

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/broker/topicname"
 	"github.com/magnetar-io/magnetar/scalable"
 	"github.com/magnetar-io/magnetar/scalable/layout"
 )
@@ -129,6 +130,9 @@ func (h *handler) createScalable(w http.ResponseWriter, r *http.Request) error {
 		if n, err = strconv.Atoi(v); err != nil {
 			return restErr(http.StatusBadRequest, "segments %q is not a number", v)
 		}
+	}
+	if topicname.CheckNamespace(r.PathValue("tenant"), r.PathValue("ns")) != nil || topicname.CheckLocal(r.PathValue("topic")) != nil {
+		return restErr(http.StatusPreconditionFailed, "Topic name is not valid")
 	}
 	return h.scalableWrite(w, func(svc ScalableService) error { return svc.CreateScalableTopic(r.Context(), scalableName(r), n) })
 }

@@ -111,13 +111,26 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	if count <= 0 {
-		return restErr(http.StatusNotAcceptable, "Number of partitions should be more than 0")
+	if err := h.checkPartitionCount(count); err != nil {
+		return err
 	}
 	if err := h.svc.CreatePartitionedTopic(r.Context(), n.String(), count); err != nil {
 		return err
 	}
 	return noContent(w)
+}
+
+// checkPartitionCount refuses, before anything is written, a partition count Pulsar
+// refuses (406 with its reasons): not positive, or above maxNumPartitionsPerPartitionedTopic
+// (here Options.MaxPartitions, PartitionCeiling when unset).
+func (h *handler) checkPartitionCount(count int) error {
+	if count <= 0 {
+		return restErr(http.StatusNotAcceptable, "Number of partitions should be more than 0")
+	}
+	if count > h.maxPartitions {
+		return restErr(http.StatusNotAcceptable, "Number of partitions should be less than or equal to %d", h.maxPartitions)
+	}
+	return nil
 }
 
 func (h *handler) updatePartitioned(w http.ResponseWriter, r *http.Request) error {
@@ -129,8 +142,8 @@ func (h *handler) updatePartitioned(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	if count <= 0 {
-		return restErr(http.StatusNotAcceptable, "Number of partitions should be more than 0")
+	if err := h.checkPartitionCount(count); err != nil {
+		return err
 	}
 	if err := h.svc.UpdatePartitionedTopic(r.Context(), n.String(), count); err != nil {
 		if errors.Is(err, api.ErrInvalidArgument) {

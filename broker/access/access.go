@@ -2,8 +2,13 @@
 // namespaces and topics: the binary protocol's commands (Topic, Namespace) and the admin
 // API's requests (Admin). It reads the tenant's admin roles and the namespace's grants
 // (Pulsar's auth_policies in the namespace record) through Records and asks
-// auth.Authorizer for the verdict; a tenant or namespace that does not exist refuses
-// everyone but superusers. Refusals wrap auth.ErrNotAuthorized (AuthorizationError, 403).
+// auth.Authorizer for the verdict; a tenant or namespace that does not exist, or whose name
+// is not valid, refuses everyone but superusers (so a role that may not act is told 403,
+// never that the name it tried is malformed). Refusals are *Refusal errors, which wrap
+// auth.ErrNotAuthorized (AuthorizationError, 403).
+//
+// Audit (audit.go) writes the audit lines of refused authentications and authorizations,
+// on the binary protocol and HTTP, rate-limited (package internal/ratelog).
 package access
 
 import (
@@ -41,7 +46,7 @@ func (c Checker) Topic(ctx context.Context, role string, n topicname.Name, act a
 	base := n.Base()
 	admins, pol, err := c.grants(ctx, base.Tenant, base.Namespace)
 	if err != nil {
-		return err
+		return refuseInvalid(err, role, string(act), base.String())
 	}
 	if !a.AllowTopic(role, admins, pol, base.String(), act) {
 		return notAuthorized(role, string(act), base.String())
@@ -57,7 +62,7 @@ func (c Checker) Namespace(ctx context.Context, role, tenant, ns string) error {
 	}
 	admins, pol, err := c.grants(ctx, tenant, ns)
 	if err != nil {
-		return err
+		return refuseInvalid(err, role, "list topics", tenant+"/"+ns)
 	}
 	if !a.AllowNamespace(role, admins, pol) {
 		return notAuthorized(role, "list topics", tenant+"/"+ns)
@@ -84,11 +89,35 @@ func (c Checker) grants(ctx context.Context, tenant, ns string) (admins []string
 	return ti.AdminRoles, np.Auth, nil
 }
 
+// Refusal is an authorization refusal: Role may not do Action on Resource. It wraps
+// auth.ErrNotAuthorized; its text names the three (never a credential).
+type Refusal struct {
+	Role     string // "(anonymous)" for a principal without a role
+	Action   string // e.g. "produce", "administer", "list topics"
+	Resource string // e.g. a topic's full name, "tenant t", "the cluster"
+}
+
+func (e *Refusal) Error() string {
+	return fmt.Sprintf("%v: role %s may not %s on %s", auth.ErrNotAuthorized, e.Role, e.Action, e.Resource)
+}
+
+// Unwrap makes errors.Is(err, auth.ErrNotAuthorized) hold.
+func (e *Refusal) Unwrap() error { return auth.ErrNotAuthorized }
+
 func notAuthorized(role, what, on string) error {
 	if role == "" {
 		role = "(anonymous)"
 	}
-	return fmt.Errorf("%w: role %s may not %s on %s", auth.ErrNotAuthorized, role, what, on)
+	return &Refusal{Role: clip(role, 256), Action: what, Resource: clip(on, 256)}
+}
+
+// refuseInvalid turns an invalid name met while reading a non-superuser's grants into a
+// refusal (nothing can be granted on a name that cannot exist); other errors stay.
+func refuseInvalid(err error, role, what, on string) error {
+	if errors.Is(err, topicname.ErrInvalid) {
+		return notAuthorized(role, what, on)
+	}
+	return err
 }
 
 // Admin checks an admin request of the principal in ctx (auth.FromContext): op is
@@ -103,15 +132,15 @@ func (c Checker) Admin(ctx context.Context, op api.AdminOp, tenant, ns, topic st
 	if a.IsSuperUser(p.Role) {
 		return nil
 	}
-	switch op {
-	case api.OpAuthenticated:
+	switch {
+	case op == api.OpAuthenticated:
 		return nil
-	case api.OpSuperUser:
+	case op == api.OpSuperUser, tenant == "": // a request about no tenant is the cluster's
 		return notAuthorized(p.Role, "do this (superusers only)", "the cluster")
 	}
 	admins, pol, err := c.grants(ctx, tenant, namespaceOf(ns))
 	if err != nil {
-		return err
+		return refuseInvalid(err, p.Role, "administer", "tenant "+tenant)
 	}
 	if a.IsTenantAdmin(p.Role, admins) {
 		return nil
@@ -121,7 +150,7 @@ func (c Checker) Admin(ctx context.Context, op api.AdminOp, tenant, ns, topic st
 	}
 	n, err := topicname.Parse(topic)
 	if err != nil {
-		return err
+		return notAuthorized(p.Role, "look up", "an invalid topic name")
 	}
 	act := auth.ActionLookup
 	if op == api.OpConsume {

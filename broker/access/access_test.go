@@ -87,10 +87,45 @@ func TestAdmin(t *testing.T) {
 		{"producer", api.OpConsume, "t", "t/ns", "persistent://t/ns/x", false},
 		{"producer", api.OpLookup, "t", "t/ns", "persistent://t/ns/x", true}, // produce implies lookup
 		{"consumer", api.OpLookup, "t", "t/ns", "", false},                   // no topic: tenant admins only
+		// A non-superuser asking about no tenant, or about a name that is not valid, is
+		// refused (403), never told the name is malformed (412).
+		{"admin", api.OpTenantAdmin, "", "/", "", false},
+		{"admin", api.OpLookup, "", "/", "", false},
+		{"consumer", api.OpTenantAdmin, "..", "../ns", "", false},
+		{"consumer", api.OpLookup, "t", "t/ns", "persistent://t/ns/a\x00b", false},
+		{"root", api.OpTenantAdmin, "", "/", "", true},
 	} {
 		err := c.Admin(ctx(tc.role), tc.op, tc.tenant, tc.ns, tc.topic)
 		if (err == nil) != tc.ok {
 			t.Errorf("%q op %v on %s/%s: %v, want allowed=%v", tc.role, tc.op, tc.ns, tc.topic, err, tc.ok)
 		}
+		var rf *access.Refusal
+		if err != nil && (!errors.Is(err, auth.ErrNotAuthorized) || !errors.As(err, &rf) || rf.Role != tc.role) {
+			t.Errorf("%q op %v on %s/%s: %v, want a Refusal of the role (403)", tc.role, tc.op, tc.ns, tc.topic, err)
+		}
+	}
+}
+
+// invalidRecords answers as the broker's records do for a name that is not valid.
+type invalidRecords struct{ records }
+
+func (invalidRecords) Tenant(_ context.Context, name string) (api.TenantInfo, error) {
+	if err := topicname.CheckTenant(name); err != nil {
+		return api.TenantInfo{}, err
+	}
+	return records{}.Tenant(context.Background(), name)
+}
+
+func TestInvalidNamesRefused(t *testing.T) {
+	c := access.Checker{Authz: auth.NewAuthorizer(true, []string{"root"}), Records: invalidRecords{}}
+	ctx := auth.WithPrincipal(context.Background(), auth.Principal{Role: "admin"})
+	for _, tenant := range []string{"..", "a b", ""} {
+		if err := c.Admin(ctx, api.OpTenantAdmin, tenant, tenant+"/ns", ""); !errors.Is(err, auth.ErrNotAuthorized) {
+			t.Errorf("tenant %q: %v, want ErrNotAuthorized", tenant, err)
+		}
+	}
+	if err := c.Topic(context.Background(), "admin", topicname.Name{Domain: "persistent", Tenant: "..", Namespace: "ns", Local: "x", Partition: -1},
+		auth.ActionProduce); !errors.Is(err, auth.ErrNotAuthorized) {
+		t.Errorf("topic in tenant ..: %v, want ErrNotAuthorized", err)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/api"
@@ -46,12 +47,23 @@ func (c *conn) authorize(ctx context.Context, n topicname.Name, act auth.Action)
 		return nil
 	}
 	if err := c.b.AuthorizeTopic(ctx, c.auth.role, n, act); err != nil {
+		c.auditRefusal(c.auth.role, string(act), n.String(), err)
 		return err
 	}
 	if c.auth.proxy != "" && !c.s.cfg.Authz.IsSuperUser(c.auth.proxy) {
-		return c.b.AuthorizeTopic(ctx, c.auth.proxy, n, act)
+		err := c.b.AuthorizeTopic(ctx, c.auth.proxy, n, act)
+		c.auditRefusal(c.auth.proxy, string(act), n.String(), err)
+		return err
 	}
 	return nil
+}
+
+// auditRefusal writes the audit line of an authorization refusal (err nil, or another
+// error: nothing).
+func (c *conn) auditRefusal(role, action, resource string, err error) {
+	if errors.Is(err, auth.ErrNotAuthorized) {
+		c.s.audit.AuthorizationRefused("binary", c.remote, role, action, resource, err)
+	}
 }
 
 // authorizeNamespace checks the connection's role (and proxy role) on a namespace.
@@ -60,10 +72,13 @@ func (c *conn) authorizeNamespace(ctx context.Context, tenant, ns string) error 
 		return nil
 	}
 	if err := c.b.AuthorizeNamespace(ctx, c.auth.role, tenant, ns); err != nil {
+		c.auditRefusal(c.auth.role, "list topics", tenant+"/"+ns, err)
 		return err
 	}
 	if c.auth.proxy != "" && !c.s.cfg.Authz.IsSuperUser(c.auth.proxy) {
-		return c.b.AuthorizeNamespace(ctx, c.auth.proxy, tenant, ns)
+		err := c.b.AuthorizeNamespace(ctx, c.auth.proxy, tenant, ns)
+		c.auditRefusal(c.auth.proxy, "list topics", tenant+"/"+ns, err)
+		return err
 	}
 	return nil
 }

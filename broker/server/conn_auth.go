@@ -88,14 +88,14 @@ func (c *conn) authenticate(cmd *pb.CommandConnect) error {
 	}
 	p, err := a.AuthenticateBinary(cmd.GetAuthMethodName(), cmd.GetAuthData(), c.tlsState())
 	if err != nil {
-		c.refuseAuth(err)
+		c.refuseAuth(cmd.GetAuthMethodName(), err)
 		return fmt.Errorf("authentication: %w", err)
 	}
 	c.auth.role, c.auth.authRole = p.Role, p.Role
 	if orig := cmd.GetOriginalPrincipal(); orig != "" {
 		if !slices.Contains(c.s.cfg.ProxyRoles, p.Role) {
 			err := fmt.Errorf("%w: an original principal from role %s, which is not a proxy role", auth.ErrAuthentication, p.Role)
-			c.refuseAuth(err)
+			c.refuseAuth(cmd.GetAuthMethodName(), err)
 			return err
 		}
 		c.auth.role, c.auth.proxy = orig, p.Role
@@ -109,10 +109,12 @@ func (c *conn) authenticate(cmd *pb.CommandConnect) error {
 	return nil
 }
 
-// refuseAuth answers a failed authentication (the message says why, never the credential).
-func (c *conn) refuseAuth(err error) {
+// refuseAuth answers a failed authentication with method (the message says why, never the
+// credential) and writes its audit line.
+func (c *conn) refuseAuth(method string, err error) {
 	c.s.m.AuthFailures.Inc()
 	c.log.Info("authentication refused", "err", err)
+	c.s.audit.AuthenticationRefused("binary", c.remote, method, err)
 	msg := err.Error()
 	rid := uint64(math.MaxUint64) // Pulsar answers a CONNECT's failure with request id -1
 	c.Send(pulsar.Wrap(&pb.CommandError{RequestId: &rid, Error: pb.ServerError_AuthenticationError.Enum(), Message: &msg}))
@@ -156,7 +158,7 @@ func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
 	resp := r.GetResponse()
 	if resp.GetAuthMethodName() != method {
 		err := fmt.Errorf("%w: AUTH_RESPONSE with method %q, connected with %q", auth.ErrAuthentication, resp.GetAuthMethodName(), method)
-		c.refuseAuth(err)
+		c.refuseAuth(resp.GetAuthMethodName(), err)
 		return err
 	}
 	p, err := a.AuthenticateBinary(method, resp.GetAuthData(), c.tlsState())
@@ -164,7 +166,7 @@ func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
 		err = fmt.Errorf("%w: refreshed credentials are for another role", auth.ErrAuthentication)
 	}
 	if err != nil {
-		c.refuseAuth(err)
+		c.refuseAuth(method, err)
 		return err
 	}
 	c.auth.mu.Lock()

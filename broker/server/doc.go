@@ -78,5 +78,9 @@
 //     SENDs are in flight, and waits for the topic's byte budget (topic.AcquirePublish).
 //   - Authorization (Config.Authz) runs before a topic is loaded or created, so a refusal
 //     changes nothing; on a proxied connection the proxy's role is authorized too, unless
-//     it is a superuser.
+//     it is a superuser. Each refused authentication and authorization writes an audit line
+//     (package broker/access: client address, principal, action, resource; rate-limited).
+//   - A topic name is parsed (package broker/topicname: Pulsar's rules and lengths) before
+//     anything else is done with it: a producer or consumer on an invalid name gets
+//     InvalidTopicName and nothing is created.
 package server

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/access"
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/internal/ratelog"
 )
 
 // Config is the server's fixed configuration.
@@ -40,10 +42,11 @@ type Config struct {
 // Server serves the Pulsar binary protocol: it accepts connections on the listeners it is
 // given and serves each (conn.go) against a Backend. It is safe for concurrent use.
 type Server struct {
-	b   Backend
-	cfg Config
-	log *slog.Logger
-	m   *Metrics
+	b     Backend
+	cfg   Config
+	log   *slog.Logger
+	audit *access.Audit // refused authentications and authorizations
+	m     *Metrics
 	// ctx bounds every request a connection makes to the Backend (and the scalable
 	// sessions); the caller ends it after CloseConns.
 	ctx context.Context
@@ -65,7 +68,7 @@ func New(ctx context.Context, b Backend, cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	s := &Server{b: b, cfg: cfg, log: cfg.Logger, m: cfg.Metrics, ctx: ctx}
+	s := &Server{b: b, cfg: cfg, log: cfg.Logger, audit: access.NewAudit(cfg.Logger, ratelog.Options{}), m: cfg.Metrics, ctx: ctx}
 	s.mu.conns = map[*conn]struct{}{}
 	return s
 }
