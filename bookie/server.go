@@ -146,6 +146,7 @@ func (b *Bookie) open(ctx context.Context) error {
 		s := st.Stats()
 		return s, s.State != storage.StateClosed
 	}))
+	b.m.reg.MustRegister(bkCollector{m: b.m, st: st}) // BookKeeper's metric names (bkmetrics.go)
 	jopts := b.cfg.Journal
 	if jopts.Logger == nil {
 		jopts.Logger = b.cfg.Logger
