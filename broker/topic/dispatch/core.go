@@ -56,6 +56,10 @@ type Info struct {
 	Msgs      int    // messages in the entry (permits it takes), >= 1
 	Hash      uint32 // sticky key slot (Key_Shared), 0..KeyHashRange-1
 	DeliverAt int64  // Unix ms; 0: now
+	// Marker: the entry is a marker (its metadata has marker_type): never delivered, it is
+	// acknowledged on the cursor and handed to the owner in Ready.Markers (Pulsar's
+	// filterEntriesForConsumer).
+	Marker bool
 }
 
 // Entry is one entry read from the cursor.
@@ -175,7 +179,10 @@ type SeekTarget struct {
 // replies, active changes, then the read, re-read and reset requests; arm a timer for
 // TimerAt (0: none) that calls Tick.
 type Ready struct {
-	Sends      []Send
+	Sends []Send
+	// Markers are the marker entries read (acknowledged in Acks, never sent): the owner
+	// gives a replicated subscription's snapshot markers to its snapshot cache.
+	Markers    []Entry
 	Acks       []CursorAck
 	Replies    []Reply
 	Active     []ActiveChange
@@ -215,6 +222,7 @@ type Mutation struct {
 	RateUncharged        bool // what a read brought is not charged to the dispatch rates
 	RateNoWake           bool // a read held back by the dispatch rates asks for no timer
 	RateUncapped         bool // a read asks for more entries than the dispatch rates allow
+	DeliverMarkers       bool // marker entries are dispatched to consumers like messages
 }
 
 type consumer struct {
@@ -734,6 +742,7 @@ func (d *Core) ReadDone(epoch uint64, es []Entry, status ReadStatus, now int64) 
 	d.charge(es)
 	defer d.maybeStartReset()
 	es = d.dropAcked(es)
+	es = d.skipMarkers(es)
 	if d.stale(epoch) {
 		for _, e := range es {
 			d.dropped[e.Pos] = e.Info
@@ -753,6 +762,37 @@ func (d *Core) ReadDone(epoch uint64, es []Entry, status ReadStatus, now int64) 
 		d.offer(e, e.Info, false)
 	}
 	d.dispatch()
+}
+
+// skipMarkers removes the marker entries from a read, acknowledges them individually on the
+// cursor and hands them to the owner (Ready.Markers), as Pulsar's filterEntriesForConsumer
+// does: a marker is never delivered, and never holds the mark-delete position back. A
+// stale read's markers are acknowledged too (a marker is never delivered, whatever the
+// cursor's position).
+func (d *Core) skipMarkers(es []Entry) []Entry {
+	if d.mut.DeliverMarkers {
+		return es
+	}
+	var ps []Position
+	kept := es[:0:0]
+	for i, e := range es {
+		if !e.Info.Marker {
+			if ps != nil {
+				kept = append(kept, e)
+			}
+			continue
+		}
+		if ps == nil {
+			kept = append(kept, es[:i]...)
+		}
+		ps = append(ps, e.Pos)
+		d.ready.Markers = append(d.ready.Markers, e)
+	}
+	if ps == nil {
+		return es
+	}
+	d.ready.Acks = append(d.ready.Acks, CursorAck{Kind: AckIndividual, Positions: ps})
+	return kept
 }
 
 // maxAckedAhead bounds ackedAhead (acks of positions far ahead of the reads are not
@@ -1025,6 +1065,16 @@ func (d *Core) reply(done func(error), err error) {
 	}
 }
 
+// AckUpTo acknowledges every entry up to pos, on a subscription of any type: the update of
+// a replicated subscription from another cluster (package replication/replsub), which
+// Pulsar applies as a cumulative acknowledgement. done (may be nil) is handed back in the
+// CursorAck.
+func (d *Core) AckUpTo(pos Position, done func(error)) {
+	d.ackUpTo(pos, done)
+	d.unblock()
+	d.dispatch()
+}
+
 func (d *Core) ackCumulative(ids []AckID, done func(error)) {
 	if d.typ == Shared || d.typ == KeyShared {
 		d.reply(done, fmt.Errorf("%w: cumulative ack on a %v subscription", ErrNotAllowed, d.typ))
@@ -1046,6 +1096,10 @@ func (d *Core) ackCumulative(ids []AckID, done func(error)) {
 		}
 		pos.EntryID--
 	}
+	d.ackUpTo(pos, done)
+}
+
+func (d *Core) ackUpTo(pos Position, done func(error)) {
 	for p, pe := range d.pending {
 		if !pos.Less(p) {
 			d.unpend(p, pe)

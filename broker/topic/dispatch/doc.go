@@ -58,6 +58,10 @@
 //   - B4 an entry is sent only while its consumer's permit balance is positive (a batch may
 //     take it below zero, as in Pulsar);
 //   - B6 nothing read before a seek was requested is delivered after it;
+//   - B7 a marker entry (Info.Marker: marker_type set, e.g. a replicated subscription's
+//     snapshot marker) is never delivered to a consumer; the core acknowledges it on the
+//     cursor itself and hands it to the owner (Ready.Markers), as Pulsar's
+//     filterEntriesForConsumer does;
 //   - DR1 a read of new entries is issued only while the subscription's and the topic's
 //     dispatch rates have budget left (their burst plus rate × time since set, less what
 //     the reads brought), and a read they hold back is issued once they allow it (B2);

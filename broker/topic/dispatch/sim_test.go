@@ -261,6 +261,9 @@ func newSimWorld(seed int64, mut Mutation, verbose bool) *simWorld {
 		if (w.p.typ == Shared || w.p.typ == KeyShared) && s.Chance(w.p.delayed) {
 			e.info.DeliverAt = simBase + int64(r.IntN(int(w.p.window/time.Millisecond)+20))
 		}
+		// Every ninth entry is a marker (a replicated subscription's snapshot marker, say):
+		// never delivered, acknowledged by the core itself (B7).
+		e.info.Marker = i%9 == 4 && e.info.DeliverAt == 0
 		w.log = append(w.log, e)
 	}
 	w.cur.acked = make([]bool, w.p.entries)
@@ -557,6 +560,9 @@ func (w *simWorld) onSend(inc *simIncarnation, snd Send) {
 	}
 	c := inc.cons[snd.To]
 	switch {
+	case e.info.Marker:
+		w.failf("B7: marker entry %d delivered to consumer %d", i, snd.To)
+		return
 	case c == nil:
 		w.failf("entry %d sent to unknown consumer %d", i, snd.To)
 		return
@@ -583,7 +589,7 @@ func (w *simWorld) onSend(inc *simIncarnation, snd Send) {
 	if w.p.typ == Exclusive || w.p.typ == Failover || (w.p.typ == KeyShared && !w.p.ooo) {
 		for j := 0; j < i; j++ {
 			o := w.log[j]
-			if w.ackedSeen[j] || w.ackQueued[j] > 0 || o.info.DeliverAt != 0 || !o.published {
+			if w.ackedSeen[j] || w.ackQueued[j] > 0 || o.info.DeliverAt != 0 || !o.published || o.info.Marker {
 				continue
 			}
 			if w.p.typ == KeyShared && o.key != e.key {
@@ -996,6 +1002,7 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "a read's entries not charged to the dispatch rates", Mut: Mutation{RateUncharged: true}},
 		{Name: "a read held back by the dispatch rates with no timer", Mut: Mutation{RateNoWake: true}},
 		{Name: "a read asking for more entries than the dispatch rates allow", Mut: Mutation{RateUncapped: true}},
+		{Name: "markers delivered to consumers", Mut: Mutation{DeliverMarkers: true}},
 	}, func(seed int64, mut Mutation) error {
 		_, err := runSimSeed(seed, mut, false)
 		return err
