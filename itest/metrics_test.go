@@ -393,3 +393,31 @@ func sortedSet(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestNamespaceLevelMetricsOnStandalone: with exposeTopicLevelMetricsInPrometheus=false
+// (here its flag) the standalone sums the pulsar_* topic metrics per namespace: no sample
+// has a topic label, and the namespace's counters count the messages published.
+func TestNamespaceLevelMetricsOnStandalone(t *testing.T) {
+	etcd, bk, broker, web := FreeAddr(t), FreeAddr(t), FreeAddr(t), FreeAddr(t)
+	Start(t, "standalone", "standalone", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", broker, "--http", web,
+		"--expose-topic-level-metrics-in-prometheus=false")
+	WaitTCP(t, broker, 60*time.Second)
+	WaitTCP(t, web, 60*time.Second)
+	const topic = "persistent://public/default/itest-ns-metrics"
+	mustTool(t, "produce", "--url", "pulsar://"+broker, topic, "-m", "a", "-m", "b", "-n", "3")
+
+	url := "http://" + web + "/metrics"
+	ns := `namespace="public/default"`
+	if v, ok := sampleValue(t, url, "pulsar_in_messages_total", ns); !ok || v != 6 {
+		t.Errorf("pulsar_in_messages_total{%s} = %v (%v), want 6", ns, v, ok)
+	}
+	if v, ok := sampleValue(t, url, "pulsar_msg_backlog", ns, `remote_cluster="local"`); !ok || v != 0 {
+		t.Errorf("pulsar_msg_backlog{%s,remote_cluster=local} = %v (%v), want 0", ns, v, ok)
+	}
+	for _, n := range []string{"pulsar_rate_in", "pulsar_in_messages_total", "pulsar_storage_size", "pulsar_subscription_back_log"} {
+		if _, ok := sampleValue(t, url, n, `topic="`); ok {
+			t.Errorf("%s has a sample labelled with a topic", n)
+		}
+	}
+}

@@ -12,9 +12,11 @@ import (
 )
 
 // policyFlags are the broker-level policy defaults (broker.PolicyDefaults) of the broker and
-// standalone commands, under Pulsar's broker.conf keys (policyKeys).
+// standalone commands, under Pulsar's broker.conf keys (policyKeys), and the switch both
+// share of the pulsar_* metrics' aggregation (exposeTopicLevelMetricsInPrometheus).
 type policyFlags struct {
 	d                           broker.PolicyDefaults
+	topicLevelMetrics           bool // false: broker.Config.NamespaceLevelMetrics
 	ttl, retentionTime          time.Duration
 	retentionSizeMB             int64
 	backlogLimitSecs            int64
@@ -27,6 +29,8 @@ type policyFlags struct {
 
 func (p *policyFlags) add(f *pflag.FlagSet) {
 	d := &p.d
+	f.BoolVar(&p.topicLevelMetrics, "expose-topic-level-metrics-in-prometheus", true,
+		"export the pulsar_* metrics per topic (false: summed per namespace)")
 	f.DurationVar(&d.BacklogQuotaCheckInterval, "backlog-quota-check-interval", time.Minute, "how often backlogs are checked against their quotas")
 	f.Int64Var(&d.BacklogQuotaDefaultLimitBytes, "backlog-quota-default-limit-bytes", -1, "default destination_storage quota in bytes (-1: none)")
 	f.Int64Var(&p.backlogLimitSecs, "backlog-quota-default-limit-seconds", -1, "default message_age quota in seconds (-1: none)")
@@ -74,6 +78,7 @@ func (p *policyFlags) apply(c *broker.Config) {
 	d.DeleteInactiveTopics, d.DeleteInactiveTopicsMode = p.deleteInactiveOn, p.deleteMode
 	d.DeleteInactiveTopicsMaxInactive, d.InactiveTopicCheckInterval = p.deleteInactive, p.deleteFreq
 	c.Policies = d
+	c.NamespaceLevelMetrics = !p.topicLevelMetrics
 	c.ManagedLedger.MaxMarkDeleteRate, c.ManagedLedger.CursorFlushInterval = p.markDeleteRate, p.cursorFlush
 	c.ManagedLedger.RetentionTime = p.retentionTime
 	c.ManagedLedger.RetentionSize = p.retentionSizeMB << 20
@@ -129,4 +134,5 @@ var policyKeys = []config.Key{
 	{Name: "defaultNumPartitions", Flag: "default-num-partitions"},
 	{Name: "managedLedgerDefaultMarkDeleteRateLimit", Flag: "managed-ledger-default-mark-delete-rate-limit"},
 	{Name: "managedLedgerCursorPositionFlushSeconds", Flag: "managed-ledger-cursor-position-flush", Map: config.Seconds},
+	{Name: "exposeTopicLevelMetricsInPrometheus", Flag: "expose-topic-level-metrics-in-prometheus"},
 }
