@@ -129,7 +129,7 @@ func newBookieCmd() *cobra.Command {
 			}
 			if mux != nil {
 				mux.Handle("/metrics", b.MetricsHandler())
-				mountPprof(mux)
+				mountPprof(mux, nil, nil) // the bookie authenticates nobody
 				if svc != nil {
 					mux.Handle("/metrics/autorecovery", svc.MetricsHandler())
 				}

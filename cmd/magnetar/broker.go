@@ -117,8 +117,8 @@ func newBrokerCmd() *cobra.Command {
 				return err
 			}
 			mux.Handle("/metrics", svc.MetricsHandler())
-			mountPprof(mux)
-			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
+			mountPprof(mux, authn, af.superUsers)
+			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: pf.maxPartitions})))
 			in := svc.Info()
 			fmt.Fprintf(os.Stdout, "broker %s serving %s\n", in.ID, joinNonEmpty(in.ServiceURL, in.ServiceURLTLS, adminURL(httpURL), adminURL(httpsURL)))
 			<-ctx.Done()

@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/access"
 	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -170,9 +172,26 @@ func metricsMux(ctx context.Context, addr string) (*http.ServeMux, error) {
 	return mux, nil
 }
 
-// mountPprof serves the Go profiler under /debug/pprof/ (on the loopback admin/metrics port).
-func mountPprof(mux *http.ServeMux) {
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+// mountPprof serves the Go profiler under /debug/pprof/. With authentication on (a
+// enabled) only superUsers may use it: a request without valid credentials is answered 401,
+// one of another role 403, both written to the audit log (package broker/access); a role
+// without superusers (the proxy) serves it to nobody then. With authentication off it is
+// open, as the metrics are.
+func mountPprof(mux *http.ServeMux, a *auth.Service, superUsers []string) {
+	var h http.Handler = pprofMux()
+	if a.Enabled() {
+		audit := access.NewAudit(slog.Default(), ratelog.Options{})
+		h = audit.Authenticate(a, audit.RequireSuperUser(superUsers, "profile", "/debug/pprof", h))
+	}
+	mux.Handle("/debug/pprof/", h)
+}
+
+// pprofMux serves net/http/pprof's pages (the index serves the named profiles). Not
+// /debug/pprof/cmdline: a command line can hold a key given as a flag.
+func pprofMux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }

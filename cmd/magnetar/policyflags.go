@@ -25,6 +25,7 @@ type policyFlags struct {
 	deleteMode, backlogPolicyOn string
 	markDeleteRate              float64
 	cursorFlush                 time.Duration
+	maxPartitions               int // admin.Options.MaxPartitions
 }
 
 func (p *policyFlags) add(f *pflag.FlagSet) {
@@ -64,6 +65,8 @@ func (p *policyFlags) add(f *pflag.FlagSet) {
 		"how often a topic's deduplication snapshot is taken when it stored entries since the last (0: by entry count only)")
 	f.StringVar(&d.AutoTopicCreationType, "allow-auto-topic-creation-type", "non-partitioned", "what auto topic creation creates: non-partitioned or partitioned")
 	f.IntVar(&d.DefaultNumPartitions, "default-num-partitions", 1, "partitions of an auto-created partitioned topic")
+	f.IntVar(&p.maxPartitions, "max-num-partitions-per-partitioned-topic", 0,
+		"most partitions a partitioned topic may have (0: admin.PartitionCeiling, 10000)")
 	f.Float64Var(&p.markDeleteRate, "managed-ledger-default-mark-delete-rate-limit", 1.0,
 		"persists of each subscription's acknowledgement state per second; beyond it the newest is held (0: unlimited)")
 	f.DurationVar(&p.cursorFlush, "managed-ledger-cursor-position-flush", 60*time.Second,
@@ -132,6 +135,7 @@ var policyKeys = []config.Key{
 	{Name: "brokerDeduplicationSnapshotIntervalSeconds", Flag: "broker-deduplication-snapshot-interval", Map: config.Seconds},
 	{Name: "allowAutoTopicCreationType", Flag: "allow-auto-topic-creation-type"},
 	{Name: "defaultNumPartitions", Flag: "default-num-partitions"},
+	{Name: "maxNumPartitionsPerPartitionedTopic", Flag: "max-num-partitions-per-partitioned-topic"},
 	{Name: "managedLedgerDefaultMarkDeleteRateLimit", Flag: "managed-ledger-default-mark-delete-rate-limit"},
 	{Name: "managedLedgerCursorPositionFlushSeconds", Flag: "managed-ledger-cursor-position-flush", Map: config.Seconds},
 	{Name: "exposeTopicLevelMetricsInPrometheus", Flag: "expose-topic-level-metrics-in-prometheus"},

@@ -104,7 +104,7 @@ Brokers are found in the metadata store (--metadata-url) or given (--broker-serv
 			mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				svc.MetricsHandler().ServeHTTP(w, r)
 			}))
-			mountPprof(mux)
+			mountPprof(mux, authn, nil) // the proxy has no superusers: with authentication on, nobody
 			mux.Handle("/", withAuth(authn, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				svc.HTTPHandler().ServeHTTP(w, r)
 			})))

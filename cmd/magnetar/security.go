@@ -14,7 +14,9 @@ import (
 	"github.com/magnetar-io/magnetar/adminclient"
 	"github.com/magnetar-io/magnetar/auth"
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/broker/access"
 	"github.com/magnetar-io/magnetar/config"
+	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/tlsconf"
 )
 
@@ -95,13 +97,15 @@ func (a *authFlags) service() (*auth.Service, error) {
 // authorizer builds the authorizer (nil when off).
 func (a *authFlags) authorizer() *auth.Authorizer { return auth.NewAuthorizer(a.authz, a.superUsers) }
 
-// withAuth authenticates the admin and lookup REST paths; /metrics and /debug/pprof stay
-// open, as Pulsar's authenticateMetricsEndpoint=false leaves them.
+// withAuth authenticates the admin and lookup REST paths, writing the audit line of every
+// refusal (package broker/access); /metrics stays open, as Pulsar's
+// authenticateMetricsEndpoint=false leaves it, and /debug/pprof is the superusers'
+// (mountPprof).
 func withAuth(a *auth.Service, h http.Handler) http.Handler {
 	if !a.Enabled() {
 		return h
 	}
-	return a.Middleware(h)
+	return access.NewAudit(slog.Default(), ratelog.Options{}).Authenticate(a, h)
 }
 
 // tlsFlags are the TLS listeners' settings of the broker and standalone.

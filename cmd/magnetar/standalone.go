@@ -208,9 +208,9 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	mux.Handle("/metrics", svc.MetricsHandler())
-	mountPprof(mux)
+	mountPprof(mux, authn, fl.auth.superUsers)
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
-	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default()})))
+	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: fl.pol.maxPartitions})))
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
 	fmt.Printf("  pulsar:          %s\n", joinNonEmpty(in.ServiceURL, in.ServiceURLTLS))
 	web := httpURL
