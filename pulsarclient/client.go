@@ -35,6 +35,10 @@ type Options struct {
 	// TLS configures pulsar+ssl:// connections (nil: the system roots, hostname checked).
 	// Its ServerName is set per broker unless given.
 	TLS *tls.Config
+	// OriginalPrincipal, if set, is sent in CONNECT's original_principal: a proxy (or a
+	// WebSocket service) authenticating with Auth as one of the broker's proxyRoles acts for
+	// this role, which the broker authorizes.
+	OriginalPrincipal string
 	// ListenerName names the broker's advertised listener whose URLs lookups answer
 	// (Pulsar's listenerName); "": the broker's internal listener.
 	ListenerName string

@@ -31,6 +31,8 @@ type connConsumer interface {
 	onMessage(c *conn, f *pulsar.Frame)
 	onCorrupt(c *conn, m *pb.CommandMessage, err error)
 	onClosed(c *conn, err error)
+	// onEndOfTopic: the broker sent REACHED_END_OF_TOPIC.
+	onEndOfTopic(c *conn)
 }
 
 // maxFrameSize is the largest frame the client accepts: brokers may raise max_message_size
@@ -49,8 +51,10 @@ type conn struct {
 	nc             net.Conn
 	log            *slog.Logger
 	maxMessageSize int
-	auth           *Authentication     // nil: none
-	fr             *pulsar.FrameReader // owned by readLoop
+	auth           *Authentication // nil: none
+	// originalPrincipal is sent in CONNECT (Options.OriginalPrincipal).
+	originalPrincipal string
+	fr                *pulsar.FrameReader // owned by readLoop
 
 	wake chan struct{} // cap 1: the outbound buffer has bytes
 	done chan struct{} // closed by close
@@ -96,7 +100,7 @@ func dial(ctx context.Context, addr string, opts Options, log *slog.Logger) (*co
 		}
 		nc = tc
 	}
-	c := &conn{addr: addr, nc: nc, auth: opts.Auth, log: log.With("broker", addr), wake: make(chan struct{}, 1),
+	c := &conn{addr: addr, nc: nc, auth: opts.Auth, originalPrincipal: opts.OriginalPrincipal, log: log.With("broker", addr), wake: make(chan struct{}, 1),
 		done: make(chan struct{}), fr: pulsar.NewFrameReader(nc, maxFrameSize)}
 	c.mu.pending = make(map[uint64]chan *pb.BaseCommand)
 	c.mu.producers = make(map[uint64]connProducer)
@@ -124,6 +128,9 @@ func (c *conn) handshake(ctx context.Context, clientVersion string) error {
 		ProtocolVersion: proto.Int32(pulsar.ProtocolVersion),
 		AuthMethodName:  proto.String(""),
 		FeatureFlags:    &pb.FeatureFlags{SupportsBrokerEntryMetadata: proto.Bool(true), SupportsScalableTopics: proto.Bool(true)},
+	}
+	if c.originalPrincipal != "" {
+		connect.OriginalPrincipal = proto.String(c.originalPrincipal)
 	}
 	if c.auth != nil {
 		data, err := c.auth.Data()
@@ -463,8 +470,12 @@ func (c *conn) dispatch(f *pulsar.Frame) {
 		_ = c.write(pulsar.Wrap(&pb.CommandPong{}))
 	case pb.BaseCommand_AUTH_CHALLENGE:
 		c.answerChallenge()
-	case pb.BaseCommand_PONG, pb.BaseCommand_ACTIVE_CONSUMER_CHANGE, pb.BaseCommand_REACHED_END_OF_TOPIC:
-		// Nothing to do: keep-alive answer; failover state and end of topic are not surfaced.
+	case pb.BaseCommand_REACHED_END_OF_TOPIC:
+		if cons := c.consumer(cmd.ReachedEndOfTopic.GetConsumerId()); cons != nil {
+			cons.onEndOfTopic(c)
+		}
+	case pb.BaseCommand_PONG, pb.BaseCommand_ACTIVE_CONSUMER_CHANGE:
+		// Nothing to do: keep-alive answer; the failover state is not surfaced.
 	default:
 		c.log.Debug("pulsarclient: ignoring command", "type", cmd.GetType())
 	}

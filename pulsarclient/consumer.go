@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -82,6 +83,10 @@ type ConsumerOptions struct {
 	// Default 1000.
 	AckGroupingMaxSize int
 
+	// NackRedeliveryDelay is how long after Nack a message is redelivered (Pulsar's
+	// negativeAckRedeliveryDelay). Default 1 minute.
+	NackRedeliveryDelay time.Duration
+
 	// Properties are the consumer's metadata (CommandSubscribe.metadata), as in
 	// pulsar-client-go's ConsumerOptions.Properties.
 	Properties map[string]string
@@ -105,6 +110,9 @@ func (o *ConsumerOptions) setDefaults() error {
 	}
 	if o.AckGroupingMaxSize <= 0 {
 		o.AckGroupingMaxSize = 1000
+	}
+	if o.NackRedeliveryDelay <= 0 {
+		o.NackRedeliveryDelay = time.Minute
 	}
 	if o.StartMessageID != nil && !o.NonDurable {
 		return errors.New("pulsarclient: StartMessageID needs NonDurable")
@@ -346,6 +354,8 @@ type partConsumer struct {
 	topic     string
 	partition int32
 	id        uint64
+	// endOfTopic: the broker said the subscription reached the end of the terminated topic.
+	endOfTopic atomic.Bool
 
 	mu struct {
 		sync.Mutex // guards the fields below

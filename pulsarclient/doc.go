@@ -2,8 +2,9 @@
 // Magnetar's own tools (magnetar produce, consume and perf). It speaks the binary protocol
 // as pulsar-client-go does — lookup, partitioned metadata, producers with batching and
 // asynchronous receipts, consumers with flow permits and grouped acknowledgements — without
-// that client's dependencies. It is not a full client: no TLS, authentication, schemas,
-// transactions, chunking, encryption, negative acks or seeks.
+// that client's dependencies; negative acknowledgements (Consumer.Nack) and the broker's
+// end-of-topic notice (Consumer.HasReachedEndOfTopic) too. It is not a full client: no
+// schemas, transactions, chunking, encryption or seeks.
 //
 // # Usage
 //

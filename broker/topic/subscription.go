@@ -54,6 +54,8 @@ type Subscription struct {
 	closeWait       []func()
 	maxConsumers    int  // 0: unlimited (policy.go)
 	noDelay         bool // delayed delivery is off: deliver_at_time is ignored (policy.go)
+	// atEnd: a read found the end of the terminated log (endoftopic.go).
+	atEnd bool
 
 	msgsOut, bytesOut int64
 	rateOut           rate
@@ -243,6 +245,9 @@ func (s *Subscription) startRead(r dispatch.Read) {
 			}
 			s.d.ReadDone(r.Epoch, entries, s.readStatus(err, "cursor read failed"), time.Now().UnixMilli())
 			s.flush()
+			if errors.Is(err, mledger.ErrNoMoreEntries) {
+				s.onEndOfLog()
+			}
 		})
 	})
 }
@@ -479,7 +484,7 @@ func (s *Subscription) onAck(c *Consumer, ack *pb.CommandAck, done func(error)) 
 			return
 		}
 	}
-	s.d.Ack(c.cid, ack.GetAckType() == pb.CommandAck_Cumulative, ids, mapAckErr(done))
+	s.d.Ack(c.cid, ack.GetAckType() == pb.CommandAck_Cumulative, ids, mapAckErr(s.endOfTopicAfter(done)))
 	s.flush()
 }
 
