@@ -194,6 +194,10 @@ func (m *ManagedLedger) FindFirst(ctx context.Context, pred func(Entry) (bool, e
 		first, last int64 // readable entries
 	}
 	spans, err := do(ctx, m, func(c *core, reply func([]span, error)) {
+		if c.info() == nil { // deleted: its record is gone
+			reply(nil, ErrClosed)
+			return
+		}
 		var out []span
 		for _, l := range c.info().Ledgers {
 			if last := c.lastEntryOf(l.ID); last >= 0 {

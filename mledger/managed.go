@@ -380,7 +380,7 @@ func (m *ManagedLedger) Stats(ctx context.Context) (Stats, error) {
 
 func (c *core) stats() Stats {
 	st := Stats{State: c.state, LastConfirmed: c.lastConfirmed, PendingAdds: c.adds.len()}
-	if c.ml == nil {
+	if c.ml == nil || c.info() == nil { // not opened yet, or deleted: no record
 		return st
 	}
 	in := c.info().clone()

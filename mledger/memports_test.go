@@ -25,6 +25,10 @@ type memLedgers struct {
 	ls      map[int64]*memLedger
 	deleted map[int64]bool
 	wg      sync.WaitGroup
+	// holdDeletes, when set, makes each Delete send its ledger id to it and then wait for
+	// releaseDeletes to close before deleting.
+	holdDeletes    chan int64
+	releaseDeletes chan struct{}
 }
 
 func newMemLedgers() *memLedgers {
@@ -97,6 +101,10 @@ func (m *memLedgers) Read(id int64, _ []byte, first, last int64, cb func([][]byt
 
 func (m *memLedgers) Delete(id int64, cb func(error)) {
 	m.async(func() {
+		if m.holdDeletes != nil {
+			m.holdDeletes <- id
+			<-m.releaseDeletes
+		}
 		m.mu.Lock()
 		_, ok := m.ls[id]
 		delete(m.ls, id)
