@@ -108,6 +108,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ScrapeTimeout)
 	defer cancel()
 	nss := map[string]*nsAgg{}
+	all := &nsAgg{} // the broker's sums
 	mls := map[string]*mlAgg{}
 	mlCount := 0
 	if c.cfg.Source != nil {
@@ -124,6 +125,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				nss[ns] = a
 			}
 			a.add(t, st)
+			all.add(t, st)
 			if n.IsPersistent() {
 				mlCount++
 				key := ns + "/persistent"
@@ -147,6 +149,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			e.emit("pulsar_topics_count", lNamespace, float64(a.topics), cl, ns)
 		}
 	}
+	e.broker(cl, all)
 	e.emit("pulsar_ml_count", lCluster, float64(mlCount), cl)
 	for _, ns := range sortedKeys(mls) {
 		e.managedLedger(cl, ns, mls[ns])
@@ -281,6 +284,24 @@ func (e emitter) namespace(cl, ns string, a *nsAgg) {
 	g("pulsar_storage_read_rate", a.f.rateOut)
 	g("pulsar_subscription_delayed", a.f.delayed)
 	e.emit("pulsar_msg_backlog", lNSBacklog, float64(a.f.backlog), cl, ns, "local")
+}
+
+// broker emits the broker's sums (Pulsar's AggregatedBrokerStats).
+func (e emitter) broker(cl string, a *nsAgg) {
+	g := func(name string, v float64) { e.emit(name, lCluster, v, cl) }
+	g("pulsar_broker_topics_count", float64(a.topics))
+	g("pulsar_broker_subscriptions_count", float64(a.f.subscriptions))
+	g("pulsar_broker_producers_count", float64(a.f.producers))
+	g("pulsar_broker_consumers_count", float64(a.f.consumers))
+	g("pulsar_broker_rate_in", a.f.rateIn)
+	g("pulsar_broker_rate_out", a.f.rateOut)
+	g("pulsar_broker_throughput_in", a.f.throughputIn)
+	g("pulsar_broker_throughput_out", a.f.throughputOut)
+	g("pulsar_broker_storage_size", float64(a.f.storageSize))
+	g("pulsar_broker_storage_logical_size", float64(a.f.logicalSize))
+	g("pulsar_broker_storage_write_rate", a.f.rateIn)
+	g("pulsar_broker_storage_read_rate", a.f.rateOut)
+	g("pulsar_broker_msg_backlog", float64(a.f.backlog))
 }
 
 // mlAgg sums the managed ledgers of a namespace (Pulsar's ManagedLedgerMetrics).

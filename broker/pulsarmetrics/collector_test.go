@@ -155,6 +155,13 @@ func TestTopicLevel(t *testing.T) {
 	want(t, mfs, 160, "pulsar_ml_NumberOfMessagesInBacklog", cl, mlns)
 	want(t, mfs, 10000, "pulsar_ml_StoredMessagesSize", cl, mlns)
 	want(t, mfs, 300, "pulsar_ml_StoredMessagesSize", cl, "namespace=t1/ns1/persistent")
+	// The broker's sums.
+	want(t, mfs, 3, "pulsar_broker_topics_count", cl)
+	want(t, mfs, 13, "pulsar_broker_rate_in", cl)
+	want(t, mfs, 3, "pulsar_broker_consumers_count", cl)
+	want(t, mfs, 160, "pulsar_broker_msg_backlog", cl)
+	want(t, mfs, 10300, "pulsar_broker_storage_size", cl)
+	want(t, mfs, 5300, "pulsar_broker_storage_logical_size", cl)
 	if _, ok := value(mfs, "pulsar_rate_in", cl, ns); ok {
 		t.Error("topic level: a namespace-level pulsar_rate_in as well")
 	}

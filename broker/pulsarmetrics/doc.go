@@ -42,6 +42,11 @@
 // pulsar_out_*_total and pulsar_consumer_msg_ack_rate are per namespace), as Pulsar does
 // when exposeTopicLevelMetricsInPrometheus=false.
 //
+// The broker's sums, pulsar_broker_{topics,subscriptions,producers,consumers}_count,
+// pulsar_broker_rate_{in,out}, pulsar_broker_throughput_{in,out},
+// pulsar_broker_storage_{size,logical_size,write_rate,read_rate} and
+// pulsar_broker_msg_backlog, are labelled cluster only, in both modes.
+//
 // The managed-ledger family pulsar_ml_* (AddEntryBytesRate, AddEntryWithReplicasBytesRate,
 // AddEntryMessagesRate, ReadEntriesRate, ReadEntriesBytesRate, MarkDeleteRate,
 // NumberOfMessagesInBacklog, StoredMessagesSize) is summed per managed-ledger namespace,
