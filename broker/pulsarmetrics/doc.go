@@ -79,5 +79,7 @@
 // # Concurrency
 //
 // A Collector is safe for concurrent use. It starts no goroutine: Collect reads the topics'
-// statistics on the scraping goroutine, bounded by Config.ScrapeTimeout.
+// statistics on the scraping goroutine, bounded by Config.ScrapeTimeout. Reading a topic's
+// statistics (topic.Topic.Stats, as the admin stats do) opens its durable subscriptions
+// that are not open yet, so the first scrape after a topic loads opens all of them.
 package pulsarmetrics
