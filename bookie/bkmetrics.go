@@ -11,11 +11,12 @@ import (
 
 // bkCollector exports the bookie's figures under BookKeeper's Prometheus names, the ones the
 // BookKeeper and Pulsar dashboards query, computed at scrape time from the bookie's own
-// metrics and its storage's statistics (nothing more is counted on the data path):
+// metrics and its storage's statistics:
 //
 //	bookie_SERVER_STATUS          1 writable, 0 read-only (magnetar_bookie_read_only)
 //	bookie_ledger_writable_dirs   the same: the bookie has one ledger directory
 //	bookie_WRITE_BYTES            entry bytes acknowledged (magnetar_bookie_add_bytes_total)
+//	bookie_READ_BYTES             entry bytes read (magnetar_bookie_read_bytes_total)
 //	bookie_ledgers_count          ledgers in the storage
 //	bookie_entries_count          entries indexed (those still in the write cache are not)
 //	bookie_write_cache_size       bytes in the write cache
@@ -31,20 +32,20 @@ import (
 // within a bucket) over everything since the start, where BookKeeper's cover a recent
 // window. BookKeeper distinguishes a request's time in the queue (…_REQUEST) from its
 // processing; Magnetar measures one time, from receiving the request to answering it, and
-// exports it under both names. Not exported: bookie_READ_BYTES (reads are not counted in
-// bytes) and the journal's queue sizes (not measured).
+// exports it under both names. Not exported: the journal's queue sizes (not measured).
 type bkCollector struct {
 	m  *metrics
 	st *storage.Storage
 }
 
 var bkDescs = struct {
-	status, writableDirs, writeBytes, ledgers, entries, writeCache, readCache, deleted *prometheus.Desc
-	journalSync, journalAdd, add, addReq, read, readReq                                *prometheus.Desc
+	status, writableDirs, writeBytes, readBytes, ledgers, entries, writeCache, readCache, deleted *prometheus.Desc
+	journalSync, journalAdd, add, addReq, read, readReq                                           *prometheus.Desc
 }{
 	status:       prometheus.NewDesc("bookie_SERVER_STATUS", "1 when the bookie is writable, 0 when read-only.", nil, nil),
 	writableDirs: prometheus.NewDesc("bookie_ledger_writable_dirs", "Writable ledger directories.", nil, nil),
 	writeBytes:   prometheus.NewDesc("bookie_WRITE_BYTES", "Entry bytes acknowledged.", nil, nil),
+	readBytes:    prometheus.NewDesc("bookie_READ_BYTES", "Entry bytes read.", nil, nil),
 	ledgers:      prometheus.NewDesc("bookie_ledgers_count", "Ledgers in the bookie's storage.", nil, nil),
 	entries:      prometheus.NewDesc("bookie_entries_count", "Entries indexed in the bookie's storage.", nil, nil),
 	writeCache:   prometheus.NewDesc("bookie_write_cache_size", "Bytes in the write cache.", nil, nil),
@@ -64,7 +65,7 @@ var bkQuantiles = []float64{0.5, 0.75, 0.95, 0.99, 0.999, 0.9999, 1.0}
 // Describe implements prometheus.Collector.
 func (c bkCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := bkDescs
-	for _, x := range []*prometheus.Desc{d.status, d.writableDirs, d.writeBytes, d.ledgers, d.entries, d.writeCache,
+	for _, x := range []*prometheus.Desc{d.status, d.writableDirs, d.writeBytes, d.readBytes, d.ledgers, d.entries, d.writeCache,
 		d.readCache, d.deleted, d.journalSync, d.journalAdd, d.add, d.addReq, d.read, d.readReq} {
 		ch <- x
 	}
@@ -80,6 +81,7 @@ func (c bkCollector) Collect(ch chan<- prometheus.Metric) {
 	g(d.status, writable)
 	g(d.writableDirs, writable)
 	ch <- prometheus.MustNewConstMetric(d.writeBytes, prometheus.CounterValue, metricValue(c.m.bytesAdded))
+	ch <- prometheus.MustNewConstMetric(d.readBytes, prometheus.CounterValue, metricValue(c.m.readBytes))
 	g(d.deleted, metricValue(c.m.gcDeleted))
 	g(d.readCache, 0)
 	if st := c.st.Stats(); st.State != storage.StateClosed {

@@ -33,13 +33,14 @@ func TestBookKeeperMetricNames(t *testing.T) {
 		`bookkeeper_server_ADD_ENTRY_count{success="false"} 0`, `bookkeeper_server_READ_ENTRY_count{success="true"} 1`,
 		`bookkeeper_server_READ_ENTRY_REQUEST{success="true",quantile="0.99"}`, `bookie_journal_JOURNAL_ADD_ENTRY_count{success="true"} 2`,
 		`bookie_journal_JOURNAL_SYNC_count{success="true"}`, "bookie_WRITE_BYTES ", "bookie_write_cache_size ",
-		"bookie_entries_count ", "bookie_ledgers_count ", "bookie_DELETED_LEDGER_COUNT 0",
+		"bookie_entries_count ", "bookie_ledgers_count ", "bookie_DELETED_LEDGER_COUNT 0", "bookie_READ_BYTES ",
 	} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("metrics lack %q", m)
 		}
 	}
-	if strings.Contains(string(body), "bookie_WRITE_BYTES 0") || strings.Contains(string(body), "bookie_write_cache_size 0") {
+	if strings.Contains(string(body), "bookie_WRITE_BYTES 0") || strings.Contains(string(body), "bookie_READ_BYTES 0") ||
+		strings.Contains(string(body), "bookie_write_cache_size 0") {
 		t.Error("the added entries are not counted")
 	}
 }

@@ -194,6 +194,7 @@ func (b *Bookie) handleRead(c *conn, req *bk.Request) {
 		if err == nil {
 			r.Body = data
 			r.EntryID = entryIDOf(data, req.EntryID)
+			b.m.readBytes.Add(float64(len(data)))
 		}
 		b.m.readLatency.Observe(time.Since(start).Seconds())
 		c.respond(r)
@@ -222,6 +223,7 @@ func (b *Bookie) handleRead(c *conn, req *bk.Request) {
 	if err == nil {
 		r.Body = data
 		r.EntryID = entryIDOf(data, req.EntryID)
+		b.m.readBytes.Add(float64(len(data)))
 	}
 	b.m.fences.Inc()
 	b.jr.Append(journal.Record{Type: journal.RecFence, LedgerID: req.LedgerID}, func(err error) {
@@ -365,6 +367,7 @@ func (b *Bookie) answerWaiters(ls *ledgerState, ws []*pollWaiter) {
 			if data, err := b.st.Get(w.req.LedgerID, w.prevLAC+1); err == nil {
 				r.Body = data
 				r.EntryID = w.prevLAC + 1
+				b.m.readBytes.Add(float64(len(data)))
 			}
 		}
 		w.respond(r)

@@ -18,6 +18,7 @@ type metrics struct {
 	groupRecords  prometheus.Histogram
 	groupBytes    prometheus.Histogram
 	bytesAdded    prometheus.Counter
+	readBytes     prometheus.Counter
 	entriesAdded  prometheus.Counter
 	addsRejected  *prometheus.CounterVec
 	fences        prometheus.Counter
@@ -47,6 +48,8 @@ func newMetrics() *metrics {
 		Help: "Bytes per journal group commit.", Buckets: prometheus.ExponentialBuckets(512, 2, 16)})
 	m.bytesAdded = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_bookie_add_bytes_total",
 		Help: "Entry bytes acknowledged."})
+	m.readBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_bookie_read_bytes_total",
+		Help: "Entry bytes read and sent (reads, fencing reads, long polls' piggybacked entries)."})
 	m.entriesAdded = prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_bookie_add_entries_total",
 		Help: "Entries acknowledged."})
 	m.addsRejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "magnetar_bookie_add_rejected_total",
@@ -68,7 +71,7 @@ func newMetrics() *metrics {
 	m.journalRolls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "magnetar_bookie_journal_rolls_total",
 		Help: "Journal file rolls, by whether the new file was prepared (zero-filled ahead) or fallocated."}, []string{"prepared"})
 	for _, c := range []prometheus.Collector{m.journalRolls, m.addLatency, m.readLatency, m.fsyncLatency, m.groupRecords,
-		m.groupBytes, m.bytesAdded, m.entriesAdded, m.addsRejected, m.fences, m.fencedLedgers, m.readOnly,
+		m.groupBytes, m.bytesAdded, m.readBytes, m.entriesAdded, m.addsRejected, m.fences, m.fencedLedgers, m.readOnly,
 		m.connections, m.malformed, m.gcDeleted, m.gcReclaimed} {
 		f(c)
 	}

@@ -254,8 +254,6 @@ func outOfScopeName(name string) string {
 		return "the entry size distribution, which Magnetar does not measure (package broker/pulsarmetrics)"
 	case strings.HasPrefix(name, "pulsar_replication_"):
 		return "exported per replicated topic (package broker/replhost); this standalone replicates nothing"
-	case name == "bookie_READ_BYTES":
-		return "the bookie does not count the bytes it reads (package bookie, bkmetrics.go)"
 	case strings.HasPrefix(name, "bookie_journal_JOURNAL_") && strings.HasSuffix(name, "QUEUE_SIZE"):
 		return "the journal's queue lengths are not measured (package bookie, bkmetrics.go)"
 	case name == "pulsar_instance_publish_latency" || name == "pulsar_storage_read_latency_count":
