@@ -90,6 +90,41 @@ func (p *policyFlags) apply(c *broker.Config) {
 	}
 }
 
+// quotaGB maps Pulsar's deprecated backlogQuotaDefaultLimitGB (a decimal number of GiB) to
+// bytes. As in Pulsar, a value above 0 wins over backlogQuotaDefaultLimitBytes; 0 or less
+// leaves the bytes key in force.
+func quotaGB(v string, _ func(string) (string, bool)) (string, error) {
+	gb, ok, err := legacyQuotaGB(v)
+	if err != nil || !ok {
+		return "", err
+	}
+	return strconv.FormatInt(int64(gb*(1<<30)), 10), nil
+}
+
+// quotaBytes keeps backlogQuotaDefaultLimitBytes unless backlogQuotaDefaultLimitGB is above 0.
+func quotaBytes(v string, get func(string) (string, bool)) (string, error) {
+	if gb, _ := get("backlogQuotaDefaultLimitGB"); v == "" {
+		return "", config.Skip
+	} else if _, ok, err := legacyQuotaGB(gb); err == nil && ok {
+		return "", config.Skip
+	}
+	return v, nil
+}
+
+func legacyQuotaGB(v string) (gb float64, set bool, err error) {
+	if v == "" {
+		return 0, false, config.Skip
+	}
+	gb, err = strconv.ParseFloat(v, 64)
+	if err != nil || gb != gb || gb > 1<<32 {
+		return 0, false, errors.New("want a number of gigabytes")
+	}
+	if gb <= 0 {
+		return 0, false, config.Skip
+	}
+	return gb, true, nil
+}
+
 // minutes maps a number of minutes to a duration flag (-1: infinite).
 func minutes(v string, _ func(string) (string, bool)) (string, error) {
 	if v == "" {
@@ -108,7 +143,8 @@ func minutes(v string, _ func(string) (string, bool)) (string, error) {
 // policyKeys are the broker.conf keys of the policy defaults.
 var policyKeys = []config.Key{
 	{Name: "backlogQuotaCheckIntervalInSeconds", Flag: "backlog-quota-check-interval", Map: config.Seconds},
-	{Name: "backlogQuotaDefaultLimitBytes", Flag: "backlog-quota-default-limit-bytes"},
+	{Name: "backlogQuotaDefaultLimitBytes", Flag: "backlog-quota-default-limit-bytes", Map: quotaBytes},
+	{Name: "backlogQuotaDefaultLimitGB", Flag: "backlog-quota-default-limit-bytes", Map: quotaGB},
 	{Name: "backlogQuotaDefaultLimitSecond", Flag: "backlog-quota-default-limit-seconds"},
 	{Name: "backlogQuotaDefaultRetentionPolicy", Flag: "backlog-quota-default-retention-policy"},
 	{Name: "ttlDurationDefaultInSeconds", Flag: "ttl-duration-default", Map: config.Seconds},
