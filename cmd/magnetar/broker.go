@@ -39,6 +39,7 @@ func newBrokerCmd() *cobra.Command {
 		brokerAuth                                                  = clientSecurity{hostnameVerification: true}
 		advf                                                        advertisedFlags
 		of                                                          offloadFlags
+		wf                                                          websocketFlags
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -120,6 +121,11 @@ func newBrokerCmd() *cobra.Command {
 			mountPprof(mux, authn, af.superUsers)
 			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: pf.maxPartitions})))
 			in := svc.Info()
+			closeWS, err := wf.mount(mux, in.ServiceURL, authn, svc.Registry())
+			if err != nil {
+				return err
+			}
+			defer closeWS() // before the broker closes
 			fmt.Fprintf(os.Stdout, "broker %s serving %s\n", in.ID, joinNonEmpty(in.ServiceURL, in.ServiceURLTLS, adminURL(httpURL), adminURL(httpsURL)))
 			<-ctx.Done()
 			sd.begin()
@@ -151,12 +157,13 @@ func newBrokerCmd() *cobra.Command {
 	bf.add(f)
 	pf.add(f)
 	of.add(f)
+	wf.add(f, false)
 	lf = loadmgr.AddFlags(f)
 	f.StringVar(&brokerAuth.authPlugin, "broker-client-auth-plugin", "",
 		"the broker's own authentication in its admin requests to other brokers (load manager): token or basic")
 	f.StringVar(&brokerAuth.authParams, "broker-client-auth-params", "", "those credentials: token:JWT or file:///path (token); u:p (basic)")
 	return withConfig(c, slices.Concat(brokerKeys, advertisedKeys, authKeys, tlsKeys("listen-tls"), bookieClientKeys, policyKeys, loadmgr.ConfigKeys, of.keys(),
-		brokerClientKeys), append(slices.Clone(authSecretFlags), "broker-client-auth-params")...)
+		brokerClientKeys, websocketKeys), append(slices.Clone(authSecretFlags), "broker-client-auth-params")...)
 }
 
 // brokerClientKeys are broker.conf's keys of the broker's credentials towards the other

@@ -29,6 +29,7 @@ func newProxyCmd() *cobra.Command {
 		brokerAuth                          clientSecurity
 		af                                  authFlags
 		tf                                  tlsFlags
+		wf                                  websocketFlags
 	)
 	c := &cobra.Command{
 		Use:   "proxy",
@@ -127,8 +128,17 @@ Brokers are found in the metadata store (--metadata-url) or given (--broker-serv
 				}
 				return err
 			}
-			close(started)
 			defer svc.Close()
+			var wsURL string // the WebSocket API connects to the proxy's own listener
+			if a := svc.Addr(); a != nil {
+				wsURL = "pulsar://" + a.String()
+			}
+			closeWS, err := wf.mount(mux, wsURL, authn, nil)
+			if err != nil {
+				return err
+			}
+			defer closeWS() // before the proxy closes
+			close(started)
 			var urls []string
 			if a := svc.Addr(); a != nil {
 				urls = append(urls, "pulsar://"+a.String())
@@ -159,7 +169,8 @@ Brokers are found in the metadata store (--metadata-url) or given (--broker-serv
 		f.MarkHidden(n) //nolint:errcheck // the flags exist
 	}
 	tf.add(f, "listen-tls")
-	return withConfig(c, slices.Concat(proxyKeys, brokerClientKeys, proxyAuthKeys(), proxyTLSKeys()),
+	wf.add(f, false)
+	return withConfig(c, slices.Concat(proxyKeys, brokerClientKeys, proxyAuthKeys(), proxyTLSKeys(), websocketKeys),
 		append(slices.Clone(authSecretFlags), "broker-client-auth-params")...)
 }
 

@@ -40,6 +40,7 @@ type standaloneFlags struct {
 	tls                                                                    tlsFlags
 	adv                                                                    advertisedFlags
 	off                                                                    offloadFlags
+	ws                                                                     websocketFlags
 }
 
 func newStandaloneCmd() *cobra.Command {
@@ -87,8 +88,9 @@ func newStandaloneCmd() *cobra.Command {
 	fl.tls.add(f, "broker-listen-tls")
 	fl.pol.add(f)
 	fl.off.add(f)
+	fl.ws.add(f, true)
 	fl.lb = loadmgr.AddFlags(f)
-	return withConfig(c, slices.Concat(standaloneKeys, advertisedKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys, loadmgr.ConfigKeys, fl.off.keys()),
+	return withConfig(c, slices.Concat(standaloneKeys, advertisedKeys, authKeys, tlsKeys("broker-listen-tls"), policyKeys, loadmgr.ConfigKeys, fl.off.keys(), websocketKeys),
 		authSecretFlags...)
 }
 
@@ -211,6 +213,11 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	mountPprof(mux, authn, fl.auth.superUsers)
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
 	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: fl.pol.maxPartitions})))
+	closeWS, err := fl.ws.mount(mux, in.ServiceURL, authn, svc.Registry())
+	if err != nil {
+		return err
+	}
+	defer closeWS() // before the broker closes
 	fmt.Printf("magnetar standalone is up (data in %s)\n", abs)
 	fmt.Printf("  pulsar:          %s\n", joinNonEmpty(in.ServiceURL, in.ServiceURLTLS))
 	web := httpURL
