@@ -28,6 +28,10 @@ type Options struct {
 	// partitioned topic may be created with or grown to (406 above it). 0 (Pulsar's
 	// default, unlimited) is PartitionCeiling here.
 	MaxPartitions int
+	// MaxTopicsPerNamespace is Pulsar's maxTopicsPerNamespace, the broker's default of a
+	// namespace's max_topics_per_namespace (0: unlimited): a topic or partitioned topic
+	// whose creation would pass it is refused with 412.
+	MaxTopicsPerNamespace int
 }
 
 // PartitionCeiling bounds a partitioned topic's partitions when Options.MaxPartitions is
@@ -46,6 +50,7 @@ type handler struct {
 	audit         *access.Audit
 	timeout       time.Duration
 	maxPartitions int // > 0
+	maxTopics     int // the broker's default; 0: unlimited
 }
 
 // Handler returns the admin REST API (Pulsar's /admin/v2 and /lookup/v2 paths) over svc.
@@ -61,7 +66,7 @@ func Handler(svc Service, opts Options) http.Handler {
 		opts.MaxPartitions = PartitionCeiling
 	}
 	h := &handler{svc: svc, log: opts.Logger, audit: access.NewAudit(opts.Logger, ratelog.Options{}), timeout: opts.RequestTimeout,
-		maxPartitions: opts.MaxPartitions}
+		maxPartitions: opts.MaxPartitions, maxTopics: opts.MaxTopicsPerNamespace}
 	mux := http.NewServeMux()
 	route := func(pattern string, f func(w http.ResponseWriter, r *http.Request) error, sc func(r *http.Request) scope) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {

@@ -333,4 +333,28 @@ func TestRefusals(t *testing.T) {
 	if got := metadataSnapshot(t, sb.svc); !strings.Contains(got, "p16 16") || !strings.Contains(got, strings.Repeat("y", 1024)+" 2") {
 		t.Fatalf("after the accepted creations: %s", got)
 	}
+
+	// max_topics_per_namespace (Pulsar's maxTopicsPerNamespace): acme/ns has 19 topics
+	// (orders and 18 partitions); at a limit of 20 one more fits, a partitioned topic of two
+	// partitions or growth by two do not.
+	if code, body := do(t, "POST", sb.url+"/admin/v2/namespaces/acme/ns/maxTopicsPerNamespace", admin, "20"); code != 204 {
+		t.Fatalf("set maxTopicsPerNamespace: %d %s", code, body)
+	}
+	before = metadataSnapshot(t, sb.svc)
+	checkRefusals(t, sb.url16, admin, []refusal{
+		{"PUT", "/admin/v2/persistent/acme/ns/p2/partitions", "2", 412, "Exceed maximum number of topics in namespace"},
+		{"POST", "/admin/v2/persistent/acme/ns/p16/partitions", "17", 406, "less than or equal to 16"},
+	})
+	checkRefusals(t, sb.url, admin, []refusal{
+		{"POST", "/admin/v2/persistent/acme/ns/p16/partitions", "18", 412, "Exceed maximum number of topics in namespace"},
+	})
+	if after := metadataSnapshot(t, sb.svc); after != before {
+		t.Fatalf("refused creations changed the metadata:\nbefore %s\nafter  %s", before, after)
+	}
+	if code, body := do(t, "PUT", sb.url+"/admin/v2/persistent/acme/ns/one", admin, ""); code != 204 {
+		t.Fatalf("the 20th topic: %d %s", code, body)
+	}
+	checkRefusals(t, sb.url, admin, []refusal{
+		{"PUT", "/admin/v2/persistent/acme/ns/two", "", 412, "Exceed maximum number of topics in namespace"},
+	})
 }

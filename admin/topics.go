@@ -11,6 +11,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/admin/jsonbody"
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/broker/policy"
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
@@ -52,6 +53,9 @@ func (h *handler) createTopic(w http.ResponseWriter, r *http.Request) error {
 	}
 	var props map[string]string // optional topic properties: accepted, not stored
 	if _, err := readJSON(r, &props); err != nil {
+		return err
+	}
+	if err := h.checkTopicCount(r.Context(), n, 1); err != nil {
 		return err
 	}
 	if err := h.svc.CreateTopic(r.Context(), n.String()); err != nil {
@@ -114,6 +118,9 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request) erro
 	if err := h.checkPartitionCount(count); err != nil {
 		return err
 	}
+	if err := h.checkTopicCount(r.Context(), n, count); err != nil {
+		return err
+	}
 	if err := h.svc.CreatePartitionedTopic(r.Context(), n.String(), count); err != nil {
 		return err
 	}
@@ -133,6 +140,39 @@ func (h *handler) checkPartitionCount(count int) error {
 	return nil
 }
 
+// checkTopicCount refuses, as Pulsar does (412), creating adding persistent topics (a
+// partitioned topic's partitions) in n's namespace past its max_topics_per_namespace (unset:
+// Options.MaxTopicsPerNamespace; 0: unlimited). The topics counted are the namespace's
+// persistent ones, partitions included; a namespace that cannot be read is left to the
+// creation's own answer.
+func (h *handler) checkTopicCount(ctx context.Context, n topicname.Name, adding int) error {
+	if n.Domain != topicname.Persistent {
+		return nil
+	}
+	limit := h.maxTopics
+	if pol, err := h.svc.Namespace(ctx, n.NamespaceName()); err != nil {
+		return nil //nolint:nilerr // the creation answers (404 for a namespace that does not exist)
+	} else if rec, err := policy.RecordOf(pol); err == nil {
+		if raw, set := rec["max_topics_per_namespace"]; set {
+			var v *int
+			if json.Unmarshal(raw, &v) == nil && v != nil {
+				limit = *v
+			}
+		}
+	}
+	if limit <= 0 {
+		return nil
+	}
+	ts, err := h.svc.Topics(ctx, n.NamespaceName())
+	if err != nil {
+		return nil //nolint:nilerr // as above
+	}
+	if len(ts)+adding > limit {
+		return restErr(http.StatusPreconditionFailed, "Exceed maximum number of topics in namespace.")
+	}
+	return nil
+}
+
 func (h *handler) updatePartitioned(w http.ResponseWriter, r *http.Request) error {
 	n, err := checkTopic(r)
 	if err != nil {
@@ -144,6 +184,11 @@ func (h *handler) updatePartitioned(w http.ResponseWriter, r *http.Request) erro
 	}
 	if err := h.checkPartitionCount(count); err != nil {
 		return err
+	}
+	if cur, err := h.partitions(r, n); err == nil && count > cur {
+		if err := h.checkTopicCount(r.Context(), n, count-cur); err != nil {
+			return err
+		}
 	}
 	if err := h.svc.UpdatePartitionedTopic(r.Context(), n.String(), count); err != nil {
 		if errors.Is(err, api.ErrInvalidArgument) {

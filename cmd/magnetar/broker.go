@@ -119,7 +119,8 @@ func newBrokerCmd() *cobra.Command {
 			}
 			mux.Handle("/metrics", svc.MetricsHandler())
 			mountPprof(mux, authn, af.superUsers)
-			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: pf.maxPartitions})))
+			mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: pf.maxPartitions,
+				MaxTopicsPerNamespace: pf.d.MaxTopicsPerNamespace})))
 			in := svc.Info()
 			closeWS, err := wf.mount(mux, in.ServiceURL, authn, svc.Registry())
 			if err != nil {

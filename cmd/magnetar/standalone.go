@@ -212,7 +212,8 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	mux.Handle("/metrics", svc.MetricsHandler())
 	mountPprof(mux, authn, fl.auth.superUsers)
 	mux.Handle("/metrics/bookie", b.MetricsHandler())
-	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: fl.pol.maxPartitions})))
+	mux.Handle("/", withAuth(authn, admin.Handler(svc, admin.Options{Logger: slog.Default(), MaxPartitions: fl.pol.maxPartitions,
+		MaxTopicsPerNamespace: fl.pol.d.MaxTopicsPerNamespace})))
 	closeWS, err := fl.ws.mount(mux, in.ServiceURL, authn, svc.Registry())
 	if err != nil {
 		return err
