@@ -101,6 +101,16 @@ type Config struct {
 	// from its cursor and not yet acknowledged by the remote cluster (Pulsar's
 	// replicationProducerQueueSize). Default 1000.
 	ReplicationProducerQueueSize int
+	// DisableReplicatedSubscriptions turns replicated subscriptions off (Pulsar's
+	// enableReplicatedSubscriptions=false; on by default, as in Pulsar).
+	// ReplicatedSubscriptionsSnapshotFrequency, ReplicatedSubscriptionsSnapshotTimeout and
+	// ReplicatedSubscriptionsSnapshotMaxCached are Pulsar's
+	// replicatedSubscriptionsSnapshotFrequencyMillis (default 1 s), …TimeoutSeconds (30 s)
+	// and …MaxCachedPerSubscription (10).
+	DisableReplicatedSubscriptions           bool
+	ReplicatedSubscriptionsSnapshotFrequency time.Duration
+	ReplicatedSubscriptionsSnapshotTimeout   time.Duration
+	ReplicatedSubscriptionsSnapshotMaxCached int
 	// DeduplicationSnapshotInterval is how many entries may be published between two
 	// persisted deduplication snapshots (the rest is replayed on load). Default 1000.
 	DeduplicationSnapshotInterval int

@@ -22,7 +22,11 @@ import (
 func (s *Service) newReplication() *replhost.Host {
 	s.remotes = replhost.NewRemotes(s.res, s.log)
 	h := replhost.New(replhost.Config{LocalCluster: s.cfg.Cluster, Remote: s.remotes.Remote,
-		Core:   replication.Config{MaxPending: s.cfg.ReplicationProducerQueueSize},
+		Core: replication.Config{MaxPending: s.cfg.ReplicationProducerQueueSize},
+		ReplSubs: replhost.ReplSubs{Enabled: !s.cfg.DisableReplicatedSubscriptions,
+			FrequencyMs: s.cfg.ReplicatedSubscriptionsSnapshotFrequency.Milliseconds(),
+			TimeoutMs:   s.cfg.ReplicatedSubscriptionsSnapshotTimeout.Milliseconds(),
+			MaxCached:   s.cfg.ReplicatedSubscriptionsSnapshotMaxCached},
 		Logger: s.log})
 	s.reg.MustRegister(h.Collector())
 	return h

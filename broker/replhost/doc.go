@@ -39,6 +39,17 @@
 // goroutine per topic stops them when it is done. Memory: the core's window
 // (Config.MaxPending entries) bounds what a replicator holds, whatever the backlog.
 //
+// Replicated subscriptions (Config.ReplSubs, package replication/replsub): every topic
+// with replicators has one more owner goroutine (subsController.run) over its
+// replsub.Controller, and one writer goroutine that publishes its markers on the topic one
+// after the other (topic.PublishMarker). Its inputs are events on its inbox: each
+// replicator hands it, after every read, the request, response and update markers its
+// remote cluster published (replicated here) and the fact that data was read, and tells
+// it when its producer connects or disconnects; the topic's replicated subscriptions hand
+// it the snapshots their mark-delete positions passed (topic.SetReplicatedSubscriptions),
+// and its timer ticks. It applies other clusters' updates with topic.AckReplicated on
+// helper goroutines. It stops with the topic, after the replicators.
+//
 // # Statistics
 //
 // The replication section of the topic stats (ReplicatorStats, Pulsar's JSON names:
@@ -58,8 +69,7 @@
 //   - The replicator dispatch rate (replicatorDispatchRate) and the message TTL reach the
 //     cores (Settings; the rate is tested end to end, the TTL only by the core's
 //     simulation, R9). Pulsar's broker defaults dispatchThrottlingRatePerReplicatorIn*
-//     are not configurable. Replicated subscriptions' markers are filtered
-//     (Config.ReplicatedSubscriptions off).
+//     are not configurable.
 //   - Partitioned topics replicate partition by partition, but the remote's partitioned
 //     metadata is neither created nor checked (createTopicToRemoteClusterForReplication):
 //     the remote auto-creates each partition as a non-partitioned topic.

@@ -21,8 +21,10 @@ type Config struct {
 	Remote func(ctx context.Context, cluster string) (Remote, error)
 	// Core configures every replicator's core (window, read batch, rates); the clusters
 	// are set per replicator.
-	Core   replication.Config
-	Logger *slog.Logger
+	Core replication.Config
+	// ReplSubs configures replicated subscriptions (off unless Enabled).
+	ReplSubs ReplSubs
+	Logger   *slog.Logger
 }
 
 // Settings are the policies a topic's replicators follow.
@@ -48,6 +50,7 @@ type Host struct {
 		sync.Mutex // guards the fields below
 		closed     bool
 		topics     map[*topic.Topic]map[string]*replicator
+		subs       map[*topic.Topic]*subsController // replicated subscriptions' controllers (ReplSubs.Enabled)
 	}
 }
 
@@ -58,6 +61,10 @@ func New(cfg Config) *Host {
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger.With("part", "replication")}
 	h.mu.topics = map[*topic.Topic]map[string]*replicator{}
+	h.mu.subs = map[*topic.Topic]*subsController{}
+	if cfg.ReplSubs.Enabled {
+		h.cfg.Core.ReplicatedSubscriptions = true
+	}
 	return h
 }
 
@@ -95,6 +102,13 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 			<-t.Done()
 			h.topicClosed(t)
 		}()
+		if h.cfg.ReplSubs.Enabled {
+			h.mu.subs[t] = newSubsController(t, h.cfg.LocalCluster, h.cfg.ReplSubs, h.log)
+		}
+	}
+	subs := h.mu.subs[t]
+	if subs != nil {
+		subs.setRemotes(clusters)
 	}
 	var stop []*replicator
 	for c, r := range reps {
@@ -115,6 +129,7 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 		cfg := h.cfg.Core
 		cfg.MessageTTLMs, cfg.RateMsgs, cfg.RateBytes = set.MessageTTLMs, set.RateMsgs, set.RateBytes
 		r := newReplicator(h.cfg.LocalCluster, c, name.String(), t.Log(), rem, cfg, h.log)
+		r.subs = subs
 		reps[c] = r
 		start = append(start, r)
 	}
@@ -166,9 +181,14 @@ func (h *Host) topicClosed(t *topic.Topic) {
 	h.mu.Lock()
 	reps := h.mu.topics[t]
 	delete(h.mu.topics, t)
+	subs := h.mu.subs[t]
+	delete(h.mu.subs, t)
 	h.mu.Unlock()
 	for _, r := range reps {
 		r.close(false)
+	}
+	if subs != nil {
+		subs.close()
 	}
 }
 
@@ -191,10 +211,15 @@ func (h *Host) Close() {
 	h.mu.closed = true
 	all := h.mu.topics
 	h.mu.topics = map[*topic.Topic]map[string]*replicator{}
+	subs := h.mu.subs
+	h.mu.subs = map[*topic.Topic]*subsController{}
 	h.mu.Unlock()
 	for _, reps := range all {
 		for _, r := range reps {
 			r.close(false)
 		}
+	}
+	for _, c := range subs {
+		c.close()
 	}
 }

@@ -38,6 +38,9 @@ type replicator struct {
 	rem           func(ctx context.Context) (Remote, error) // the remote cluster's client, asked at each connect
 	logger        *slog.Logger
 	cfg           replication.Config
+	// subs is the topic's replicated subscriptions' controller (nil: off): it gets the
+	// markers this replicator reads that came from its remote cluster, and its connection.
+	subs *subsController
 
 	ctx          context.Context // ends when the replicator stops: the helpers' calls give up
 	cancel       context.CancelFunc
@@ -254,6 +257,9 @@ func (r *replicator) perform() {
 			if c {
 				s.ConnectedSince = time.Now()
 			}
+			if r.subs != nil {
+				r.subs.setConnected(r.remote, c)
+			}
 		}
 		s.Expired = st.Filtered[replication.FilteredExpired]
 		s.DelayMs = r.core.Delay(nowMs())
@@ -385,6 +391,9 @@ func (r *replicator) read(rd replication.Read) {
 			}
 			if ctx.Err() != nil && err != nil {
 				return // cancelled: the core dropped the read
+			}
+			if r.subs != nil {
+				r.subs.read(r.remote, out)
 			}
 			if err := r.core.ReadDone(tag, out, err); err != nil {
 				r.logger.Error("replication read", "err", err)

@@ -42,7 +42,7 @@ func (c *conn) subscribe(ctx context.Context, cmd *pb.CommandSubscribe, t *topic
 	cons := &topic.Consumer{ID: cid, Name: cmd.GetConsumerName(), Conn: c, Type: cmd.GetSubType(),
 		Priority: cmd.GetPriorityLevel(), Metadata: kvMap(cmd.GetMetadata()), KeyShared: cmd.GetKeySharedMeta()}
 	req := topic.SubscribeRequest{Consumer: cons, Subscription: cmd.GetSubscription(), Durable: cmd.GetDurable(),
-		Initial: mledger.Latest, ReadCompacted: cmd.GetReadCompacted()}
+		Initial: mledger.Latest, ReadCompacted: cmd.GetReadCompacted(), ReplicateSubscriptionState: cmd.GetReplicateSubscriptionState()}
 	if req.ReadCompacted && (cons.Type == pb.CommandSubscribe_Shared || cons.Type == pb.CommandSubscribe_Key_Shared) {
 		fail(fmt.Errorf("%w: Compacted topic reads are only allowed for Exclusive and Failover subscriptions", api.ErrNotAllowed))
 		return

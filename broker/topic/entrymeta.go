@@ -121,6 +121,7 @@ type entryInfo struct {
 	hash      uint32 // sticky key hash (Key_Shared), 0..keyHashRange-1
 	deliverAt int64  // Unix ms, 0: now
 	publish   int64  // Unix ms
+	marker    bool   // marker_type is set: never delivered (dispatch.Info.Marker)
 }
 
 func infoOf(data []byte) entryInfo {
@@ -132,7 +133,7 @@ func infoOf(data []byte) entryInfo {
 }
 
 func infoFromMeta(m *pb.MessageMetadata) entryInfo {
-	ei := entryInfo{msgs: 1, deliverAt: m.GetDeliverAtTime(), publish: int64(m.GetPublishTime())}
+	ei := entryInfo{msgs: 1, deliverAt: m.GetDeliverAtTime(), publish: int64(m.GetPublishTime()), marker: m.MarkerType != nil}
 	if m.NumMessagesInBatch != nil && m.GetNumMessagesInBatch() > 0 {
 		ei.msgs = int(m.GetNumMessagesInBatch())
 	}

@@ -65,6 +65,9 @@ func OriginOf(data []byte) Origin {
 // dedupID returns what deduplication keys m of p on, and false if m is not deduplicated (a
 // replicator's marker).
 func (c *topicCore) dedupID(p *Producer, m Message) (dedupID, bool) {
+	if isMarkerProducer(p) {
+		return dedupID{}, false // the topic's own markers (replsub.go)
+	}
 	if isReplicator(p.Name) && !c.mut.replDedupByProducer {
 		switch o := m.Origin; {
 		case o.Marker:

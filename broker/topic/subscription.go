@@ -57,6 +57,8 @@ type Subscription struct {
 	// atEnd: a read found the end of the terminated log (endoftopic.go).
 	atEnd bool
 
+	rs replSub // the replicated subscription's state (replsub.go)
+
 	msgsOut, bytesOut int64
 	rateOut           rate
 	redeliv           rate
@@ -135,7 +137,9 @@ func (s *Subscription) flush() {
 	for _, snd := range r.Sends {
 		s.send(snd)
 	}
+	s.onMarkers(r.Markers)
 	for _, a := range r.Acks {
+		a = s.replAck(a)
 		switch a.Kind {
 		case dispatch.AckIndividual:
 			s.m.acks.Add(float64(len(a.Positions)))
@@ -327,7 +331,7 @@ func dispatchEntries(es []Entry, acked map[Position][]bool) []dispatch.Entry {
 	for i, e := range es {
 		ei := infoOf(e.Data)
 		out[i] = dispatch.Entry{Pos: e.Position, Data: e.Data,
-			Info: dispatch.Info{Msgs: ei.msgs, Hash: ei.hash, DeliverAt: ei.deliverAt}}
+			Info: dispatch.Info{Msgs: ei.msgs, Hash: ei.hash, DeliverAt: ei.deliverAt, Marker: ei.marker}}
 		if bs := acked[e.Position]; bs != nil {
 			words := make([]uint64, (len(bs)+63)/64)
 			for j, a := range bs {
@@ -735,7 +739,7 @@ func (s *Subscription) stats() SubscriptionStats {
 	st := SubscriptionStats{
 		Type: subTypeName(typ), BytesOutCounter: s.bytesOut, MsgOutCounter: s.msgsOut,
 		MsgDelayed: int64(s.d.Delayed()), IsDurable: s.durable, LastAckedTimestamp: s.lastAck,
-		LastConsumedTimestamp: s.lastConsumed, Consumers: []ConsumerStats{},
+		LastConsumedTimestamp: s.lastConsumed, Consumers: []ConsumerStats{}, IsReplicated: s.rs.on,
 	}
 	st.MsgRateOut, st.MsgThroughputOut = s.rateOut.rates(now)
 	st.MsgRateRedeliver, _ = s.redeliv.rates(now)

@@ -78,6 +78,8 @@ type Topic struct {
 	assigned atomic.Pointer[Redirect]
 	// repl is the geo-replicators' view for the statistics (nil: none).
 	repl atomic.Pointer[Replication]
+	// rsub is the topic's part of replicated subscriptions (replsub.go).
+	rsub replSubs
 
 	// Owned by the run goroutine.
 	core          *topicCore

@@ -28,6 +28,9 @@ type SubscribeRequest struct {
 	// ReadCompacted asks for the compacted view up to the compaction horizon (see
 	// Config.ReadCompacted); it applies if this consumer opens the subscription.
 	ReadCompacted bool
+	// ReplicateSubscriptionState makes the subscription a replicated one (CommandSubscribe
+	// replicate_subscription_state; replsub.go).
+	ReplicateSubscriptionState bool
 }
 
 // Subscribe attaches req.Consumer; done is called once with the outcome, on a goroutine
@@ -58,6 +61,9 @@ func (t *Topic) subscribe(req SubscribeRequest, done func(error)) {
 		if err != nil {
 			done(err)
 			return
+		}
+		if req.ReplicateSubscriptionState && req.Durable {
+			s.post(s.setReplicated)
 		}
 		s.addConsumer(req.Consumer, done)
 	})
