@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/internal/inbox"
 	"github.com/magnetar-io/magnetar/mledger"
 )
 
 // Inspection: reading stored entries without consuming them (the admin API's peek, get by
 // id, examine and message id by time). None of these moves a cursor or acknowledges
-// anything; they read the log on the caller's goroutine.
+// anything (a peek may create the subscription it names, as Pulsar's does); they read the
+// log on the caller's goroutine.
 
 // ErrMessageNotFound: no stored entry at that id, position or time.
 var ErrMessageNotFound = api.ErrMessageNotFound
@@ -60,12 +62,20 @@ func (t *Topic) ReadEntry(ctx context.Context, p Position) (Entry, error) {
 }
 
 // PeekBacklog returns the n-th (from 1) entry of subscription name's backlog: the entries
-// after its mark-delete position that are not acknowledged, in order.
+// after its mark-delete position that are not acknowledged, in order. As Pulsar's peek
+// (apache/pulsar#8182), a durable subscription that does not exist is created at the earliest
+// entry, unless the topic's policy refuses auto subscription creation (ErrSubscriptionNotFound).
 func (t *Topic) PeekBacklog(ctx context.Context, name string, n int) (Entry, error) {
 	if n < 1 {
 		return Entry{}, fmt.Errorf("%w: message position %d", ErrInvalid, n)
 	}
-	s, err := t.sub(ctx, name)
+	s, err := inbox.Call(ctx, t.in, t.stopped, ErrClosed, func(reply func(*Subscription, error)) {
+		if t.core.state == StateClosing || t.core.state == StateClosed || t.core.state == StateFenced {
+			reply(nil, ErrClosed)
+			return
+		}
+		t.withSub(name, true, !t.core.pol.NoAutoSubscriptionCreation, mledger.Earliest, false, reply)
+	})
 	if err != nil {
 		return Entry{}, err
 	}

@@ -3,6 +3,7 @@ package topic_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,8 +51,18 @@ func TestInspection(t *testing.T) {
 	if _, err := tp.PeekBacklog(ctx, "s", 4); !errors.Is(err, topic.ErrMessageNotFound) {
 		t.Fatalf("peek past the backlog: %v", err)
 	}
+	// A peek of a subscription that does not exist creates it at the earliest entry (as
+	// Pulsar's), unless the policy refuses auto subscription creation.
+	tp.SetPolicies(topic.Policies{NoAutoSubscriptionCreation: true})
 	if _, err := tp.PeekBacklog(ctx, "nope", 1); !errors.Is(err, topic.ErrSubscriptionNotFound) {
-		t.Fatalf("peek on no subscription: %v", err)
+		t.Fatalf("peek on no subscription, auto creation refused: %v", err)
+	}
+	tp.SetPolicies(topic.Policies{})
+	if e, err := tp.PeekBacklog(ctx, "new", 2); err != nil || e.Position != ps[1] {
+		t.Fatalf("peek on a new subscription: %v, %v; want %v", e.Position, err, ps[1])
+	}
+	if subs, err := tp.Subscriptions(ctx); err != nil || !slices.Contains(subs, "new") || slices.Contains(subs, "nope") {
+		t.Fatalf("subscriptions after the peeks: %v, %v", subs, err)
 	}
 	for _, c := range []struct {
 		latest bool
