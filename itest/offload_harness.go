@@ -254,3 +254,26 @@ func DiskUsage(dir string) int64 {
 func BookieLedgerDir(dataDir string) string {
 	return filepath.Join(dataDir, "bookie", "current", "ledgers")
 }
+
+// WaitAdmin waits until the admin API at httpURL (http://host:port) serves and namespace
+// public/default exists: a standalone listens on its HTTP port before its broker is up and
+// mounts the admin API after.
+func WaitAdmin(t testing.TB, httpURL string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := http.Get(httpURL + "/admin/v2/namespaces/public")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "public/default") {
+				return
+			}
+			err = fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin API at %s not ready after %v: %v", httpURL, d, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polled: the process says nothing when it is ready
+	}
+}
