@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +128,17 @@ func parseURL(s string) (addr string, useTLS bool, err error) {
 		return net.JoinHostPort(u.Hostname(), port), useTLS, nil
 	}
 	return u.Host, useTLS, nil
+}
+
+// proxiedAddr is the connection key of a broker reached through the proxy at proxy: the
+// proxy's address, then '>' and the broker's host:port (dial splits it).
+func proxiedAddr(proxy, broker string) string { return proxy + ">" + broker }
+
+// splitProxied splits a connection key into the address to dial and the broker to name in
+// proxy_to_broker_url ("" for a direct connection).
+func splitProxied(addr string) (dialAddr, proxyTo string) {
+	dialAddr, proxyTo, _ = strings.Cut(addr, ">")
+	return dialAddr, proxyTo
 }
 
 // brokerURL is the lookup answer's URL for this client: the TLS one on a TLS client.
@@ -262,7 +274,13 @@ func (cl *Client) Lookup(ctx context.Context, topic string) (string, error) {
 		switch r.GetResponse() {
 		case pb.CommandLookupTopicResponse_Connect:
 			if r.GetProxyThroughServiceUrl() {
-				return cl.svcAddr, nil
+				// Through a proxy: connect to the service address, naming the broker in
+				// CONNECT's proxy_to_broker_url (the proxy then splices the connection).
+				target, err := hostPort(cl.brokerURL(r))
+				if err != nil {
+					return "", err
+				}
+				return proxiedAddr(cl.svcAddr, target), nil
 			}
 			return hostPort(cl.brokerURL(r))
 		case pb.CommandLookupTopicResponse_Redirect:

@@ -54,7 +54,10 @@ type conn struct {
 	auth           *Authentication // nil: none
 	// originalPrincipal is sent in CONNECT (Options.OriginalPrincipal).
 	originalPrincipal string
-	fr                *pulsar.FrameReader // owned by readLoop
+	// proxyTo is the broker (host:port) a proxy at addr is asked to connect us to (CONNECT's
+	// proxy_to_broker_url); "" for a direct connection.
+	proxyTo string
+	fr      *pulsar.FrameReader // owned by readLoop
 
 	wake chan struct{} // cap 1: the outbound buffer has bytes
 	done chan struct{} // closed by close
@@ -81,7 +84,8 @@ type conn struct {
 // dial connects to addr (host:port) and performs the CONNECT/CONNECTED handshake.
 func dial(ctx context.Context, addr string, opts Options, log *slog.Logger) (*conn, error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dialAddr, proxyTo := splitProxied(addr)
+	nc, err := d.DialContext(ctx, "tcp", dialAddr)
 	if err != nil {
 		return nil, fmt.Errorf("pulsarclient: dial %s: %w", addr, err)
 	}
@@ -91,7 +95,7 @@ func dial(ctx context.Context, addr string, opts Options, log *slog.Logger) (*co
 	if opts.TLS != nil {
 		cfg := opts.TLS.Clone()
 		if cfg.ServerName == "" {
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+			cfg.ServerName, _, _ = net.SplitHostPort(dialAddr)
 		}
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -100,7 +104,7 @@ func dial(ctx context.Context, addr string, opts Options, log *slog.Logger) (*co
 		}
 		nc = tc
 	}
-	c := &conn{addr: addr, nc: nc, auth: opts.Auth, originalPrincipal: opts.OriginalPrincipal, log: log.With("broker", addr), wake: make(chan struct{}, 1),
+	c := &conn{addr: addr, nc: nc, auth: opts.Auth, originalPrincipal: opts.OriginalPrincipal, proxyTo: proxyTo, log: log.With("broker", addr), wake: make(chan struct{}, 1),
 		done: make(chan struct{}), fr: pulsar.NewFrameReader(nc, maxFrameSize)}
 	c.mu.pending = make(map[uint64]chan *pb.BaseCommand)
 	c.mu.producers = make(map[uint64]connProducer)
@@ -131,6 +135,9 @@ func (c *conn) handshake(ctx context.Context, clientVersion string) error {
 	}
 	if c.originalPrincipal != "" {
 		connect.OriginalPrincipal = proto.String(c.originalPrincipal)
+	}
+	if c.proxyTo != "" {
+		connect.ProxyToBrokerUrl = proto.String(c.proxyTo)
 	}
 	if c.auth != nil {
 		data, err := c.auth.Data()
