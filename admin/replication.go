@@ -78,6 +78,7 @@ func clusterListBody(r *http.Request) ([]string, error) {
 }
 
 func (h *handler) replicationRoutes(route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
+	h.replicatedSubscriptionRoutes(route, topicScope) // replication_subs.go
 	if cs, isCS := h.svc.(ClusterAdminService); isCS {
 		clusterScope := func(r *http.Request) scope { return scope{cluster: r.PathValue("cluster")} }
 		write := func(f func(ctx context.Context, name string, cd api.ClusterData) error) func(w http.ResponseWriter, r *http.Request) error {
