@@ -139,6 +139,7 @@ func (c *clientConn) authenticate() error {
 	if err != nil {
 		c.s.m.authFail.Inc()
 		c.log.Info("authentication refused", "err", err)
+		c.s.audit.AuthenticationRefused("binary", c.nc.RemoteAddr().String(), c.connect.GetAuthMethodName(), err)
 		c.write(errorCmd(connectRequestID, &brokerError{code: pb.ServerError_AuthenticationError, msg: err.Error()}))
 		return err
 	}

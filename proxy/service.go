@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/magnetar-io/magnetar/auth"
+	"github.com/magnetar-io/magnetar/broker/access"
+	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/proto/pulsar"
 )
@@ -110,6 +112,7 @@ func (c *Config) defaults() {
 type Service struct {
 	cfg     Config
 	log     *slog.Logger
+	audit   *access.Audit   // refused authentications
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
 	brokers *brokers
@@ -144,7 +147,8 @@ func Start(_ context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, brokers: bs, lookups: make(chan struct{}, cfg.MaxConcurrentLookups)}
+	s := &Service{cfg: cfg, log: cfg.Logger, audit: access.NewAudit(cfg.Logger, ratelog.Options{}), brokers: bs,
+		lookups: make(chan struct{}, cfg.MaxConcurrentLookups)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.conns = make(map[net.Conn]struct{})
 	reg := cfg.Registerer
