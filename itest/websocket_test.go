@@ -21,19 +21,59 @@ func TestWebSocketOnStandalone(t *testing.T) {
 	etcd, bk, broker, web := FreeAddr(t), FreeAddr(t), FreeAddr(t), FreeAddr(t)
 	proc := Start(t, "standalone", "standalone", "--data-dir", t.TempDir(),
 		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", broker, "--http", web)
-	// The HTTP port listens before the handlers are mounted: wait for the banner that follows.
+	waitUp(t, proc, "magnetar standalone is up")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wsExchange(t, ctx, "ws://"+web, "ws-itest")
+	wsMetrics(t, "http://"+web)
+}
+
+// TestWebSocketOnProxy: `magnetar proxy --websocket` serves the WebSocket API in front of a
+// standalone: the sockets' producer and consumer reach the broker through the proxy's own
+// listener, and the proxy's /metrics shows both its own metrics and the WebSocket API's.
+func TestWebSocketOnProxy(t *testing.T) {
+	etcd, bk, broker, web := FreeAddr(t), FreeAddr(t), FreeAddr(t), FreeAddr(t)
+	sa := Start(t, "standalone", "standalone", "--data-dir", t.TempDir(), "--no-websocket",
+		"--etcd-listen", etcd, "--bookie-listen", bk, "--broker-listen", broker, "--http", web)
+	waitUp(t, sa, "magnetar standalone is up")
+	plisten, pweb := FreeAddr(t), FreeAddr(t)
+	px := Start(t, "proxy", "proxy", "--broker-service-url", "pulsar://"+broker, "--broker-web-service-url", "http://"+web,
+		"--listen", plisten, "--http", pweb, "--websocket")
+	waitUp(t, px, "proxy serving")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if c, resp, err := websocket.Dial(ctx, "ws://"+web+"/ws/v2/producer/persistent/public/default/t", nil); err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+		if c != nil {
+			c.CloseNow()
+		}
+		t.Fatalf("standalone --no-websocket: %v %v, want 404", resp, err)
+	}
+	wsExchange(t, ctx, "ws://"+pweb, "ws-proxy")
+	if body := wsMetrics(t, "http://"+pweb); !strings.Contains(body, "pulsar_proxy_active_connections") {
+		t.Error("the proxy's /metrics lacks its own metrics")
+	}
+}
+
+// waitUp waits for the line a process prints once it serves (its HTTP port listens before
+// the handlers are mounted).
+func waitUp(t *testing.T, p *Proc, banner string) {
+	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
-	for !proc.LogContains("magnetar standalone is up") {
-		if time.Now().After(deadline) || proc.Exited() {
-			t.Fatal("standalone did not come up")
+	for !p.LogContains(banner) {
+		if time.Now().After(deadline) || p.Exited() {
+			t.Fatalf("never printed %q", banner)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+}
+
+// wsExchange publishes 20 messages through a producer socket at base and receives and
+// acknowledges them, in order, through a consumer socket.
+func wsExchange(t *testing.T, ctx context.Context, base, topic string) {
+	t.Helper()
 	dial := func(path string) *websocket.Conn {
 		t.Helper()
-		c, resp, err := websocket.Dial(ctx, "ws://"+web+path, nil)
+		c, resp, err := websocket.Dial(ctx, base+path, nil)
 		if err != nil {
 			status := 0
 			if resp != nil {
@@ -44,8 +84,8 @@ func TestWebSocketOnStandalone(t *testing.T) {
 		t.Cleanup(func() { c.CloseNow() })
 		return c
 	}
-	cons := dial("/ws/v2/consumer/persistent/public/default/ws-itest/sub")
-	prod := dial("/ws/v2/producer/persistent/public/default/ws-itest")
+	cons := dial("/ws/v2/consumer/persistent/public/default/" + topic + "/sub")
+	prod := dial("/ws/v2/producer/persistent/public/default/" + topic)
 	const n = 20
 	for i := range n {
 		b, _ := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString([]byte(fmt.Sprint("m", i))),
@@ -75,7 +115,13 @@ func TestWebSocketOnStandalone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resp, err := http.Get("http://" + web + "/metrics")
+}
+
+// wsMetrics checks the WebSocket API's metrics after wsExchange (both sockets still open)
+// and returns the /metrics text.
+func wsMetrics(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,4 +133,5 @@ func TestWebSocketOnStandalone(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	return string(body)
 }

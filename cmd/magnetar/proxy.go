@@ -10,6 +10,8 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/magnetar-io/magnetar/auth"
@@ -91,10 +93,11 @@ Brokers are found in the metadata store (--metadata-url) or given (--broker-serv
 				}
 				defer store.Close()
 			}
+			reg := prometheus.NewRegistry() // the proxy's metrics and the WebSocket API's
 			pc := proxy.Config{Store: store, BrokerServiceURLs: serviceURLs, BrokerWebServiceURLs: webURLs,
 				Listen: listen, Auth: authn, BrokerAuthMethod: method, BrokerAuthData: data,
 				ForwardAuthorizationCredentials: forwardCreds, MaxConcurrentLookups: maxLookups,
-				MaxConnections: maxConns, Logger: slog.Default()}
+				MaxConnections: maxConns, Logger: slog.Default(), Registerer: reg}
 			if ts != nil && tf.listen != "" {
 				pc.ListenTLS, pc.TLS = tf.listen, ts.Config()
 			}
@@ -102,9 +105,7 @@ Brokers are found in the metadata store (--metadata-url) or given (--broker-serv
 			// protocol listeners.
 			mux := http.NewServeMux()
 			var svc *proxy.Service
-			mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				svc.MetricsHandler().ServeHTTP(w, r)
-			}))
+			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 			mountPprof(mux, authn, nil) // the proxy has no superusers: with authentication on, nobody
 			mux.Handle("/", withAuth(authn, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				svc.HTTPHandler().ServeHTTP(w, r)
@@ -133,7 +134,7 @@ Brokers are found in the metadata store (--metadata-url) or given (--broker-serv
 			if a := svc.Addr(); a != nil {
 				wsURL = "pulsar://" + a.String()
 			}
-			closeWS, err := wf.mount(mux, wsURL, authn, nil)
+			closeWS, err := wf.mount(mux, wsURL, authn, reg)
 			if err != nil {
 				return err
 			}
