@@ -46,6 +46,10 @@ type fakeBroker struct {
 	onScalable   func(fc *fakeConn, cmd *pb.BaseCommand) // test hook: types 70..78
 	connectFlags []*pb.FeatureFlags                      // every CONNECT's
 	noScalable   bool                                    // CONNECTED without supports_scalable_topics
+	// proxyThrough makes lookups answer as a proxy does: Connect to this broker URL with
+	// proxy_through_service_url; proxyTo records every CONNECT's proxy_to_broker_url.
+	proxyThrough string
+	proxyTo      []string
 }
 
 type heldReceipt struct {
@@ -182,6 +186,7 @@ func (fc *fakeConn) handle(f *pulsar.Frame) bool {
 	case pb.BaseCommand_CONNECT:
 		b.mu.Lock()
 		b.connectFlags = append(b.connectFlags, cmd.Connect.GetFeatureFlags())
+		b.proxyTo = append(b.proxyTo, cmd.Connect.GetProxyToBrokerUrl())
 		noScalable := b.noScalable
 		b.mu.Unlock()
 		fc.write(pulsar.Wrap(&pb.CommandConnected{ServerVersion: proto.String("fake"),
@@ -198,9 +203,16 @@ func (fc *fakeConn) handle(f *pulsar.Frame) bool {
 		fc.write(pulsar.Wrap(&pb.CommandPartitionedTopicMetadataResponse{RequestId: cmd.PartitionMetadata.RequestId,
 			Partitions: proto.Uint32(uint32(n)), Response: pb.CommandPartitionedTopicMetadataResponse_Success.Enum()}))
 	case pb.BaseCommand_LOOKUP:
-		fc.write(pulsar.Wrap(&pb.CommandLookupTopicResponse{RequestId: cmd.LookupTopic.RequestId,
+		b.mu.Lock()
+		through := b.proxyThrough
+		b.mu.Unlock()
+		r := &pb.CommandLookupTopicResponse{RequestId: cmd.LookupTopic.RequestId,
 			Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String(b.url),
-			Authoritative: proto.Bool(true)}))
+			Authoritative: proto.Bool(true)}
+		if through != "" {
+			r.BrokerServiceUrl, r.ProxyThroughServiceUrl = proto.String(through), proto.Bool(true)
+		}
+		fc.write(pulsar.Wrap(r))
 	case pb.BaseCommand_PRODUCER:
 		b.mu.Lock()
 		name := cmd.Producer.GetProducerName()
