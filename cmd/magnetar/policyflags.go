@@ -12,8 +12,9 @@ import (
 )
 
 // policyFlags are the broker-level policy defaults (broker.PolicyDefaults) of the broker and
-// standalone commands, under Pulsar's broker.conf keys (policyKeys), and the switch both
-// share of the pulsar_* metrics' aggregation (exposeTopicLevelMetricsInPrometheus).
+// standalone commands, under Pulsar's broker.conf keys (policyKeys), and the switches both
+// share of the pulsar_* metrics' aggregation (exposeTopicLevelMetricsInPrometheus) and of
+// replicated subscriptions (enableReplicatedSubscriptions and its snapshot settings).
 type policyFlags struct {
 	d                           broker.PolicyDefaults
 	topicLevelMetrics           bool // false: broker.Config.NamespaceLevelMetrics
@@ -26,6 +27,11 @@ type policyFlags struct {
 	markDeleteRate              float64
 	cursorFlush                 time.Duration
 	maxPartitions               int // admin.Options.MaxPartitions
+	// Replicated subscriptions (broker.Config.DisableReplicatedSubscriptions and the
+	// ReplicatedSubscriptionsSnapshot* settings).
+	replSubs                   bool
+	replSubsFreq, replSubsWait time.Duration
+	replSubsCached             int
 }
 
 func (p *policyFlags) add(f *pflag.FlagSet) {
@@ -71,6 +77,13 @@ func (p *policyFlags) add(f *pflag.FlagSet) {
 		"persists of each subscription's acknowledgement state per second; beyond it the newest is held (0: unlimited)")
 	f.DurationVar(&p.cursorFlush, "managed-ledger-cursor-position-flush", 60*time.Second,
 		"how often held acknowledgement states are persisted")
+	f.BoolVar(&p.replSubs, "enable-replicated-subscriptions", true,
+		"carry replicated subscriptions' positions to the other clusters of geo-replicated topics (snapshot markers)")
+	f.DurationVar(&p.replSubsFreq, "replicated-subscriptions-snapshot-frequency", time.Second,
+		"how often a geo-replicated topic with new data takes a snapshot across its clusters")
+	f.DurationVar(&p.replSubsWait, "replicated-subscriptions-snapshot-timeout", 30*time.Second, "a snapshot not completed by then is abandoned")
+	f.IntVar(&p.replSubsCached, "replicated-subscriptions-snapshot-max-cached-per-subscription", 10,
+		"snapshots a replicated subscription keeps while its position has not reached them")
 }
 
 // apply puts the defaults into a broker configuration.
@@ -88,6 +101,9 @@ func (p *policyFlags) apply(c *broker.Config) {
 	if p.retentionSizeMB < 0 {
 		c.ManagedLedger.RetentionSize = -1
 	}
+	c.DisableReplicatedSubscriptions = !p.replSubs
+	c.ReplicatedSubscriptionsSnapshotFrequency, c.ReplicatedSubscriptionsSnapshotTimeout = p.replSubsFreq, p.replSubsWait
+	c.ReplicatedSubscriptionsSnapshotMaxCached = p.replSubsCached
 }
 
 // quotaGB maps Pulsar's deprecated backlogQuotaDefaultLimitGB (a decimal number of GiB) to
@@ -175,4 +191,8 @@ var policyKeys = []config.Key{
 	{Name: "managedLedgerDefaultMarkDeleteRateLimit", Flag: "managed-ledger-default-mark-delete-rate-limit"},
 	{Name: "managedLedgerCursorPositionFlushSeconds", Flag: "managed-ledger-cursor-position-flush", Map: config.Seconds},
 	{Name: "exposeTopicLevelMetricsInPrometheus", Flag: "expose-topic-level-metrics-in-prometheus"},
+	{Name: "enableReplicatedSubscriptions", Flag: "enable-replicated-subscriptions"},
+	{Name: "replicatedSubscriptionsSnapshotFrequencyMillis", Flag: "replicated-subscriptions-snapshot-frequency", Map: config.Millis},
+	{Name: "replicatedSubscriptionsSnapshotTimeoutSeconds", Flag: "replicated-subscriptions-snapshot-timeout", Map: config.Seconds},
+	{Name: "replicatedSubscriptionsSnapshotMaxCachedPerSubscription", Flag: "replicated-subscriptions-snapshot-max-cached-per-subscription"},
 }
