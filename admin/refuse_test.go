@@ -23,6 +23,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/topic/topictest"
 	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/metadata/metadatatest"
+	"github.com/magnetar-io/magnetar/pulsarclient"
 )
 
 // lockedBuffer collects log lines from the HTTP server's goroutines.
@@ -253,6 +254,37 @@ func TestRefusals(t *testing.T) {
 			{"POST", "/admin/v2/namespaces/acme/ns/autoTopicCreation",
 				`{"allowAutoTopicCreation":true,"topicType":"partitioned","defaultNumPartitions":17}`, 406, "less than or equal to 16"},
 		})
+	})
+
+	t.Run("binary", func(t *testing.T) {
+		// alice may produce on acme/ns (auto-creation is on): a producer or consumer on a
+		// name Pulsar refuses fails, and creates nothing.
+		cl, err := pulsarclient.New(pulsarclient.Options{URL: "pulsar://" + sb.svc.Addr().String(), Logger: testLogger(),
+			Auth: &pulsarclient.Authentication{Method: "token", Data: func() ([]byte, error) { return []byte(alice), nil }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, name := range []string{"persistent://acme/ns/a\x00b", "persistent://acme/ns/a\r\nb", "persistent://acme/ns/" + long,
+			"persistent://acme/ns/..", "persistent://acme/../x", "persistent://../ns/x"} {
+			if p, err := cl.CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: name, DisableBatching: true}); err == nil {
+				p.Close(ctx)
+				t.Errorf("a producer on %.60q was created", name)
+			} else if !strings.Contains(err.Error(), "InvalidTopicName") && !strings.Contains(err.Error(), "invalid name") {
+				t.Errorf("producer on %.60q: %v, want InvalidTopicName", name, err)
+			}
+		}
+		// The same role on a valid name auto-creates it (restored below: the snapshot).
+		p, err := cl.CreateProducer(ctx, pulsarclient.ProducerOptions{Topic: "persistent://acme/ns/valid", DisableBatching: true})
+		if err != nil {
+			t.Fatalf("a producer on a valid name: %v", err)
+		}
+		p.Close(ctx)
+		if err := sb.svc.DeleteTopic(ctx, "persistent://acme/ns/valid", true); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("roles", func(t *testing.T) {
