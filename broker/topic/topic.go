@@ -427,6 +427,9 @@ func (t *Topic) LastMessageID(ctx context.Context) (MessageID, error) {
 	}
 	msgs := 1
 	if len(es) == 1 && es[0].Position == pos {
+		if infoOf(es[0].Data).marker {
+			return t.lastReadable(ctx, nil) // markers are never read (replsub.go)
+		}
 		msgs = infoOf(es[0].Data).msgs
 		if m, err := parseMeta(es[0].Data); err == nil && m.NumMessagesInBatch == nil {
 			msgs = 0 // not a batch
@@ -451,7 +454,7 @@ func emptyAt(st mledger.Stats) MessageID {
 }
 
 // lastReadable walks back from the last entry (or from before the read bound) over entries
-// of aborted transactions, to the last entry a reader is given.
+// of aborted transactions and markers, to the last entry a reader is given.
 func (t *Topic) lastReadable(ctx context.Context, bound *Position) (MessageID, error) {
 	st, err := t.log.Stats(ctx)
 	if err != nil {
@@ -484,6 +487,10 @@ func (t *Topic) lastReadable(ctx context.Context, bound *Position) (MessageID, e
 			break // trimmed meanwhile: answer what was found last
 		}
 		if id, ok, _ := splitTxn(es[0].Data); ok && t.isAborted(id) {
+			pos = prev(pos)
+			continue
+		}
+		if infoOf(es[0].Data).marker {
 			pos = prev(pos)
 			continue
 		}

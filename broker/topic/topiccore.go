@@ -665,7 +665,12 @@ func (c *topicCore) added(op *pubOp, pos Position, err error, nowMs int64) {
 		c.maybeUnfence()
 		return
 	}
-	c.last, c.lastMsgs, c.lastPublish = pos, op.m.NumMessages, nowMs
+	c.lastPublish = nowMs
+	if !isMarkerProducer(op.p) && !op.m.Origin.Marker {
+		// A marker is never given to a reader: the last message id is the last data entry
+		// (else a reader's HasNext never ends, Pulsar's getLastDispatchablePosition).
+		c.last, c.lastMsgs = pos, op.m.NumMessages
+	}
 	n, size := int64(op.m.NumMessages), int64(len(op.m.Data))
 	c.rateIn.add(n, size)
 	op.p.msgsIn += n
