@@ -106,11 +106,11 @@ func (c *markerConn) Send(cmd *pb.BaseCommand) {
 	}
 }
 func (c *markerConn) SendMessage(*pb.BaseCommand, []byte) {}
-func (c *markerConn) ProducerClosed(*Producer)           {}
-func (c *markerConn) ConsumerClosed(*Consumer)           {}
-func (c *markerConn) PublishDone()                       {}
-func (c *markerConn) RemoteAddr() string                 { return "" }
-func (c *markerConn) ClientVersion() string              { return "" }
+func (c *markerConn) ProducerClosed(*Producer)            {}
+func (c *markerConn) ConsumerClosed(*Consumer)            {}
+func (c *markerConn) PublishDone()                        {}
+func (c *markerConn) RemoteAddr() string                  { return "" }
+func (c *markerConn) ClientVersion() string               { return "" }
 
 // isMarkerProducer reports whether p is the topic's own marker producer (its entries are
 // not deduplicated).
