@@ -3,7 +3,9 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +130,11 @@ func TestReplicatedSubscription(t *testing.T) {
 	}
 	if !st.Subscriptions["rs"].IsReplicated {
 		t.Fatalf("east's stats: rs isReplicated false")
+	}
+	rec := httptest.NewRecorder()
+	east.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if m := `pulsar_replicated_subscriptions_pending_snapshots{cluster="east"}`; !strings.Contains(rec.Body.String(), m) {
+		t.Fatalf("east's metrics lack %s", m)
 	}
 
 	send(n/2, n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
@@ -46,6 +47,8 @@ type subsController struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// pending is the controller's snapshots in progress, for the metrics (written by run).
+	pending atomic.Int64
 
 	// Owned by run.
 	ctl     *replsub.Controller
@@ -107,6 +110,7 @@ func (c *subsController) run() {
 // perform does what the controller asks for.
 func (c *subsController) perform() {
 	r := c.ctl.Ready()
+	c.pending.Store(int64(c.ctl.Pending()))
 	for _, w := range r.Writes {
 		c.writes.Push(w)
 	}

@@ -114,15 +114,30 @@ var metricDescs = func() map[string]*prometheus.Desc {
 	return m
 }()
 
+// pendingSnapshotsDesc is Pulsar's gauge of the replicated subscriptions' snapshots in
+// progress, summed over the loaded topics.
+var pendingSnapshotsDesc = prometheus.NewDesc("pulsar_replicated_subscriptions_pending_snapshots",
+	"Snapshots of replicated subscriptions in progress", []string{"cluster"}, nil)
+
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range metricDescs {
 		ch <- d
 	}
+	ch <- pendingSnapshotsDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if c.h.cfg.ReplSubs.Enabled {
+		c.h.mu.Lock()
+		pending := int64(0)
+		for _, s := range c.h.mu.subs {
+			pending += s.pending.Load()
+		}
+		c.h.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(pendingSnapshotsDesc, prometheus.GaugeValue, float64(pending), c.h.cfg.LocalCluster)
+	}
 	c.h.Topics(func(t *topic.Topic) {
 		n := t.Name()
 		for remote, v := range c.h.topicStats(ctx, t) {
