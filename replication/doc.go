@@ -133,6 +133,11 @@
 //   - R9 an entry read past the namespace's message TTL is not sent (it is acknowledged, as
 //     Pulsar's replicator expires it) (mutation: entries past the message TTL sent).
 //
+// The replicated subscriptions' protocol that these markers carry (snapshots of the
+// topic's positions across its clusters, and the subscriptions' updates) is package
+// replication/replsub; the owner hands it the markers its remote cluster published as it
+// reads them (broker/replhost does).
+//
 // Limits: markers are sent at least once (the remote does not deduplicate them; a repeated
 // snapshot request or update is harmless). An entry skipped by a forward reset may stay
 // missing on the remote even after a later backward reset sends it again: the remote's
