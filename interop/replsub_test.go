@@ -46,7 +46,8 @@ func geoClusters(t *testing.T) (east, west *cluster) {
 // in east; the consumer acknowledges the first half; once the subscription's position has
 // reached west, the second half is published and a consumer of the same subscription in
 // west starts at the first unacknowledged message and gets the second half in order. No
-// marker reaches either consumer.
+// marker reaches either consumer, and a reader's HasNext ends although markers follow the
+// last message.
 func TestReplicatedSubscriptionClient(t *testing.T) {
 	east, west := geoClusters(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -62,11 +63,14 @@ func TestReplicatedSubscriptionClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var lastSent pulsar.MessageID
 	send := func(from, to int) {
 		for i := from; i < to; i++ {
-			if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(strconv.Itoa(i))}); err != nil {
+			id, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(strconv.Itoa(i))})
+			if err != nil {
 				t.Fatal(err)
 			}
+			lastSent = id
 		}
 	}
 	send(0, n/2)
@@ -137,5 +141,43 @@ func TestReplicatedSubscriptionClient(t *testing.T) {
 		if err := moved.Ack(m); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// Markers follow the last message in east's log (the snapshots after it): a reader from
+	// the earliest message gets the n messages, and then HasNext says there is no more (the
+	// last message id is the last data message's, not a marker's).
+	for {
+		is, err := east.broker.InternalStats(ctx, topic)
+		var l, e int64
+		if err == nil {
+			if _, err := fmt.Sscanf(is.LastConfirmedEntry, "%d:%d", &l, &e); err == nil &&
+				(l > lastSent.LedgerID() || l == lastSent.LedgerID() && e > lastSent.EntryID()) {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no marker after the last message %v in east", lastSent)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	reader, err := east.client().CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	got := 0
+	for reader.HasNext() {
+		m, err := reader.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", got, err)
+		}
+		if string(m.Payload()) != strconv.Itoa(got) {
+			t.Fatalf("reader: message %d is %q", got, m.Payload())
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("the reader got %d messages, want %d", got, n)
 	}
 }
