@@ -60,11 +60,22 @@ func findVersitygw(t testing.TB) string {
 	return ""
 }
 
-// StartS3 starts versitygw over a new directory with the bucket "offload" and stops it at
-// the end of the test. It skips the test if versitygw is not installed (see findVersitygw).
+// StartS3 starts versitygw over a new directory (under $MAGNETAR_S3_DIR if set, else the
+// test's temporary directory) with the bucket "offload" and stops it at the end of the test.
+// It skips the test if versitygw is not installed (see findVersitygw).
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
-	s := &S3Server{t: t, bin: findVersitygw(t), Dir: t.TempDir(), Addr: FreeAddr(t),
+	dir := t.TempDir()
+	if parent := os.Getenv("MAGNETAR_S3_DIR"); parent != "" {
+		// Another file system for the objects (a benchmark separating the object store's
+		// disk from the bookie's).
+		var err error
+		if dir, err = os.MkdirTemp(parent, "versitygw-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	s := &S3Server{t: t, bin: findVersitygw(t), Dir: dir, Addr: FreeAddr(t),
 		Access: "magnetar", Secret: "magnetar-test-secret", Bucket: "offload",
 		Log: filepath.Join(t.TempDir(), "versitygw.log")}
 	s.Start()
@@ -276,4 +287,17 @@ func WaitAdmin(t testing.TB, httpURL string, d time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond) // polled: the process says nothing when it is ready
 	}
+}
+
+// CPUTime returns the CPU time (user and system) the running server has used so far (0 if
+// stopped).
+func (s *S3Server) CPUTime() time.Duration {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	return statCPU(b)
 }

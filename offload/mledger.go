@@ -12,6 +12,10 @@ import (
 	"github.com/magnetar-io/magnetar/mledger"
 )
 
+// offloadReadBytes is about how many bytes of entries an offload reads from the bookies at
+// a time.
+const offloadReadBytes = 1 << 20
+
 // maxOpenHandles bounds the read handles (each holds one ledger's index) a ManagedLedgerPort
 // keeps open.
 const maxOpenHandles = 1024
@@ -50,7 +54,7 @@ func NewManagedLedgerPort(o *Offloader, driver string) *ManagedLedgerPort {
 func (p *ManagedLedgerPort) Driver() string { return p.driver }
 
 // Offload implements mledger.Offloader: it offloads entries 0..req.Entries-1 read through r
-// in batches of about one block's worth, and returns no driver metadata (the objects are
+// in batches of about a block's worth (at most offloadReadBytes), and returns no driver metadata (the objects are
 // named by the ledger id and attempt alone).
 func (p *ManagedLedgerPort) Offload(ctx context.Context, req mledger.OffloadRequest, r mledger.EntryReader) (map[string]string, error) {
 	id, err := parseAttempt(req.UUID)
@@ -64,8 +68,11 @@ func (p *ManagedLedgerPort) Offload(ctx context.Context, req mledger.OffloadRequ
 	if req.ManagedLedger != "" {
 		md.Custom = map[string][]byte{"ManagedLedgerName": []byte(req.ManagedLedger)}
 	}
+	// Reads of a block's worth, at most offloadReadBytes: each read batch is held in memory
+	// beside the block buffer, and its response shares the bookie connection with the adds of
+	// the topic's current ledger (a large one holds their acknowledgements back).
 	avg := max(1, req.Size/req.Entries)
-	batch := int(min(1000, max(1, int64(p.o.opts.MaxBlockSize)/avg)))
+	batch := int(min(1000, max(1, min(int64(p.o.opts.MaxBlockSize), offloadReadBytes)/avg)))
 	_, err = p.o.Offload(ctx, req.LedgerID, id, md, RangeEntries(r.ReadEntries, req.Entries-1, batch))
 	return nil, err
 }

@@ -40,7 +40,8 @@ func TestManagedLedgerPort(t *testing.T) {
 	if _, err := p.Offload(ctx, req, src); err != nil {
 		t.Fatal(err)
 	}
-	// About one block's worth of entries per read: 2048 / (average 200 bytes) ≈ 10.
+	// About one block's worth of entries per read (a block is smaller than offloadReadBytes
+	// here): 2048 / (average 200 bytes) ≈ 10.
 	if maxBatch < 5 || maxBatch > 20 {
 		t.Fatalf("entries read in batches of up to %d", maxBatch)
 	}
@@ -89,5 +90,31 @@ func TestManagedLedgerPort(t *testing.T) {
 	bad.Entries = 0
 	if _, err := p.Offload(ctx, bad, src); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("empty ledger: %v", err)
+	}
+}
+
+// With blocks larger than offloadReadBytes, an offload reads the bookies in batches of about
+// offloadReadBytes, not a block's worth.
+func TestManagedLedgerPortReadBatchCapped(t *testing.T) {
+	ctx := context.Background()
+	o := newTestOffloader(t, memblob.OpenBucket(nil), Options{MaxBlockSize: 16 << 20})
+	p := NewManagedLedgerPort(o, "aws-s3")
+	payloads := randomPayloads(41, 400, 64<<10) // about 32 KiB each, 12.5 MiB in all
+	md := metadataOf(payloads)
+	var maxBytes int
+	src := readerFunc(func(_ context.Context, first, last int64) ([][]byte, error) {
+		n := 0
+		for _, e := range payloads[first : last+1] {
+			n += len(e)
+		}
+		maxBytes = max(maxBytes, n)
+		return payloads[first : last+1], nil
+	})
+	req := mledger.OffloadRequest{LedgerID: 41, UUID: uuid.NewString(), Entries: md.LastEntryID + 1, Size: md.Length}
+	if _, err := p.Offload(ctx, req, src); err != nil {
+		t.Fatal(err)
+	}
+	if maxBytes > 2*offloadReadBytes {
+		t.Fatalf("a read of %d bytes from the bookies; want about %d", maxBytes, offloadReadBytes)
 	}
 }
