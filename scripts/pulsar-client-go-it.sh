@@ -47,8 +47,8 @@ END
 # COMPAT.md has the causes). A failure not listed fails the run; a listed test that passes is
 # reported, not failed.
 KNOWN_FAILURES=$(cat <<'END'
-pulsar TestNegativeAckPrecisionBitCnt timing: redelivery within 150 ms of the nack delay; 22 and 44 ms late in two of three runs on a loaded 2-core machine
-pulsar TestBatchDelayMessage order: the consumer may get a message before its producer's SEND_RECEIPT (Pulsar's broker sends the receipt before it wakes the cursors); failed in one of three runs
+pulsar TestNegativeAckPrecisionBitCnt timing: redelivery within 150 ms of the nack delay; 22 and 44 ms late in two of four runs on a loaded 2-core machine
+pulsar TestBatchDelayMessage order: the consumer may get a message before its producer's SEND_RECEIPT (Pulsar's broker sends the receipt before it wakes the cursors); failed in two of four runs
 pulsaradmin/pkg/admin TestGetLeaderBroker no leader broker with loadBalancerEnabled=false (Pulsar elects one regardless): 503
 pulsaradmin/pkg/admin TestUpdateDynamicConfiguration no dynamic broker configuration (/admin/v2/brokers/configuration): 404
 pulsaradmin/pkg/admin TestSetTopicAutoCreation reasons differ from Pulsar's; a missing tenant answers 403 to a non-superuser where Pulsar answers 404 "Tenant does not exist"
@@ -364,7 +364,8 @@ echo "listing the tests"
 echo "go test ${args[*]} ${pkgs[*]} (in $src)"
 start=$SECONDS
 rc=0
-(cd "$src" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go test -json "${args[@]}" "${pkgs[@]}" 2>&1) |
+# The tests' exit status is the summariser's to decide (known failures fail go test too).
+{ (cd "$src" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go test -json "${args[@]}" "${pkgs[@]}" 2>&1) || true; } |
 	(cd "$work" && GOFLAGS= go run ./summarise.go "$module" "$work/test.log" "$SKIPPED" "$KNOWN_FAILURES" "$KNOWN_CRASHES" "$work/list.json") || rc=$?
 echo "suite time: $((SECONDS - start))s; log: $work/test.log; standalone log: $work/standalone.log"
 if [ $rc -eq 0 ] && [ -z "${PCG_WORK:-}" ]; then
