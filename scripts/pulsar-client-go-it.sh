@@ -139,7 +139,8 @@ trap stop EXIT
 
 echo "waiting for the standalone (log: $work/standalone.log)"
 deadline=$((SECONDS + 120))
-until curl -sf -o /dev/null http://localhost:8080/metrics; do
+admin() { "$bin" admin --config "$work/client.conf" "$@"; }
+until admin tenants list >/dev/null 2>&1; do
 	if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
 		echo "the standalone did not come up:" >&2
 		tail -50 "$work/standalone.log" >&2
@@ -148,7 +149,6 @@ until curl -sf -o /dev/null http://localhost:8080/metrics; do
 	sleep 1
 done
 
-admin() { "$bin" admin --config "$work/client.conf" "$@"; }
 admin tenants update public --admin-roles anonymous
 admin namespaces grant-permission public/default --actions produce,consume --role anonymous
 admin tenants create private
