@@ -40,15 +40,21 @@ async function run(n) {
       if (got.length === n) done();
     };
   });
+  // At most window sends are in flight (the producer socket's queue holds 1000).
+  const window = 500;
+  let sent = 0;
+  const send = () => {
+    for (; sent < n && sent - receipts.length < window; sent++) {
+      prod.send(JSON.stringify({payload: enc('héllo ' + sent + ' ✓'), properties: {i: String(sent)}, context: 'c' + sent}));
+    }
+  };
   const acked = new Promise(done => {
     prod.onmessage = ev => {
       receipts.push(JSON.parse(ev.data));
-      if (receipts.length === n) done();
+      if (receipts.length === n) done(); else send();
     };
   });
-  for (let i = 0; i < n; i++) {
-    prod.send(JSON.stringify({payload: enc('héllo ' + i + ' ✓'), properties: {i: String(i)}, context: 'c' + i}));
-  }
+  send();
   await Promise.all([received, acked]);
   let bad = [];
   for (let i = 0; i < n; i++) {
@@ -73,8 +79,8 @@ func chromium() string {
 }
 
 // TestWebSocketBrowser: a real browser (headless Chromium) loads a page whose JavaScript
-// publishes 300 UTF-8 messages through a producer socket and receives and acknowledges them
-// through a consumer socket: every receipt is ok and in order, every message arrives in
+// publishes 10,000 UTF-8 messages (at most 500 unacknowledged) through a producer socket
+// and receives and acknowledges them through a consumer socket: every receipt is ok and in order, every message arrives in
 // order, byte-identical (decoded as UTF-8) with its properties, under the id its receipt
 // named. Skipped without Chromium unless MAGNETAR_REQUIRE_CHROMIUM=1.
 func TestWebSocketBrowser(t *testing.T) {
@@ -89,7 +95,7 @@ func TestWebSocketBrowser(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		io.WriteString(w, browserPage) //nolint:errcheck // the browser went away
 	}))
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := ctxT(t, 4*time.Minute)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path),
 		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
 		chromedp.DisableGPU)
@@ -100,7 +106,7 @@ func TestWebSocketBrowser(t *testing.T) {
 	if _, err := chromedp.Run(bctx, chromedp.Navigate(wc.srv.URL+"/")); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	out, err := chromedp.Run(bctx, chromedp.Evaluate[string](`run(300)`, chromedp.EvalAwaitPromise))
+	out, err := chromedp.Run(bctx, chromedp.Evaluate[string](`run(10000)`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
@@ -111,7 +117,7 @@ func TestWebSocketBrowser(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("page result %q: %v", out, err)
 	}
-	if res.Received != 300 || res.Receipts != 300 || len(res.Bad) > 0 {
+	if res.Received != 10000 || res.Receipts != 10000 || len(res.Bad) > 0 {
 		t.Fatalf("page result: %+v", res)
 	}
 }
