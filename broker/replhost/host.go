@@ -86,6 +86,13 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 		return
 	}
 	reps, known := h.mu.topics[t]
+	if !known && !hasRemote(clusters, h.cfg.LocalCluster) {
+		// Not replicated: the topic costs the host nothing (no goroutine, no entry), but a
+		// replication cursor left by a cluster removed meanwhile is dropped as it loads.
+		h.mu.Unlock()
+		h.dropOrphanCursors(ctx, t, clusters)
+		return
+	}
 	if !known {
 		reps = map[string]*replicator{}
 		h.mu.topics[t] = reps
@@ -150,6 +157,16 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 			h.mu.Unlock()
 		}
 	}
+}
+
+// hasRemote reports whether clusters names a cluster other than local.
+func hasRemote(clusters []string, local string) bool {
+	for _, c := range clusters {
+		if c != "" && c != local {
+			return true
+		}
+	}
+	return false
 }
 
 // dropOrphanCursors deletes the replication cursors of topic t (just loaded) whose
