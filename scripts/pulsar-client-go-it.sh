@@ -149,7 +149,7 @@ until admin tenants list >/dev/null 2>&1; do
 	sleep 1
 done
 
-admin tenants update public --admin-roles anonymous
+admin tenants update public -r anonymous
 admin namespaces grant-permission public/default --actions produce,consume --role anonymous
 admin tenants create private
 admin namespaces create private/auth

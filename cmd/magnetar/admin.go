@@ -195,8 +195,8 @@ func newAdminTenantsCmd(a *adminClient) *cobra.Command {
 		return a.done(cmd, "updated tenant "+args[0])
 	})
 	for _, sub := range []*cobra.Command{create, update} {
-		sub.Flags().StringSliceVar(&roles, "admin-roles", nil, "admin roles (comma-separated)")
-		sub.Flags().StringSliceVar(&clusters, "allowed-clusters", nil, "allowed clusters (default: the broker's)")
+		sub.Flags().StringSliceVarP(&roles, "admin-roles", "r", nil, "admin roles (comma-separated)")
+		sub.Flags().StringSliceVarP(&clusters, "allowed-clusters", "c", nil, "allowed clusters (default: the broker's)")
 	}
 	c.AddCommand(
 		leaf("list", "List tenants", 0, func(cmd *cobra.Command, _ []string) error {

@@ -38,6 +38,7 @@ func TestAdminRequests(t *testing.T) {
 		out  string // a line of the output ("" : not checked)
 	}{
 		{[]string{"tenants", "create", "acme", "--admin-roles", "ops"}, `PUT /admin/v2/tenants/acme {"adminRoles":["ops"],"allowedClusters":[]}`, "created tenant acme"},
+		{[]string{"tenants", "update", "acme", "-r", "ops,dev", "-c", "west"}, `POST /admin/v2/tenants/acme {"adminRoles":["ops","dev"],"allowedClusters":["west"]}`, "updated tenant acme"},
 		{[]string{"tenants", "get", "acme"}, `GET /admin/v2/tenants/acme `, `  "a": [`},
 		{[]string{"namespaces", "create", "acme/ns", "--bundles", "8"}, `PUT /admin/v2/namespaces/acme/ns {"bundles":{"numBundles":8}}`, ""},
 		{[]string{"namespaces", "delete", "acme/ns", "--force"}, `DELETE /admin/v2/namespaces/acme/ns?force=true `, ""},
