@@ -25,7 +25,8 @@ import (
 //     alternating repetitions, medians (target: S3 ≥ 0.5 × bookie);
 //   - publish: the same bytes published to a topic whose ledgers are offloaded as soon as
 //     they close (topic offload policies: threshold 1 byte, deletion lag 1 ms), against a
-//     topic with offload off; three alternating repetitions, medians (target: ≤ 10% slower).
+//     topic with offload off; three alternating repetitions, medians (target: ≤ 10% slower),
+//     and the rate of the offloads each publish with offload started.
 //
 // Run it without the race detector:
 //
@@ -33,7 +34,11 @@ import (
 //
 // MAGNETAR_BENCH_OFFLOAD_PROFILE=<file> writes a 4 s CPU profile of the standalone taken
 // during the first publish with offload. MAGNETAR_BENCH_OFFLOAD_MSG sets the message size (default 1024 bytes),
-// MAGNETAR_BENCH_OFFLOAD_BLOCK the S3 block size (default 16 MiB; Pulsar's is 64 MiB).
+// MAGNETAR_BENCH_OFFLOAD_BLOCK the S3 block size (default 16 MiB; Pulsar's is 64 MiB),
+// MAGNETAR_BENCH_OFFLOAD_RATE managedLedgerOffloadFlowPermitsPerSecond (bytes/s; default the
+// broker's, offload.DefaultFlowPermitsPerSecond; -1: no bound). After each publish with offload
+// the test waits for its offloads to end (so they do not run into the next measurement) and
+// reports their rate: the offloaded bytes over the time from the publish's start.
 // Ledgers are an eighth of the backlog (at least 8 MB).
 func TestBenchOffload(t *testing.T) {
 	mib, _ := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_OFFLOAD"))
@@ -44,14 +49,19 @@ func TestBenchOffload(t *testing.T) {
 	block := envBytes("MAGNETAR_BENCH_OFFLOAD_BLOCK", 16<<20)
 	n := uint64(int64(mib) << 20 / int64(size))
 	// Ledgers of an eighth of the backlog: offloads run while a publish run goes on.
-	st := startOffloadStandalone(t, "--managed-ledger-max-size-per-ledger-mbytes", fmt.Sprint(max(8, mib/8)),
-		"--s3-managed-ledger-offload-max-block-size-in-bytes", fmt.Sprint(block))
+	args := []string{"--managed-ledger-max-size-per-ledger-mbytes", fmt.Sprint(max(8, mib/8)),
+		"--s3-managed-ledger-offload-max-block-size-in-bytes", fmt.Sprint(block)}
+	if r := os.Getenv("MAGNETAR_BENCH_OFFLOAD_RATE"); r != "" {
+		args = append(args, "--managed-ledger-offload-flow-permits-per-second", r)
+	}
+	st := startOffloadStandalone(t, args...)
 	a := st.admin(t)
 	cl := st.client(t)
 	ctx := ctxT(t, 60*time.Minute)
 	offloadAsap := utils.OffloadPolicies{ManagedLedgerOffloadThresholdInBytes: 1, ManagedLedgerOffloadDeletionLagInMillis: 1}
 
-	profiledOnce := false // MAGNETAR_BENCH_OFFLOAD_PROFILE: one profile, of the first publish with offload
+	var offloadRates []float64 // MiB/s of the offloads of each publish with offload
+	profiledOnce := false      // MAGNETAR_BENCH_OFFLOAD_PROFILE: one profile, of the first publish with offload
 	// publish sends messages 0..n-1 to topic (after setting its offload policies, if any) and
 	// returns the rate in MiB/s.
 	publish := func(topic string, pol *utils.OffloadPolicies) float64 {
@@ -88,6 +98,33 @@ func TestBenchOffload(t *testing.T) {
 			<-profiled
 		}
 		t.Logf("  %s: %v; CPU: standalone %v, S3 server %v", topic, d.Round(time.Millisecond), st.proc.CPUTime()-cpuB, st.s3.CPUTime()-cpuS)
+		if pol != nil {
+			// The offloads the publish started run behind it (at most at the throttle's rate):
+			// wait for them, so that they do not run into the next measurement, and report
+			// their rate (the offloaded bytes over the time from the publish's start).
+			tn, _ := utils.GetTopicName(topic)
+			var bytes int64
+			for deadline := time.Now().Add(30 * time.Minute); ; {
+				ls := internalLedgers(t, a, *tn)
+				done := true
+				bytes = 0
+				for _, l := range ls[:len(ls)-1] { // the last one is open
+					done = done && l.Offloaded
+					bytes += l.Size
+				}
+				if done {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the closed ledgers were not offloaded", topic)
+				}
+				time.Sleep(100 * time.Millisecond) // polled from the internal stats
+			}
+			od := time.Since(t0)
+			offloadRates = append(offloadRates, float64(bytes)/(1<<20)/od.Seconds())
+			t.Logf("  %s: %s offloaded %v after the publish's start (%.1f MiB/s); CPU since: standalone %v, S3 server %v",
+				topic, mb(float64(bytes)), od.Round(time.Millisecond), offloadRates[len(offloadRates)-1], st.proc.CPUTime()-cpuB, st.s3.CPUTime()-cpuS)
+		}
 		return float64(n*uint64(size)) / (1 << 20) / d.Seconds()
 	}
 	// drain reads topic from the earliest message with a new subscription and returns the
@@ -175,7 +212,8 @@ func TestBenchOffload(t *testing.T) {
 		t.Logf("publish %d: offload off %.1f MiB/s, on %.1f MiB/s (%v ledgers offloaded meanwhile)", i+1, off[i], on[i],
 			st.metric(t, "magnetar_offload_ledgers_total")-ledgers0)
 	}
-	t.Logf("publish medians: offload off %.1f MiB/s, on %.1f MiB/s, on ÷ off %.2f (target ≥ 0.9)", median(off), median(on), median(on)/median(off))
+	t.Logf("publish medians: offload off %.1f MiB/s, on %.1f MiB/s, on ÷ off %.2f (target ≥ 0.9); offload rates %.1f MiB/s",
+		median(off), median(on), median(on)/median(off), offloadRates)
 }
 
 // setTopicOffload sets topic's offload policies with pulsaradmin.

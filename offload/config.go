@@ -96,7 +96,17 @@ type Config struct {
 	ReadPriority             ReadPriority // managedLedgerDataReadPriority (broker.conf), managedLedgerOffloadedReadPriority (policies)
 	ReadCacheSizeInBytes     int64        // managedLedgerOffloadReadCacheSizeInBytes (Magnetar) [2 blocks]
 	ReadAheadBlocks          int          // managedLedgerOffloadReadAheadBlocks (Magnetar) [1]
+	// FlowPermitsPerSecond bounds the bytes per second all the broker's offloads read from the
+	// bookies together (managedLedgerOffloadFlowPermitsPerSecond; <= 0: no bound) [DefaultFlowPermitsPerSecond].
+	FlowPermitsPerSecond int64
 }
+
+// DefaultFlowPermitsPerSecond is Magnetar's default managedLedgerOffloadFlowPermitsPerSecond
+// (Pulsar's is -1, no bound): offloading competes with the publish path for CPU (reading the
+// bookie, building and checksumming blocks, signing and sending uploads), and at this rate it
+// takes a small enough share of a small machine's cores that publishing stays within 10% of its
+// rate without offload (docs/BENCHMARKS-RESULTS.md, tiered storage).
+const DefaultFlowPermitsPerSecond = 8 << 20
 
 // Defaults returns Pulsar's defaults (offload disabled).
 func Defaults() Config {
@@ -110,6 +120,7 @@ func Defaults() Config {
 		OffloadersDirectory:      "./offloaders",
 		ReadPriority:             TieredStorageFirst,
 		ReadAheadBlocks:          1,
+		FlowPermitsPerSecond:     DefaultFlowPermitsPerSecond,
 	}
 }
 
@@ -197,6 +208,8 @@ var configKeys = []configKey{
 		c.ReadAheadBlocks = n
 		return nil
 	}},
+	// Pulsar's key (its ManagedLedgerConfig's offload read throttle), in bytes per second.
+	{"managedLedgerOffloadFlowPermitsPerSecond", i64(func(c *Config) *int64 { return &c.FlowPermitsPerSecond })},
 }
 
 // ConfigKeys returns the keys Set takes, in a fixed order.
@@ -416,7 +429,8 @@ func (c *Config) Validate() error {
 // Options derives the Offloader options from a valid configuration.
 func (c *Config) Options() Options {
 	n, _ := c.EffectiveMaxBlockSize()
-	o := Options{MaxBlockSize: int(n), CacheSize: c.ReadCacheSizeInBytes, ReadAheadBlocks: c.ReadAheadBlocks}
+	o := Options{MaxBlockSize: int(n), CacheSize: c.ReadCacheSizeInBytes, ReadAheadBlocks: c.ReadAheadBlocks,
+		OffloadBytesPerSecond: c.FlowPermitsPerSecond}
 	if c.kind() == kindS3 {
 		o.PartSize = max(int(n), s3MinBlockSize)
 	}

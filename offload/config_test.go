@@ -84,6 +84,19 @@ func TestConfigSet(t *testing.T) {
 	if Defaults().ReadPriority.String() != "tiered-storage-first" {
 		t.Fatal("default read priority is not Pulsar's")
 	}
+	// The offload throttle: Magnetar's default unless set, -1 (Pulsar's "no bound") passes
+	// through to the Offloader as no bound.
+	if d := Defaults(); d.FlowPermitsPerSecond != DefaultFlowPermitsPerSecond || d.Options().OffloadBytesPerSecond != DefaultFlowPermitsPerSecond {
+		t.Fatalf("default throttle %d, options %d", d.FlowPermitsPerSecond, d.Options().OffloadBytesPerSecond)
+	}
+	for v, want := range map[string]int64{"1048576": 1 << 20, "-1": -1} {
+		if _, err := c.Set("managedLedgerOffloadFlowPermitsPerSecond", v); err != nil || c.Options().OffloadBytesPerSecond != want {
+			t.Fatalf("managedLedgerOffloadFlowPermitsPerSecond=%s: options %d, %v", v, c.Options().OffloadBytesPerSecond, err)
+		}
+	}
+	if _, err := c.Set("managedLedgerOffloadFlowPermitsPerSecond", "fast"); !errors.As(err, &ce) || ce.Key != "managedLedgerOffloadFlowPermitsPerSecond" {
+		t.Fatalf("bad throttle: %v", err)
+	}
 	for _, k := range ConfigKeys() {
 		if known, _ := c.Set(k, ""); !known {
 			t.Fatalf("ConfigKeys lists %s, which Set does not know", k)

@@ -119,5 +119,17 @@
 // # Concurrency
 //
 // Offloader and ReadHandle are safe for concurrent use. Offloader.mu guards the cache and
-// the in-flight fetches and is a leaf lock.
+// the in-flight fetches and is a leaf lock; Throttle.mu guards a throttle's token bucket and
+// is a leaf lock too.
+//
+// # Throttle
+//
+// Offloading costs CPU (reading the ledger back from the bookies, building and checksumming
+// blocks, signing and sending the uploads) that the publish path needs on a small machine.
+// Options.OffloadBytesPerSecond (broker.conf's managedLedgerOffloadFlowPermitsPerSecond, the
+// name of Pulsar's offload read throttle; Config defaults it to DefaultFlowPermitsPerSecond,
+// -1 for none) bounds the bytes per second that all the managed ledgers' offloads through one
+// Offloader read from the bookies together: ManagedLedgerPort.Offload waits on the Offloader's
+// Throttle before each bookie read, charged with the read's estimated bytes (the ledger's
+// average entry size times the entries). Reads of offloaded data are not throttled.
 package offload

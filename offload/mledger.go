@@ -73,7 +73,17 @@ func (p *ManagedLedgerPort) Offload(ctx context.Context, req mledger.OffloadRequ
 	// the topic's current ledger (a large one holds their acknowledgements back).
 	avg := max(1, req.Size/req.Entries)
 	batch := int(min(1000, max(1, min(int64(p.o.opts.MaxBlockSize), offloadReadBytes)/avg)))
-	_, err = p.o.Offload(ctx, req.LedgerID, id, md, RangeEntries(r.ReadEntries, req.Entries-1, batch))
+	// Each read first waits for the Offloader's throttle (Options.OffloadBytesPerSecond), charged
+	// with the batch's estimated bytes, as Pulsar charges managedLedgerOffloadFlowPermitsPerSecond:
+	// reading, building blocks, checksumming and uploading then all run at most at its rate,
+	// and leave the CPU to the publish path.
+	read := func(ctx context.Context, first, last int64) ([][]byte, error) {
+		if err := p.o.throttle.Wait(ctx, (last-first+1)*avg); err != nil {
+			return nil, err
+		}
+		return r.ReadEntries(ctx, first, last)
+	}
+	_, err = p.o.Offload(ctx, req.LedgerID, id, md, RangeEntries(read, req.Entries-1, batch))
 	return nil, err
 }
 

@@ -44,6 +44,10 @@ type Options struct {
 	ReadAheadBlocks int
 	// ReadConcurrency bounds the ranged GETs in flight. Default DefaultReadConcurrency.
 	ReadConcurrency int
+	// OffloadBytesPerSecond bounds the rate at which the managed ledgers' offloads through
+	// this Offloader (ManagedLedgerPort.Offload) read ledgers from the bookies, all of them
+	// together (Pulsar's managedLedgerOffloadFlowPermitsPerSecond). <= 0: no bound.
+	OffloadBytesPerSecond int64
 	// UserMetadata is added to both objects' user metadata (keys are stored lowercased).
 	UserMetadata map[string]string
 	// Registerer receives the metrics; nil: not registered.
@@ -105,6 +109,7 @@ type Offloader struct {
 	ctx        context.Context // ends at Close; fetch goroutines run under it
 	cancel     context.CancelFunc
 	sem        chan struct{} // one token per ranged GET in flight
+	throttle   *Throttle     // bounds the offloads' bookie reads (nil: no bound)
 	wg         sync.WaitGroup
 
 	// mu guards the fields below. It is a leaf lock: nothing else is locked under it.
@@ -136,6 +141,9 @@ func newOffloader(bucket *blob.Bucket, owns bool, opts Options) (*Offloader, err
 	}
 	o := &Offloader{bucket: bucket, ownsBucket: owns, opts: opts, m: m,
 		sem: make(chan struct{}, opts.ReadConcurrency)}
+	if opts.OffloadBytesPerSecond > 0 {
+		o.throttle = NewThrottle(opts.OffloadBytesPerSecond, time.Now())
+	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	o.mu.cache.init(opts.CacheSize, m.cacheBytes)
 	o.mu.inflight = map[blockKey]*fetch{}
