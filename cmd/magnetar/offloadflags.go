@@ -21,7 +21,8 @@ import (
 
 // offloadFlags are tiered storage's settings of the broker and standalone commands: every
 // offloader key of Pulsar's broker.conf (offload.ConfigKeys: driver, bucket, region,
-// endpoint, block sizes, read priority, filesystem keys, …) and the broker-level offload
+// endpoint, block sizes, read priority, filesystem keys, the offload throttle
+// managedLedgerOffloadFlowPermitsPerSecond, …) and the broker-level offload
 // policy (managedLedgerOffloadThresholdInBytes, …InSeconds, managedLedgerOffloadDeletionLagMs)
 // and the ledger rollover keys (rolloverKeys),
 // each a flag named by its key in kebab-case (--managed-ledger-offload-driver) so that
