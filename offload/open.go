@@ -155,7 +155,7 @@ func openGCS(ctx context.Context, cfg Config) (*blob.Bucket, error) {
 		var js []byte
 		js, err = os.ReadFile(f)
 		if err == nil {
-			creds, err = google.CredentialsFromJSON(ctx, js, "https://www.googleapis.com/auth/devstorage.read_write")
+			creds, err = google.CredentialsFromJSONWithType(ctx, js, google.ServiceAccount, "https://www.googleapis.com/auth/devstorage.read_write")
 		}
 		if err != nil {
 			return nil, &ConfigError{Key: "gcsManagedLedgerOffloadServiceAccountKeyFile", Value: f, Reason: err.Error()}

@@ -156,7 +156,7 @@ func checkPart(what, s string) error {
 	case len(s) > MaxPartLen:
 		return fmt.Errorf("%w: %s %s: %d bytes, longer than %d", ErrInvalid, what, quote(s), len(s), MaxPartLen)
 	case !namePart.MatchString(s):
-		return fmt.Errorf("%w: %s %s: allowed characters are a-z A-Z 0-9 _ - = : .", ErrInvalid, what, quote(s))
+		return fmt.Errorf("%w: %s %s: only a-z A-Z 0-9 and _ - = : . are allowed in it", ErrInvalid, what, quote(s))
 	case s == "." || s == "..":
 		return fmt.Errorf("%w: %s %q: not a name", ErrInvalid, what, s)
 	}

@@ -13,8 +13,6 @@ import (
 
 var flags = sim.NewSeedFlags(150, "TestSim")
 
-func init() { panicOnAssert = true }
-
 // The simulation runs one geo-replicated topic in two or three clusters, each with its copy
 // of the log, a Controller, a replicator to every other cluster and the replicated
 // subscription "sub" (a real dispatch.Core over a model of the cursor, with a Cache). One

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/magnetar-io/magnetar/internal/fsm"
-	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/replication"
 )
 
@@ -35,12 +34,6 @@ var (
 	// ErrIllegalTransition is the category of the controller's impossible states.
 	ErrIllegalTransition = errors.New("replsub: illegal transition")
 )
-
-var panicOnAssert = invariants.Switch(invariants.Enabled)
-
-func assertionFailedf(format string, args ...any) error {
-	return panicOnAssert.Failedf(ErrIllegalTransition, format, args...)
-}
 
 // ClusterPos is a cluster's position: an entry of that cluster's copy of the topic.
 type ClusterPos struct {
