@@ -133,7 +133,7 @@ func toREST(err error, sc scope) *restError {
 	case errors.Is(err, api.ErrInvalidSchema):
 		return restErr(http.StatusUnprocessableEntity, "%s", reasonOf(err))
 	case errors.Is(err, api.ErrInvalidArgument), errors.Is(err, topic.ErrInvalid):
-		return restErr(http.StatusBadRequest, "%s", reasonOf(err))
+		return restErr(http.StatusBadRequest, "%s", reasonAfter(err, api.ErrInvalidArgument))
 	case errors.Is(err, auth.ErrAuthentication):
 		return restErr(http.StatusUnauthorized, "%s", reasonOf(err))
 	case errors.Is(err, auth.ErrNotAuthorized):

@@ -35,7 +35,7 @@ func TestPulsarJSON(t *testing.T) {
 		{"POST", ns + "/deduplication", `"true"`, 204, ""},
 		{"GET", ns + "/deduplication", "", 200, "true"},
 		// What Jackson refuses: 400, a JSON reason, nothing changed.
-		{"POST", ns + "/retention", `{"retentionTimeInMinutes":"sixty","retentionSizeInMB":1}`, 400, `"reason":"invalid argument: invalid body: retentionTimeInMinutes: want an integer`},
+		{"POST", ns + "/retention", `{"retentionTimeInMinutes":"sixty","retentionSizeInMB":1}`, 400, `"reason":"invalid body: retentionTimeInMinutes: want an integer`},
 		{"POST", ns + "/retention", `{"retentionTimeInMinutes":{"m":1},"retentionSizeInMB":1}`, 400, "want an integer"},
 		{"POST", ns + "/retention", `{"retentionTimeInMinutes":1,"retentionSizeInMB":1`, 400, "malformed JSON"},
 		{"POST", ns + "/messageTTL", `[120]`, 400, "want an integer"},

@@ -39,7 +39,12 @@ var policies = []*Policy{
 	{TopicPath: "maxMessageSize", TopicKey: "maxMessageSize", check: nonNegative("maxMessageSize")},
 	{NSPath: "maxTopicsPerNamespace", NSKey: "max_topics_per_namespace", check: nonNegative("maxTopicsPerNamespace")},
 	{NSPath: "inactiveTopicPolicies", NSKey: "inactive_topic_policies", TopicPath: "inactiveTopicPolicies", TopicKey: "inactiveTopicPolicies", check: checkInactive},
-	{NSPath: "subscriptionExpirationTime", NSKey: "subscription_expiration_time_minutes", TopicPath: "subscriptionExpirationTime", TopicKey: "subscriptionExpirationTimeMinutes", check: nonNegative("subscriptionExpirationTime")},
+	{NSPath: "subscriptionExpirationTime", NSKey: "subscription_expiration_time_minutes", TopicPath: "subscriptionExpirationTime", TopicKey: "subscriptionExpirationTimeMinutes", check: checked(func(v *int64) error {
+		if *v < 0 {
+			return invalid("Invalid value for subscription expiration time") // Pulsar's reason
+		}
+		return nil
+	})},
 	{NSPath: "autoTopicCreation", NSKey: "autoTopicCreationOverride", check: checkAutoTopicCreation},
 	{NSPath: "autoSubscriptionCreation", NSKey: "autoSubscriptionCreationOverride", TopicPath: "autoSubscriptionCreation", TopicKey: "autoSubscriptionCreationOverride", check: decodeAs[api.AutoSubscriptionCreationOverride]},
 	{NSPath: "deduplication", NSKey: "deduplicationEnabled", TopicPath: "deduplicationEnabled", TopicKey: "deduplicationEnabled", check: decodeAs[bool]},
