@@ -31,13 +31,18 @@ func geoPair(t *testing.T) (east, west *broker.Service) {
 	return east, west
 }
 
-// geoPairStores is geoPair, with east's storage.
-func geoPairStores(t *testing.T) (east, west *broker.Service, eastLogs *topictest.Store) {
+// geoPairStores is geoPair, with east's storage; opts change both brokers' configuration.
+func geoPairStores(t *testing.T, opts ...func(*broker.Config)) (east, west *broker.Service, eastLogs *topictest.Store) {
 	t.Helper()
 	start := func(cluster string, mem *topictest.Store) *broker.Service {
 		eps := metadatatest.Embedded(t)
 		return startServiceWith(t, metadatatest.OpenStore(t, eps, metadatatest.RandomNamespace()), mem, cluster+"-1",
-			func(c *broker.Config) { c.Cluster = cluster })
+			func(c *broker.Config) {
+				c.Cluster = cluster
+				for _, o := range opts {
+					o(c)
+				}
+			})
 	}
 	eastLogs = topictest.NewStore()
 	east, west = start("east", eastLogs), start("west", topictest.NewStore())

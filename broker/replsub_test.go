@@ -10,38 +10,15 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/broker/topic/topictest"
-	"github.com/magnetar-io/magnetar/metadata/metadatatest"
 	"github.com/magnetar-io/magnetar/pulsarclient"
 )
 
 // geoPairSnapshots is geoPair with replicated subscriptions' snapshots every 50 ms.
 func geoPairSnapshots(t *testing.T) (east, west *broker.Service) {
 	t.Helper()
-	start := func(cluster string) *broker.Service {
-		eps := metadatatest.Embedded(t)
-		return startServiceWith(t, metadatatest.OpenStore(t, eps, metadatatest.RandomNamespace()), topictest.NewStore(), cluster+"-1",
-			func(c *broker.Config) {
-				c.Cluster = cluster
-				c.ReplicatedSubscriptionsSnapshotFrequency = 50 * time.Millisecond
-			})
-	}
-	east, west = start("east"), start("west")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, s := range []*broker.Service{east, west} {
-		for name, b := range map[string]*broker.Service{"east": east, "west": west} {
-			if err := s.CreateCluster(ctx, name, broker.ClusterData{BrokerServiceURL: "pulsar://" + b.Addr().String()}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.CreateTenant(ctx, "geo", broker.TenantInfo{AllowedClusters: []string{"east", "west"}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.CreateNamespace(ctx, "geo/ns", broker.NamespacePolicies{ReplicationClusters: []string{"east", "west"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	east, west, _ = geoPairStores(t, func(c *broker.Config) {
+		c.ReplicatedSubscriptionsSnapshotFrequency = 50 * time.Millisecond
+	})
 	return east, west
 }
 
