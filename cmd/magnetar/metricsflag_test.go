@@ -18,24 +18,32 @@ func TestExposeTopicLevelMetricsKey(t *testing.T) {
 		"": false, "exposeTopicLevelMetricsInPrometheus=true\n": false, "exposeTopicLevelMetricsInPrometheus=false\n": true,
 		"expose-topic-level-metrics-in-prometheus=false\n": true,
 	} {
-		var p policyFlags
-		fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
-		p.add(fs)
-		es, err := config.Parse(strings.NewReader(conf))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := config.Apply(fs, "broker.conf", es, policyKeys)
-		if err != nil {
-			t.Fatalf("%q: %v", conf, err)
-		}
-		if len(res.Ignored) != 0 {
-			t.Fatalf("%q: ignored %v", conf, res.Ignored)
-		}
-		var bc broker.Config
-		p.apply(&bc)
+		bc := policyConfig(t, conf)
 		if bc.NamespaceLevelMetrics != nsLevel {
 			t.Errorf("%q: NamespaceLevelMetrics %v, want %v", conf, bc.NamespaceLevelMetrics, nsLevel)
 		}
 	}
+}
+
+// policyConfig is the broker.Config the policy flags make of broker.conf text conf (every
+// key known, none ignored).
+func policyConfig(t *testing.T, conf string) broker.Config {
+	t.Helper()
+	var p policyFlags
+	fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
+	p.add(fs)
+	es, err := config.Parse(strings.NewReader(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := config.Apply(fs, "broker.conf", es, policyKeys)
+	if err != nil {
+		t.Fatalf("%q: %v", conf, err)
+	}
+	if len(res.Ignored) != 0 {
+		t.Fatalf("%q: ignored %v", conf, res.Ignored)
+	}
+	var bc broker.Config
+	p.apply(&bc)
+	return bc
 }

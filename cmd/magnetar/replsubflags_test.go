@@ -1,14 +1,8 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
-
-	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/config"
 )
 
 // TestReplicatedSubscriptionsKeys: broker.conf's enableReplicatedSubscriptions and
@@ -28,22 +22,7 @@ func TestReplicatedSubscriptionsKeys(t *testing.T) {
 			true, 250 * time.Millisecond, time.Minute, 30},
 		"replicated-subscriptions-snapshot-frequency=2s\n": {false, 2 * time.Second, 30 * time.Second, 10},
 	} {
-		var p policyFlags
-		fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
-		p.add(fs)
-		es, err := config.Parse(strings.NewReader(conf))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := config.Apply(fs, "broker.conf", es, policyKeys)
-		if err != nil {
-			t.Fatalf("%q: %v", conf, err)
-		}
-		if len(res.Ignored) != 0 {
-			t.Fatalf("%q: ignored %v", conf, res.Ignored)
-		}
-		var bc broker.Config
-		p.apply(&bc)
+		bc := policyConfig(t, conf)
 		got := want{bc.DisableReplicatedSubscriptions, bc.ReplicatedSubscriptionsSnapshotFrequency,
 			bc.ReplicatedSubscriptionsSnapshotTimeout, bc.ReplicatedSubscriptionsSnapshotMaxCached}
 		if got != w {
