@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,117 +16,30 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/magnetar-io/magnetar/itest"
 )
 
 // versitygw is a real S3 server (github.com/versity/versitygw, Apache-2.0) serving a
-// directory on 127.0.0.1, started by the test.
-type versitygw struct {
-	bin, dir, addr string
-	cmd            *exec.Cmd
-	exited         chan struct{}
-}
+// directory on 127.0.0.1, started by the test with itest's harness (which skips the test
+// without the server, or fails it with MAGNETAR_REQUIRE_S3=1).
+type versitygw struct{ *itest.S3Server }
 
-const (
-	s3TestAccess = "magnetar"
-	s3TestSecret = "magnetar-test-secret"
-	s3TestBucket = "offload-test"
-)
+// s3TestBucket is the bucket the tests create (the harness's own stays unused).
+const s3TestBucket = "offload-test"
 
-// findVersitygw returns the server binary: $MAGNETAR_VERSITYGW, versitygw on $PATH, or
-// $(go env GOPATH)/bin/versitygw (where `go install` puts it). Without one the test skips,
-// unless MAGNETAR_REQUIRE_S3=1 (CI), where it fails.
-func findVersitygw(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("MAGNETAR_VERSITYGW"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, d := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			if p := filepath.Join(d, "bin", "versitygw"); fileExists(p) {
-				return p
-			}
-		}
-	}
-	const msg = "no S3 server: install it with `go install github.com/versity/versitygw/cmd/versitygw@v1.8.0` (or set MAGNETAR_VERSITYGW)"
-	if os.Getenv("MAGNETAR_REQUIRE_S3") == "1" {
-		t.Fatal(msg + "; MAGNETAR_REQUIRE_S3=1 makes this a failure")
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
-// startVersitygw starts the server on a free loopback port over a new directory and waits
-// until it accepts connections.
-func startVersitygw(t *testing.T) *versitygw {
-	t.Helper()
-	g := &versitygw{bin: findVersitygw(t), dir: t.TempDir()}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.addr = l.Addr().String()
-	l.Close()
-	g.start(t)
-	t.Cleanup(func() { g.stop(t) })
-	return g
-}
-
-func (g *versitygw) start(t *testing.T) {
-	t.Helper()
-	g.cmd = exec.Command(g.bin, "--access", s3TestAccess, "--secret", s3TestSecret,
-		"--port", g.addr, "--quiet", "posix", g.dir)
-	var out bytes.Buffer
-	g.cmd.Stdout, g.cmd.Stderr = &out, &out
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g.exited = make(chan struct{})
-	go func() { g.cmd.Wait(); close(g.exited) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", g.addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-g.exited:
-			t.Fatalf("versitygw exited: %s", out.String())
-		case <-time.After(20 * time.Millisecond): // the next connection attempt
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw not listening on %s after 20s: %s", g.addr, out.String())
-		}
-	}
-}
-
-func (g *versitygw) stop(t *testing.T) {
-	if g.cmd == nil {
-		return
-	}
-	g.cmd.Process.Kill()
-	<-g.exited
-	g.cmd = nil
-}
+func startVersitygw(t *testing.T) *versitygw { return &versitygw{itest.StartS3(t)} }
 
 // client returns an S3 client of the server, for checks the blob API does not offer.
 func (g *versitygw) client(t *testing.T) *s3.Client {
 	t.Helper()
 	cfg, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRegion("us-east-1"),
-		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(s3TestAccess, s3TestSecret, "")))
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(g.Access, g.Secret, "")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String("http://" + g.addr)
+		o.BaseEndpoint = aws.String(g.Endpoint())
 		o.UsePathStyle = true
 	})
 }
@@ -138,9 +48,9 @@ func (g *versitygw) config(t *testing.T) Config {
 	return configOf(t,
 		"managedLedgerOffloadDriver", "aws-s3",
 		"s3ManagedLedgerOffloadBucket", s3TestBucket,
-		"s3ManagedLedgerOffloadServiceEndpoint", "http://"+g.addr,
-		"s3ManagedLedgerOffloadCredentialId", s3TestAccess,
-		"s3ManagedLedgerOffloadCredentialSecret", s3TestSecret,
+		"s3ManagedLedgerOffloadServiceEndpoint", g.Endpoint(),
+		"s3ManagedLedgerOffloadCredentialId", g.Access,
+		"s3ManagedLedgerOffloadCredentialSecret", g.Secret,
 		"s3ManagedLedgerOffloadMaxBlockSizeInBytes", fmt.Sprint(s3MinBlockSize),
 		"managedLedgerOffloadReadAheadBlocks", "0",
 	)
@@ -243,11 +153,11 @@ func TestS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.stop(t)
+	g.Stop()
 	if _, err := h2.Read(ctx, 0, 0); !errors.Is(err, ErrUnavailable) || !IsRetryable(err) {
 		t.Fatalf("Read with the server down: %v", err)
 	}
-	g.start(t)
+	g.Start()
 	if got, err := h2.Read(ctx, last, last); err != nil || !bytes.Equal(got[0], payloads[last]) {
 		t.Fatalf("Read after the server came back: %v", err)
 	}
