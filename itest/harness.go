@@ -26,10 +26,15 @@ var (
 	buildErr  error
 )
 
-// Binary returns the path of a magnetar binary built from this checkout (once per process).
+// Binary returns the path of a magnetar binary built from this checkout (once per process),
+// or the one MAGNETAR_BINARY names (a benchmark's binary built at a chosen commit).
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if b := os.Getenv("MAGNETAR_BINARY"); b != "" {
+			binPath = b
+			return
+		}
 		dir, err := os.MkdirTemp("", "magnetar-itest-")
 		if err != nil {
 			buildErr = err
