@@ -1,13 +1,16 @@
 package interop
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,13 +35,16 @@ import (
 //
 //	cd interop && MAGNETAR_BENCH_OFFLOAD=512 go test -count=1 -run TestBenchOffload -v .
 //
-// MAGNETAR_BENCH_OFFLOAD_PROFILE=<file> writes a 4 s CPU profile of the standalone taken
-// during the first publish with offload. MAGNETAR_BENCH_OFFLOAD_MSG sets the message size (default 1024 bytes),
+// MAGNETAR_BENCH_OFFLOAD_PROFILE=<prefix> writes a CPU profile of the standalone taken
+// from the start of every publish (MAGNETAR_BENCH_OFFLOAD_PROFILE_SECONDS long, default 3) to
+// <prefix>-<topic>.pb (compare them with go tool pprof -diff_base). MAGNETAR_BENCH_OFFLOAD_MSG sets the message size (default 1024 bytes),
 // MAGNETAR_BENCH_OFFLOAD_BLOCK the S3 block size (default 16 MiB; Pulsar's is 64 MiB),
 // MAGNETAR_BENCH_OFFLOAD_RATE managedLedgerOffloadFlowPermitsPerSecond (bytes/s; default the
 // broker's, offload.DefaultFlowPermitsPerSecond; -1: no bound). After each publish with offload
 // the test waits for its offloads to end (so they do not run into the next measurement) and
 // reports their rate: the offloaded bytes over the time from the publish's start.
+// MAGNETAR_BENCH_OFFLOAD_ARGS adds standalone flags (space-separated; later flags win, e.g.
+// "--gc-interval 1h" to keep the bookie from reclaiming deleted ledgers during the runs).
 // Ledgers are an eighth of the backlog (at least 8 MB).
 func TestBenchOffload(t *testing.T) {
 	mib, _ := strconv.Atoi(os.Getenv("MAGNETAR_BENCH_OFFLOAD"))
@@ -54,6 +60,7 @@ func TestBenchOffload(t *testing.T) {
 	if r := os.Getenv("MAGNETAR_BENCH_OFFLOAD_RATE"); r != "" {
 		args = append(args, "--managed-ledger-offload-flow-permits-per-second", r)
 	}
+	args = append(args, strings.Fields(os.Getenv("MAGNETAR_BENCH_OFFLOAD_ARGS"))...)
 	st := startOffloadStandalone(t, args...)
 	a := st.admin(t)
 	cl := st.client(t)
@@ -61,7 +68,6 @@ func TestBenchOffload(t *testing.T) {
 	offloadAsap := utils.OffloadPolicies{ManagedLedgerOffloadThresholdInBytes: 1, ManagedLedgerOffloadDeletionLagInMillis: 1}
 
 	var offloadRates []float64 // MiB/s of the offloads of each publish with offload
-	profiledOnce := false      // MAGNETAR_BENCH_OFFLOAD_PROFILE: one profile, of the first publish with offload
 	// publish sends messages 0..n-1 to topic (after setting its offload policies, if any) and
 	// returns the rate in MiB/s.
 	publish := func(topic string, pol *utils.OffloadPolicies) float64 {
@@ -75,12 +81,14 @@ func TestBenchOffload(t *testing.T) {
 		}
 		t0, cpuB, cpuS := time.Now(), st.proc.CPUTime(), st.s3.CPUTime()
 		var profiled chan struct{}
-		if prof := os.Getenv("MAGNETAR_BENCH_OFFLOAD_PROFILE"); prof != "" && pol != nil && !profiledOnce {
+		if prof := os.Getenv("MAGNETAR_BENCH_OFFLOAD_PROFILE"); prof != "" {
 			// A CPU profile of the standalone while it publishes and offloads.
-			profiledOnce, profiled = true, make(chan struct{})
+			prof += "-" + path.Base(topic) + ".pb"
+			profiled = make(chan struct{})
 			go func() {
 				defer close(profiled)
-				resp, err := http.Get(st.http + "/debug/pprof/profile?seconds=4")
+				secs := cmp.Or(os.Getenv("MAGNETAR_BENCH_OFFLOAD_PROFILE_SECONDS"), "3")
+				resp, err := http.Get(st.http + "/debug/pprof/profile?seconds=" + secs)
 				if err != nil {
 					t.Errorf("profile: %v", err)
 					return
