@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -40,12 +41,17 @@ type Verdict struct {
 	IdleEnds    int // partitions where HasNext stayed true after the last message (not a loss)
 	TxnBroken   int // transactions not all-or-nothing
 	Txns        [3]int
-	Examples    []string // a few instances of each violation
+	// A replicated subscription moved between clusters (CheckReplSub): messages its first
+	// consumer received; messages stored in the second cluster that the first never
+	// received and the second consumer did not get either (its position was carried past
+	// them); messages both consumers got (allowed: at most since the last snapshot).
+	ReplSubBefore, ReplSubSkipped, ReplSubRedelivered int
+	Examples                                          []string // a few instances of each violation
 }
 
 // Failed reports whether any safety check failed.
 func (v Verdict) Broken() bool {
-	return v.Lost+v.Undelivered+v.Duplicated+v.OutOfOrder+v.Moved+v.Bad+v.TxnBroken > 0
+	return v.Lost+v.Undelivered+v.Duplicated+v.OutOfOrder+v.Moved+v.Bad+v.TxnBroken+v.ReplSubSkipped > 0
 }
 
 func (v *Verdict) example(format string, a ...any) {
@@ -148,7 +154,135 @@ func readStored(path string) (*stored, error) {
 // checked only if it read every partition.
 func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile string, partitions int) (Verdict, error) {
 	var v Verdict
-	acked := map[msgKey][]msgID{}
+	acked := map[msgKey]acks{}
+	if err := readAcks(producerFiles, "", acked, &v); err != nil {
+		return v, err
+	}
+	read, err := readStored(readerFile)
+	if err != nil {
+		return v, err
+	}
+	consumed, err := readStored(consumerFile)
+	if err != nil {
+		return v, err
+	}
+	v.Acked = len(acked)
+	checkStored(&v, "", acked, read, consumed, partitions)
+	if len(read.complete) < partitions {
+		return v, nil
+	}
+	for _, tf := range txnFiles {
+		if err := checkTxns(tf, read, &v); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// SiteFiles are the records of one cluster of a run across clusters.
+type SiteFiles struct {
+	Cluster   string
+	Producers []string // the records of the producers publishing in this cluster
+	Consumer  string   // its subscription's consumer
+	Reader    string   // its final reader
+}
+
+// CheckGeo checks a run across clusters: every message acknowledged to a producer in any
+// cluster must be stored in every cluster exactly once (lost, duplicated), in per-producer
+// order on each partition (out of order), and delivered to every cluster's subscription
+// (undelivered); in its own cluster under the message id its receipt gave (moved). The
+// counts add up over the clusters (a message missing in two clusters counts twice); Acked
+// counts each message once. With partitions > 0, a message counts as lost in a cluster
+// only if that cluster's reader read its partition to the end.
+func CheckGeo(sites []SiteFiles, partitions int) (Verdict, error) {
+	var v Verdict
+	acked := map[msgKey]acks{}
+	for _, s := range sites {
+		if err := readAcks(s.Producers, s.Cluster, acked, &v); err != nil {
+			return v, err
+		}
+	}
+	v.Acked = len(acked)
+	for _, s := range sites {
+		read, err := readStored(s.Reader)
+		if err != nil {
+			return v, err
+		}
+		consumed, err := readStored(s.Consumer)
+		if err != nil {
+			return v, err
+		}
+		checkStored(&v, s.Cluster, acked, read, consumed, partitions)
+	}
+	return v, nil
+}
+
+// CheckReplSub checks a replicated subscription whose consumer moved from one cluster to
+// another: before is the record of its consumer in the first cluster (what it received and
+// acknowledged until it stopped), after the record of its consumer in the second, stored
+// the record of a reader of the second cluster. A message stored there that the first
+// consumer never received was never acknowledged, so no snapshot the subscription's
+// position passed can cover it: the second consumer must get it (else ReplSubSkipped).
+// Messages both consumers got are counted (ReplSubRedelivered), not failed: the position
+// moves only to the last snapshot the first cluster's position passed.
+func CheckReplSub(before, after, stored string, v *Verdict) error {
+	b, err := readStored(before)
+	if err != nil {
+		return err
+	}
+	a, err := readStored(after)
+	if err != nil {
+		return err
+	}
+	st, err := readStored(stored)
+	if err != nil {
+		return err
+	}
+	v.ReplSubBefore = len(b.ids)
+	for k := range st.ids {
+		switch {
+		case len(b.ids[k]) == 0 && len(a.ids[k]) == 0:
+			v.ReplSubSkipped++
+			v.example("replicated subscription: %s seq %d never received before the move, skipped after it", k.producer, k.seq)
+		case len(b.ids[k]) > 0 && len(a.ids[k]) > 0:
+			v.ReplSubRedelivered++
+		}
+	}
+	return nil
+}
+
+// missingFrom counts the messages of the record storedFile that the records got lack.
+func missingFrom(storedFile string, got ...string) (int, error) {
+	st, err := readStored(storedFile)
+	if err != nil {
+		return 0, err
+	}
+	var gs []*stored
+	for _, g := range got {
+		r, err := readStored(g)
+		if err != nil {
+			return 0, err
+		}
+		gs = append(gs, r)
+	}
+	n := 0
+	for k := range st.ids {
+		if !slices.ContainsFunc(gs, func(r *stored) bool { return len(r.ids[k]) > 0 }) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// acks are the message ids one message's sends were acknowledged with, and the cluster it
+// was published in.
+type acks struct {
+	ids     []msgID
+	cluster string
+}
+
+// readAcks adds the acknowledged sends of producer records to acked.
+func readAcks(producerFiles []string, cluster string, acked map[msgKey]acks, v *Verdict) error {
 	for _, pf := range producerFiles {
 		name := ""
 		err := scanLines(pf, func(fs []string) error {
@@ -165,28 +299,34 @@ func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile strin
 					return err
 				}
 				k := msgKey{name, seq}
-				acked[k] = append(acked[k], id)
+				a := acked[k]
+				a.ids, a.cluster = append(a.ids, id), cluster
+				acked[k] = a
 			case "fail":
 				v.Failed++
 			}
 			return nil
 		})
 		if err != nil {
-			return v, err
+			return err
 		}
 	}
-	read, err := readStored(readerFile)
-	if err != nil {
-		return v, err
+	return nil
+}
+
+// checkStored checks one cluster's reader and consumer records against the acknowledged
+// messages; message ids are compared only for messages published in that cluster.
+func checkStored(v *Verdict, cluster string, acked map[msgKey]acks, read, consumed *stored, partitions int) {
+	in := ""
+	if cluster != "" {
+		in = "in " + cluster + ": "
 	}
-	consumed, err := readStored(consumerFile)
-	if err != nil {
-		return v, err
-	}
-	v.Acked, v.Read, v.Consumed = len(acked), len(read.ids), len(consumed.ids)
-	v.Bad = read.bad + consumed.bad
-	v.IdleEnds = read.idleEnds
-	for k, ids := range acked {
+	v.Read += len(read.ids)
+	v.Consumed += len(consumed.ids)
+	v.Bad += read.bad + consumed.bad
+	v.IdleEnds += read.idleEnds
+	for k, a := range acked {
+		ids := a.ids
 		got := read.ids[k]
 		if len(got) == 0 && partitions > 0 && !read.complete[ids[0].partition] {
 			v.Unverified++
@@ -194,24 +334,27 @@ func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile strin
 		}
 		if len(got) == 0 {
 			v.Lost++
-			v.example("lost: %s seq %d acked as %v", k.producer, k.seq, ids)
+			v.example("%slost: %s seq %d acked as %v", in, k.producer, k.seq, ids)
 			continue
 		}
 		if len(consumed.ids[k]) == 0 {
 			v.Undelivered++
-			v.example("undelivered: %s seq %d", k.producer, k.seq)
+			v.example("%sundelivered: %s seq %d", in, k.producer, k.seq)
+		}
+		if a.cluster != cluster {
+			continue // stored under the remote cluster's own message id
 		}
 		for _, id := range ids {
 			if !id.dupReceipt() && !got[id] {
 				v.Moved++
-				v.example("moved: %s seq %d acked as %v, stored as %v", k.producer, k.seq, id, got)
+				v.example("%smoved: %s seq %d acked as %v, stored as %v", in, k.producer, k.seq, id, got)
 			}
 		}
 	}
 	for k, ids := range read.ids {
 		if len(ids) > 1 {
 			v.Duplicated++
-			v.example("duplicated: %s seq %d stored as %v", k.producer, k.seq, ids)
+			v.example("%sduplicated: %s seq %d stored as %v", in, k.producer, k.seq, ids)
 		}
 	}
 	// Per-producer order on each partition, in the order the reader found the messages.
@@ -224,19 +367,10 @@ func CheckFiles(producerFiles, txnFiles []string, consumerFile, readerFile strin
 		l := lane{m.key.producer, m.id.partition}
 		if prev, ok := last[l]; ok && m.key.seq <= prev {
 			v.OutOfOrder++
-			v.example("out of order: %s partition %d seq %d after %d", l.producer, l.partition, m.key.seq, prev)
+			v.example("%sout of order: %s partition %d seq %d after %d", in, l.producer, l.partition, m.key.seq, prev)
 		}
 		last[l] = max(last[l], m.key.seq)
 	}
-	if len(read.complete) < partitions {
-		return v, nil
-	}
-	for _, tf := range txnFiles {
-		if err := checkTxns(tf, read, &v); err != nil {
-			return v, err
-		}
-	}
-	return v, nil
 }
 
 // checkTxns checks that each transaction's messages are stored all or none: all for a

@@ -10,6 +10,15 @@
 // checker must share no code with the broker, so this module does not import Magnetar at
 // all: it runs the magnetar binary built from the checkout.
 //
+// # Across clusters
+//
+// With Options.Clusters = 2 or 3 (geo.go) a run is that many Pulsar clusters ("sites" a, b,
+// c), each with its own etcd, bookies and brokers, geo-replicating the namespace geo/ns, on
+// the one bridge: faults cut, or make lossy, the links between two clusters' brokers, kill
+// the broker that owns a partition (its replicators), and pause a cluster's etcd. CheckGeo
+// wants every message acknowledged in any cluster stored exactly once and in per-producer
+// order in every cluster; CheckReplSub checks a replicated subscription moved between two.
+//
 // # Network
 //
 // A hub namespace holds a bridge; every node (e0–e2, k0–k3, b0–b2, producers p0.., the
@@ -35,7 +44,9 @@
 //     (writer) goroutine fed by a reader goroutine through a channel of chunks. Rules are
 //     guarded by Proxy.mu; a pump blocked by a stall waits on the changed channel.
 //   - Proc: one goroutine per incarnation waits for the process and closes its done channel.
-//   - Run: one goroutine per fault sleeps until its time, applies it and heals it.
+//   - Run: one goroutine per fault sleeps until its time, applies it and heals it; across
+//     clusters, one more stops the replicated subscription's first consumer at its time, and
+//     one per cluster runs its setup and its reader.
 //   - Node.Do locks its goroutine to an OS thread while the thread is in another namespace.
 //
 // Every namespace, process, proxy and mount a run creates is removed when Run returns, on

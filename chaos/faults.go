@@ -25,6 +25,13 @@ const (
 	FaultStall     FaultKind = "stall"      // the proxy holds one direction of a node's connections
 	FaultReset     FaultKind = "reset"      // the proxy resets every connection of a node
 	FaultDiskFull  FaultKind = "disk-full"  // a bookie's filesystem filled to the last byte
+
+	// Between clusters (Options.Clusters; Target and Peer name clusters).
+	FaultGeoCut    FaultKind = "geo-cut"     // every broker of Target cut from every broker of Peer, both ways
+	FaultGeoOneWay FaultKind = "geo-one-way" // packets from Target's brokers to Peer's brokers dropped (route)
+	FaultGeoLoss   FaultKind = "geo-loss"    // bytes from Target's brokers to Peer's paused as by lost packets
+	FaultKillOwner FaultKind = "kill-owner"  // SIGKILL Target's broker that owns Partition (its replicators), restart after For
+	FaultEtcdPause FaultKind = "etcd-pause"  // SIGSTOP Target's etcd past the session TTL, then SIGCONT
 )
 
 // Fault is one drawn fault: what, on which nodes, when (from the start of the workload) and
@@ -38,6 +45,8 @@ type Fault struct {
 	Dir    Direction
 	Delay  time.Duration
 	Loss   float64
+	// Partition is the partition whose owner a kill-owner kills.
+	Partition int
 }
 
 func (f Fault) String() string {
@@ -56,12 +65,21 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " %.0f%%", f.Loss*100)
 	case FaultStall:
 		fmt.Fprintf(&b, " %s", f.Dir)
+	case FaultGeoCut:
+		fmt.Fprintf(&b, "<->%s", f.Peer)
+	case FaultGeoOneWay:
+		fmt.Fprintf(&b, "->%s", f.Peer)
+	case FaultGeoLoss:
+		fmt.Fprintf(&b, "->%s %.0f%%", f.Peer, f.Loss*100)
+	case FaultKillOwner:
+		fmt.Fprintf(&b, " partition %d", f.Partition)
 	}
 	return b.String()
 }
 
 // Topology names the nodes a schedule may pick.
 type Topology struct {
+	Cluster                                      string // the Pulsar cluster's name, with Options.Clusters
 	Etcd, Bookies, Brokers, Producers, Consumers []string
 }
 
@@ -174,9 +192,10 @@ func FaultMix(fs []Fault) string {
 		n[f.Kind]++
 	}
 	var parts []string
-	for _, w := range faultWeights {
+	for _, w := range slices.Concat(faultWeights, geoFaultWeights) {
 		if n[w.kind] > 0 {
 			parts = append(parts, fmt.Sprintf("%s×%d", w.kind, n[w.kind]))
+			n[w.kind] = 0
 		}
 	}
 	return strings.Join(parts, " ")

@@ -27,8 +27,8 @@ type Options struct {
 	MaxFaults   int           // default 5
 	Producers   int           // producers with dedup (default 3; the first batches; negative: none)
 	Rate        int           // messages per second per producer (default 40)
-	Partitions  int           // partitions of the topic (default 4)
-	Txn         bool          // brokers with transactions and a transactional producer
+	Partitions  int           // partitions of the topic (default 4; 2 with Clusters)
+	Txn         bool          // brokers with transactions and a transactional producer (not with Clusters)
 	Keep        bool          // keep the run directory even when the run passed
 	Faults      []Fault       // a fixed schedule instead of one drawn from the seed
 	Abandon     bool          // the transactional producer leaves its second transaction open and waits to be killed
@@ -37,9 +37,23 @@ type Options struct {
 	// message comes for this long (default 15 s; negative: wait, and call the run stuck).
 	ReaderIdleEnd time.Duration
 	Log           io.Writer // progress (default io.Discard)
+
+	// Clusters > 1 runs that many geo-replicated Pulsar clusters (at most 3), each with its
+	// own etcd, bookies and brokers, and the faults between them (geo.go); Producers then
+	// counts per cluster (default 2).
+	Clusters int
 }
 
 func (o *Options) defaults() {
+	if o.Clusters > 1 {
+		o.Txn = false // replicated aborted transactions are not filtered yet (broker/replhost)
+		if o.Producers == 0 {
+			o.Producers = 2
+		}
+		if o.Partitions == 0 {
+			o.Partitions = 2
+		}
+	}
 	if o.Etcd == "" {
 		o.Etcd = "etcd"
 	}
@@ -83,6 +97,9 @@ type Result struct {
 	Stuck   []string // clients that did not finish in time (a liveness failure, not a loss)
 	Notes   []string // processes that exited by themselves, slow stops, fault errors
 	Elapsed time.Duration
+	// CatchUp is, with Clusters, how long after the producers finished every cluster's
+	// subscription had every acknowledged message of every cluster (-1: never, in time).
+	CatchUp time.Duration
 	Dir     string // the run directory, kept if the run failed
 	Err     error  // the harness could not run (setup failed): no verdict
 }
@@ -108,16 +125,22 @@ type member struct {
 	disk  *Disk
 }
 
+// cluster is everything one run runs: one site (a Pulsar cluster), or with
+// Options.Clusters one site per Pulsar cluster on one network. Node names are unique across
+// the run; members and clients are keyed by them.
 type cluster struct {
 	o       Options
 	seed    uint64
 	dir     string
 	net     *Net
 	nodes   map[string]*Node
-	members map[string]*member // e0.., k0.., b0..
+	members map[string]*member // e0.., k0.., b0.. (a-e0.. with sites)
 	clients map[string]*Proc   // p0.., t0, c0
-	topo    Topology
+	topo    Topology           // every site's nodes
+	sites   []*site
 	topic   string
+	catchUp time.Duration
+	proxies uint64 // proxies started
 	log     func(format string, a ...any)
 
 	mu struct {
@@ -154,10 +177,19 @@ func Run(ctx context.Context, seed uint64, o Options) (res Result) {
 	c.log = func(format string, a ...any) {
 		fmt.Fprintf(o.Log, "[seed %d %6.1fs] %s\n", seed, time.Since(t0).Seconds(), fmt.Sprintf(format, a...))
 	}
-	c.topo = topology(o.Producers, o.Txn)
+	if o.Clusters > 1 {
+		c.topic = geoTopic
+		for i, t := range geoTopologies(o.Clusters, o.Producers) {
+			c.sites = append(c.sites, &site{name: t.Cluster, prefix: t.Cluster + "-", base: 60 * i, topo: t})
+			c.topo = mergeTopology(c.topo, t)
+		}
+	} else {
+		c.topo = topology(o.Producers, o.Txn)
+		c.sites = []*site{{topo: c.topo}}
+	}
 	res.Faults = o.Faults
 	if res.Faults == nil {
-		res.Faults = Schedule(seed, c.topo, o.Duration, o.SessionTTL, o.MinFaults, o.MaxFaults)
+		res.Faults = PlannedFaults(seed, o)
 	}
 	for _, f := range res.Faults {
 		c.log("fault %s", f)
@@ -182,8 +214,31 @@ func Run(ctx context.Context, seed uint64, o Options) (res Result) {
 		res.Err = err
 		return res
 	}
+	if o.Clusters > 1 {
+		res.Verdict, res.Stuck, res.Err = c.geoWorkload(ctx, res.Faults)
+		res.CatchUp = c.catchUp
+		return res
+	}
 	res.Verdict, res.Stuck, res.Err = c.workload(ctx, res.Faults)
 	return res
+}
+
+// site is one Pulsar cluster of a run: its own etcd, bookies, brokers and clients.
+type site struct {
+	name   string // the brokers' --cluster ("": their default, the single-cluster mode)
+	prefix string // of its node names: "" or "a-"
+	base   int    // its nodes' host numbers start above it
+	topo   Topology
+}
+
+// siteOf is the site a node or client name belongs to.
+func (c *cluster) siteOf(name string) *site {
+	for _, s := range c.sites {
+		if s.prefix != "" && strings.HasPrefix(name, s.prefix) {
+			return s
+		}
+	}
+	return c.sites[0]
 }
 
 func topology(producers int, txn bool) Topology {
@@ -202,41 +257,57 @@ func topology(producers int, txn bool) Topology {
 // producer if txn), for printing schedules.
 func DefaultTopology(txn bool) Topology { return topology(3, txn) }
 
-func (c *cluster) metaURL() string {
+func (c *cluster) metaURL(s *site) string {
 	var eps []string
-	for _, e := range c.topo.Etcd {
+	for _, e := range s.topo.Etcd {
 		eps = append(eps, fmt.Sprintf("%s:%d", c.nodes[e].IP, etcdPort))
 	}
 	return "etcd://" + strings.Join(eps, ",")
 }
 
-func (c *cluster) serviceURL() string {
+func (c *cluster) serviceURL(s *site) string {
 	var eps []string
-	for _, b := range c.topo.Brokers {
+	for _, b := range s.topo.Brokers {
 		eps = append(eps, fmt.Sprintf("%s:%d", c.nodes[b].IP, brokerPort))
 	}
 	return "pulsar://" + strings.Join(eps, ",")
 }
 
-func (c *cluster) adminURLs() []string {
+func (c *cluster) adminURLs(s *site) []string {
 	var out []string
-	for _, b := range c.topo.Brokers {
+	for _, b := range s.topo.Brokers {
 		out = append(out, fmt.Sprintf("http://%s:%d", c.nodes[b].IP, brokerHTTP))
 	}
 	return out
 }
 
-// up creates the namespaces, disks and proxies, and starts etcd, the bookies and the brokers.
+// up creates the namespaces, disks and proxies, and starts every site's etcd, bookies and
+// brokers.
 func (c *cluster) up(ctx context.Context) error {
 	var err error
 	if c.net, err = NewNet(); err != nil {
 		return err
 	}
-	hosts := map[string]int{"e0": 11, "e1": 12, "e2": 13, "k0": 21, "k1": 22, "k2": 23, "k3": 24,
-		"b0": 31, "b1": 32, "b2": 33, "t0": 49, "c0": 51, "r0": 52}
-	for i, p := range c.topo.Producers {
-		if p != "t0" {
-			hosts[p] = 41 + i
+	hosts := map[string]int{}
+	if len(c.sites) == 1 && c.sites[0].prefix == "" {
+		hosts = map[string]int{"e0": 11, "e1": 12, "e2": 13, "k0": 21, "k1": 22, "k2": 23, "k3": 24,
+			"b0": 31, "b1": 32, "b2": 33, "t0": 49, "c0": 51, "r0": 52}
+		for i, p := range c.topo.Producers {
+			if p != "t0" {
+				hosts[p] = 41 + i
+			}
+		}
+	} else {
+		for _, s := range c.sites {
+			t := s.topo
+			for _, g := range []struct {
+				names []string
+				first int
+			}{{t.Etcd, 11}, {t.Bookies, 21}, {t.Brokers, 31}, {t.Producers, 41}, {t.Consumers, 51}, {[]string{s.prefix + "s0"}, 58}, {[]string{s.prefix + "r0"}, 59}} {
+				for i, n := range g.names {
+					hosts[n] = s.base + g.first + i
+				}
+			}
 		}
 	}
 	for name, h := range hosts {
@@ -246,28 +317,42 @@ func (c *cluster) up(ctx context.Context) error {
 		}
 		c.nodes[name] = nd
 	}
-	var cluster []string
-	for _, e := range c.topo.Etcd {
-		cluster = append(cluster, fmt.Sprintf("%s=http://%s:%d", e, c.nodes[e].IP, etcdPeerPort))
-	}
-	proxySeed := c.seed
-	addMember := func(name string, front, back int, argv []string) error {
-		nd := c.nodes[name]
-		proxySeed++
-		px, err := StartProxy(nd, fmt.Sprintf("%s:%d", nd.IP, front), fmt.Sprintf("127.0.0.1:%d", back), proxySeed)
-		if err != nil {
+	for _, s := range c.sites {
+		if err := c.startSite(ctx, s); err != nil {
 			return err
 		}
-		m := c.members[name]
-		if m == nil {
-			m = &member{}
-			c.members[name] = m
-		}
-		m.proxy = px
-		m.proc = &Proc{Name: name, Node: nd, Argv: argv, Log: filepath.Join(c.dir, name+".log")}
-		return m.proc.Start()
 	}
-	for _, e := range c.topo.Etcd {
+	c.log("cluster up")
+	return nil
+}
+
+// addMember starts a server process behind its proxy (front: the proxy's port on the
+// node's bridge address; back: the process's port on the node's loopback).
+func (c *cluster) addMember(name string, front, back int, argv []string) error {
+	nd := c.nodes[name]
+	c.proxies++ // each proxy's loss draws: seed+1, seed+2, ... in start order
+	px, err := StartProxy(nd, fmt.Sprintf("%s:%d", nd.IP, front), fmt.Sprintf("127.0.0.1:%d", back), c.seed+c.proxies)
+	if err != nil {
+		return err
+	}
+	m := c.members[name]
+	if m == nil {
+		m = &member{}
+		c.members[name] = m
+	}
+	m.proxy = px
+	m.proc = &Proc{Name: name, Node: nd, Argv: argv, Log: filepath.Join(c.dir, name+".log")}
+	return m.proc.Start()
+}
+
+// startSite starts a site's etcd members, bookies and brokers, each once the ones before
+// accept connections.
+func (c *cluster) startSite(ctx context.Context, s *site) error {
+	var cluster []string
+	for _, e := range s.topo.Etcd {
+		cluster = append(cluster, fmt.Sprintf("%s=http://%s:%d", e, c.nodes[e].IP, etcdPeerPort))
+	}
+	for _, e := range s.topo.Etcd {
 		ip := c.nodes[e].IP
 		argv := []string{c.o.Etcd, "--name", e, "--data-dir", filepath.Join(c.dir, e),
 			"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdBackend),
@@ -275,60 +360,59 @@ func (c *cluster) up(ctx context.Context) error {
 			"--listen-peer-urls", fmt.Sprintf("http://%s:%d", ip, etcdPeerPort),
 			"--initial-advertise-peer-urls", fmt.Sprintf("http://%s:%d", ip, etcdPeerPort),
 			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "chaos"}
-		if err := addMember(e, etcdPort, etcdBackend, argv); err != nil {
+			"--initial-cluster-token", "chaos" + s.name}
+		if err := c.addMember(e, etcdPort, etcdBackend, argv); err != nil {
 			return err
 		}
 	}
-	if err := c.waitBackends(ctx, c.topo.Etcd, etcdBackend); err != nil {
+	if err := c.waitBackends(ctx, s.topo.Etcd, etcdBackend); err != nil {
 		return err
 	}
-	if err := c.waitEtcdHealthy(ctx); err != nil {
+	if err := c.waitEtcdHealthy(ctx, s.topo.Etcd); err != nil {
 		return err
 	}
 	ttl := c.o.SessionTTL.String()
-	for _, k := range c.topo.Bookies {
+	for _, k := range s.topo.Bookies {
 		d, err := MountDisk(filepath.Join(c.dir, k+"-disk"), diskSize)
 		if err != nil {
 			return err
 		}
 		c.members[k] = &member{disk: d}
-		argv := []string{c.o.Magnetar, "bookie", "--metadata-url", c.metaURL(), "--data-dir", filepath.Join(d.Dir, "data"),
+		argv := []string{c.o.Magnetar, "bookie", "--metadata-url", c.metaURL(s), "--data-dir", filepath.Join(d.Dir, "data"),
 			"--listen", fmt.Sprintf("127.0.0.1:%d", bookieBackend), "--advertise", fmt.Sprintf("%s:%d", c.nodes[k].IP, bookiePort),
 			"--http", "127.0.0.1:8000", "--session-ttl", ttl, "--disk-check-interval", "1s",
 			"--journal-file-size", fmt.Sprint(8 << 20)}
-		if err := addMember(k, bookiePort, bookieBackend, argv); err != nil {
+		if err := c.addMember(k, bookiePort, bookieBackend, argv); err != nil {
 			return err
 		}
 	}
-	if err := c.waitBackends(ctx, c.topo.Bookies, bookieBackend); err != nil {
+	if err := c.waitBackends(ctx, s.topo.Bookies, bookieBackend); err != nil {
 		return err
 	}
-	for _, b := range c.topo.Brokers {
+	for _, b := range s.topo.Brokers {
 		ip := c.nodes[b].IP
-		argv := []string{c.o.Magnetar, "broker", "--metadata-url", c.metaURL(),
+		argv := []string{c.o.Magnetar, "broker", "--metadata-url", c.metaURL(s),
 			"--listen", fmt.Sprintf("127.0.0.1:%d", brokerBackend), "--advertise", fmt.Sprintf("%s:%d", ip, brokerPort),
 			"--http", fmt.Sprintf("%s:%d", ip, brokerHTTP), "--session-ttl", ttl}
+		if s.name != "" {
+			argv = append(argv, "--cluster", s.name)
+		}
 		if c.o.Txn {
 			argv = append(argv, "--transaction-coordinator-enabled", "--transaction-coordinators", "4")
 		}
-		if err := addMember(b, brokerPort, brokerBackend, argv); err != nil {
+		if err := c.addMember(b, brokerPort, brokerBackend, argv); err != nil {
 			return err
 		}
 	}
-	if err := c.waitBackends(ctx, c.topo.Brokers, brokerBackend); err != nil {
-		return err
-	}
-	c.log("cluster up")
-	return nil
+	return c.waitBackends(ctx, s.topo.Brokers, brokerBackend)
 }
 
 // waitEtcdHealthy waits until every member answers /health with a leader elected (a loaded
 // machine can take a while), so that the roles' first connection does not time out.
-func (c *cluster) waitEtcdHealthy(ctx context.Context) error {
+func (c *cluster) waitEtcdHealthy(ctx context.Context, members []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	for _, e := range c.topo.Etcd {
+	for _, e := range members {
 		nd := c.nodes[e]
 		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return nd.Dial(ctx, addr) }}}
@@ -368,7 +452,8 @@ func (c *cluster) client(name string, s ClientSpec) (*Proc, error) {
 	// The harness's own executable through /proc: the same program even if the file was
 	// replaced since (a rebuilt binary must not be mixed with a running harness).
 	self := fmt.Sprintf("/proc/%d/exe", os.Getpid())
-	s.ServiceURL, s.AdminURLs, s.Topic, s.Partitions = c.serviceURL(), c.adminURLs(), c.topic, c.o.Partitions
+	st := c.siteOf(name)
+	s.ServiceURL, s.AdminURLs, s.Topic, s.Partitions = c.serviceURL(st), c.adminURLs(st), c.topic, c.o.Partitions
 	if s.Out == "" {
 		s.Out = filepath.Join(c.dir, name+".rec")
 	}
@@ -378,7 +463,7 @@ func (c *cluster) client(name string, s ClientSpec) (*Proc, error) {
 	}
 	nd := c.nodes[name]
 	if nd == nil {
-		nd = c.nodes["r0"]
+		nd = c.nodes[st.prefix+"r0"]
 	}
 	return &Proc{Name: name, Node: nd, Argv: []string{self}, Env: []string{clientEnv + "=" + string(b)},
 		Log: filepath.Join(c.dir, name+".log")}, nil
@@ -608,9 +693,9 @@ func (c *cluster) apply(f Fault) (func(), error) {
 		p.Pause()
 		return p.Resume, nil
 	case FaultEtcdCut:
-		return blockBoth(c.topo.Etcd), nil
+		return blockBoth(c.siteOf(f.Target).topo.Etcd), nil
 	case FaultBookieCut:
-		return blockBoth(c.topo.Brokers), nil
+		return blockBoth(c.siteOf(f.Target).topo.Brokers), nil
 	case FaultEtcdAlone:
 		var others []string
 		for n := range c.nodes {
@@ -646,7 +731,7 @@ func (c *cluster) apply(f Fault) (func(), error) {
 		}
 		return m.disk.Free, nil
 	}
-	return nil, fmt.Errorf("unknown fault %q", f.Kind)
+	return c.applyGeo(f)
 }
 
 // healAll undoes whatever a fault may have left: routes, proxy rules, full disks, paused

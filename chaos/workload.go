@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,6 +35,7 @@ const (
 	roleReader   = "reader"   // read every partition from the earliest message to the end
 	roleTxn      = "txn"      // produce in transactions, commit or abort each
 	roleStats    = "stats"    // write every partition's stats and internal stats (a stuck run's evidence)
+	roleGeoSetup = "geosetup" // write the cluster records, tenant and replicated namespace, then setup
 )
 
 // ClientSpec is what one client process does. Each client is its own process in its own
@@ -57,6 +59,13 @@ type ClientSpec struct {
 	// for this long (0: wait for ever).
 	IdleEnd time.Duration
 	Seed    uint64
+	// Cluster is the client's own cluster and Clusters every cluster's record (geosetup).
+	Cluster  string          `json:",omitempty"`
+	Clusters []ClusterRecord `json:",omitempty"`
+	// Subscription is a consumer's subscription (default "chaos"); ReplicateState makes it a
+	// replicated subscription (pulsar-client-go's ReplicateSubscriptionState).
+	Subscription   string `json:",omitempty"`
+	ReplicateState bool   `json:",omitempty"`
 }
 
 // RunClientIfChild runs the client role and exits if this process was started as a client
@@ -95,6 +104,8 @@ func runClient(ctx context.Context, s ClientSpec) error {
 		return produceTxn(ctx, s)
 	case roleStats:
 		return dumpStats(ctx, s)
+	case roleGeoSetup:
+		return setupGeo(ctx, s)
 	}
 	return fmt.Errorf("unknown role %q", s.Role)
 }
@@ -372,9 +383,10 @@ func consume(ctx context.Context, s ClientSpec) error {
 		return err
 	}
 	defer cl.Close()
+	sub := cmp.Or(s.Subscription, "chaos")
 	c, err := retry(ctx, func() (pulsar.Consumer, error) {
-		return cl.Subscribe(pulsar.ConsumerOptions{Topic: s.Topic, SubscriptionName: "chaos", Type: pulsar.Failover,
-			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		return cl.Subscribe(pulsar.ConsumerOptions{Topic: s.Topic, SubscriptionName: sub, Type: pulsar.Failover,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReplicateSubscriptionState: s.ReplicateState})
 	})
 	if err != nil {
 		if ctx.Err() != nil {

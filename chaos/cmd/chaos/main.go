@@ -36,12 +36,17 @@ func main() {
 	flag.IntVar(&o.MaxFaults, "max-faults", 5, "most faults per run")
 	flag.IntVar(&o.Rate, "rate", 40, "messages per second per producer")
 	flag.BoolVar(&o.Txn, "txn", true, "transactions on, with a transactional producer")
+	flag.IntVar(&o.Clusters, "clusters", 1, "2 or 3: that many geo-replicated clusters (each its own etcd, 2 bookies, 2 brokers) and faults between them; transactions off")
 	flag.BoolVar(&o.Keep, "keep", false, "keep every run directory (failed runs are always kept)")
 	flag.Parse()
+	if o.Clusters > 3 {
+		fmt.Fprintln(os.Stderr, "chaos: -clusters is 1, 2 or 3")
+		os.Exit(2)
+	}
 	if *schedule {
 		for i := range *runs {
 			fmt.Printf("seed %d:\n", *seed+uint64(i))
-			for _, f := range chaos.Schedule(*seed+uint64(i), chaos.DefaultTopology(o.Txn), o.Duration, o.SessionTTL, o.MinFaults, o.MaxFaults) {
+			for _, f := range chaos.PlannedFaults(*seed+uint64(i), o) {
 				fmt.Printf("  fault %s\n", f)
 			}
 		}
