@@ -72,7 +72,9 @@
 //	           padding to blockLen: the bytes FE DC DE AD repeated (read as an int32, the
 //	           first four are negative, so they cannot be taken for an entry length)
 //
-// A block holds at least one entry. The writer keeps one block in memory.
+// A block holds at least one entry. The writer keeps one block in memory; an Offloader keeps
+// up to two whole-block buffers of finished offloads for the next ones (a fresh buffer per
+// ledger costs its page faults and zeroing again).
 //
 // # Index object
 //

@@ -716,3 +716,31 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("write bytes %v, data object %d", w, res.DataObjectLen)
 	}
 }
+
+// TestBlockBufferReused: an offload leaves its whole-block buffer for the next one, which
+// takes it (and gives it back), and a ledger's data never leaks into another's blocks
+// (TestRoundTrip reads back ledgers of every shape offloaded one after another).
+func TestBlockBufferReused(t *testing.T) {
+	const blockSize = 1024
+	o := newTestOffloader(t, memblob.OpenBucket(nil), Options{MaxBlockSize: blockSize})
+	roundTrip(t, o, 1, randomPayloads(3, 50, 100))
+	if len(o.spareBlocks) != 1 {
+		t.Fatalf("%d spare block buffers after an offload, want 1", len(o.spareBlocks))
+	}
+	spare := <-o.spareBlocks
+	o.spareBlocks <- spare
+	roundTrip(t, o, 2, [][]byte{[]byte("small")})
+	if len(o.spareBlocks) != 1 {
+		t.Fatalf("%d spare block buffers after a second offload, want 1", len(o.spareBlocks))
+	}
+	if again := <-o.spareBlocks; &again[:1][0] != &spare[:1][0] {
+		t.Fatal("the second offload did not reuse the spare block buffer")
+	} else {
+		o.spareBlocks <- again
+	}
+	// An oversized entry grows the buffer past a block: it is not kept.
+	roundTrip(t, o, 3, [][]byte{bytes.Repeat([]byte("h"), 3*blockSize)})
+	if len(o.spareBlocks) != 0 {
+		t.Fatalf("an oversized block buffer was kept")
+	}
+}
