@@ -58,3 +58,23 @@ func TestCloseReturnsQueued(t *testing.T) {
 		t.Fatalf("second Close returned %v, want nil", got)
 	}
 }
+
+// TestCompact: Compact keeps queued values and drops only an empty queue's storage.
+func TestCompact(t *testing.T) {
+	q := New[int]()
+	for i := range 100 {
+		q.Push(i)
+	}
+	q.Compact()
+	if got := q.Drain(nil); len(got) != 100 || got[99] != 99 {
+		t.Fatalf("Compact lost values: drained %d", len(got))
+	}
+	q.Compact()
+	if q.q != nil {
+		t.Fatalf("an empty queue keeps storage of %d after Compact", cap(q.q))
+	}
+	q.Push(7)
+	if got := q.Drain(nil); len(got) != 1 || got[0] != 7 {
+		t.Fatalf("after Compact: drained %v", got)
+	}
+}

@@ -14,7 +14,8 @@
 // few times the live keys, and a Window of sparse keys degrades to a map rather than failing.
 //
 // A Window is a plain value type with no locks; it is not safe for concurrent use. The zero
-// value is an empty window ready to use.
+// value is an empty window ready to use, and holds no memory until the first Put; Release
+// returns an empty window to that state.
 package seqwin
 
 import (
@@ -193,6 +194,16 @@ func (w *Window[T]) putOld(k uint64, v T) {
 		w.old = make(map[uint64]T)
 	}
 	w.old[k] = v
+}
+
+// Release drops the ring of an empty window, so that an idle window holds no memory (the
+// next Put allocates a ring again). A window with keys is left as it is. Owners call it when
+// they go idle, not after every Delete: a window emptied and refilled between bursts keeps
+// its ring.
+func (w *Window[T]) Release() {
+	if w.n == 0 && w.old == nil {
+		w.ring, w.head, w.base, w.span = nil, 0, 0, 0
+	}
 }
 
 // Clear removes every key. It keeps the ring for reuse.

@@ -107,13 +107,45 @@ func TestWindowModel(t *testing.T) {
 					}
 				}
 			default:
-				if r.IntN(10) == 0 {
+				switch r.IntN(10) {
+				case 0:
 					w.Clear()
 					clear(m)
+				case 1:
+					w.Release() // keeps every key of a window that has some
+					if len(m) == 0 && w.Cap() != 0 {
+						t.Fatalf("seed %d: an empty window keeps a ring of %d after Release", seed, w.Cap())
+					}
 				}
 			}
 			check(t, &w, m)
 		}
+	}
+}
+
+// TestWindowRelease: Release drops an empty window's ring, leaves one with keys as it is,
+// and the window works after it.
+func TestWindowRelease(t *testing.T) {
+	var w Window[int]
+	w.Release() // the zero value
+	for k := uint64(10); k < 40; k++ {
+		w.Put(k, int(k))
+	}
+	c := w.Cap()
+	w.Release()
+	if w.Cap() != c || w.Len() != 30 {
+		t.Fatalf("Release of a window with keys: cap %d → %d, len %d", c, w.Cap(), w.Len())
+	}
+	for k := uint64(10); k < 40; k++ {
+		w.Delete(k)
+	}
+	w.Release()
+	if w.Cap() != 0 {
+		t.Fatalf("an empty window keeps a ring of %d after Release", w.Cap())
+	}
+	w.Put(5, 5)
+	if v, ok := w.Get(5); !ok || v != 5 || w.Len() != 1 {
+		t.Fatalf("after Release: Get(5) = %d, %v; len %d", v, ok, w.Len())
 	}
 }
 
