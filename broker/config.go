@@ -28,8 +28,14 @@ type Config struct {
 	// brokerClientAuthenticationParameters and brokerClientTls*). Nil: no credentials, a
 	// 30 s timeout.
 	PeerHTTP *http.Client
-	// Store is the metadata store. Required.
+	// Store is the metadata store, the cluster's local store. Required.
 	Store metadata.Store
+	// ConfigStore is the configuration store shared between clusters (Pulsar's
+	// configurationMetadataStoreUrl): cluster records, tenants, namespace policies and
+	// partitioned-topic metadata are read, written and watched there, everything else in
+	// Store (metadata.Split, metadata.ConfigStorePrefixes). Nil or Store: one store holds
+	// everything, as Pulsar's default. The caller closes it.
+	ConfigStore metadata.Store
 	// Ledgers is the managed ledgers' port to the ledger layer. Default: a ledger client on
 	// Store's bookies (the broker closes what it creates).
 	Ledgers mledger.Ledgers

@@ -33,7 +33,8 @@
 // # Usage
 //
 //	svc, err := broker.Start(ctx, broker.Config{
-//		Store:  store,               // metadata.Store (etcd)
+//		Store:  store,               // metadata.Store (etcd), the cluster's local store
+//		// ConfigStore: shared,      // a configuration store shared with other clusters (optional)
 //		Listen: "127.0.0.1:6650",
 //		HTTPURL: "http://127.0.0.1:8080", // where the admin REST API is mounted (lookups report it)
 //		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, // standalone
@@ -43,8 +44,8 @@
 //	// the admin package mounts /admin/v2/... on the same mux and calls svc's methods
 //
 // Caller obligations:
-//  1. Config.Store must stay open until Close returns; close the Service before the
-//     metadata store and before the bookies it writes to.
+//  1. Config.Store (and Config.ConfigStore) must stay open until Close returns; close the
+//     Service before the metadata stores and before the bookies it writes to.
 //  2. The exported methods are safe for concurrent use; every one takes a ctx and returns
 //     ctx.Err() or ErrServiceNotReady when it cannot finish.
 //

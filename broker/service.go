@@ -88,6 +88,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("%w: Config.Store is required", ErrInvalidArgument)
 	}
 	cfg = cfg.withDefaults()
+	// local is the cluster's own store; cfg.Store from here on also routes the records of
+	// the configuration store (cluster records, tenants, namespaces, partitioned topics)
+	// to it when the cluster has one apart (metadata.Split), for every part of the broker.
+	local := cfg.Store
+	cfg.Store = metadata.NewSplit(local, cfg.ConfigStore)
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "broker"), store: cfg.Store, reg: prometheus.NewRegistry()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = s.newServer() // backend.go
@@ -103,12 +108,12 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	bk := cfg.Ledgers
 	if bk == nil {
 		pool := bkclient.NewPool(bkclient.Options{Logger: s.log, Dial: cfg.BookieDial})
-		lc := ledger.NewClient(cfg.Store, pool, ledger.Options{Logger: s.log})
+		lc := ledger.NewClient(local, pool, ledger.Options{Logger: s.log})
 		bl := mledger.NewBookieLedgers(lc, 0)
 		bk = bl
 		s.closers = append(s.closers, func() { pool.Close() }, func() { lc.Close() }, func() { bl.Close() })
 	}
-	as := mledger.NewAsyncStore(cfg.Store, 0)
+	as := mledger.NewAsyncStore(local, 0)
 	s.closers = append(s.closers, func() { as.Close() })
 	s.factory = mledger.NewFactory(bk, as, mledger.FactoryOptions{Logger: s.log, Offloader: cfg.Offloader})
 	s.res = records{resources.New(cfg.Store, cfg.Cluster, s.log)}

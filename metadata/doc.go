@@ -35,6 +35,11 @@
 //	kv, err := s.Get(ctx, metadata.LedgerKey(7))
 //	_, err = s.Put(ctx, kv.Key, update(kv.Value), kv.Version) // ErrBadVersion: re-read, retry
 //
+// A cluster with a configuration store apart from its local store (Pulsar's
+// configurationMetadataStoreUrl, shared between clusters) uses NewSplit(local, config): one
+// Store that keeps the records of ConfigStorePrefixes (cluster records, tenants, namespace
+// policies, partitioned-topic metadata) in config and everything else in local.
+//
 // # Caller obligations
 //
 //  1. Close every Session before its Store, and every Store before the etcd it uses (an
@@ -49,6 +54,9 @@
 //     per-message paths: one durable put costs 1–2 ms.
 //  6. Compaction (EtcdStore.Compact, Embedded's hourly auto-compaction) is cluster-wide, not
 //     per namespace.
+//  7. On a Split, list, watch and commit within one store: a prefix or a commit that covers
+//     both fails with ErrSpansStores; a revision or version from one store means nothing in
+//     the other. Close the two stores, not the Split.
 //
 // # Invariants
 //

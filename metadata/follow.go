@@ -20,8 +20,9 @@ type Follower struct {
 	// Prefix is the prefix followed (a whole key follows that key, and every key it is a
 	// prefix of).
 	Prefix string
-	// RevisionKey, if set, is listed instead of Prefix, only to learn the store's revision:
-	// the listings then carry no keys. For callers that need every change after the start,
+	// RevisionKey, if set, is listed instead of Prefix, only to learn the store's revision
+	// (on a Split, the revision of the store that holds Prefix): the listings then carry no
+	// keys. For callers that need every change after the start,
 	// not the current keys (which may be many).
 	RevisionKey string
 	// Retry is the delay after a failed listing: Base, doubling up to Max, reset by every
@@ -91,11 +92,12 @@ func (f Follower) Resume(ctx context.Context, rev int64, fn func(Update)) {
 // List lists what the follower lists (Prefix, or RevisionKey): for a caller that makes the
 // first listing itself before a Resume.
 func (f Follower) List(ctx context.Context) ([]KV, int64, error) {
+	st := storeFor(f.Store, f.Prefix) // a Split: the revision is that of the store of Prefix
 	if f.RevisionKey != "" {
-		_, rev, err := f.Store.List(ctx, f.RevisionKey)
+		_, rev, err := st.List(ctx, f.RevisionKey)
 		return nil, rev, err
 	}
-	return f.Store.List(ctx, f.Prefix)
+	return st.List(ctx, f.Prefix)
 }
 
 // Chan runs the follower on a goroutine of its own and sends its updates on the returned

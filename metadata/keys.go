@@ -7,7 +7,9 @@ import (
 
 // Key layout. Every key Magnetar writes to the metadata store is built by a function in this
 // file, so the whole layout is documented in one place. The store itself may add a
-// cluster-wide prefix (the etcd namespace, see Config.Namespace).
+// cluster-wide prefix (the etcd namespace, see Config.Namespace). The keys marked [config]
+// live in the configuration store when a cluster has one apart from its local store
+// (ConfigStorePrefixes, Split); every other key is one cluster's own, in its local store.
 //
 //	/cluster/instance                  cluster instance id (written once at first start)
 //	/counters/<name>                   monotonic counters (NextID), e.g. ledger ids
@@ -21,10 +23,11 @@ import (
 //	/underreplication/locks/<20-digit id>    ephemeral: a replication worker holds ledger <id> (value: worker id)
 //	/autorecovery/auditor              ephemeral: the active auditor (leader election; value: JSON)
 //	/autorecovery/workers/<id>         ephemeral: replication worker <id> is up (value: JSON)
-//	/admin/clusters/<cluster>          cluster record: service URLs (initialize-cluster-metadata; JSON)
-//	/admin/tenants/<tenant>            tenant record (broker; JSON)
-//	/admin/namespaces/<tenant>/<ns>    namespace policies (broker; JSON)
-//	/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>  partitioned-topic metadata (JSON)
+//	/admin/clusters/<cluster>          cluster record: service URLs (initialize-cluster-metadata; JSON) [config]
+//	/admin/tenants/<tenant>            tenant record (broker; JSON) [config]
+//	/admin/namespaces/<tenant>/<ns>    namespace policies (broker; JSON) [config]
+//	/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>  partitioned-topic metadata (JSON) [config]
+//	/admin/local-policies/<tenant>/<ns>  the namespace's policies that are this cluster's own: its bundles once split (broker; JSON)
 //	/topics/<tenant>/<ns>/<domain>/<topic>  topic record: the topic exists (broker; JSON)
 //	/schemas/<tenant>/<ns>/<topic>/<20-digit version>  schema version of a (base) topic (JSON)
 //	/topic-feature-policies/<tenant>/<ns>/<topic>  topic-level schema and compaction policies of a (base) topic (JSON)
@@ -100,8 +103,31 @@ const (
 	PrefixBrokers           = "/brokers/available/"
 )
 
+// PrefixClusters is the prefix of the cluster records.
+const PrefixClusters = "/admin/clusters/"
+
+// ConfigStorePrefixes are the prefixes of the records Pulsar keeps in its configuration
+// store (configurationMetadataStoreUrl), shared by the clusters of an instance: cluster
+// records, tenants, namespace policies and partitioned-topic metadata. With a
+// configuration store apart from the local store (Split) they live there; the partitions'
+// topic records, their data and everything else stay in each cluster's local store.
+var ConfigStorePrefixes = []string{PrefixClusters, PrefixTenants, PrefixNamespaces, PrefixPartitionedTopics}
+
 // ClusterKey holds the record of cluster (its service URLs).
-func ClusterKey(cluster string) string { return "/admin/clusters/" + cluster }
+func ClusterKey(cluster string) string { return PrefixClusters + cluster }
+
+// DynamicConfigKey holds the dynamic broker configuration (Pulsar's dynamic-config node,
+// in the local store): a JSON object of configuration name to value, both strings, applied
+// by every broker of the cluster (package broker/dynconfig).
+const DynamicConfigKey = "/admin/configuration"
+
+// PrefixLocalPolicies is the prefix of the namespaces' local policies (Pulsar's
+// LocalPolicies, in the local store even with a configuration store apart).
+const PrefixLocalPolicies = "/admin/local-policies/"
+
+// LocalPoliciesKey holds the local policies of namespace tenant/ns: the bundles a split
+// made in this cluster.
+func LocalPoliciesKey(tenant, ns string) string { return PrefixLocalPolicies + tenant + "/" + ns }
 
 // TenantKey holds the record of tenant.
 func TenantKey(tenant string) string { return PrefixTenants + tenant }

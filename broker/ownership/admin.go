@@ -2,7 +2,6 @@ package ownership
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -219,7 +218,7 @@ func (o *Manager) SplitBundle(ctx context.Context, ns, bundle string, unload boo
 		return err
 	}
 	// Our own lookups find the halves before the parent's record goes.
-	if err := o.cfg.Namespaces.WaitNamespace(ctx, t, n, v); err != nil {
+	if err := o.cfg.Namespaces.WaitBundles(ctx, t, n, v); err != nil {
 		return err
 	}
 	o.Forget(ctx, b)
@@ -234,53 +233,22 @@ func (o *Manager) SplitBundle(ctx context.Context, ns, bundle string, unload boo
 	return nil
 }
 
-// setBoundaries rewrites the bundles of namespace t/n by compare-and-swap on its record:
-// change computes the new boundaries from the bundles the record holds as read (not from a
-// cache: two splits of one namespace at once must both land). A concurrent change is
-// retried a few times.
+// setBoundaries rewrites the bundles of namespace t/n in this cluster (its local
+// policies: Namespaces.SetBundles, a compare-and-swap): change computes the new boundaries
+// from the bundles in force as read from the store (not from a cache: two splits of one
+// namespace at once must both land).
 func (o *Manager) setBoundaries(ctx context.Context, t, n string, change func([]Bundle) ([]string, error)) (metadata.Version, error) {
-	key := metadata.NamespaceKey(t, n)
-	for attempt := 0; ; attempt++ {
-		kv, err := o.store.Get(ctx, key)
-		if errors.Is(err, metadata.ErrNotFound) {
-			return 0, fmt.Errorf("%w: %s/%s", api.ErrNamespaceNotFound, t, n)
-		}
-		if err != nil {
-			return 0, err
-		}
-		var p api.NamespacePolicies
-		if len(kv.Value) > 0 {
-			if err := json.Unmarshal(kv.Value, &p); err != nil {
-				return 0, fmt.Errorf("namespace %s/%s record: %w", t, n, err)
-			}
-		}
+	return o.cfg.Namespaces.SetBundles(ctx, t, n, func(p api.NamespacePolicies) (any, error) {
 		bs, err := NamespaceBundles(t+"/"+n, p, o.cfg.DefaultBundles)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		bounds, err := change(bs)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		other := map[string]any{}
-		for k, v := range p.Other {
-			other[k] = v
-		}
-		other["bundles"] = bundlesData{Boundaries: bounds, NumBundles: len(bounds) - 1}
-		p.Other = other
-		b, err := json.Marshal(p)
-		if err != nil {
-			return 0, err
-		}
-		v, err := o.store.Put(ctx, key, b, kv.Version)
-		if errors.Is(err, metadata.ErrBadVersion) {
-			if attempt < 4 {
-				continue
-			}
-			return 0, fmt.Errorf("%w: namespace %s/%s changed concurrently", api.ErrServiceNotReady, t, n)
-		}
-		return v, err
-	}
+		return bundlesData{Boundaries: bounds, NumBundles: len(bounds) - 1}, nil
+	})
 }
 
 // Brokers lists the ids of the live brokers of cluster ("": every one); a broker without

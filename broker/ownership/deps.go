@@ -26,13 +26,19 @@ type Broker interface {
 	CloseTopics(ctx context.Context, match func(topicname.Name) bool, redirect *topic.Redirect)
 }
 
-// Namespaces reads namespace policies (package resources' Records).
+// Namespaces reads namespace policies and keeps the bundles (package resources' Records).
 type Namespaces interface {
 	// CachedPolicies returns a namespace's policies from the watched cache (the store if
 	// the cache does not hold it); api.ErrNamespaceNotFound wrapped if it has no record.
 	CachedPolicies(ctx context.Context, tenant, ns string) (api.NamespacePolicies, error)
-	// WaitNamespace waits until the watched cache holds version v of the namespace's record.
-	WaitNamespace(ctx context.Context, tenant, ns string, v metadata.Version) error
+	// CachedBundlePolicies is CachedPolicies with the bundles in force in this cluster
+	// (its splits', kept apart from the policies, which other clusters may share).
+	CachedBundlePolicies(ctx context.Context, tenant, ns string) (api.NamespacePolicies, error)
+	// SetBundles records the bundles change returns, given the policies with the bundles
+	// in force read from the store (compare-and-swap), and returns the record's version.
+	SetBundles(ctx context.Context, tenant, ns string, change func(api.NamespacePolicies) (any, error)) (metadata.Version, error)
+	// WaitBundles waits until the watched cache holds version v of the bundles' record.
+	WaitBundles(ctx context.Context, tenant, ns string, v metadata.Version) error
 }
 
 // Placement assigns unowned bundles: the load manager, or a selector configured in its place.

@@ -708,10 +708,11 @@ func (o *Manager) selector() BrokerSelector {
 	return o.sel
 }
 
-// BundlesOf returns the bundles of namespace tenant/ns; a namespace without a record has
-// the default bundles (Pulsar's, for namespaces without policies).
+// BundlesOf returns the bundles of namespace tenant/ns in this cluster (after its splits);
+// a namespace without a record has the default bundles (Pulsar's, for namespaces without
+// policies).
 func (o *Manager) BundlesOf(ctx context.Context, tenant, ns string) ([]Bundle, error) {
-	p, err := o.cfg.Namespaces.CachedPolicies(ctx, tenant, ns)
+	p, err := o.cfg.Namespaces.CachedBundlePolicies(ctx, tenant, ns)
 	if err != nil && !errors.Is(err, api.ErrNamespaceNotFound) {
 		return nil, err
 	}

@@ -83,7 +83,13 @@ type noNamespaces struct{}
 func (noNamespaces) CachedPolicies(context.Context, string, string) (api.NamespacePolicies, error) {
 	return api.NamespacePolicies{}, nil
 }
-func (noNamespaces) WaitNamespace(context.Context, string, string, metadata.Version) error {
+func (noNamespaces) CachedBundlePolicies(context.Context, string, string) (api.NamespacePolicies, error) {
+	return api.NamespacePolicies{}, nil
+}
+func (noNamespaces) SetBundles(context.Context, string, string, func(api.NamespacePolicies) (any, error)) (metadata.Version, error) {
+	return 0, api.ErrNamespaceNotFound
+}
+func (noNamespaces) WaitBundles(context.Context, string, string, metadata.Version) error {
 	return nil
 }
 

@@ -3,7 +3,11 @@
 // permission grants and replication clusters: replication.go), topics and partitioned
 // topics (Records), and the watched caches that mirror a prefix of the store
 // (Cache), so that the rest of the broker asks for "the namespace's policies", never for a
-// key. The keys themselves are built in metadata/keys.go.
+// key. The keys themselves are built in metadata/keys.go. Given a metadata.Split (a
+// configuration store apart from the local store), the cluster records, tenants, namespaces
+// and partitioned topics are the configuration store's, shared with the other clusters
+// that use it; topic records and local policies (localpolicies.go: the bundles after a
+// split here) stay in the local store.
 //
 // # Usage
 //
@@ -31,6 +35,9 @@
 //     is checked against the cluster records before it is written, as Pulsar checks it; a
 //     refused change writes nothing. This broker's own cluster counts as known without a
 //     record.
+//   - A namespace's bundles in force are its local policies' if a split recorded them for
+//     this incarnation of the namespace record, else its policies': a split changes one
+//     cluster's bundles only.
 //   - A Cache holds, once synced, what the store held at the revision of its last listing
 //     plus every later change its watch delivered, in order.
 //

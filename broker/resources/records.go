@@ -23,21 +23,27 @@ import (
 type Records struct {
 	store   metadata.Store
 	cluster string
-	// namespaces and partitioned mirror the namespace and partitioned-topic records.
-	namespaces, partitioned *Cache
+	// namespaces, partitioned and localPolicies mirror the namespace, partitioned-topic and
+	// local-policy records.
+	namespaces, partitioned, localPolicies *Cache
 }
 
 // New returns the records of store for a broker of cluster (the default allowed cluster of
-// new tenants). Run its caches before relying on them.
+// new tenants). store is the cluster's store: with a configuration store apart from the
+// local store, a metadata.Split, which keeps the records of metadata.ConfigStorePrefixes
+// (cluster records, tenants, namespaces, partitioned topics) in the configuration store
+// and the rest (topics, local policies) in the local store. Run its caches before relying
+// on them.
 func New(store metadata.Store, cluster string, log *slog.Logger) *Records {
 	return &Records{store: store, cluster: cluster,
-		namespaces:  NewCache(store, metadata.PrefixNamespaces, log),
-		partitioned: NewCache(store, metadata.PrefixPartitionedTopics, log)}
+		namespaces:    NewCache(store, metadata.PrefixNamespaces, log),
+		partitioned:   NewCache(store, metadata.PrefixPartitionedTopics, log),
+		localPolicies: NewCache(store, metadata.PrefixLocalPolicies, log)}
 }
 
-// Caches returns the watched caches of the namespace and partitioned-topic records, for
-// the caller to run (Cache.Run) until the broker closes.
-func (r *Records) Caches() []*Cache { return []*Cache{r.namespaces, r.partitioned} }
+// Caches returns the watched caches of the namespace, partitioned-topic and local-policy
+// records, for the caller to run (Cache.Run) until the broker closes.
+func (r *Records) Caches() []*Cache { return []*Cache{r.namespaces, r.partitioned, r.localPolicies} }
 
 type topicRecord struct {
 	Created int64 `json:"created"` // Unix ms
@@ -246,9 +252,13 @@ func (r *Records) SetNamespace(ctx context.Context, ns string, p api.NamespacePo
 	return v, err
 }
 
-// DeleteNamespace deletes namespace tenant/ns's record.
+// DeleteNamespace deletes namespace tenant/ns's record and this cluster's local policies
+// of it.
 func (r *Records) DeleteNamespace(ctx context.Context, tenant, ns string) error {
-	return r.store.Delete(ctx, metadata.NamespaceKey(tenant, ns), metadata.AnyVersion)
+	if err := r.store.Delete(ctx, metadata.NamespaceKey(tenant, ns), metadata.AnyVersion); err != nil {
+		return err
+	}
+	return r.store.Delete(ctx, metadata.LocalPoliciesKey(tenant, ns), metadata.AnyVersion)
 }
 
 // Topics.

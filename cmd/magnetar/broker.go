@@ -40,6 +40,7 @@ func newBrokerCmd() *cobra.Command {
 		advf                                                        advertisedFlags
 		of                                                          offloadFlags
 		wf                                                          websocketFlags
+		confURL                                                     string // --configuration-metadata-store-url
 	)
 	c := &cobra.Command{
 		Use:   "broker",
@@ -87,6 +88,13 @@ func newBrokerCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
+			confStore, err := openConfigStore(ctx, metaURL, confURL)
+			if err != nil {
+				return err
+			}
+			if confStore != nil {
+				defer confStore.Close()
+			}
 			// The load manager's transfers and splits: admin requests to the other brokers,
 			// with the broker's own credentials (Pulsar's brokerClientAuthentication*).
 			hc, err := brokerAuth.httpClient()
@@ -99,7 +107,7 @@ func newBrokerCmd() *cobra.Command {
 				return err
 			}
 			defer closeOffloader()
-			bc := brokerConfig(brokerSettings{store: store, listen: listen, httpURL: httpURL, httpsURL: httpsURL,
+			bc := brokerConfig(brokerSettings{store: store, configStore: confStore, listen: listen, httpURL: httpURL, httpsURL: httpsURL,
 				offloader: offloader, offloadPolicy: offloadPolicy,
 				cluster: cluster, maxMessageSize: maxMessageSize, noAutoCreate: noAutoCreate, noDedup: noDedup, txn: txnOn,
 				authn: authn, auth: &af, ts: ts, tls: &tf, pol: &pf, lb: lf,
@@ -135,6 +143,7 @@ func newBrokerCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	addMetadataFlag(c, &metaURL)
+	addConfigStoreFlag(c, &confURL)
 	f.StringVar(&listen, "listen", "127.0.0.1:6650", "Pulsar protocol listen address")
 	f.StringVar(&advertise, "advertise", "", "host:port clients dial (default: the listen address)")
 	f.StringVar(&httpAddr, "http", "127.0.0.1:8080", "admin REST and metrics HTTP address (empty disables)")
@@ -177,6 +186,8 @@ var brokerClientKeys = []config.Key{
 // brokerKeys are the broker.conf keys the broker has.
 var brokerKeys = []config.Key{
 	{Name: "metadataStoreUrl", Flag: "metadata-url", Map: etcdURL},
+	{Name: "configurationMetadataStoreUrl", Flag: "configuration-metadata-store-url", Map: etcdURL},
+	{Name: "configurationStoreServers", Flag: "configuration-metadata-store-url", Map: etcdURL},
 	{Name: "bindAddress"},
 	{Name: "brokerServicePort", Flag: "listen", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},

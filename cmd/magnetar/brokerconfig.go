@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker"
@@ -18,8 +22,9 @@ import (
 // fields from the flags both have, and, marked below, those where the two differ on purpose.
 type brokerSettings struct {
 	store             metadata.Store
-	listen            string // Pulsar protocol address; empty disables the plain listener
-	httpURL, httpsURL string // the admin web service's URLs (lookups report them)
+	configStore       metadata.Store // nil: store is the configuration store too
+	listen            string         // Pulsar protocol address; empty disables the plain listener
+	httpURL, httpsURL string         // the admin web service's URLs (lookups report them)
 	cluster           string
 	maxMessageSize    int
 	noAutoCreate      bool
@@ -61,7 +66,7 @@ type brokerSettings struct {
 // become a broker.Config.
 func brokerConfig(s brokerSettings) broker.Config {
 	bc := broker.Config{
-		Store: s.store, Listen: s.listen, DisablePlain: s.listen == "", Advertise: s.advertise,
+		Store: s.store, ConfigStore: s.configStore, Listen: s.listen, DisablePlain: s.listen == "", Advertise: s.advertise,
 		HTTPURL: s.httpURL, HTTPURLTLS: s.httpsURL, ID: s.id, Cluster: s.cluster,
 		SessionTTL: s.sessionTTL, MaxMessageSize: s.maxMessageSize, DisableAutoTopicCreation: s.noAutoCreate,
 		DisableDeduplication: s.noDedup, Ensemble: s.ensemble, WriteQuorum: s.writeQuorum, AckQuorum: s.ackQuorum,
@@ -86,4 +91,36 @@ func brokerConfig(s brokerSettings) broker.Config {
 		bc.PeerHTTP = s.executor.Client
 	}
 	return bc
+}
+
+// addConfigStoreFlag adds --configuration-metadata-store-url (Pulsar's
+// configurationMetadataStoreUrl) to the commands that run a broker.
+func addConfigStoreFlag(c *cobra.Command, dst *string) {
+	c.Flags().StringVar(dst, "configuration-metadata-store-url", "",
+		"configuration store shared between clusters (cluster records, tenants, namespaces, partitioned topics), "+
+			"etcd://host:port[,host:port...] (default: the metadata store)")
+}
+
+// openConfigStore opens the configuration store named by confURL, or returns nil when it
+// is the metadata store at metaURL (unset, or the same hosts).
+func openConfigStore(ctx context.Context, metaURL, confURL string) (metadata.Store, error) {
+	if confURL == "" {
+		return nil, nil
+	}
+	ceps, err := metadata.ParseURL(confURL)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--configuration-metadata-store-url: %w", err)}
+	}
+	if meps, err := metadata.ParseURL(metaURL); err == nil && sameHosts(meps, ceps) {
+		return nil, nil
+	}
+	return openStoreFlag(ctx, "--configuration-metadata-store-url", confURL)
+}
+
+// sameHosts reports whether two endpoint lists name the same hosts, in any order.
+func sameHosts(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

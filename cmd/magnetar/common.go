@@ -25,9 +25,14 @@ import (
 
 // openStore connects to the metadata store named by an etcd:// URL.
 func openStore(ctx context.Context, url string) (metadata.Store, error) {
+	return openStoreFlag(ctx, "--metadata-url", url)
+}
+
+// openStoreFlag is openStore for the URL of flag (named in a usage error).
+func openStoreFlag(ctx context.Context, flag, url string) (metadata.Store, error) {
 	eps, err := metadata.ParseURL(url)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--metadata-url: %w", err)}
+		return nil, usageError{fmt.Errorf("%s: %w", flag, err)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -161,6 +161,15 @@ func etcdURL(v string, _ func(string) (string, bool)) (string, error) {
 	return "etcd://" + strings.Join(hps, ","), nil
 }
 
+// etcdURLOrSkip is etcdURL for an etcd URL and leaves the flag unset for any other store
+// (standalone's configurationMetadataStoreUrl: Pulsar's own store is the embedded etcd).
+func etcdURLOrSkip(v string, get func(string) (string, bool)) (string, error) {
+	if !strings.HasPrefix(v, "etcd:") && !strings.HasPrefix(v, "metadata-store:etcd:") {
+		return "", config.Skip
+	}
+	return etcdURL(v, get)
+}
+
 // only accepts just want for a key whose setting is fixed in this role.
 func only(want, why string) func(string, func(string) (string, bool)) (string, error) {
 	return func(v string, _ func(string) (string, bool)) (string, error) {

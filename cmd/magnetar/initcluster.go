@@ -15,9 +15,13 @@ func init() { register(newInitClusterCmd) }
 
 // newInitClusterCmd is `magnetar initialize-cluster-metadata`, as Pulsar's: the cluster
 // record with its service URLs, tenants public and pulsar, namespaces public/default and
-// pulsar/system. It is idempotent: records that exist are kept.
+// pulsar/system, in the configuration store (--configuration-metadata-store, Pulsar's
+// name; the deprecated --configuration-store too), which is the metadata store
+// (--metadata-url) unless given. It is idempotent: records that exist are kept (the
+// cluster is added to the existing tenants' allowed clusters, see
+// resources.InitializeCluster).
 func newInitClusterCmd() *cobra.Command {
-	var metaURL, cluster string
+	var metaURL, confURL, cluster string
 	var cd broker.ClusterData
 	c := &cobra.Command{
 		Use:   "initialize-cluster-metadata",
@@ -32,7 +36,13 @@ func newInitClusterCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			store, err := openStore(ctx, metaURL)
+			// Every record written lives in the configuration store: the local store is
+			// opened only when it is that store too.
+			url, flag := metaURL, "--metadata-url"
+			if confURL != "" {
+				url, flag = confURL, "--configuration-metadata-store"
+			}
+			store, err := openStoreFlag(ctx, flag, url)
 			if err != nil {
 				return err
 			}
@@ -51,6 +61,10 @@ func newInitClusterCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	addMetadataFlag(c, &metaURL)
+	aliasFlag(f, "metadata-store", "metadata-url") // Pulsar's name
+	f.StringVar(&confURL, "configuration-metadata-store", "",
+		"configuration store shared between clusters, etcd://host:port[,host:port...] (default: the metadata store)")
+	aliasFlag(f, "configuration-store", "configuration-metadata-store") // Pulsar's deprecated name
 	f.StringVar(&cluster, "cluster", "", "cluster name")
 	f.StringVar(&cd.ServiceURL, "web-service-url", "", "http:// admin URL of the cluster")
 	f.StringVar(&cd.ServiceURLTLS, "web-service-url-tls", "", "https:// admin URL of the cluster")

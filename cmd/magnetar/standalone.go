@@ -30,6 +30,7 @@ func init() { register(newStandaloneCmd) }
 
 type standaloneFlags struct {
 	dataDir, etcdAddr, bookieAddr, brokerAddr, httpAddr, logLevel, cluster string
+	confURL                                                                string // --configuration-metadata-store-url
 	journalPrepareRate                                                     int64
 	journalGroupWait, journalSyncInterval, gcInterval                      time.Duration
 	maxMessageSize                                                         int
@@ -69,6 +70,7 @@ func newStandaloneCmd() *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&fl.dataDir, "data-dir", "./data", "data directory for etcd and the bookie")
 	f.StringVar(&fl.etcdAddr, "etcd-listen", "127.0.0.1:2379", "embedded etcd client address (loopback)")
+	addConfigStoreFlag(c, &fl.confURL)
 	f.StringVar(&fl.bookieAddr, "bookie-listen", "127.0.0.1:3181", "bookie protocol address")
 	f.StringVar(&fl.brokerAddr, "broker-listen", "127.0.0.1:6650", "Pulsar protocol address")
 	f.StringVar(&fl.httpAddr, "http", "127.0.0.1:8080", "admin REST and metrics HTTP address")
@@ -101,6 +103,10 @@ var standaloneKeys = []config.Key{
 	{Name: "brokerServicePort", Flag: "broker-listen", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "webServicePort", Flag: "http", Map: portOn("bindAddress", "0.0.0.0", true)},
 	{Name: "clusterName", Flag: "cluster"},
+	// An etcd configuration store; any other value (Pulsar's zk:, rocksdb:, memory:) names
+	// Pulsar standalone's own store, which here is the embedded etcd.
+	{Name: "configurationMetadataStoreUrl", Flag: "configuration-metadata-store-url", Map: etcdURLOrSkip},
+	{Name: "configurationStoreServers", Flag: "configuration-metadata-store-url", Map: etcdURLOrSkip},
 	{Name: "maxMessageSize", Flag: "max-message-size"},
 	{Name: "allowAutoTopicCreation", Flag: "disable-auto-topic-creation", Map: config.Not},
 	{Name: "brokerDeduplicationEnabled", Flag: "disable-deduplication", Map: config.Not},
@@ -158,6 +164,13 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer store.Close()
+	confStore, err := openConfigStore(ctx, "etcd://"+fl.etcdAddr, fl.confURL)
+	if err != nil {
+		return err
+	}
+	if confStore != nil {
+		defer confStore.Close()
+	}
 	b, err := bookie.Start(ctx, bookie.Config{
 		Listen: fl.bookieAddr, DataDir: filepath.Join(abs, "bookie"), Store: store, Logger: slog.Default(), GCInterval: fl.gcInterval,
 		Journal: journal.Options{PrepareRate: fl.journalPrepareRate, MaxGroupWait: journalZeroOff(fl.journalGroupWait),
@@ -176,7 +189,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 		return err
 	}
 	defer closeOffloader()
-	bc := brokerConfig(brokerSettings{store: store, listen: fl.brokerAddr, httpURL: httpURL, httpsURL: httpsURL,
+	bc := brokerConfig(brokerSettings{store: store, configStore: confStore, listen: fl.brokerAddr, httpURL: httpURL, httpsURL: httpsURL,
 		offloader: offloader, offloadPolicy: offloadPolicy,
 		cluster: fl.cluster, maxMessageSize: fl.maxMessageSize, noAutoCreate: fl.noAutoCreate, noDedup: fl.noDedup, txn: fl.txn,
 		authn: authn, auth: &fl.auth, ts: ts, tls: &fl.tls, pol: &fl.pol, lb: fl.lb,
@@ -198,7 +211,7 @@ func runStandalone(ctx context.Context, fl standaloneFlags, sd *shutdown) error 
 	defer svc.Close()
 	in := svc.Info()
 	// First start: the cluster record, tenants and namespaces initialize-cluster-metadata writes.
-	created, err := broker.InitializeCluster(ctx, store, fl.cluster, broker.ClusterData{ServiceURL: in.HTTPURL,
+	created, err := broker.InitializeCluster(ctx, metadata.NewSplit(store, confStore), fl.cluster, broker.ClusterData{ServiceURL: in.HTTPURL,
 		ServiceURLTLS: in.HTTPURLTLS, BrokerServiceURL: in.ServiceURL, BrokerServiceURLTLS: in.ServiceURLTLS})
 	if err != nil {
 		return fmt.Errorf("initialize cluster metadata: %w", err)
