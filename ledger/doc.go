@@ -16,7 +16,7 @@
 //	entries, err := r.Read(ctx, 0, r.LAC())
 //
 // Caller obligations:
-//  1. Close every writer Handle (it owns a goroutine), even after an error; then the Client.
+//  1. Close every writer Handle (its owner runs until then), even after an error; then the Client.
 //  2. Callbacks of AppendAsync run on the handle's owner goroutine, in entry order: they must
 //     not block or call back into the same handle synchronously.
 //  3. Do not modify a payload until its append completed.
@@ -52,16 +52,24 @@
 //     bookie registrations (metadata.PrefixAvailable, PrefixReadOnly) and watches them,
 //     updating the bookieSet (a mutex-guarded leaf) that placement reads. Stopped by
 //     Client.Close.
-//   - Handle.run (one per writer Handle): the owner of the Writer core and its transport. It
-//     selects over the append queue's signal (AppendAsync queues under appendQueue.mu and
-//     waits only while MaxPendingAdds appends are queued or in flight), closec, the
-//     transport's inbox (bookie answers, dial results, metadata results), and a ticker
-//     (explicit-LAC flush and request timeouts). Each wake-up takes everything queued (inbox
-//     results, then appends, then a close) and only then asks the core for a Ready, so a
-//     burst of appends is one batch of requests per bookie connection. It performs each
-//     Ready, calls completion callbacks, hands the Ready back (Writer.Advance), and
-//     publishes a snapshot (metadata, LAC) under Handle.mu for readers. It exits once the
-//     close finished (or the client closed), failing appends still queued.
+//   - Handle.step (one owner per writer Handle, run.go): the owner of the Writer core and
+//     its transport. It runs on a goroutine that exists only while the writer is busy
+//     (internal/inbox Owner; it ends a second, inbox.DefaultLinger, after the last work):
+//     the append queue (AppendAsync queues under appendQueue.mu and
+//     waits only while MaxPendingAdds appends are queued or in flight), close requests, the
+//     transport's inbox (bookie answers, dial results, metadata results), the tick timer
+//     (explicit-LAC flush and request timeouts) and the end of the client's context all
+//     wake it. Each run takes everything queued (inbox results, then appends, then a close)
+//     and only then asks the core for a Ready, so a burst of appends is one batch of
+//     requests per bookie connection. It performs each Ready, calls completion callbacks,
+//     hands the Ready back (Writer.Advance), and publishes a snapshot (metadata, LAC) under
+//     Handle.mu for readers. The tick timer is armed only while the writer wants ticks
+//     (Writer.WantsTick: a LAC not yet published) or a request may time out, so an idle
+//     writer has no goroutine and no timer firing; inbox.Owner runs step never twice at
+//     once and each run after the previous one, so the core and the transport are owned
+//     as by one long-lived goroutine, and every answer is still checked by its token. The
+//     owner ends once the close finished (or the client closed), failing appends still
+//     queued and answering close requests not taken.
 //   - Transport helpers, owned by the goroutine that owns the transport: a short-lived
 //     goroutine per dial and per metadata compare-and-swap; they only push to the inbox.
 //     Callbacks of bookie/client connections also only push to the inbox (never block); for

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/internal/inbox"
-	"github.com/magnetar-io/magnetar/internal/seqwin"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -19,15 +19,23 @@ type Handle struct {
 	c  *Client
 	id int64
 
-	// Writer handles only. The owner goroutine (run) owns w, t and every field it uses;
-	// other goroutines talk to it through appends and closec (unbuffered, so a close request
-	// is either taken by run or refused once stopped is closed: none is ever lost).
+	// Writer handles only. The owner (step, run by owner on a goroutine that exists only
+	// while there is work: see run.go) owns w, t and the run state; other goroutines talk
+	// to it through appends, t.in and closeq (a close request is either queued for the
+	// owner or refused once the owner has ended and closed closeq: none is ever lost).
 	w       *Writer
 	t       *transport
 	appends *appendQueue
-	closec  chan chan CloseResult
-	stopped chan struct{} // closed when run returns
+	closeq  *inbox.Queue[chan CloseResult]
+	owner   *inbox.Owner
+	ctx     context.Context // ends when the client closes (or the owner ends)
+	stopped chan struct{}   // closed when the owner has ended
 	cancel  context.CancelFunc
+	// tick fires the writer's Tick and the transport's timeouts; armed only while the
+	// writer or the transport has something a tick can act on (tickDue: it fired).
+	tick    *time.Timer
+	tickDue atomic.Bool
+	run     runState // owned by the owner
 
 	mu struct {
 		sync.Mutex // guards the fields below; a leaf lock, never held across I/O
@@ -67,8 +75,8 @@ type appendQueue struct {
 	}
 }
 
-func newAppendQueue(max int) *appendQueue {
-	return &appendQueue{max: max, q: inbox.New[appendReq]()}
+func newAppendQueue(max int, o *inbox.Owner) *appendQueue {
+	return &appendQueue{max: max, q: inbox.NewOwned[appendReq](o)}
 }
 
 // add queues r if there is room. Otherwise it returns a channel closed when there may be room.
@@ -155,11 +163,20 @@ func (c *Client) newWriteHandle(m *Metadata, v metadata.Version) (*Handle, error
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	h := &Handle{c: c, id: id, w: w, appends: newAppendQueue(c.opts.MaxPendingAdds),
-		closec: make(chan chan CloseResult), stopped: make(chan struct{}), cancel: cancel}
-	h.t = newTransport(ctx, c, m, inbox.New[event]())
+	h := &Handle{c: c, id: id, w: w, ctx: ctx, stopped: make(chan struct{}), cancel: cancel}
+	h.owner = inbox.NewOwner(h.step, inbox.DefaultLinger)
+	h.appends = newAppendQueue(c.opts.MaxPendingAdds, h.owner)
+	h.closeq = inbox.NewOwned[chan CloseResult](h.owner)
+	h.t = newTransport(ctx, c, m, inbox.NewOwned[event](h.owner))
 	h.mu.meta, h.mu.version, h.mu.lac = m, v, -1
-	go h.run(ctx)
+	h.tick = time.AfterFunc(time.Hour, func() {
+		h.tickDue.Store(true)
+		h.owner.Wake()
+	})
+	h.tick.Stop() // armed by the owner while ticks are needed
+	h.run.lastExpire = time.Now()
+	h.run.stopCtx = context.AfterFunc(ctx, h.owner.Wake)
+	h.owner.Release()
 	return h, nil
 }
 
@@ -220,12 +237,8 @@ func (h *Handle) Close(ctx context.Context) error {
 		return nil
 	}
 	done := make(chan CloseResult, 1)
-	select {
-	case h.closec <- done:
-	case <-h.stopped:
+	if !h.closeq.Push(done) {
 		return h.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	select {
 	case r := <-done:
@@ -245,125 +258,4 @@ func (h *Handle) stoppedErr() error {
 		return fmt.Errorf("%w: ledger %d", ErrClosed, h.id)
 	}
 	return ErrStopped
-}
-
-// run is the writer's owner goroutine: it owns h.w and h.t, feeds the core appends, close
-// requests, bookie and metadata results, ticks and timeouts, and performs its Ready. Each
-// wake-up takes everything queued (results, then appends) before asking the core for one
-// Ready, so a burst of appends goes out as one batch of requests per bookie. It returns once
-// the close finished (or the client closed).
-func (h *Handle) run(ctx context.Context) {
-	defer close(h.stopped)
-	defer func() {
-		h.cancel()
-		h.t.wg.Wait()
-	}()
-	w, t := h.w, h.t
-	// callbacks holds the callback of every pending append by entry id (ids are consecutive
-	// and complete in order).
-	var callbacks seqwin.Window[func(int64, error)]
-	var closeWaiters []chan CloseResult
-	var (
-		appends []appendReq // taken from h.appends, reused
-		results []event     // drained from t.in, reused
-		evs     []event     // for the core, reused
-	)
-	tick := time.NewTicker(h.c.opts.LACFlushInterval)
-	defer tick.Stop()
-	lastExpire := time.Now()
-	expireEvery := min(h.c.opts.AddTimeout, h.c.opts.ReadTimeout) / 4
-	for {
-		evs = evs[:0]
-		closing := false
-		select {
-		case <-h.appends.q.Signal():
-		case <-t.in.Signal():
-		case done := <-h.closec:
-			closeWaiters = append(closeWaiters, done)
-			closing = len(closeWaiters) == 1
-		case now := <-tick.C:
-			w.Tick()
-			if now.Sub(lastExpire) >= expireEvery {
-				lastExpire = now
-				evs = t.expire(now, evs)
-			}
-		case <-ctx.Done():
-			for id, cb := range callbacks.All() {
-				cb(int64(id), ErrStopped)
-			}
-			for _, r := range h.appends.stop() {
-				r.cb(-1, h.stoppedErr())
-			}
-			for _, d := range closeWaiters {
-				d <- CloseResult{Err: ErrStopped}
-			}
-			return
-		}
-		// Results first: the acks they carry may move the LAC the new entries piggyback.
-		results = t.in.Drain(results)
-		for _, ev := range results {
-			evs = t.handle(ev, evs)
-		}
-		for _, ev := range evs {
-			if ev.other != nil {
-				w.Step(ev.other)
-			} else {
-				w.Step(ev.add) // no allocation: Step does not retain its message
-			}
-		}
-		// Then every append queued, including those queued before a Close that came with
-		// this wake-up (the caller's append happened before its Close).
-		appends = h.appends.q.Drain(appends)
-		released := 0
-		for _, r := range appends {
-			id, err := w.Append(r.payload)
-			if err != nil {
-				r.cb(-1, err)
-				released++
-			} else {
-				callbacks.Put(uint64(id), r.cb)
-			}
-		}
-		if closing {
-			w.Close()
-		}
-		for w.HasReady() {
-			rd := w.Ready()
-			t.perform(&rd)
-			// The LAC first: a caller whose add completes below must see it in LAC().
-			h.mu.Lock()
-			h.mu.lac = max(h.mu.lac, w.LAC())
-			h.mu.Unlock()
-			for _, c := range rd.Completions {
-				if cb, ok := callbacks.Delete(uint64(c.EntryID)); ok {
-					released++
-					if c.Err != nil {
-						cb(-1, c.Err)
-					} else {
-						cb(c.EntryID, nil)
-					}
-				}
-			}
-			closed := rd.Closed
-			w.Advance(&rd)
-			meta, v := w.Metadata()
-			h.mu.Lock()
-			h.mu.meta, h.mu.version, h.mu.lac = meta, v, max(h.mu.lac, w.LAC())
-			if closed != nil {
-				h.mu.closeRes = closed
-			}
-			h.mu.Unlock()
-			if closed != nil {
-				h.appends.release(released)
-				for _, r := range h.appends.stop() {
-					r.cb(-1, h.stoppedErr())
-				}
-				for _, d := range closeWaiters {
-					d <- *closed
-				}
-				return
-			}
-		}
-		h.appends.release(released)
-	}
 }

@@ -294,6 +294,25 @@ func (w *Writer) Tick() {
 	w.lacSent = w.lac
 }
 
+// Compact drops what the writer keeps for reuse while it has nothing pending: the rings of
+// its empty windows, the completed pendingAdds and the Ready's slices. A driver calls it
+// when the writer goes idle, so an idle ledger holds little; the next Append allocates
+// again. It changes no state.
+func (w *Writer) Compact() {
+	if w.pending.Len() > 0 || !w.ready.Empty() {
+		return
+	}
+	w.pending.Release()
+	w.sends.Release()
+	w.free = nil
+	w.ready = Ready{}
+}
+
+// WantsTick reports whether a Tick could do something now or after more idle Ticks: the
+// writer is open with a LAC it has not published. A driver may leave an idle writer that
+// does not want ticks unticked until the next Append or Step.
+func (w *Writer) WantsTick() bool { return w.state == WriterOpen && w.lac > w.lacSent }
+
 // Step feeds the writer a result: AddResult or MetaResult.
 func (w *Writer) Step(msg any) {
 	switch m := msg.(type) {
