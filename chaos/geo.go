@@ -35,7 +35,7 @@ const geoTopic = "persistent://geo/ns/chaos"
 
 // geoCatchUp bounds how long, after the producers finished, the subscriptions of every
 // cluster may take to hold every acknowledged message before the run is called stuck.
-const geoCatchUp = 3 * time.Minute
+const geoCatchUp = 2 * time.Minute
 
 // geoTopologies names the nodes of n sites: a-e0, a-k0, a-k1, a-b0, a-b1, a-p0.., a-c0
 // (and a-r0 for the setup, the reader and the stats), then b-…, c-….
@@ -295,13 +295,18 @@ func (c *cluster) lookupOwner(s *site, topic string) (string, error) {
 }
 
 // clusterRecords are the cluster records every site's setup writes: each cluster reached at
-// its first broker, through that broker's proxy (so the faults between clusters apply).
+// its first broker (with Options.AllBrokersInRecords, at every broker), through the brokers'
+// proxies (so the faults between clusters apply).
 func (c *cluster) clusterRecords() []ClusterRecord {
 	var out []ClusterRecord
 	for _, s := range c.sites {
 		ip := c.nodes[s.topo.Brokers[0]].IP
+		broker := fmt.Sprintf("pulsar://%s:%d", ip, brokerPort)
+		if c.o.AllBrokersInRecords {
+			broker = c.serviceURL(s) // pulsar://b0:6650,b1:6650
+		}
 		out = append(out, ClusterRecord{Name: s.name, ServiceURL: fmt.Sprintf("http://%s:%d", ip, brokerHTTP),
-			BrokerServiceURL: fmt.Sprintf("pulsar://%s:%d", ip, brokerPort)})
+			BrokerServiceURL: broker})
 	}
 	return out
 }
@@ -443,7 +448,8 @@ func (c *cluster) geoWorkload(ctx context.Context, faults []Fault) (Verdict, []s
 					c.note("stats of %s: %v", s.name, err)
 				}
 			}
-			c.note("the subscriptions did not catch up within %v: %v", geoCatchUp, v.Examples)
+			c.note("the subscriptions did not catch up within %v (the brokers' logs end with their goroutines): %v", geoCatchUp, v.Examples)
+			c.dumpBrokers = true
 			break
 		}
 		select {

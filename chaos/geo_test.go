@@ -95,3 +95,55 @@ func TestChaosGeoCI(t *testing.T) {
 		})
 	}
 }
+
+// TestChaosGeoAllBrokersInRecord: cluster records whose brokerServiceUrl names every broker
+// of the cluster (pulsar://b0:6650,b1:6650), as Pulsar's clients and its replicators take
+// them; the first broker of b is killed for a while, so replication to b must find the
+// topic's owner through the other. The broker accepts such a record
+// (resources.CheckClusterData), but its replicators' client (pulsarclient.New) takes the
+// whole host list as one address and never connects: nothing replicates.
+func TestChaosGeoAllBrokersInRecord(t *testing.T) {
+	knownBug(t, "a cluster record with several broker hosts is accepted but its replicators never connect")
+	runSeed(t, 22, Options{Clusters: 2, Duration: 10 * time.Second, AllBrokersInRecords: true,
+		Faults: []Fault{{Kind: FaultKill, At: 2 * time.Second, For: 12 * time.Second, Target: "b-b0"}}})
+}
+
+// TestChaosGeoReplicationStallsAfterOwnerMove replays the faults of chaos seed 7007
+// (-clusters 2 -duration 20s): the link between a and b cut, then lossy, while the broker
+// owning partition 1 in b is killed and the partition moves to b's other broker. Both
+// replicators of that partition — a's (its broker never restarted) towards b's new owner,
+// and the new owner's towards a — then stopped for good after exactly one window (1000
+// entries) of sends: the entries reached the remote cluster, but the replication cursors'
+// mark-delete positions never moved past where they stood before the move, the topic stats
+// said connected: false with the backlog growing, and no "replicator not connected" was
+// logged. Every message published on that partition afterwards stayed in its own cluster
+// (278 acknowledged messages missing, 114 in a and 164 in b).
+func TestChaosGeoReplicationStallsAfterOwnerMove(t *testing.T) {
+	knownBug(t, "replication of a partition stops for good after its owner in the remote cluster moved")
+	o := seed7007Options()
+	runSeed(t, 7007, o)
+}
+
+// seed7007Options are the options of the batch that found chaos seed 7007.
+func seed7007Options() Options {
+	return Options{Clusters: 2, Duration: 20 * time.Second, MinFaults: 3, MaxFaults: 6}
+}
+
+// TestSeed7007Schedule: the replay of chaos seed 7007 still draws the faults it was found
+// with (the owner of partition 1 in b killed while the link between a and b is cut).
+func TestSeed7007Schedule(t *testing.T) {
+	var got []string
+	for _, f := range PlannedFaults(7007, seed7007Options()) {
+		got = append(got, f.String())
+	}
+	want := []string{
+		"+  2.1s   4.2s geo-cut    b<->a",
+		"+  2.5s   5.6s geo-one-way b->a",
+		"+  4.5s   5.3s geo-loss   b->a 20%",
+		"+  6.3s   5.6s kill-owner b partition 1",
+		"+  7.0s   0.9s kill-owner a partition 0",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("seed 7007 draws\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

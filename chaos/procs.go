@@ -146,6 +146,22 @@ func (p *Proc) Kill() {
 	<-done
 }
 
+// Dump sends SIGQUIT (and SIGCONT, should it be paused) and waits up to d for the exit, then
+// kills: a Go program writes every goroutine's stack to its log as it exits.
+func (p *Proc) Dump(d time.Duration) {
+	done := p.Done()
+	if done == nil {
+		return
+	}
+	p.signal(syscall.SIGQUIT)
+	p.signal(syscall.SIGCONT)
+	select {
+	case <-done:
+	case <-time.After(d):
+		p.Kill()
+	}
+}
+
 // Pause sends SIGSTOP; Resume sends SIGCONT.
 func (p *Proc) Pause()  { p.signal(syscall.SIGSTOP) }
 func (p *Proc) Resume() { p.signal(syscall.SIGCONT) }

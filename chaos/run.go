@@ -42,6 +42,9 @@ type Options struct {
 	// own etcd, bookies and brokers, and the faults between them (geo.go); Producers then
 	// counts per cluster (default 2).
 	Clusters int
+	// AllBrokersInRecords: the cluster records name every broker of their cluster
+	// (pulsar://b0:6650,b1:6650, as Pulsar's clients take them), not only the first.
+	AllBrokersInRecords bool
 }
 
 func (o *Options) defaults() {
@@ -141,7 +144,10 @@ type cluster struct {
 	topic   string
 	catchUp time.Duration
 	proxies uint64 // proxies started
-	log     func(format string, a ...any)
+	// dumpBrokers: the teardown stops the brokers with SIGQUIT (their goroutines' stacks in
+	// their logs), the evidence of a run whose subscriptions did not catch up.
+	dumpBrokers bool
+	log         func(format string, a ...any)
 
 	mu struct {
 		sync.Mutex
@@ -776,6 +782,18 @@ func (c *cluster) teardown() {
 		go stop(p)
 	}
 	wg.Wait()
+	if c.dumpBrokers {
+		for _, n := range c.topo.Brokers {
+			if m := c.members[n]; m != nil && m.proc.State() != Exited {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m.proc.Dump(20 * time.Second)
+				}()
+			}
+		}
+		wg.Wait()
+	}
 	for _, group := range [][]string{c.topo.Brokers, c.topo.Bookies, c.topo.Etcd} {
 		for _, n := range group {
 			if m := c.members[n]; m != nil {
