@@ -95,7 +95,8 @@ func newRemoteClient(cd api.ClusterData, log *slog.Logger) (*pulsarclient.Client
 	if url == "" {
 		return nil, errors.New("the cluster record has no broker service URL")
 	}
-	opts := pulsarclient.Options{URL: url, Logger: log}
+	// The lookups answer the URLs of the record's advertised listener ("": the internal one).
+	opts := pulsarclient.Options{URL: url, Logger: log, ListenerName: cd.ListenerName}
 	if strings.HasPrefix(url, "pulsar+ssl://") {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cd.TLSAllowInsecureConnection} //nolint:gosec // the record asks for it
 		if f := cd.BrokerClientTrustCertsFilePath; f != "" {
