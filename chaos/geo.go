@@ -35,7 +35,7 @@ const geoTopic = "persistent://geo/ns/chaos"
 
 // geoCatchUp bounds how long, after the producers finished, the subscriptions of every
 // cluster may take to hold every acknowledged message before the run is called stuck.
-const geoCatchUp = 2 * time.Minute
+const geoCatchUp = 3 * time.Minute
 
 // geoTopologies names the nodes of n sites: a-e0, a-k0, a-k1, a-b0, a-b1, a-p0.., a-c0
 // (and a-r0 for the setup, the reader and the stats), then b-…, c-….
