@@ -73,6 +73,16 @@ type conn struct {
 
 	// budget bounds the SENDs handed to topics and not completed.
 	budget chan struct{}
+	// park holds the SENDs beyond the budget, and the commands that must stay behind them,
+	// for the drainer (conn_park.go).
+	park struct {
+		sync.Mutex // guards the fields below, except room
+		q          []parked
+		bytes      int           // of the parked SENDs' data
+		draining   bool          // a drainer runs; it clears this when it finds q empty
+		room       chan struct{} // cap 1: the drainer took something off q
+	}
+	drainers sync.WaitGroup
 
 	producers *registry[*topic.Producer]
 	consumers *registry[*topic.Consumer]
@@ -88,6 +98,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		wake: make(chan struct{}, 1), done: make(chan struct{}), writerEnd: make(chan struct{}),
 		budget:    make(chan struct{}, s.cfg.MaxPendingPublishPerConnection),
 		producers: newRegistry[*topic.Producer](), consumers: newRegistry[*topic.Consumer]()}
+	c.park.room = make(chan struct{}, 1)
 	c.log = s.log.With("remote", c.remote)
 	return c
 }

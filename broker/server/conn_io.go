@@ -20,6 +20,7 @@ func (c *conn) serve() {
 	defer func() {
 		c.close("reader stopped")
 		<-c.writerEnd
+		c.drainers.Wait()
 		c.nc.Close()
 		c.state = connClosed
 		c.detachAll()
@@ -49,6 +50,9 @@ func (c *conn) serve() {
 			}
 			c.badFrame("checksum", err)
 			return
+		}
+		if c.parkOrdered(f) { // conn_park.go
+			continue
 		}
 		if err := c.handle(f); err != nil {
 			c.badFrame("protocol", err)

@@ -47,21 +47,7 @@ func (c *conn) handleSend(f pulsar.Frame) {
 		m.Chunk = true
 		m.LastChunk = meta.GetChunkId() == meta.GetNumChunksFromMsg()-1
 	}
-	select {
-	case c.budget <- struct{}{}:
-	default:
-		c.s.m.Throttled.Inc()
-		select {
-		case c.budget <- struct{}{}:
-		case <-c.done:
-			return
-		}
-	}
-	if !e.t.AcquirePublish(len(m.Data), c.done) {
-		c.PublishDone()
-		return
-	}
-	e.obj.Publish(m)
+	c.publish(e, m) // conn_park.go
 }
 
 func (c *conn) handleProducer(cmd *pb.CommandProducer) {

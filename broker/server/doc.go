@@ -51,6 +51,9 @@
 //     order. Commands that wait for I/O (lookups, topic loads with their schema and initial
 //     subscription, GET_LAST_MESSAGE_ID, schemas, coordinator commands) run on goroutines
 //     of their own under a context that ends with the connection or the server's ctx.
+//   - Drainer (conn.drain, conn_park.go): at most one per connection, while SENDs beyond
+//     the in-flight limit are parked; it hands them to their topics in order as room frees,
+//     with the commands parked behind them, and ends when the park queue is empty.
 //   - Writer (conn.writeLoop): one per connection; it drains the outbound buffer, which
 //     any goroutine fills under a leaf mutex (Send, SendMessage: the reader, request
 //     goroutines, topic and subscription goroutines), writes it in batches, pings the
@@ -74,8 +77,13 @@
 //     Waiting → Ready → Closed); only Ready ids are served, a repeated create of a Ready id
 //     is answered again, and whoever creates an id that was closed meanwhile closes what it
 //     made. When the connection ends, every producer and consumer it created is closed.
-//   - Backpressure: a connection stops reading once MaxPendingPublishPerConnection of its
-//     SENDs are in flight, and waits for the topic's byte budget (topic.AcquirePublish).
+//   - Backpressure: a connection has at most MaxPendingPublishPerConnection SENDs in flight
+//     to its topics, each within its topic's byte budget (topic.AcquirePublish); the SENDs
+//     beyond wait in arrival order (parked), and so do CLOSE_PRODUCER and the transaction
+//     commands behind them, while every other command (FLOW, ACK, PING, lookups, producers,
+//     subscriptions) is served at once: publish back-pressure does not starve a consumer on
+//     the same connection. Beyond MaxParkedPublishBytes of parked SENDs the connection
+//     stops reading.
 //   - Authorization (Config.Authz) runs before a topic is loaded or created, so a refusal
 //     changes nothing; on a proxied connection the proxy's role is authorized too, unless
 //     it is a superuser. Each refused authentication and authorization writes an audit line

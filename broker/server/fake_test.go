@@ -59,6 +59,55 @@ type fakeBackend struct {
 	dagEpoch   atomic.Uint64
 	dagWatches chan chan<- struct{}
 	nsWatches  chan chan<- []string
+	// gates hold the adds of the topics named (set before the topic loads): a publish
+	// stays in flight until the test opens its gate.
+	gates map[string]*addGate
+}
+
+// addGate holds a log's adds until it opens, then completes them in order. Safe for
+// concurrent use.
+type addGate struct {
+	mu   sync.Mutex // also orders the adds: they reach the log under it
+	open bool
+	held []func()
+	n    int // adds held so far
+}
+
+func newAddGate() *addGate { return &addGate{} }
+
+// gatedLog is a log whose adds wait for its gate.
+type gatedLog struct {
+	topic.Log
+	g *addGate
+}
+
+func (l gatedLog) AddAsync(data []byte, cb func(topic.Position, error)) {
+	l.g.mu.Lock()
+	defer l.g.mu.Unlock()
+	if !l.g.open {
+		l.g.held = append(l.g.held, func() { l.Log.AddAsync(data, cb) })
+		l.g.n++
+		return
+	}
+	l.Log.AddAsync(data, cb)
+}
+
+// heldAdds returns how many adds the gate has held.
+func (g *addGate) heldAdds() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// release opens the gate and completes the held adds.
+func (g *addGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = true
+	for _, add := range g.held {
+		add()
+	}
+	g.held = nil
 }
 
 var _ server.Backend = (*fakeBackend)(nil)
@@ -150,7 +199,11 @@ func (b *fakeBackend) Topic(ctx context.Context, n topicname.Name, create bool) 
 	if !create && !b.mu.existing[key] {
 		return nil, fmt.Errorf("%w: %s", api.ErrTopicNotFound, n)
 	}
-	t, err := topic.Open(ctx, topic.Config{Name: n, Log: b.mem.Open(n.ManagedLedgerName()), Dedup: true})
+	log := b.mem.Open(n.ManagedLedgerName())
+	if g := b.gates[key]; g != nil {
+		log = gatedLog{Log: log, g: g}
+	}
+	t, err := topic.Open(ctx, topic.Config{Name: n, Log: log, Dedup: true})
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Lookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_lookups_total",
 			Help: "Topic lookups answered."}),
 		Throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_publish_throttled_total",
-			Help: "Times a connection stopped reading because of its pending-publish limit."}),
+			Help: "Times a connection's SENDs began to wait (parked) for its pending-publish limit."}),
 		AuthFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_authentication_failures_total",
 			Help: "Connections refused because their credentials did not verify (on CONNECT or refresh)."}),
 		AuthRefreshes: prometheus.NewCounter(prometheus.CounterOpts{Name: "magnetar_broker_authentication_refreshes_total",

@@ -21,8 +21,11 @@ type Config struct {
 	// MaxMessageSize bounds a frame's message (CONNECTED tells the client).
 	MaxMessageSize int
 	// MaxPendingPublishPerConnection bounds the SENDs of one connection in flight: beyond it
-	// the connection stops reading.
+	// they are parked (conn_park.go).
 	MaxPendingPublishPerConnection int
+	// MaxParkedPublishBytes bounds the data of a connection's parked SENDs: beyond it the
+	// connection stops reading. 0: DefaultMaxParkedPublishBytes.
+	MaxParkedPublishBytes int
 	// KeepAliveInterval is how often a connection pings its client; one silent for twice
 	// that is closed.
 	KeepAliveInterval time.Duration
@@ -38,6 +41,12 @@ type Config struct {
 	Logger  *slog.Logger
 	Metrics *Metrics
 }
+
+// DefaultMaxParkedPublishBytes is Config.MaxParkedPublishBytes's default: about what the
+// kernel's receive buffer of a connection holds at most with Linux's default autotuning
+// (tcp_rmem's 6 MiB), so parking moves the waiting SENDs out of the kernel rather than
+// adding to them.
+const DefaultMaxParkedPublishBytes = 8 << 20
 
 // Server serves the Pulsar binary protocol: it accepts connections on the listeners it is
 // given and serves each (conn.go) against a Backend. It is safe for concurrent use.
@@ -67,6 +76,9 @@ func New(ctx context.Context, b Backend, cfg Config) *Server {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.MaxParkedPublishBytes <= 0 {
+		cfg.MaxParkedPublishBytes = DefaultMaxParkedPublishBytes
 	}
 	s := &Server{b: b, cfg: cfg, log: cfg.Logger, audit: access.NewAudit(cfg.Logger, ratelog.Options{}), m: cfg.Metrics, ctx: ctx}
 	s.mu.conns = map[*conn]struct{}{}
