@@ -28,8 +28,21 @@ type sharedConfig struct {
 func newSharedConfig(t *testing.T) *sharedConfig {
 	t.Helper()
 	open := func() metadata.Store { return metadatatest.OpenStore(t, metadatatest.Embedded(t), "") }
-	return &sharedConfig{eastLocal: open(), westLocal: open(), shared: open(),
+	sc := &sharedConfig{eastLocal: open(), westLocal: open(), shared: open(),
 		eastLogs: topictest.NewStore(), westLogs: topictest.NewStore()}
+	// A local store's revision runs far ahead of the configuration store's (ledgers,
+	// cursors and ownership change all the time): a watch of the configuration store from
+	// a local revision would miss the changes until the configuration store caught up.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, st := range []metadata.Store{sc.eastLocal, sc.westLocal} {
+		for i := range 300 {
+			if _, err := st.Put(ctx, fmt.Sprintf("/test-revisions/%d", i), nil, metadata.AnyVersion); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return sc
 }
 
 // start starts a broker of cluster ("east" or "west") with id on its local store and the
