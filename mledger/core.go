@@ -125,6 +125,7 @@ type mutation struct {
 	flushTimerIdle               bool // the flush timer persists no held cursor (MD2)
 	persistedClaimsHeld          bool // the persisted position is taken from memory, not from the state written (MD1)
 	closeDropsHeld               bool // closing a held cursor does not write its state (MD2)
+	ledgerStatesDropProps        bool // the states appended to a cursor's ledger carry no properties
 	// deleteLostRolloverAtOnce: a rollover whose switch failed deletes its new ledger at once,
 	// though its timed-out switch write may still land after that.
 	deleteLostRolloverAtOnce bool

@@ -3,6 +3,7 @@ package mledger
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +48,9 @@ type cursor struct {
 	acks    ackSet
 	batches map[Position]*batchBits
 	seq     uint64 // bumped on every state change
+	// props are the cursor's properties (CursorState.Properties): part of every state
+	// written, so they persist and recover with the acknowledgements (nil: none).
+	props   map[string]int64
 	reading *readOp
 	closed  bool
 
@@ -90,7 +94,7 @@ func (cur *cursor) acked(p Position) bool {
 
 // snapshot returns the cursor's state, with at most max acknowledged ranges.
 func (cur *cursor) snapshot(maxRanges int) *CursorState {
-	st := &CursorState{Seq: cur.seq, MarkDelete: cur.md}
+	st := &CursorState{Seq: cur.seq, MarkDelete: cur.md, Properties: maps.Clone(cur.props)}
 	r := cur.acks.r
 	if len(r) > maxRanges {
 		r, st.Truncated = r[:maxRanges], true
@@ -105,6 +109,7 @@ func (cur *cursor) snapshot(maxRanges int) *CursorState {
 
 func (cur *cursor) restore(st *CursorState) {
 	cur.seq, cur.md = st.Seq, st.MarkDelete
+	cur.props = maps.Clone(st.Properties)
 	cur.acks = ackSet{r: append([]AckRange(nil), st.Acked...)}
 	cur.batches = map[Position]*batchBits{}
 	for _, b := range st.Batches {
@@ -417,6 +422,25 @@ func (c *core) cursorReset(cur *cursor, p Position) {
 	c.wakeReaders()
 }
 
+// cursorSetProperty sets property key of cur to value, or removes it (remove): a state
+// change like an acknowledgement, persisted with the state (the mark-delete position and
+// the acknowledgements are unchanged). A reset keeps the properties.
+func (c *core) cursorSetProperty(cur *cursor, key string, value int64, remove bool) {
+	old, had := cur.props[key]
+	switch {
+	case remove && !had, !remove && had && old == value:
+		return
+	case remove:
+		delete(cur.props, key)
+	default:
+		if cur.props == nil {
+			cur.props = map[string]int64{}
+		}
+		cur.props[key] = value
+	}
+	c.cursorChanged(cur)
+}
+
 func (c *core) backlog(cur *cursor) int64 {
 	n := c.countAfter(cur.md) - cur.acks.count()
 	for p, b := range cur.batches {
@@ -452,6 +476,9 @@ func (c *core) cursorFlush(cur *cursor) {
 			return
 		}
 		st := cur.snapshot(c.cfg.MaxUnackedRangesToPersist)
+		if c.mut.ledgerStatesDropProps {
+			st.Properties = nil
+		}
 		cur.dirty, cur.appending = false, true
 		gen := cur.lgen
 		c.pending++

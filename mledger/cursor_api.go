@@ -3,6 +3,7 @@ package mledger
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -247,6 +248,38 @@ func (m *ManagedLedger) FindFirst(ctx context.Context, pred func(Entry) (bool, e
 	return at(lo), nil
 }
 
+// SetProperty sets the cursor's property key to value and waits until the state that
+// carries it is durable (whatever the mark-delete rate, as Flush). Properties (Pulsar's
+// cursor properties kept with the mark-delete position, such as
+// pulsar.replicated.subscription) persist and recover with the cursor's state; a reset
+// keeps them. A non-durable cursor keeps them in memory.
+func (cu *Cursor) SetProperty(ctx context.Context, key string, value int64) error {
+	return cu.setProperty(ctx, key, value, false)
+}
+
+// RemoveProperty removes the cursor's property key and waits until that is durable.
+func (cu *Cursor) RemoveProperty(ctx context.Context, key string) error {
+	return cu.setProperty(ctx, key, 0, true)
+}
+
+func (cu *Cursor) setProperty(ctx context.Context, key string, value int64, remove bool) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty property name", ErrInvalidArgument)
+	}
+	return do0(ctx, cu.m, func(c *core, reply func(error)) {
+		if err := c.cursorUsable(); err != nil {
+			reply(err)
+			return
+		}
+		if cu.cur.closed {
+			reply(ErrClosed)
+			return
+		}
+		c.cursorSetProperty(cu.cur, key, value, remove)
+		c.cursorFlushWait(cu.cur, reply)
+	})
+}
+
 // CursorStats describe a cursor.
 type CursorStats struct {
 	MarkDelete, ReadPosition Position
@@ -258,6 +291,8 @@ type CursorStats struct {
 	Backlog        int64 // entries not acknowledged
 	AckedRanges    int   // individually acknowledged ranges above the mark-delete position
 	PartialBatches int
+	// Properties are the cursor's properties (a copy; nil: none).
+	Properties map[string]int64
 }
 
 // Stats returns the cursor's statistics.
@@ -269,7 +304,8 @@ func (cu *Cursor) Stats(ctx context.Context) (CursorStats, error) {
 			rp = p
 		}
 		reply(CursorStats{MarkDelete: cur.md, ReadPosition: rp, PersistedMarkDelete: cur.persistedMD, Held: cur.hold == persistHeld,
-			Backlog: c.backlog(cur), AckedRanges: len(cur.acks.r), PartialBatches: len(cur.batches)}, nil)
+			Backlog: c.backlog(cur), AckedRanges: len(cur.acks.r), PartialBatches: len(cur.batches),
+			Properties: maps.Clone(cur.props)}, nil)
 	})
 }
 

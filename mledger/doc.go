@@ -124,7 +124,11 @@
 // The record (Info, at metadata.ManagedLedgerKey) holds the ledger list with entries, size and
 // times per ledger, the terminated position and properties, plus the owner token and epoch.
 // Cursor records (CursorInfo, at metadata.ManagedCursorKey) hold the cursor's ledger and a state
-// snapshot. All writes of one record go through one metaWriter: one CAS in flight, the rest
+// snapshot. A cursor state (CursorState) carries the cursor's properties (Cursor.SetProperty,
+// Pulsar's pulsar.replicated.subscription): every state, in the cursor's ledger or the record,
+// has all of them, so recovery, which takes the newest state, finds the newest properties (the
+// simulation checks that a property confirmed durable survives crashes; mutation "cursor-ledger
+// states without properties"). All writes of one record go through one metaWriter: one CAS in flight, the rest
 // queued. A failed CAS (a conflict, or a timeout that may have been applied) is followed by a
 // re-read: another owner's token fences the managed ledger; our own token means the conflict
 // was our own earlier write, and the update is applied again to the fresh record (updates are

@@ -210,6 +210,12 @@ type CursorState struct {
 	// Truncated tells that more ranges were acknowledged than were persisted (they are
 	// redelivered after a crash).
 	Truncated bool `json:"truncated,omitempty"`
+	// Properties are the cursor's properties (Pulsar's cursor properties kept with the
+	// mark-delete position, e.g. pulsar.replicated.subscription=1). Every state carries all
+	// of them, so the newest state recovered has the newest properties whatever write
+	// (ledger entry or record snapshot) persisted it. A binary that predates them ignores
+	// the field and drops it at its next write.
+	Properties map[string]int64 `json:"props,omitempty"`
 }
 
 // AckRange is entries First..Last of ledger Ledger, all acknowledged.

@@ -3,6 +3,7 @@ package mledger
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/magnetar-io/magnetar/metadata"
@@ -35,6 +36,7 @@ func (s *CursorState) clone() *CursorState {
 		b.Acked = append([]uint64(nil), b.Acked...)
 		out.Batches[i] = b
 	}
+	out.Properties = maps.Clone(s.Properties)
 	return &out
 }
 

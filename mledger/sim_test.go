@@ -161,6 +161,11 @@ type world struct {
 	// consumer state (the durable cursor "sub")
 	maxMD          Position // the highest mark-delete position any owner reached
 	durableAtCrash *Position
+	// the cursor property simProp: the consumer sets it to ever larger values (propNext);
+	// propDurable is the largest whose SetProperty the newest owner confirmed durable, so
+	// every later recovery must find at least it (0: none yet, or a zombie made it unsure).
+	propNext, propDurable int64
+	propSets              map[int]int // by core id: property sets, each a write past the rate (as Flush)
 	// the mark-delete rate (MD1, MD2): cursor-state appends by core id, and the last
 	// persisted position seen of each core's cursor
 	cursorAppends map[int]int
@@ -213,7 +218,8 @@ func newWorldWith(seed int64, mut mutation, verbose, offload bool) *world {
 	s.Verbose = verbose
 	w := &world{s: s, mut: mut, start: time.Unix(1_700_000_000, 0), byPayload: map[string]*simAdd{},
 		removedBy: map[int64]*simCore{}, everRecorded: map[int64]bool{}, curCache: map[string]cachedCursor{},
-		opened: map[int64]bool{}, cursorAppends: map[int]int{}, lastPersisted: map[int]Position{}}
+		opened: map[int64]bool{}, cursorAppends: map[int]int{}, lastPersisted: map[int]Position{},
+		propSets: map[int]int{}}
 	w.p = randomParams(s)
 	w.bk = &simLedgers{w: w, ls: map[int64]*simLedger{}}
 	w.ms = &simMeta{w: w, kv: map[string]simKV{}, inflight: map[string]int{}}
@@ -360,14 +366,20 @@ type cachedCursor struct {
 // durableCursorMD is what recovering cursor key would find: the newer of the record's
 // snapshot and the last durable state in its ledger.
 func (w *world) durableCursorMD(key string) (Position, bool) {
+	st, ok := w.durableCursorState(key)
+	return st.MarkDelete, ok
+}
+
+// durableCursorState is the state recovering cursor key would find.
+func (w *world) durableCursorState(key string) (CursorState, bool) {
 	e, ok := w.ms.kv[key]
 	if !ok {
-		return Position{}, false
+		return CursorState{}, false
 	}
 	ci, err := decodeCursorInfo(e.value)
 	if err != nil {
 		w.failf("cursor record %s does not decode: %v", key, err)
-		return Position{}, false
+		return CursorState{}, false
 	}
 	best := ci.State
 	if l := w.bk.ls[ci.Ledger]; ci.Ledger >= 0 && l != nil && !l.deleted && l.end() >= 0 {
@@ -378,7 +390,7 @@ func (w *world) durableCursorMD(key string) (Position, bool) {
 			best = *st
 		}
 	}
-	return best.MarkDelete, true
+	return best, true
 }
 
 // onMetaChange checks every change of the managed ledger's record as it is applied.
@@ -590,9 +602,12 @@ func (w *world) check() {
 //     in-memory one (the simulation does not reset cursors), and the owner of the cursor
 //     record has it durable (recovery would find at least it);
 //   - MD2: a core's cursor-state writes are within the rate (a full bucket, the tokens since
-//     it started, and one forced write per flush-timer period), and no state stays held
-//     longer than the flush period. (finish checks that a graceful close persists the
-//     in-memory state: the record then has exactly it.)
+//     it started, one forced write per flush-timer period, and one per property set, which
+//     waits for durability as Flush does), and no state stays held longer than the flush
+//     period. (finish checks that a graceful close persists the in-memory state: the record
+//     then has exactly it.);
+//   - a cursor property the newest owner confirmed durable is in the state recovery would
+//     find (and startConsumer checks that a recovered cursor has it).
 func (w *world) checkMarkDelete() {
 	key := metadata.ManagedCursorKey(simML, "sub")
 	for _, sc := range w.cores {
@@ -609,15 +624,18 @@ func (w *world) checkMarkDelete() {
 		}
 		if sc.c.state != StateFenced {
 			if ci, err := w.cursorRecord(key); err == nil && ci.Owner == sc.c.token {
-				if md, ok := w.durableCursorMD(key); ok && md.Less(cur.persistedMD) {
-					w.failf("MD1: core %d reports %v persisted, but recovery would find %v", sc.id, cur.persistedMD, md)
+				if st, ok := w.durableCursorState(key); ok && st.MarkDelete.Less(cur.persistedMD) {
+					w.failf("MD1: core %d reports %v persisted, but recovery would find %v", sc.id, cur.persistedMD, st.MarkDelete)
+				} else if ok && sc == w.owner && st.Properties[simProp] < w.propDurable {
+					w.failf("core %d confirmed property %s=%d durable, but recovery would find %d", sc.id, simProp,
+						w.propDurable, st.Properties[simProp])
 				}
 			}
 		}
 		now := w.s.Now()
 		if r := w.cfg.MaxMarkDeleteRate; r > 0 {
 			el := now - sc.born
-			bound := 2 + r*el.Seconds() + float64(el/w.cfg.CursorFlushInterval)
+			bound := 2 + r*el.Seconds() + float64(el/w.cfg.CursorFlushInterval) + float64(w.propSets[sc.id])
 			if n := w.cursorAppends[sc.id]; float64(n) > bound {
 				w.failf("MD2: core %d wrote %d cursor states in %v, over the rate %.0f/s (bound %.1f)", sc.id, n, el, r, bound)
 			}
@@ -760,6 +778,10 @@ func (w *world) startConsumer(sc *simCore) {
 		if w.durableAtCrash != nil && cur.md.Less(*w.durableAtCrash) {
 			w.failf("cursor recovered at %v by core %d, below its durable position %v", cur.md, sc.id, *w.durableAtCrash)
 		}
+		if got := cur.props[simProp]; got < w.propDurable || got > w.propNext {
+			w.failf("cursor recovered by core %d with property %s=%d; confirmed durable %d, largest set %d",
+				sc.id, simProp, got, w.propDurable, w.propNext-1)
+		}
 		if w.maxMD.Less(cur.md) && w.maxMD != (Position{}) {
 			w.failf("cursor recovered at %v by core %d, beyond any acknowledged position %v", cur.md, sc.id, w.maxMD)
 		}
@@ -804,6 +826,9 @@ func (w *world) consume(sc *simCore) {
 			}
 			w.ackSome(sc, es)
 			w.maxMD = maxPos(w.maxMD, cur.md)
+			if w.s.Chance(0.15) {
+				w.setProp(sc)
+			}
 			if w.s.Chance(0.1) {
 				cur.readPos = after(cur.md) // rewind: redeliver what is not acknowledged
 			}
@@ -811,6 +836,23 @@ func (w *world) consume(sc *simCore) {
 		})
 	}
 	sc.c.startRead(op)
+}
+
+// simProp is the cursor property the simulation's consumer sets.
+const simProp = "sim.prop"
+
+// setProp sets the cursor's property to the next value, as Cursor.SetProperty does, and
+// records the value once the newest owner confirms it durable.
+func (w *world) setProp(sc *simCore) {
+	w.propNext++
+	w.propSets[sc.id]++
+	v := w.propNext
+	sc.c.cursorSetProperty(sc.cur, simProp, v, false)
+	sc.c.cursorFlushWait(sc.cur, func(err error) {
+		if err == nil && sc == w.owner && sc.alive {
+			w.propDurable = max(w.propDurable, v)
+		}
+	})
 }
 
 func (w *world) ackSome(sc *simCore, es []Entry) {
@@ -908,6 +950,7 @@ func (w *world) run() error {
 			}
 			w.stats.Zombies++
 			w.durableAtCrash = nil
+			w.propDurable = 0
 			w.s.Tracef("core %d is partitioned; a new owner opens", w.owner.id)
 			w.newCore(onOpen)
 		})
@@ -1102,6 +1145,7 @@ func TestSimCatchesMutations(t *testing.T) {
 		{Name: "MD2: the mark-delete rate is ignored", Mut: mutation{ignoreMarkDeleteRate: true}},
 		{Name: "MD2: the flush timer persists nothing", Mut: mutation{flushTimerIdle: true}},
 		{Name: "MD2: close drops a held state", Mut: mutation{closeDropsHeld: true}},
+		{Name: "cursor-ledger states without properties", Mut: mutation{ledgerStatesDropProps: true}},
 		{Name: "M3: a failed rollover deletes its ledger before its timed-out switch can land", Mut: mutation{deleteLostRolloverAtOnce: true}},
 	}, func(seed int64, mut mutation) error {
 		o, _ := runSeed(seed, mut, false)

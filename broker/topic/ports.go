@@ -80,6 +80,17 @@ type Cursor interface {
 	Close(ctx context.Context) error
 }
 
+// PropertyCursor is a Cursor that keeps properties with its persisted state (package
+// mledger's cursors; CursorInfo.Properties lists them). A replicated subscription keeps its
+// flag there (replsub.CursorProperty), so a reload finds it.
+type PropertyCursor interface {
+	Cursor
+	// SetProperty sets property key to value and RemoveProperty removes it; each returns
+	// once the change is durable.
+	SetProperty(ctx context.Context, key string, value int64) error
+	RemoveProperty(ctx context.Context, key string) error
+}
+
 // CursorInfo describes a cursor for the statistics.
 type CursorInfo struct {
 	MarkDelete Position

@@ -35,9 +35,10 @@ import (
 //
 // A subscription is replicated once a consumer subscribes with replicate_subscription_state
 // (CommandSubscribe field 14), an UPDATE creates it, or the admin sets it
-// (SetSubscriptionReplicated); the flag lives with the loaded subscription (Pulsar also
-// keeps it in the cursor's properties, pulsar.replicated.subscription: not yet here, so a
-// reload forgets it until the next such consumer subscribes).
+// (SetSubscriptionReplicated). As in Pulsar, the flag is the cursor property
+// pulsar.replicated.subscription=1 (replsub.CursorProperty, on a PropertyCursor): written
+// when the flag changes (the admin's call returns once it is durable), read when the
+// subscription opens, so a reload or a restart keeps it.
 
 // replSubs is the topic's state for replicated subscriptions.
 type replSubs struct {
@@ -179,13 +180,15 @@ func (t *Topic) AckReplicated(ctx context.Context, name string, pos Position) er
 			return
 		}
 		s.rs.on = true
+		s.syncReplicated(nil)
 		s.d.AckUpTo(pos, reply)
 		s.flush()
 	})
 }
 
 // SetSubscriptionReplicated sets whether subscription name is replicated (Pulsar's POST
-// …/subscription/{sub}/replicatedSubscriptionStatus).
+// …/subscription/{sub}/replicatedSubscriptionStatus); it returns once the cursor property
+// that keeps the flag is durable.
 func (t *Topic) SetSubscriptionReplicated(ctx context.Context, name string, on bool) error {
 	s, err := t.sub(ctx, name)
 	if err != nil {
@@ -196,7 +199,7 @@ func (t *Topic) SetSubscriptionReplicated(ctx context.Context, name string, on b
 		if !on {
 			s.rs.cache = nil
 		}
-		reply(nil)
+		s.syncReplicated(reply)
 	})
 }
 
@@ -207,11 +210,102 @@ type replSub struct {
 	// checking: a look-up of the mark-delete position is on its way; again: another ack
 	// completed meanwhile.
 	checking, again bool
+
+	// The flag's cursor property (props nil: the cursor keeps none, a non-durable one).
+	// persisted is the value durable (or last read); writing: a write is on its way, after
+	// which on is compared again; waiters are called once persisted equals on.
+	props     PropertyCursor
+	persisted bool
+	writing   bool
+	waiters   []func(error)
+}
+
+// subProps is what a durable subscription's cursor holds for it when it opens.
+type subProps struct {
+	pc         PropertyCursor // nil: the cursor keeps no properties
+	replicated bool           // the cursor has pulsar.replicated.subscription=1
+}
+
+// readSubProps reads the replicated-subscription flag of a durable cursor just opened.
+func readSubProps(ctx context.Context, cur Cursor) subProps {
+	pc, ok := cur.(PropertyCursor)
+	if !ok {
+		return subProps{}
+	}
+	p := subProps{pc: pc}
+	if ci, err := cur.Info(ctx); err == nil {
+		p.replicated = ci.Properties[replsub.CursorProperty] == 1
+	}
+	return p
+}
+
+// restoreReplicated gives a subscription just created what its cursor holds (the first
+// event on its goroutine).
+func (s *Subscription) restoreReplicated(p subProps) {
+	s.post(func() {
+		s.rs.props, s.rs.persisted = p.pc, p.replicated
+		s.rs.on = s.rs.on || p.replicated
+	})
 }
 
 // setReplicated marks the subscription replicated (a consumer asked for it).
 func (s *Subscription) setReplicated() {
 	s.rs.on = true
+	s.syncReplicated(nil)
+}
+
+// syncReplicated writes the flag's cursor property until it equals the flag, one write at
+// a time, and then calls done (and the earlier waiters); a failed write fails them.
+func (s *Subscription) syncReplicated(done func(error)) {
+	r := &s.rs
+	if done != nil {
+		r.waiters = append(r.waiters, done)
+	}
+	if r.writing {
+		return // the write's completion compares again
+	}
+	if r.props == nil || r.on == r.persisted {
+		ws := r.waiters
+		r.waiters = nil
+		for _, w := range ws {
+			w(nil)
+		}
+		return
+	}
+	if s.state != SubActive {
+		ws := r.waiters
+		r.waiters = nil
+		for _, w := range ws {
+			w(ErrClosed)
+		}
+		return
+	}
+	r.writing = true
+	want, pc := r.on, r.props
+	s.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var err error
+		if want {
+			err = pc.SetProperty(ctx, replsub.CursorProperty, 1)
+		} else {
+			err = pc.RemoveProperty(ctx, replsub.CursorProperty)
+		}
+		cancel()
+		s.post(func() {
+			r.writing = false
+			if err != nil {
+				s.logger.Warn("replicated subscription: write the cursor property", "replicated", want, "err", err)
+				ws := r.waiters
+				r.waiters = nil
+				for _, w := range ws {
+					w(err)
+				}
+				return
+			}
+			r.persisted = want
+			s.syncReplicated(nil)
+		})
+	})
 }
 
 // onMarkers takes the marker entries the dispatcher skipped (and acknowledged): a

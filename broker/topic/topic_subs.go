@@ -96,7 +96,7 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, compa
 		if durable && t.txn != nil {
 			if hasLog, err = t.txn.hasPendingAckLog(ctx, name); err != nil {
 				err = fmt.Errorf("look up the pending-ack log of %s: %w", name, err)
-				if !t.post(func() { t.onSubOpened(name, durable, false, nil, err) }) {
+				if !t.post(func() { t.onSubOpened(name, durable, false, nil, subProps{}, err) }) {
 					return
 				}
 				return
@@ -117,16 +117,20 @@ func (t *Topic) withSub(name string, durable, create bool, start Position, compa
 				}
 			}
 		}
+		var props subProps
+		if err == nil && durable {
+			props = readSubProps(ctx, cur)
+		}
 		if err == nil && compacted && t.cfg.ReadCompacted != nil {
 			cur = t.cfg.ReadCompacted(cur)
 		}
-		if !t.post(func() { t.onSubOpened(name, durable, hasLog, cur, err) }) && cur != nil {
+		if !t.post(func() { t.onSubOpened(name, durable, hasLog, cur, props, err) }) && cur != nil {
 			_ = cur.Close(ctx)
 		}
 	})
 }
 
-func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cursor, err error) {
+func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cursor, props subProps, err error) {
 	ws := t.opening[name]
 	delete(t.opening, name)
 	if err == nil && t.core.state != StateActive && t.core.state != StateTerminated && t.core.state != StateTerminating {
@@ -142,6 +146,7 @@ func (t *Topic) onSubOpened(name string, durable, hasPendingAckLog bool, cur Cur
 		return
 	}
 	s := newSubscription(t, name, cur, durable)
+	s.restoreReplicated(props) // before the waiters' calls on s
 	s.initPendingAcks(hasPendingAckLog)
 	s.setPolicies(t.core.pol)
 	t.subs[name] = s

@@ -13,7 +13,10 @@ import (
 // mlog binds topic.Log to a managed ledger.
 type mlog struct{ ml *mledger.ManagedLedger }
 
-var _ topic.Log = mlog{}
+var (
+	_ topic.Log            = mlog{}
+	_ topic.PropertyCursor = (*mcursor)(nil)
+)
 
 func newMLog(ml *mledger.ManagedLedger) topic.Log { return mlog{ml} }
 
@@ -176,11 +179,25 @@ func (m *mcursor) Info(ctx context.Context) (topic.CursorInfo, error) {
 	if err != nil {
 		return topic.CursorInfo{}, err
 	}
+	props := st.Properties
+	if props == nil {
+		props = map[string]int64{}
+	}
 	return topic.CursorInfo{MarkDelete: st.MarkDelete, PersistedMarkDelete: st.PersistedMarkDelete,
 		MarkDeleteHeld: st.Held, ReadPosition: st.ReadPosition, Backlog: st.Backlog,
 		AckedRanges: st.AckedRanges, PartialBatches: st.PartialBatches,
 		Acked: fmt.Sprintf("%d ranges", st.AckedRanges), Ledger: -1,
-		State: "Open", Properties: map[string]int64{}}, nil
+		State: "Open", Properties: props}, nil
+}
+
+// SetProperty sets a cursor property (durable when it returns).
+func (m *mcursor) SetProperty(ctx context.Context, key string, value int64) error {
+	return m.c.SetProperty(ctx, key, value)
+}
+
+// RemoveProperty removes a cursor property (durable when it returns).
+func (m *mcursor) RemoveProperty(ctx context.Context, key string) error {
+	return m.c.RemoveProperty(ctx, key)
 }
 
 func (m *mcursor) Close(ctx context.Context) error {

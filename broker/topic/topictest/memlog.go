@@ -5,6 +5,7 @@ package topictest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -58,6 +59,7 @@ type cursorState struct {
 	readPos Position
 	acked   map[Position]bool
 	batches map[Position]map[int]bool
+	props   map[string]int64
 }
 
 // Log is an in-memory topic.Log.
@@ -262,7 +264,7 @@ type Cursor struct {
 	cs *cursorState
 }
 
-var _ topic.Cursor = (*Cursor)(nil)
+var _ topic.PropertyCursor = (*Cursor)(nil)
 
 func (c *Cursor) ackedLocked(p Position) bool {
 	return !c.cs.md.Less(p) || c.cs.acked[p]
@@ -414,6 +416,7 @@ func (c *Cursor) Reset(_ context.Context, p Position) error {
 	c.l.s.mu.Lock()
 	defer c.l.s.mu.Unlock()
 	ns := c.l.newCursorLocked(p)
+	ns.props = c.cs.props // a reset keeps the properties, as mledger's does
 	*c.cs = *ns
 	c.l.notifyLocked()
 	return nil
@@ -437,7 +440,27 @@ func (c *Cursor) Info(context.Context) (topic.CursorInfo, error) {
 		}
 	}
 	return topic.CursorInfo{MarkDelete: c.cs.md, ReadPosition: c.cs.readPos, Backlog: backlog,
-		AckedRanges: len(c.cs.acked), PartialBatches: len(c.cs.batches), Ledger: -1, State: "Open"}, nil
+		AckedRanges: len(c.cs.acked), PartialBatches: len(c.cs.batches), Ledger: -1, State: "Open",
+		Properties: maps.Clone(c.cs.props)}, nil
+}
+
+// SetProperty sets a cursor property (kept in the store with the cursor).
+func (c *Cursor) SetProperty(_ context.Context, key string, value int64) error {
+	c.l.s.mu.Lock()
+	defer c.l.s.mu.Unlock()
+	if c.cs.props == nil {
+		c.cs.props = map[string]int64{}
+	}
+	c.cs.props[key] = value
+	return nil
+}
+
+// RemoveProperty removes a cursor property.
+func (c *Cursor) RemoveProperty(_ context.Context, key string) error {
+	c.l.s.mu.Lock()
+	defer c.l.s.mu.Unlock()
+	delete(c.cs.props, key)
+	return nil
 }
 
 // Close does nothing.
