@@ -72,7 +72,7 @@ func testGeoMesh(t *testing.T, names ...string) {
 		}
 	}
 	for _, s := range sites {
-		sinks[s].wait(t, len(sites)*n, 2*time.Minute)
+		sinks[s].wait(t, len(sites)*n, 2*time.Minute, sites...)
 	}
 	geoWaitDrained(t, time.Minute, topic, sites...)
 	for _, s := range sites {
@@ -129,7 +129,7 @@ func TestGeoKill9ReplicatingBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	published := time.Since(start)
-	sink.wait(t, n, 3*time.Minute)
+	sink.wait(t, n, 3*time.Minute, east, west)
 	geoWaitDrained(t, 2*time.Minute, topic, east, west)
 	t.Logf("drained at %v", time.Since(start))
 	want := map[string]int{"kill9": n}
@@ -235,7 +235,7 @@ func TestGeoLinkCut(t *testing.T) {
 	}
 	reconnect := time.Since(healAt)
 	resumed := time.Now()
-	sink.wait(t, g.sent, 3*time.Minute)
+	sink.wait(t, g.sent, 3*time.Minute, east, west)
 	catchUp := time.Duration(sink.lastAt.Load() - resumed.UnixNano())
 	geoWaitDrained(t, time.Minute, topic, east, west)
 	want := map[string]int{"cut": g.sent}

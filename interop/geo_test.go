@@ -328,8 +328,9 @@ func sumValues(m map[string]int) int {
 // geoSink is a consumer of a topic on a site (a durable subscription from the earliest
 // message) that checks what it receives with a geoOrder and acknowledges it.
 type geoSink struct {
-	site *geoSite
-	mu   struct {
+	site  *geoSite
+	topic string
+	mu    struct {
 		sync.Mutex // guards the fields below
 		order      *geoOrder
 		waiters    []geoWaiter
@@ -355,7 +356,7 @@ func geoConsume(t *testing.T, s *geoSite, cl pulsar.Client, topic, sub string, l
 	if err != nil {
 		t.Fatalf("subscribe on %s: %v", s.name, err)
 	}
-	k := &geoSink{site: s, lag: lag}
+	k := &geoSink{site: s, topic: topic, lag: lag}
 	k.mu.order = newGeoOrder()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -409,14 +410,33 @@ func (k *geoSink) reached(n int) <-chan struct{} {
 	return ch
 }
 
-// wait waits up to d for n messages.
-func (k *geoSink) wait(t *testing.T, n int, d time.Duration) {
+// wait waits up to d for n messages; on a timeout it logs the topic's stats in every site
+// of diag (where the messages are stuck).
+func (k *geoSink) wait(t *testing.T, n int, d time.Duration, diag ...*geoSite) {
 	t.Helper()
 	select {
 	case <-k.reached(n):
 	case <-time.After(d):
+		for _, s := range diag {
+			s.logStats(k.topic)
+		}
 		t.Fatalf("%s's consumer received %d of %d messages in %v", k.site.name, k.count.Load(), n, d)
 	}
+}
+
+// logStats logs the topic's stats and internal stats on the site.
+func (s *geoSite) logStats(topic string) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return
+	}
+	a := s.admin()
+	st, err := a.Topics().GetStats(*tn)
+	b, _ := json.Marshal(st)
+	s.t.Logf("%s: stats of %s: %s %v", s.name, topic, b, err)
+	is, err := a.Topics().GetInternalStats(*tn)
+	b, _ = json.Marshal(is)
+	s.t.Logf("%s: internal stats of %s: %s %v", s.name, topic, b, err)
 }
 
 // check checks what the sink received (geoOrder.check).
