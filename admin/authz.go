@@ -48,8 +48,9 @@ func requestResource(r *http.Request, sc scope) string {
 // requiredOp is what a route needs, as Pulsar's admin resources check it: the cluster list,
 // the health and readiness checks any authenticated role; the brokers, their load reports,
 // a cluster's record and its changes, and the transaction coordinators superusers; the
-// tenant list and tenant changes superusers;
-// stats, partitions metadata, lookups and a topic's transaction stats whoever may produce
+// tenant list and tenant changes superusers; a transaction's metadata any authenticated
+// role (Pulsar checks only that the coordinator is served here); a namespace's bookie
+// affinity group superusers; stats, partitions metadata, lookups and a topic's transaction stats whoever may produce
 // or consume the topic; subscription operations whoever may consume it; everything else a
 // tenant admin. (A route about no tenant that falls to a tenant admin is the superusers':
 // package broker/access.)
@@ -61,6 +62,10 @@ func requiredOp(pattern string) api.AdminOp {
 	case strings.HasPrefix(path, "/admin/v2/clusters/"), strings.HasPrefix(path, "/admin/v2/brokers"),
 		strings.HasPrefix(path, "/admin/v2/broker-stats"):
 		return api.OpSuperUser
+	case strings.HasPrefix(path, "/admin/v3/transactions/transactionMetadata/"):
+		return api.OpAuthenticated
+	case strings.HasSuffix(path, "/persistence/bookieAffinity"):
+		return api.OpSuperUser
 	case strings.HasPrefix(path, "/admin/v3/transactions/"):
 		if strings.Contains(path, "{topic}") {
 			return api.OpLookup // Pulsar's GET_STATS topic operation
@@ -70,8 +75,8 @@ func requiredOp(pattern string) api.AdminOp {
 		return api.OpSuperUser
 	case strings.HasPrefix(path, "/lookup/"):
 		return api.OpLookup
-	case strings.HasSuffix(path, "/permissions"), strings.HasSuffix(path, "/permissions/{role}"):
-		return api.OpTenantAdmin
+	case strings.Contains(path, "/permissions"):
+		return api.OpTenantAdmin // grants, on topics and on subscriptions
 	case strings.Contains(path, "/subscription/"), strings.HasSuffix(path, "/subscriptions"):
 		return api.OpConsume
 	}

@@ -23,7 +23,9 @@
 //
 // # Answers
 //
-// Success is 200 with a JSON body for reads, 204 without a body for writes (as Pulsar).
+// Success is 200 with a JSON body for reads, 204 without a body for writes (as Pulsar); a
+// policy that is not set reads as 204 without a body (Pulsar's null, which its clients read
+// as "not configured").
 // Failures are 4xx/5xx with {"reason": "..."} and Pulsar's wording (errors.go has the one
 // mapping table from the service's sentinel errors); a topic served by another broker is a
 // 307 redirect to that broker's HTTP URL. Bad names are 412 (package broker/topicname has
@@ -57,7 +59,12 @@
 // (permissions.go: namespace and topic grants, GET/POST/DELETE .../permissions[/{role}]),
 // with a ClusterService GET /admin/v2/clusters/{cluster}, with a ClusterAdminService the
 // cluster records' list, create, update and delete, and with a ReplicationService the
-// namespace and topic replication clusters (replication.go: …/replication).
+// namespace and topic replication clusters (replication.go: …/replication). With a
+// SubscriptionPermissionService a namespace's subscription roles
+// (…/permissions/subscription); with a DynamicConfigService the dynamic broker configuration
+// (dynconfig.go: …/brokers/configuration, superusers only). Pulsar's topic properties are
+// topicprops.go's; a namespace's bookie affinity group (…/persistence/bookieAffinity,
+// superusers only) is a policy, kept but not used: Magnetar has no bookie isolation groups.
 //
 // # Concurrency
 //

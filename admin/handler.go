@@ -158,6 +158,7 @@ func Handler(svc Service, opts Options) http.Handler {
 	h.replicationRoutes(route, nsScope, topicScope) // replication.go
 	h.offloadRoutes(route, nsScope, topicScope)     // offload.go
 	h.scalableRoutes(route)                         // scalable.go
+	h.dynamicConfigRoutes(route)                    // dynconfig.go
 
 	// Unknown paths answer 404; known paths with another method answer 405 (the catch-all
 	// patterns below would otherwise hide net/http's own 405).

@@ -19,6 +19,16 @@ type PermissionService interface {
 	RevokeTopicPermission(ctx context.Context, topic, role string) error
 }
 
+// SubscriptionPermissionService is implemented by services that keep a namespace's
+// subscription roles (Pulsar's auth_policies.subscription_auth_roles; *broker.Service does):
+// the roles that alone may consume through a subscription once its list is set (package
+// broker/access).
+type SubscriptionPermissionService interface {
+	SubscriptionPermissions(ctx context.Context, ns string) (map[string][]string, error)
+	GrantSubscriptionPermission(ctx context.Context, ns, sub string, roles []string) error
+	RevokeSubscriptionPermission(ctx context.Context, ns, sub, role string) error
+}
+
 // ClusterService is implemented by services that keep cluster records (*broker.Service
 // does): GET /admin/v2/clusters/{cluster} answers the record.
 type ClusterService interface {
@@ -33,6 +43,12 @@ type ClusterService interface {
 //	GET    /admin/v2/persistent/{tenant}/{ns}/{topic}/permissions     (namespace and topic grants)
 //	POST   /admin/v2/persistent/{tenant}/{ns}/{topic}/permissions/{role}
 //	DELETE /admin/v2/persistent/{tenant}/{ns}/{topic}/permissions/{role}
+//
+// and, with a SubscriptionPermissionService, the subscription roles:
+//
+//	GET    /admin/v2/namespaces/{tenant}/{ns}/permissions/subscription        {"sub": ["role", ...]}
+//	POST   /admin/v2/namespaces/{tenant}/{ns}/permissions/subscription/{sub}  ["role", ...] (added)
+//	DELETE /admin/v2/namespaces/{tenant}/{ns}/permissions/{sub}/{role}
 func (h *handler) permissionRoutes(route routeFunc, nsScope, topicScope func(r *http.Request) scope) {
 	if cs, isCS := h.svc.(ClusterService); isCS {
 		route("GET /admin/v2/clusters/{cluster}", func(w http.ResponseWriter, r *http.Request) error {
@@ -76,6 +92,9 @@ func (h *handler) permissionRoutes(route routeFunc, nsScope, topicScope func(r *
 		}
 		return noContent(w)
 	}, nsScope)
+	if ss, isSS := h.svc.(SubscriptionPermissionService); isSS {
+		h.subscriptionPermissionRoutes(ss, route, nsScope)
+	}
 	const tp = "/admin/v2/persistent/{tenant}/{ns}/{topic}/permissions"
 	route("GET "+tp, func(w http.ResponseWriter, r *http.Request) error {
 		m, err := ps.TopicPermissions(r.Context(), fullName(r))
@@ -113,4 +132,45 @@ func readActions(r *http.Request) ([]auth.Action, error) {
 		return nil, restErr(http.StatusBadRequest, "%v", err)
 	}
 	return acts, nil
+}
+
+func (h *handler) subscriptionPermissionRoutes(ss SubscriptionPermissionService, route routeFunc, nsScope func(r *http.Request) scope) {
+	const np = "/admin/v2/namespaces/{tenant}/{ns}/permissions"
+	route("GET "+np+"/subscription", func(w http.ResponseWriter, r *http.Request) error {
+		ns, err := checkNamespace(r)
+		if err != nil {
+			return err
+		}
+		m, err := ss.SubscriptionPermissions(r.Context(), ns)
+		if err != nil {
+			return err
+		}
+		return ok(w, m)
+	}, nsScope)
+	route("POST "+np+"/subscription/{sub}", func(w http.ResponseWriter, r *http.Request) error {
+		ns, err := checkNamespace(r)
+		if err != nil {
+			return err
+		}
+		var roles []string
+		if has, err := readJSON(r, &roles); err != nil {
+			return err
+		} else if !has || len(roles) == 0 {
+			return restErr(http.StatusBadRequest, "a list of roles is required")
+		}
+		if err := ss.GrantSubscriptionPermission(r.Context(), ns, r.PathValue("sub"), roles); err != nil {
+			return err
+		}
+		return noContent(w)
+	}, nsScope)
+	route("DELETE "+np+"/{sub}/{role}", func(w http.ResponseWriter, r *http.Request) error {
+		ns, err := checkNamespace(r)
+		if err != nil {
+			return err
+		}
+		if err := ss.RevokeSubscriptionPermission(r.Context(), ns, r.PathValue("sub"), r.PathValue("role")); err != nil {
+			return err
+		}
+		return noContent(w)
+	}, nsScope)
 }

@@ -16,7 +16,7 @@ import (
 // backlog quotas, message TTL, rates, limits, lifecycle, properties). *broker.Service
 // implements it; a Service that does not has no policy paths.
 //
-//	GET    /admin/v2/namespaces/{t}/{ns}/<policy>              the value (null: not set)
+//	GET    /admin/v2/namespaces/{t}/{ns}/<policy>              the value (not set: 204, no body)
 //	POST   /admin/v2/namespaces/{t}/{ns}/<policy>              set (PUT too)
 //	DELETE /admin/v2/namespaces/{t}/{ns}/<policy>              remove
 //	GET    /admin/v2/persistent/{t}/{ns}/{topic}/<policy>[?applied=true]
@@ -67,6 +67,9 @@ func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http
 	}
 	for _, lv := range levels {
 		for _, path := range lv.paths {
+			if lv.prefix == tp && path == topicPropertiesPath {
+				continue // Pulsar's topic properties: their own routes (topicprops.go)
+			}
 			getPath := path
 			if path == "backlogQuota" {
 				getPath = "backlogQuotaMap"
@@ -83,6 +86,11 @@ func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http
 				v, err := lv.get(r.Context(), name, path, applied)
 				if err != nil {
 					return err
+				}
+				if string(v) == "null" {
+					// Not set: Pulsar answers its null with 204 and no body, which its
+					// clients read as "not configured" (a "null" body would be a value).
+					return noContent(w)
 				}
 				return ok(w, v)
 			}, lv.scope)
@@ -119,6 +127,7 @@ func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http
 			}
 		}
 	}
+	h.topicPropertyRoutes(ps, route, topicScope)
 	route("POST "+tp+"subscription/{sub}/expireMessages/{seconds}", h.expire(ps), topicScope)
 	route("POST "+tp+"all_subscription/expireMessages/{seconds}", h.expire(ps), topicScope)
 }

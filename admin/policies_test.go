@@ -14,11 +14,11 @@ func TestPoliciesAdmin(t *testing.T) {
 	runSteps(t, rb.http.URL, []step{
 		{"PUT", tp, "", 204, ""},
 		// Retention at both levels; applied follows the precedence.
-		{"GET", ns + "/retention", "", 200, "null"},
+		{"GET", ns + "/retention", "", 204, ""},
 		{"GET", tp + "/retention?applied=true", "", 200, `"retentionTimeInMinutes":0`},
 		{"POST", ns + "/retention", `{"retentionTimeInMinutes":60,"retentionSizeInMB":-1}`, 204, ""},
 		{"GET", ns + "/retention", "", 200, `"retentionTimeInMinutes":60`},
-		{"GET", tp + "/retention", "", 200, "null"},
+		{"GET", tp + "/retention", "", 204, ""},
 		{"GET", tp + "/retention?applied=true", "", 200, `"retentionTimeInMinutes":60`},
 		{"POST", tp + "/retention", `{"retentionTimeInMinutes":5,"retentionSizeInMB":10}`, 204, ""},
 		{"GET", tp + "/retention?applied=true", "", 200, `"retentionTimeInMinutes":5`},
@@ -68,7 +68,7 @@ func TestPoliciesAdmin(t *testing.T) {
 		{"GET", ns, "", 200, `"subscriptionDispatchRate":{"standalone":{`},
 		{"POST", ns + "/inactiveTopicPolicies", `{"inactiveTopicDeleteMode":"sometimes","maxInactiveDurationSeconds":5,"deleteWhileInactive":true}`, 400, "unknown inactiveTopicDeleteMode"},
 		{"POST", ns + "/persistence", `{"bookkeeperEnsemble":1,"bookkeeperWriteQuorum":2,"bookkeeperAckQuorum":1}`, 400, "an ensemble of at least the write quorum"},
-		{"POST", ns + "/autoTopicCreation", `{"allowAutoTopicCreation":true,"topicType":"partitioned"}`, 400, "defaultNumPartitions"},
+		{"POST", ns + "/autoTopicCreation", `{"allowAutoTopicCreation":true,"topicType":"partitioned"}`, 412, "defaultNumPartitions"},
 		{"PUT", tp + "/properties", `{"owner":"team-a"}`, 204, ""},
 		{"GET", tp + "/properties", "", 200, `{"owner":"team-a"}`},
 		// Unknown policy paths are not routes.

@@ -233,7 +233,15 @@ func (h *handler) nsStrategy(w http.ResponseWriter, r *http.Request) error {
 	if s == "" {
 		s = "UNDEFINED"
 	}
-	return ok(w, s)
+	// Without the newline ok's encoder ends with: as Pulsar's answer, which pulsaradmin
+	// parses whole once it has removed the quotes.
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(b)
+	return err
 }
 
 // updateNamespace reads, changes and writes back a namespace's policies.

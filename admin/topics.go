@@ -51,7 +51,7 @@ func (h *handler) createTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var props map[string]string // optional topic properties: accepted, not stored
+	var props map[string]string // optional topic properties (topicprops.go)
 	if _, err := readJSON(r, &props); err != nil {
 		return err
 	}
@@ -59,6 +59,9 @@ func (h *handler) createTopic(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := h.svc.CreateTopic(r.Context(), n.String()); err != nil {
+		return err
+	}
+	if err := h.createdWithProperties(r, n.String(), props); err != nil {
 		return err
 	}
 	return noContent(w)
@@ -80,27 +83,29 @@ func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) error {
 }
 
 // partitionCountBody reads PUT/POST …/partitions bodies: a bare number (application/json)
-// or {"partitions": N, …} (application/vnd.partitioned-topic-metadata+json).
-func partitionCountBody(r *http.Request) (int, error) {
+// or {"partitions": N, "properties": {…}} (application/vnd.partitioned-topic-metadata+json),
+// whose properties it returns too.
+func partitionCountBody(r *http.Request) (int, map[string]string, error) {
 	var raw json.RawMessage
 	has, err := readJSON(r, &raw)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if !has {
-		return 0, restErr(http.StatusBadRequest, "the number of partitions is required")
+		return 0, nil, restErr(http.StatusBadRequest, "the number of partitions is required")
 	}
 	var n int
 	if err := jsonbody.Decode(raw, &n); err == nil {
-		return n, nil
+		return n, nil, nil
 	}
 	var md struct {
-		Partitions *int `json:"partitions"`
+		Partitions *int              `json:"partitions"`
+		Properties map[string]string `json:"properties"`
 	}
 	if err := jsonbody.Decode(raw, &md); err != nil || md.Partitions == nil {
-		return 0, restErr(http.StatusBadRequest, "invalid number of partitions: %s", raw)
+		return 0, nil, restErr(http.StatusBadRequest, "invalid number of partitions: %s", raw)
 	}
-	return *md.Partitions, nil
+	return *md.Partitions, md.Properties, nil
 }
 
 func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request) error {
@@ -111,7 +116,7 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request) erro
 	if strings.Contains(n.Local, "-partition-") {
 		return restErr(http.StatusPreconditionFailed, "Partitioned Topic Name should not contain '-partition-'")
 	}
-	count, err := partitionCountBody(r)
+	count, props, err := partitionCountBody(r)
 	if err != nil {
 		return err
 	}
@@ -122,6 +127,9 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if err := h.svc.CreatePartitionedTopic(r.Context(), n.String(), count); err != nil {
+		return err
+	}
+	if err := h.createdWithProperties(r, n.String(), props); err != nil {
 		return err
 	}
 	return noContent(w)
@@ -178,7 +186,7 @@ func (h *handler) updatePartitioned(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	count, err := partitionCountBody(r)
+	count, _, err := partitionCountBody(r)
 	if err != nil {
 		return err
 	}
@@ -317,7 +325,11 @@ func (h *handler) partitionedStatsOf(r *http.Request, n topicname.Name, count in
 	if pss, ok := h.svc.(PartitionStatsService); ok {
 		stats = pss.PartitionStats
 	}
-	err := eachPartition(n, count, func(_ int, name string) error {
+	excluded, err := statsExclusions(r)
+	if err != nil {
+		return nil, err
+	}
+	err = eachPartition(n, count, func(_ int, name string) error {
 		s, err := stats(r.Context(), name)
 		if errors.Is(err, api.ErrTopicNotFound) {
 			return nil // a partition not created yet: no stats
@@ -325,6 +337,7 @@ func (h *handler) partitionedStatsOf(r *http.Request, n topicname.Name, count in
 		if err != nil {
 			return err
 		}
+		s = excluded(s)
 		ps.aggregate(s)
 		if perPartition {
 			ps.Partitions[name] = s
@@ -350,11 +363,43 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) error {
 		}
 		return ok(w, ps)
 	}
+	excluded, err := statsExclusions(r)
+	if err != nil {
+		return err
+	}
 	s, err := h.svc.TopicStats(r.Context(), n.String())
 	if err != nil {
 		return err
 	}
-	return ok(w, s)
+	return ok(w, excluded(s))
+}
+
+// statsExclusions reads the stats requests' excludePublishers and excludeConsumers
+// parameters (Pulsar's GetStatsOptions) and returns what removes those lists from a topic's
+// stats: the publishers, and every subscription's consumers (empty lists, as Pulsar's).
+func statsExclusions(r *http.Request) (func(api.TopicStats) api.TopicStats, error) {
+	noPublishers, err := boolQuery(r, "excludePublishers")
+	if err != nil {
+		return nil, err
+	}
+	noConsumers, err := boolQuery(r, "excludeConsumers")
+	if err != nil {
+		return nil, err
+	}
+	return func(s api.TopicStats) api.TopicStats {
+		if noPublishers {
+			s.Publishers = []api.PublisherStats{}
+		}
+		if noConsumers {
+			subs := make(map[string]api.SubscriptionStats, len(s.Subscriptions))
+			for name, ss := range s.Subscriptions {
+				ss.Consumers = []api.ConsumerStats{}
+				subs[name] = ss
+			}
+			s.Subscriptions = subs
+		}
+		return s
+	}, nil
 }
 
 func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request) error {

@@ -37,6 +37,10 @@ func (b backend) AuthorizeTopic(ctx context.Context, role string, n topicname.Na
 	return b.s.access.Topic(ctx, role, n, act)
 }
 
+func (b backend) AuthorizeSubscription(ctx context.Context, role string, n topicname.Name, sub string) error {
+	return b.s.access.Subscription(ctx, role, n, sub)
+}
+
 func (b backend) AuthorizeNamespace(ctx context.Context, role, tenant, ns string) error {
 	return b.s.access.Namespace(ctx, role, tenant, ns)
 }

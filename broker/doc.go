@@ -22,6 +22,7 @@
 //	broker/txnhost      transaction coordinators and the topics' transaction side (txn.go)
 //	broker/scalablehost scalable-topic controllers and their segments (scalable.go)
 //	broker/loadmgr      the load manager (loadbalance.go)
+//	broker/dynconfig    the dynamic configuration, applied to broker/policy (dynconfig.go)
 //	broker/peer         calls to other brokers, with this broker's credentials
 //	broker/server       the Pulsar protocol server, behind Backend (backend*.go)
 //

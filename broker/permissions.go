@@ -40,6 +40,24 @@ func (s *Service) RevokeTopicPermission(ctx context.Context, topic, role string)
 	return s.res.RevokeTopicPermission(ctx, topic, role)
 }
 
+// SubscriptionPermissions returns the roles of namespace "tenant/ns"'s subscriptions
+// (Pulsar's subscription_auth_roles).
+func (s *Service) SubscriptionPermissions(ctx context.Context, ns string) (map[string][]string, error) {
+	return s.res.SubscriptionPermissions(ctx, ns)
+}
+
+// GrantSubscriptionPermission adds roles to subscription sub's roles in namespace
+// "tenant/ns": once set, only they (and superusers and tenant admins) may consume through
+// sub (package broker/access).
+func (s *Service) GrantSubscriptionPermission(ctx context.Context, ns, sub string, roles []string) error {
+	return s.res.GrantSubscriptionPermission(ctx, ns, sub, roles)
+}
+
+// RevokeSubscriptionPermission removes role from subscription sub's roles.
+func (s *Service) RevokeSubscriptionPermission(ctx context.Context, ns, sub, role string) error {
+	return s.res.RevokeSubscriptionPermission(ctx, ns, sub, role)
+}
+
 // AuthorizeAdmin checks an admin request of the principal in ctx (auth.FromContext): op is
 // what the request needs on tenant (and namespace "tenant/ns", and topic when given).
 // With authorization off everything is allowed (package broker/access).

@@ -18,6 +18,7 @@ import (
 
 	bkclient "github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/broker/access"
+	"github.com/magnetar-io/magnetar/broker/dynconfig"
 	"github.com/magnetar-io/magnetar/broker/loadmgr"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/peer"
@@ -49,6 +50,7 @@ type Service struct {
 	txn     *txnhost.Host      // transaction hosting (txn.go); nil: transactions are off
 	own     *ownership.Manager // bundle ownership and its watched caches (package ownership, ownership.go)
 	lm      *loadmgr.Manager   // the load manager (loadbalance.go); nil if off
+	dyn     *dynconfig.Manager // the dynamic configuration (dynconfig.go)
 	factory *mledger.Factory
 	// topicRegistry loads, serves and unloads the topics, applies their policies and runs
 	// their monitors (package broker/topicreg); its admin methods are the Service's.
@@ -126,6 +128,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.own.Start(s.ctx, &s.wg)
 	s.repl = s.newReplication()
 	s.topicRegistry = newTopicRegistry(s)
+	if err := s.startDynamicConfig(ctx); err != nil {
+		return nil, err
+	}
 	s.startCaches()
 	s.schemas = newSchemaRegistry(s)
 

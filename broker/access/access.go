@@ -4,8 +4,14 @@
 // (Pulsar's auth_policies in the namespace record) through Records and asks
 // auth.Authorizer for the verdict; a tenant or namespace that does not exist, or whose name
 // is not valid, refuses everyone but superusers (so a role that may not act is told 403,
-// never that the name it tried is malformed). Refusals are *Refusal errors, which wrap
-// auth.ErrNotAuthorized (AuthorizationError, 403).
+// never that the name it tried is malformed). The one exception is Pulsar's: an admin
+// request naming a valid tenant that does not exist is answered api.ErrTenantNotFound (404
+// "Tenant does not exist"), as Pulsar's tenant-admin check looks the tenant up first.
+// Refusals are *Refusal errors, which wrap auth.ErrNotAuthorized (AuthorizationError, 403).
+//
+// A namespace's subscription_auth_roles (auth.Policies.Subscriptions) restrict who may
+// consume through a subscription: when a subscription's list is set and not empty, only its
+// roles (and superusers and the tenant's admins) may (Subscription).
 //
 // Audit (audit.go) writes the audit lines of refused authentications and authorizations,
 // on the binary protocol and HTTP, rate-limited (package internal/ratelog).
@@ -15,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/magnetar-io/magnetar/auth"
 	"github.com/magnetar-io/magnetar/broker/api"
@@ -50,6 +57,29 @@ func (c Checker) Topic(ctx context.Context, role string, n topicname.Name, act a
 	}
 	if !a.AllowTopic(role, admins, pol, base.String(), act) {
 		return notAuthorized(role, string(act), base.String())
+	}
+	return nil
+}
+
+// Subscription checks that role may consume topic n through subscription sub (Topic with
+// auth.ActionConsume, then the namespace's subscription_auth_roles): when sub's list of
+// roles is set and not empty, a role outside it is refused unless it is a superuser or an
+// admin of the tenant, as Pulsar's canConsume does.
+func (c Checker) Subscription(ctx context.Context, role string, n topicname.Name, sub string) error {
+	if err := c.Topic(ctx, role, n, auth.ActionConsume); err != nil {
+		return err
+	}
+	a := c.Authz
+	if a.IsSuperUser(role) || sub == "" {
+		return nil
+	}
+	base := n.Base()
+	admins, pol, err := c.grants(ctx, base.Tenant, base.Namespace)
+	if err != nil {
+		return refuseInvalid(err, role, "consume", base.String())
+	}
+	if roles := pol.Subscriptions[sub]; len(roles) > 0 && !a.IsTenantAdmin(role, admins) && !slices.Contains(roles, role) {
+		return notAuthorized(role, "consume through subscription "+clip(sub, 256), base.String())
 	}
 	return nil
 }
@@ -137,6 +167,9 @@ func (c Checker) Admin(ctx context.Context, op api.AdminOp, tenant, ns, topic st
 		return nil
 	case op == api.OpSuperUser, tenant == "": // a request about no tenant is the cluster's
 		return notAuthorized(p.Role, "do this (superusers only)", "the cluster")
+	}
+	if _, err := c.Records.Tenant(ctx, tenant); errors.Is(err, api.ErrTenantNotFound) && topicname.CheckTenant(tenant) == nil {
+		return fmt.Errorf("%w: %s", api.ErrTenantNotFound, tenant) // Pulsar's 404, before the role check
 	}
 	admins, pol, err := c.grants(ctx, tenant, namespaceOf(ns))
 	if err != nil {

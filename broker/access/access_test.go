@@ -11,8 +11,9 @@ import (
 	"github.com/magnetar-io/magnetar/broker/topicname"
 )
 
-// records: tenant t (admin role "admin") with namespace t/ns, where role "consumer" may
-// consume every topic and role "producer" may produce on t/ns/x only.
+// records: tenant t (admin role "admin") with namespace t/ns, where roles "consumer" and
+// "reader" may consume every topic and role "producer" may produce on t/ns/x only;
+// subscription "private" is restricted to role "consumer", "open" has an empty list.
 type records struct{}
 
 func (records) Tenant(_ context.Context, name string) (api.TenantInfo, error) {
@@ -27,8 +28,9 @@ func (records) NamespacePolicies(_ context.Context, tenant, ns string) (api.Name
 		return api.NamespacePolicies{}, api.ErrNamespaceNotFound
 	}
 	return api.NamespacePolicies{Auth: auth.Policies{
-		Namespace: map[string][]auth.Action{"consumer": {auth.ActionConsume}},
-		Topics:    map[string]map[string][]auth.Action{"persistent://t/ns/x": {"producer": {auth.ActionProduce}}},
+		Namespace:     map[string][]auth.Action{"consumer": {auth.ActionConsume}, "reader": {auth.ActionConsume}},
+		Topics:        map[string]map[string][]auth.Action{"persistent://t/ns/x": {"producer": {auth.ActionProduce}}},
+		Subscriptions: map[string][]string{"private": {"consumer"}, "open": {}},
 	}}, nil
 }
 
@@ -102,6 +104,51 @@ func TestAdmin(t *testing.T) {
 		var rf *access.Refusal
 		if err != nil && (!errors.Is(err, auth.ErrNotAuthorized) || !errors.As(err, &rf) || rf.Role != tc.role) {
 			t.Errorf("%q op %v on %s/%s: %v, want a Refusal of the role (403)", tc.role, tc.op, tc.ns, tc.topic, err)
+		}
+	}
+}
+
+// TestAdminMissingTenant: an admin request naming a valid tenant that does not exist is
+// answered "Tenant does not exist" (404) before the role is checked, as Pulsar does; an
+// invalid tenant name is still refused (403).
+func TestAdminMissingTenant(t *testing.T) {
+	c := access.Checker{Authz: auth.NewAuthorizer(true, []string{"root"}), Records: records{}}
+	ctx := auth.WithPrincipal(context.Background(), auth.Principal{Role: "consumer"})
+	for _, op := range []api.AdminOp{api.OpTenantAdmin, api.OpLookup, api.OpConsume} {
+		err := c.Admin(ctx, op, "nope", "nope/ns", "persistent://nope/ns/x")
+		if !errors.Is(err, api.ErrTenantNotFound) || errors.Is(err, auth.ErrNotAuthorized) {
+			t.Errorf("op %v in a missing tenant: %v, want ErrTenantNotFound", op, err)
+		}
+	}
+	if err := c.Admin(ctx, api.OpSuperUser, "nope", "nope/ns", ""); !errors.Is(err, auth.ErrNotAuthorized) {
+		t.Errorf("a superuser operation in a missing tenant: %v, want a refusal", err)
+	}
+	if err := c.Admin(ctx, api.OpTenantAdmin, "a b", "a b/ns", ""); !errors.Is(err, auth.ErrNotAuthorized) {
+		t.Errorf("an invalid tenant name: %v, want a refusal", err)
+	}
+}
+
+// TestSubscription: a subscription whose roles list is set admits only those roles (and
+// superusers and tenant admins); an empty or missing list admits every consumer.
+func TestSubscription(t *testing.T) {
+	c := access.Checker{Authz: auth.NewAuthorizer(true, []string{"root"}), Records: records{}}
+	x := topicname.MustParse("persistent://t/ns/x-partition-1")
+	for _, tc := range []struct {
+		role, sub string
+		ok        bool
+	}{
+		{"consumer", "private", true},
+		{"reader", "private", false},
+		{"reader", "open", true},
+		{"reader", "other", true},
+		{"admin", "private", true},
+		{"root", "private", true},
+		{"producer", "other", false}, // no consume grant at all
+		{"", "private", false},
+	} {
+		err := c.Subscription(context.Background(), tc.role, x, tc.sub)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, auth.ErrNotAuthorized)) {
+			t.Errorf("%q through %q: %v, want allowed=%v", tc.role, tc.sub, err, tc.ok)
 		}
 	}
 }

@@ -78,7 +78,8 @@ type SubscriptionStats struct {
 	IsReplicated                       bool              `json:"isReplicated"`
 	LastAckedTimestamp                 int64             `json:"lastAckedTimestamp"`
 	LastConsumedTimestamp              int64             `json:"lastConsumedTimestamp"`
-	SubscriptionProperties             map[string]string `json:"subscriptionProperties,omitempty"`
+	SubscriptionProperties             map[string]string `json:"subscriptionProperties"`
+	ConsumersAfterMarkDeletePosition   map[string]string `json:"consumersAfterMarkDeletePosition"` // Pulsar's Key_Shared set; {} here
 	NonContiguousDeletedMessagesRanges int               `json:"nonContiguousDeletedMessagesRanges"`
 	// MsgDropRate and MsgDropped (Magnetar's) count the messages of a non-persistent topic
 	// dropped before this subscription read them.
@@ -107,6 +108,8 @@ type ConsumerStats struct {
 	KeyHashRanges []string `json:"keyHashRanges,omitempty"`
 	// BlockedConsumerOnUnackedMsgs: the consumer is at its unacknowledged-message limit.
 	BlockedConsumerOnUnackedMsgs bool `json:"blockedConsumerOnUnackedMsgs"`
+	// LastConsumedFlowTimestamp is when the consumer last gave permits (FLOW; Unix ms).
+	LastConsumedFlowTimestamp int64 `json:"lastConsumedFlowTimestamp"`
 }
 
 // InternalStats is the managed-ledger view of a topic (GET .../internalStats).

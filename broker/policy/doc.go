@@ -7,5 +7,7 @@
 // namespace's record and returns the policies in force (topic, else namespace, else the
 // broker's default). Reading and writing the records, watching them and applying the
 // result to loaded topics are the broker's (packages broker and its resources); nothing
-// here does I/O.
+// here does I/O. The dynamic configuration (dynamic.go: Pulsar's broker settings changed at
+// runtime, e.g. maxProducersPerTopic, allowAutoTopicCreation) replaces some of the
+// broker's defaults atomically (Resolver.SetDynamic).
 package policy

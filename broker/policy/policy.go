@@ -52,6 +52,13 @@ var policies = []*Policy{
 	{NSPath: "delayedDelivery", NSKey: "delayed_delivery_policies", TopicPath: "delayedDelivery", TopicKey: "delayedDeliveryPolicies", check: checkDelayed},
 	{NSPath: "persistence", NSKey: "persistence", TopicPath: "persistence", TopicKey: "persistence", check: checkPersistence},
 	{NSPath: "properties", NSKey: "properties", TopicPath: "properties", TopicKey: "properties", check: decodeAs[map[string]string]},
+	{TopicPath: "schemaValidationEnforced", TopicKey: KeySchemaValidationEnforced, check: decodeAs[bool]},
+	{NSPath: "persistence/bookieAffinity", NSKey: "bookieAffinityGroup", check: checked(func(g *BookieAffinityGroup) error {
+		if g.Primary == "" {
+			return invalid("bookkeeperAffinityGroupPrimary is required")
+		}
+		return nil
+	})},
 	{NSPath: "offloadPolicies", NSKey: KeyNSOffloadPolicies, TopicPath: "offloadPolicies", TopicKey: KeyTopicOffloadPolicies, check: checkOffloadPolicies},
 	{NSPath: "offloadThreshold", NSKey: KeyNSOffloadThreshold, check: checkOffloadThreshold},
 	{NSPath: "offloadThresholdInSeconds", NSKey: KeyNSOffloadThresholdSecs, check: checkOffloadThresholdInSeconds},
@@ -116,16 +123,34 @@ var checkInactive = checked(func(p *api.InactiveTopicPolicies) error {
 	return nil
 })
 
+// checkAutoTopicCreation checks an autoTopicCreation override as Pulsar's
+// AutoTopicCreationOverrideImpl.validateOverride does (only an override that allows
+// creation is checked), refusing with its 412 and reason; an unset topicType is stored as
+// non-partitioned.
 var checkAutoTopicCreation = checked(func(a *api.AutoTopicCreationOverride) error {
-	switch a.TopicType {
-	case "non-partitioned", "":
+	refuse := func(detail string) error {
+		return fmt.Errorf("%w: Invalid configuration for autoTopicCreationOverride. the detail is %s", api.ErrPreconditionFailed, detail)
+	}
+	if a.TopicType == "" {
 		a.TopicType = "non-partitioned"
+	}
+	if !a.AllowAutoTopicCreation {
+		return nil
+	}
+	switch a.TopicType {
+	case "non-partitioned":
+		if a.DefaultNumPartitions != nil {
+			return refuse("[defaultNumPartitions] is not allowed to be set when the type is non-partition.")
+		}
 	case "partitioned":
-		if a.DefaultNumPartitions == nil || *a.DefaultNumPartitions < 1 {
-			return invalid("defaultNumPartitions must be 1 or more for partitioned topics")
+		if a.DefaultNumPartitions == nil {
+			return refuse("[defaultNumPartitions] cannot be null when the type is partitioned.")
+		}
+		if *a.DefaultNumPartitions < 1 {
+			return refuse("[defaultNumPartitions] cannot be less than 1 for partition type.")
 		}
 	default:
-		return invalid("unknown topicType %q", a.TopicType)
+		return refuse(fmt.Sprintf("Unknown topic type [%s]", a.TopicType))
 	}
 	return nil
 })
@@ -360,6 +385,26 @@ func For(path string) *Policy {
 
 // Keys of the topic record that other parts use (broker/schemareg, compaction in broker/topicreg).
 const (
-	KeySchemaStrategy      = "schemaCompatibilityStrategy"
-	KeyCompactionThreshold = "compactionThreshold"
+	KeySchemaStrategy           = "schemaCompatibilityStrategy"
+	KeySchemaValidationEnforced = "schemaValidationEnforced"
+	KeyCompactionThreshold      = "compactionThreshold"
 )
+
+// SchemaValidationEnforced is the topic-level schemaValidationEnforced (nil: not set, the
+// namespace's applies).
+func (r Record) SchemaValidationEnforced() *bool {
+	var v *bool
+	if b := r[KeySchemaValidationEnforced]; len(b) > 0 {
+		_ = json.Unmarshal(b, &v)
+	}
+	return v
+}
+
+// BookieAffinityGroup is Pulsar's BookieAffinityGroupData, a namespace's bookie isolation
+// groups (…/persistence/bookieAffinity, kept in the namespace record as
+// "bookieAffinityGroup"). Magnetar keeps it for Pulsar's tools; its ensemble placement
+// does not read it (no bookie isolation groups).
+type BookieAffinityGroup struct {
+	Primary   string `json:"bookkeeperAffinityGroupPrimary"`
+	Secondary string `json:"bookkeeperAffinityGroupSecondary,omitempty"`
+}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/api"
@@ -11,8 +12,9 @@ import (
 )
 
 // Resolver resolves policies: a topic's value, else its namespace's, else the broker's
-// default. It holds the broker's settings that serve as defaults and is read-only after
-// construction (safe for concurrent use).
+// default. It holds the broker's settings that serve as defaults; its fields are read-only
+// after construction, and the dynamic configuration (SetDynamic, dynamic.go) changes some
+// of them atomically at runtime. Safe for concurrent use.
 type Resolver struct {
 	// Defaults are the policies' broker-level defaults.
 	Defaults Defaults
@@ -26,6 +28,8 @@ type Resolver struct {
 	// DisableDeduplication and DisableAutoTopicCreation are the broker's defaults for
 	// deduplication and auto topic creation (inverted, as Config has them).
 	DisableDeduplication, DisableAutoTopicCreation bool
+
+	dyn atomic.Pointer[settings] // the dynamic configuration's settings; nil: the fields'
 }
 
 // Defaults are the broker-level defaults of the policies, used where neither the
@@ -131,7 +135,8 @@ func (d Defaults) WithDefaults() Defaults {
 
 // Default is the broker's default of p (nil: none).
 func (pr *Resolver) Default(p *Policy) any {
-	d := pr.Defaults
+	cur := pr.current()
+	d := cur.d
 	pos := func(v int) any {
 		if v > 0 {
 			return v
@@ -185,6 +190,10 @@ func (pr *Resolver) Default(p *Policy) any {
 		return pos(int(d.DeduplicationSnapshotInterval / time.Second))
 	case "deduplicationEnabled|deduplication":
 		return !pr.DisableDeduplication
+	case "autoSubscriptionCreation|autoSubscriptionCreation":
+		if cur.disableAutoSubscriptionCreation { // allowAutoSubscriptionCreation=false
+			return api.AutoSubscriptionCreationOverride{}
+		}
 	case "persistence|persistence":
 		ml := pr.ManagedLedger
 		return api.PersistencePolicies{BookkeeperEnsemble: ml.Ensemble, BookkeeperWriteQuorum: ml.WriteQuorum, BookkeeperAckQuorum: ml.AckQuorum}
@@ -193,7 +202,7 @@ func (pr *Resolver) Default(p *Policy) any {
 }
 
 func (pr *Resolver) DefaultQuota(typ string) (api.BacklogQuota, bool) {
-	d := pr.Defaults
+	d := pr.current().d
 	switch {
 	case typ == api.QuotaDestinationStorage && d.BacklogQuotaDefaultLimitBytes > 0:
 		return api.BacklogQuota{LimitSize: d.BacklogQuotaDefaultLimitBytes, Policy: d.BacklogQuotaDefaultRetentionPolicy}, true
@@ -308,8 +317,8 @@ func (pr *Resolver) Resolve(tr, nr Record, n topicname.Name) Resolved {
 func (pr *Resolver) AutoTopicCreation(tr, nr Record) (*bool, int) {
 	var atc api.AutoTopicCreationOverride
 	if !pr.DecodeApplied(tr, nr, "autoTopicCreation", &atc) {
-		if pr.Defaults.AutoTopicCreationType == "partitioned" {
-			return nil, pr.Defaults.DefaultNumPartitions
+		if d := pr.current().d; d.AutoTopicCreationType == "partitioned" {
+			return nil, d.DefaultNumPartitions
 		}
 		return nil, 0
 	}
@@ -328,7 +337,7 @@ func (pr *Resolver) AutoCreateAllowed(pol api.NamespacePolicies, r Resolved) boo
 	case pol.AutoTopicCreation != nil:
 		return *pol.AutoTopicCreation
 	}
-	return !pr.DisableAutoTopicCreation
+	return !pr.current().disableAutoTopicCreation
 }
 func RetentionOf(r api.RetentionPolicies) (time.Duration, int64) {
 	d, size := time.Duration(r.RetentionTimeInMinutes)*time.Minute, r.RetentionSizeInMB<<20

@@ -106,6 +106,45 @@ func (r *Records) RevokeTopicPermission(ctx context.Context, topic, role string)
 	})
 }
 
+// SubscriptionPermissions returns the roles of namespace "tenant/ns"'s subscriptions
+// (Pulsar's subscription_auth_roles).
+func (r *Records) SubscriptionPermissions(ctx context.Context, ns string) (map[string][]string, error) {
+	p, err := r.Namespace(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if p.Auth.Subscriptions == nil {
+		return map[string][]string{}, nil
+	}
+	return p.Auth.Subscriptions, nil
+}
+
+// GrantSubscriptionPermission adds roles to subscription sub's roles in namespace
+// "tenant/ns": once the list is set, only its roles may consume through sub.
+func (r *Records) GrantSubscriptionPermission(ctx context.Context, ns, sub string, roles []string) error {
+	if sub == "" || slices.Contains(roles, "") {
+		return fmt.Errorf("%w: empty subscription or role", api.ErrInvalidArgument)
+	}
+	return r.UpdateNamespace(ctx, ns, func(p *api.NamespacePolicies) {
+		if p.Auth.Subscriptions == nil {
+			p.Auth.Subscriptions = map[string][]string{}
+		}
+		merged := append(slices.Clone(p.Auth.Subscriptions[sub]), roles...)
+		slices.Sort(merged)
+		p.Auth.Subscriptions[sub] = slices.Compact(merged)
+	})
+}
+
+// RevokeSubscriptionPermission removes role from subscription sub's roles in namespace
+// "tenant/ns" (the subscription keeps its entry, possibly empty: no restriction).
+func (r *Records) RevokeSubscriptionPermission(ctx context.Context, ns, sub, role string) error {
+	return r.UpdateNamespace(ctx, ns, func(p *api.NamespacePolicies) {
+		if roles, has := p.Auth.Subscriptions[sub]; has {
+			p.Auth.Subscriptions[sub] = slices.DeleteFunc(slices.Clone(roles), func(x string) bool { return x == role })
+		}
+	})
+}
+
 func nonNil(m map[string][]auth.Action) map[string][]auth.Action {
 	if m == nil {
 		return map[string][]auth.Action{}

@@ -18,7 +18,9 @@ type topicPolicy struct {
 
 // policyOf resolves the schema policy of topic n: the topic-level strategy, else the
 // namespace's (schema_compatibility_strategy, else the older
-// schema_auto_update_compatibility_strategy), else Config.DefaultStrategy, else FULL.
+// schema_auto_update_compatibility_strategy), else Config.DefaultStrategy, else FULL; and
+// validation enforcement: the topic-level schemaValidationEnforced, else the namespace's,
+// else Config.ValidationEnforced.
 func (r *Registry) policyOf(ctx context.Context, n topicname.Name) (topicPolicy, error) {
 	pol := topicPolicy{autoUpdate: true}
 	ns, err := r.cfg.Policies.NamespacePolicies(ctx, n.Tenant, n.Namespace)
@@ -36,6 +38,9 @@ func (r *Registry) policyOf(ctx context.Context, n topicname.Name) (topicPolicy,
 	tp, err := r.cfg.Policies.TopicRecord(ctx, n)
 	if err != nil {
 		return pol, err
+	}
+	if v := tp.SchemaValidationEnforced(); v != nil {
+		pol.enforced = *v
 	}
 	legacy, _ := ns.Other["schema_auto_update_compatibility_strategy"].(string)
 	for _, name := range []string{tp.SchemaStrategy(), ns.SchemaCompatibility, legacy, r.cfg.DefaultStrategy} {

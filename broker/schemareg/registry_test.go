@@ -286,6 +286,13 @@ func TestAutoUpdateAndEnforcement(t *testing.T) {
 	if _, err := r.Offer(ctx, topicA, nil, Consume); err != nil {
 		t.Fatalf("consumer without a schema: %v", err)
 	}
+	// The topic-level schemaValidationEnforced overrides the namespace's.
+	pols.mu.Lock()
+	pols.topics[topicA.Base().String()] = policy.Record{policy.KeySchemaValidationEnforced: []byte("false")}
+	pols.mu.Unlock()
+	if _, err := r.Offer(ctx, topicA, nil, Produce); err != nil {
+		t.Fatalf("no schema, validation enforced by the namespace but not by the topic: %v", err)
+	}
 }
 
 // A deletion is a version of its own: the versions before it are no longer live, and the

@@ -43,15 +43,27 @@ func (c *conn) authorizeName(ctx context.Context, topic string, act auth.Action)
 // role forwarding an original principal) the proxy's own role must be allowed too, unless
 // it is a superuser.
 func (c *conn) authorize(ctx context.Context, n topicname.Name, act auth.Action) error {
+	return c.authorizeSub(ctx, n, act, "")
+}
+
+// authorizeSub is authorize, for a consumer (sub its subscription, act consume) with the
+// namespace's subscription roles checked too (Authorizer.AuthorizeSubscription).
+func (c *conn) authorizeSub(ctx context.Context, n topicname.Name, act auth.Action, sub string) error {
 	if !c.s.cfg.Authz.Enabled() {
 		return nil
 	}
-	if err := c.b.AuthorizeTopic(ctx, c.auth.role, n, act); err != nil {
+	check := func(role string) error {
+		if sub != "" {
+			return c.b.AuthorizeSubscription(ctx, role, n, sub)
+		}
+		return c.b.AuthorizeTopic(ctx, role, n, act)
+	}
+	if err := check(c.auth.role); err != nil {
 		c.auditRefusal(c.auth.role, string(act), n.String(), err)
 		return err
 	}
 	if c.auth.proxy != "" && !c.s.cfg.Authz.IsSuperUser(c.auth.proxy) {
-		err := c.b.AuthorizeTopic(ctx, c.auth.proxy, n, act)
+		err := check(c.auth.proxy)
 		c.auditRefusal(c.auth.proxy, string(act), n.String(), err)
 		return err
 	}

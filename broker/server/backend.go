@@ -34,6 +34,9 @@ type Backend interface {
 type Authorizer interface {
 	// AuthorizeTopic checks that role may perform act on topic n.
 	AuthorizeTopic(ctx context.Context, role string, n topicname.Name, act auth.Action) error
+	// AuthorizeSubscription checks that role may consume topic n through subscription sub
+	// (the namespace's subscription roles, Pulsar's subscription_auth_roles, included).
+	AuthorizeSubscription(ctx context.Context, role string, n topicname.Name, sub string) error
 	// AuthorizeNamespace checks that role may act on namespace tenant/ns as a whole (list
 	// its topics).
 	AuthorizeNamespace(ctx context.Context, role, tenant, ns string) error

@@ -22,8 +22,8 @@ func (c *conn) handleSubscribe(cmd *pb.CommandSubscribe) {
 		c.sendError(cmd.GetRequestId(), fmt.Errorf("%w: empty subscription name", api.ErrNotAllowed))
 		return
 	}
-	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(), auth.ActionConsume,
-		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Consumer], fail func(error)) {
+	createID(c, c.consumers, "consumer", cmd.GetConsumerId(), cmd.GetRequestId(), cmd.GetTopic(), cmd.GetForceTopicCreation(),
+		auth.ActionConsume, cmd.GetSubscription(), func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Consumer], fail func(error)) {
 			c.subscribe(ctx, cmd, t, e, fail)
 		})
 }

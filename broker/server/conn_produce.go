@@ -51,7 +51,7 @@ func (c *conn) handleSend(f pulsar.Frame) {
 }
 
 func (c *conn) handleProducer(cmd *pb.CommandProducer) {
-	createID(c, c.producers, "producer", cmd.GetProducerId(), cmd.GetRequestId(), cmd.GetTopic(), true, auth.ActionProduce,
+	createID(c, c.producers, "producer", cmd.GetProducerId(), cmd.GetRequestId(), cmd.GetTopic(), true, auth.ActionProduce, "",
 		func(ctx context.Context, t *topic.Topic, e *idEntry[*topic.Producer], fail func(error)) {
 			c.createProducer(ctx, cmd, t, e, fail)
 		})

@@ -222,7 +222,7 @@ func (r *registry[T]) forgetLocked(id uint64, e *idEntry[T]) {
 // the topic's callbacks, forgets the id and answers rid with the error, unless the id was
 // forgotten before (closed by the client, or the connection ended: that was answered).
 // build's ctx ends when build returns or the connection closes.
-func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, topicName string, create bool, act auth.Action,
+func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, topicName string, create bool, act auth.Action, sub string,
 	build func(ctx context.Context, t *topic.Topic, e *idEntry[T], fail func(error))) {
 	e, again := r.register(id)
 	if e == nil {
@@ -247,7 +247,7 @@ func createID[T closer](c *conn, r *registry[T], kind string, id, rid uint64, to
 			return
 		}
 		// Authorized before the topic is loaded (or created): a refusal changes nothing.
-		if err := c.authorize(ctx, name, act); err != nil {
+		if err := c.authorizeSub(ctx, name, act, sub); err != nil {
 			fail(err)
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,8 +48,11 @@ type fakeBackend struct {
 	// lookup answers LOOKUP; partitions PARTITIONED_METADATA (nil: 0).
 	lookup     func(topic string, authoritative bool) (api.LookupResult, error)
 	partitions func(topic string) (int, error)
-	// allowed are the roles AuthorizeTopic and AuthorizeNamespace let through.
-	allowed map[string]bool
+	// allowed are the roles AuthorizeTopic and AuthorizeNamespace let through; subRoles,
+	// by subscription, the only roles AuthorizeSubscription lets through (none: every
+	// allowed role).
+	allowed  map[string]bool
+	subRoles map[string][]string
 	// namespaces are the namespaces that exist, with their persistent topics.
 	namespaces map[string][]string
 	// coordinator serves the transaction commands (nil: transactions are off).
@@ -148,6 +152,16 @@ func (b *fakeBackend) AuthorizeTopic(_ context.Context, role string, n topicname
 	b.mu.Unlock()
 	if !b.allowed[role] {
 		return fmt.Errorf("%w: role %s may not %s on %s", auth.ErrNotAuthorized, role, act, n)
+	}
+	return nil
+}
+
+func (b *fakeBackend) AuthorizeSubscription(ctx context.Context, role string, n topicname.Name, sub string) error {
+	if err := b.AuthorizeTopic(ctx, role, n, auth.ActionConsume); err != nil {
+		return err
+	}
+	if roles := b.subRoles[sub]; len(roles) > 0 && !slices.Contains(roles, role) {
+		return fmt.Errorf("%w: role %s may not consume through %s", auth.ErrNotAuthorized, role, sub)
 	}
 	return nil
 }

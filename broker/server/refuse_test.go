@@ -104,3 +104,38 @@ func TestAuditLines(t *testing.T) {
 		t.Error("a credential in the logs")
 	}
 }
+
+// TestSubscriptionRoles: a consumer is authorized with its subscription
+// (Authorizer.AuthorizeSubscription): a subscription restricted to other roles is refused
+// with AuthorizationError before its topic is loaded, another one is served.
+func TestSubscriptionRoles(t *testing.T) {
+	a, err := auth.New(auth.Config{Enabled: true, Providers: []string{"token"},
+		Token: auth.TokenConfig{SecretKey: base64.StdEncoding.EncodeToString(testSecret)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newFakeBackend()
+	b.allowed = map[string]bool{"alice": true, "bob": true}
+	b.subRoles = map[string][]string{"alices": {"alice"}}
+	ts := startServer(t, b, server.Config{Auth: a, AuthRefreshInterval: time.Hour, Authz: auth.NewAuthorizer(true, nil)})
+	c, got := ts.connect(t, &pb.CommandConnect{AuthMethodName: proto.String("token"), AuthData: []byte(testToken(t, "bob"))})
+	if got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("bob: %v", got)
+	}
+	subscribe := func(id uint64, sub string) *pb.BaseCommand {
+		return c.roundTrip(&pb.CommandSubscribe{Topic: proto.String("persistent://public/default/t"), Subscription: proto.String(sub),
+			SubType: pb.CommandSubscribe_Shared.Enum(), ConsumerId: &id, RequestId: c.nextID()})
+	}
+	if got := subscribe(1, "alices"); got.GetError().GetError() != pb.ServerError_AuthorizationError {
+		t.Fatalf("bob subscribes through alice's subscription: %v", got)
+	}
+	b.mu.Lock()
+	loaded := len(b.mu.topics)
+	b.mu.Unlock()
+	if loaded != 0 {
+		t.Fatalf("a refused subscription loaded %d topics", loaded)
+	}
+	if got := subscribe(2, "bobs"); got.GetType() != pb.BaseCommand_SUCCESS {
+		t.Fatalf("bob subscribes through an unrestricted subscription: %v", got)
+	}
+}

@@ -34,6 +34,7 @@ type Consumer struct {
 	bytesOut int64
 	rateOut  rate
 	redeliv  rate
+	lastFlow int64 // when the consumer last gave permits (Unix ms)
 }
 
 // Subscription returns the consumer's subscription.

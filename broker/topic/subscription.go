@@ -463,6 +463,7 @@ func (s *Subscription) onFlow(c *Consumer, n int) {
 	if c.closed {
 		return
 	}
+	c.lastFlow = time.Now().UnixMilli()
 	s.d.Flow(c.cid, n)
 	s.flush()
 }
@@ -740,6 +741,7 @@ func (s *Subscription) stats() SubscriptionStats {
 		Type: subTypeName(typ), BytesOutCounter: s.bytesOut, MsgOutCounter: s.msgsOut,
 		MsgDelayed: int64(s.d.Delayed()), IsDurable: s.durable, LastAckedTimestamp: s.lastAck,
 		LastConsumedTimestamp: s.lastConsumed, Consumers: []ConsumerStats{}, IsReplicated: s.rs.on,
+		SubscriptionProperties: map[string]string{}, ConsumersAfterMarkDeletePosition: map[string]string{},
 	}
 	st.MsgRateOut, st.MsgThroughputOut = s.rateOut.rates(now)
 	st.MsgRateRedeliver, _ = s.redeliv.rates(now)
@@ -753,7 +755,7 @@ func (s *Subscription) stats() SubscriptionStats {
 			ConsumerName: c.Name, AvailablePermits: permits, UnackedMessages: unacked,
 			BytesOutCounter: c.bytesOut, MsgOutCounter: c.msgsOut, Address: c.Conn.RemoteAddr(),
 			ConnectedSince: c.connected.UTC().Format(time.RFC3339Nano), ClientVersion: c.Conn.ClientVersion(),
-			Metadata: c.Metadata,
+			Metadata: c.Metadata, LastConsumedFlowTimestamp: c.lastFlow,
 		}
 		if cs.Metadata == nil {
 			cs.Metadata = map[string]string{}

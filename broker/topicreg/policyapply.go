@@ -158,6 +158,12 @@ func (reg *Registry) reapply(ctx context.Context, match func(topicname.Name) boo
 	}
 }
 
+// ReapplyAll resolves and applies the policies of every loaded topic again: after the
+// broker's own defaults changed (the dynamic configuration, policy.Resolver.SetDynamic).
+func (reg *Registry) ReapplyAll(ctx context.Context) {
+	reg.reapply(ctx, func(topicname.Name) bool { return true })
+}
+
 func (reg *Registry) reapplyNamespace(ctx context.Context, ns string) {
 	reg.reapply(ctx, func(n topicname.Name) bool { return n.Tenant+"/"+n.Namespace == ns })
 }
