@@ -17,12 +17,17 @@ import (
 // its cluster record (brokerServiceUrl, or brokerServiceUrlTls with
 // brokerClientTlsEnabled; its authentication plugin and parameters; its trust
 // certificates), made once per record version; a replicator asks for it at each connect,
-// so an updated record applies at its next reconnect.
+// so an updated record applies at its next reconnect. A partition's replicator first
+// checks the partitioned topic's metadata on the remote through its admin API (the
+// record's serviceUrl), creating it there if missing.
 
 func (s *Service) newReplication() *replhost.Host {
 	s.remotes = replhost.NewRemotes(s.res, s.log)
 	h := replhost.New(replhost.Config{LocalCluster: s.cfg.Cluster, Remote: s.remotes.Remote,
-		Core: replication.Config{MaxPending: s.cfg.ReplicationProducerQueueSize},
+		Admin: s.remotes.Admin,
+		// The registry is made after the host: resolved at each call.
+		LocalPartitions: func(ctx context.Context, topic string) (int, error) { return s.Partitions(ctx, topic) },
+		Core:            replication.Config{MaxPending: s.cfg.ReplicationProducerQueueSize},
 		ReplSubs: replhost.ReplSubs{Enabled: !s.cfg.DisableReplicatedSubscriptions,
 			FrequencyMs: s.cfg.ReplicatedSubscriptionsSnapshotFrequency.Milliseconds(),
 			TimeoutMs:   s.cfg.ReplicatedSubscriptionsSnapshotTimeout.Milliseconds(),

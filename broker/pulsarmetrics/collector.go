@@ -136,8 +136,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				}
 				m.add(t)
 			}
+			rs := replicationOf(st)
+			if a.repl == nil && len(rs) > 0 {
+				a.repl = map[string]*replFigures{}
+			}
+			addRepl(a.repl, rs)
 			if !c.cfg.NamespaceLevel {
 				e.topic(cl, ns, n.String(), t, st)
+				e.replication(lTopicRemote, rs, cl, ns, n.String())
 			}
 		})
 	}
@@ -145,6 +151,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		a := nss[ns]
 		if c.cfg.NamespaceLevel {
 			e.namespace(cl, ns, a)
+			e.replication(lNSRemote, a.repl, cl, ns)
 		} else {
 			e.emit("pulsar_topics_count", lNamespace, float64(a.topics), cl, ns)
 		}
@@ -238,6 +245,7 @@ type nsAgg struct {
 	topics                             int
 	f                                  figures
 	msgsIn, bytesIn, msgsOut, bytesOut int64
+	repl                               map[string]*replFigures // by remote cluster (replication.go)
 }
 
 func (a *nsAgg) add(f figures, st api.TopicStats) {

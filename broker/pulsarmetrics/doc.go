@@ -20,8 +20,9 @@
 //  2. Register the Collector once per registry. It is an unchecked collector (Describe
 //     sends nothing), because Pulsar emits one name with several label sets (a broker-wide
 //     zero, then per topic or per namespace); no other collector of the registry may emit
-//     the names it emits (pulsar_replication_* and pulsar_storage_offloaded_size are left to
-//     the parts that already export them).
+//     the names it emits (pulsar_storage_offloaded_size and
+//     pulsar_replicated_subscriptions_pending_snapshots are left to the parts that already
+//     export them).
 //
 // # What is exported, and how it maps
 //
@@ -41,6 +42,12 @@
 // cluster and namespace; pulsar_msg_backlog also carries remote_cluster="local", and
 // pulsar_out_*_total and pulsar_consumer_msg_ack_rate are per namespace), as Pulsar does
 // when exposeTopicLevelMetricsInPrometheus=false.
+//
+// The replication metrics (replication.go) come from each topic's replication section, one
+// label set per remote cluster (remote_cluster): pulsar_replication_{rate_in,rate_out,
+// throughput_in,throughput_out,backlog,connected_count,disconnected_count,rate_expired,
+// delay_in_seconds}, per topic, or with NamespaceLevel summed per namespace as Pulsar does
+// (the connected and disconnected counts count replicators; the delay is summed too).
 //
 // The broker's sums, pulsar_broker_{topics,subscriptions,producers,consumers}_count,
 // pulsar_broker_rate_{in,out}, pulsar_broker_throughput_{in,out},

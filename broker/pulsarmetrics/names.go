@@ -80,6 +80,16 @@ var help = map[string]string{
 	"pulsar_ml_AddEntryLatencyBuckets":          "Adds per second of the last stats period, by latency range in ms (quantile label; broker-wide).",
 	"pulsar_ml_AddEntryLatencyBuckets_OVERFLOW": "Adds per second of the last stats period slower than 1 s (broker-wide).",
 
+	"pulsar_replication_rate_in":            "Messages per second received from the remote cluster's replicator.",
+	"pulsar_replication_rate_out":           "Messages per second replicated to the remote cluster.",
+	"pulsar_replication_throughput_in":      "Bytes per second received from the remote cluster's replicator.",
+	"pulsar_replication_throughput_out":     "Bytes per second replicated to the remote cluster.",
+	"pulsar_replication_backlog":            "Entries of the replication cursors not yet replicated.",
+	"pulsar_replication_connected_count":    "Replicators connected to the remote cluster.",
+	"pulsar_replication_disconnected_count": "Replicators not connected to the remote cluster.",
+	"pulsar_replication_rate_expired":       "Messages per second expired by the message TTL before replication.",
+	"pulsar_replication_delay_in_seconds":   "Age in seconds of the oldest message read and not yet on the remote cluster (summed per namespace).",
+
 	"pulsar_storage_write_latency_count":    "Entries written in the last stats period (broker-wide).",
 	"pulsar_storage_write_latency_sum":      "Sum of their write latencies in microseconds (broker-wide).",
 	"pulsar_storage_write_latency_overflow": "Entries of the last stats period written in more than 1 s (broker-wide).",

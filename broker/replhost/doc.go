@@ -56,10 +56,26 @@
 // msgRateOut, msgThroughputOut, msgRateExpired, replicationBacklog — the cursor's backlog
 // —, connected, replicationDelayInSeconds, outboundConnection, outboundConnectedSince; the
 // topic adds msgRateIn, msgThroughputIn and the inbound connection from the remote's
-// replicator producer publishing here) and
-// the metrics pulsar_replication_{rate_in,rate_out,throughput_in,throughput_out,backlog,
-// connected_count,rate_expired,delay_in_seconds} labelled cluster, namespace, topic and
-// remote_cluster.
+// replicator producer publishing here); package broker/pulsarmetrics exports them as
+// pulsar_replication_* (per topic, or per namespace) with the label remote_cluster. The
+// replication cursors appear in the topic's internal stats (topic.Replication.Cursors),
+// their properties included.
+//
+// # Logs
+//
+// Why a replicator is not connected, as a warning rate-limited per replicator
+// (internal/ratelog): a connect that failed (no cluster record, no URL in it, the remote
+// unreachable or refusing the credentials, a partitioned topic whose partition counts
+// differ between the clusters), a lost connection, a send the remote refused.
+//
+// # Partitioned topics
+//
+// A partition's replicator publishes to the same partition on the remote cluster; before
+// each connect it checks, through the remote's admin API (Config.Admin, Remotes.Admin: the
+// cluster record's serviceUrl), that the remote has the partitioned topic with the local
+// partition count, creating it there if missing, and refuses to connect on a mismatch
+// (partitions.go: ErrPartitionsMismatch), as Pulsar's
+// createTopicToRemoteClusterForReplication=true does.
 //
 // # Not done yet
 //
@@ -70,9 +86,9 @@
 //     cores (Settings; the rate is tested end to end, the TTL only by the core's
 //     simulation, R9). Pulsar's broker defaults dispatchThrottlingRatePerReplicatorIn*
 //     are not configurable.
-//   - Partitioned topics replicate partition by partition, but the remote's partitioned
-//     metadata is neither created nor checked (createTopicToRemoteClusterForReplication):
-//     the remote auto-creates each partition as a non-partitioned topic.
+//   - A non-partitioned topic is not created on the remote through its admin API (Pulsar
+//     does): the replicator's producer creates it there; createTopicToRemoteClusterForReplication
+//     is not configurable (always true).
 //   - Pulsar's periodic replication policy check (replicationPolicyCheckDurationSeconds) is
 //     not run: the registry's policy watches drive Update.
 //   - Aborted transactions' messages are not asked of the transaction buffer (Meta.Aborted

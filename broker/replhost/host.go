@@ -2,12 +2,15 @@ package replhost
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/magnetar-io/magnetar/broker/topic"
+	"github.com/magnetar-io/magnetar/broker/topicname"
+	"github.com/magnetar-io/magnetar/internal/ratelog"
 	"github.com/magnetar-io/magnetar/replication"
 )
 
@@ -19,6 +22,12 @@ type Config struct {
 	// replicator asks for it at each connect, so a changed record applies at the next
 	// reconnect, and a missing or unusable one only fails connects (the backlog grows).
 	Remote func(ctx context.Context, cluster string) (Remote, error)
+	// Admin returns the admin API of a remote cluster (Remotes.Admin) and LocalPartitions
+	// the local partition count of a topic (0: not partitioned): before a partition's
+	// replicator connects, the remote's partitioned metadata is checked, and created if
+	// missing (partitions.go). Either nil: no check.
+	Admin           func(ctx context.Context, cluster string) (RemoteAdmin, error)
+	LocalPartitions func(ctx context.Context, topic string) (int, error)
 	// Core configures every replicator's core (window, read batch, rates); the clusters
 	// are set per replicator.
 	Core replication.Config
@@ -59,7 +68,9 @@ func New(cfg Config) *Host {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{cfg: cfg, log: cfg.Logger.With("part", "replication")}
+	// Warnings are rate-limited per replicator (its logger's attributes): a cluster that
+	// stays unreachable costs a line every ratelog.DefaultInterval, not one per connect.
+	h := &Host{cfg: cfg, log: slog.New(ratelog.New(cfg.Logger.Handler(), ratelog.Options{})).With("part", "replication")}
 	h.mu.topics = map[*topic.Topic]map[string]*replicator{}
 	h.mu.subs = map[*topic.Topic]*subsController{}
 	if cfg.ReplSubs.Enabled {
@@ -136,6 +147,7 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 		cfg := h.cfg.Core
 		cfg.MessageTTLMs, cfg.RateMsgs, cfg.RateBytes = set.MessageTTLMs, set.RateMsgs, set.RateBytes
 		r := newReplicator(h.cfg.LocalCluster, c, name.String(), t.Log(), rem, cfg, h.log)
+		r.prepare = func(ctx context.Context) error { return h.prepareRemote(ctx, name, cluster) }
 		r.subs = subs
 		reps[c] = r
 		start = append(start, r)
@@ -157,6 +169,27 @@ func (h *Host) Update(ctx context.Context, t *topic.Topic, clusters []string, se
 			h.mu.Unlock()
 		}
 	}
+}
+
+// prepareRemote checks, before the replicator of partition n to cluster connects, that the
+// remote cluster has the partitioned topic with the local partition count, creating it
+// there if it has none (partitions.go).
+func (h *Host) prepareRemote(ctx context.Context, n topicname.Name, cluster string) error {
+	if !n.IsPartition() || h.cfg.Admin == nil || h.cfg.LocalPartitions == nil {
+		return nil
+	}
+	local, err := h.cfg.LocalPartitions(ctx, n.Base().String())
+	if err != nil {
+		return fmt.Errorf("partitioned metadata of %s: %w", n.Base(), err)
+	}
+	if n.Partition >= local {
+		return nil // a topic whose name looks like a partition's, not one of a partitioned topic
+	}
+	admin, err := h.cfg.Admin(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	return checkRemotePartitions(ctx, n, local, admin)
 }
 
 // hasRemote reports whether clusters names a cluster other than local.

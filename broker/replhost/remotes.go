@@ -33,13 +33,20 @@ type Remotes struct {
 		sync.Mutex // guards the fields below
 		clients    map[string]remoteClient
 		retired    []*pulsarclient.Client // built from an older record; closed by Close
+		admins     map[string]remoteAdmin
 	}
+}
+
+type remoteAdmin struct {
+	record string
+	admin  *adminClient
 }
 
 // NewRemotes returns the remote clusters' clients, built from the records of clusters.
 func NewRemotes(clusters Clusters, log *slog.Logger) *Remotes {
 	r := &Remotes{clusters: clusters, log: log}
 	r.mu.clients = map[string]remoteClient{}
+	r.mu.admins = map[string]remoteAdmin{}
 	return r
 }
 
@@ -87,6 +94,52 @@ func (r *Remotes) Close() {
 	r.mu.retired = nil
 }
 
+// Admin returns the admin API client of cluster name (its record's serviceUrl, or
+// serviceUrlTls with brokerClientTlsEnabled; its credentials and TLS), rebuilt when the
+// record changes.
+func (r *Remotes) Admin(ctx context.Context, name string) (RemoteAdmin, error) {
+	cd, err := r.clusters.Cluster(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(cd)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ra, ok := r.mu.admins[name]; ok && ra.record == string(b) {
+		return ra.admin, nil
+	}
+	a, err := newAdminClient(cd)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	r.mu.admins[name] = remoteAdmin{record: string(b), admin: a}
+	return a, nil
+}
+
+// clusterTLS is the TLS configuration toward a cluster, from its record.
+func clusterTLS(cd api.ClusterData) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cd.TLSAllowInsecureConnection} //nolint:gosec // the record asks for it
+	if f := cd.BrokerClientTrustCertsFilePath; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("trust certificates: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("trust certificates %s: no PEM certificate", f)
+		}
+		tc.RootCAs = pool
+	}
+	if cd.BrokerClientCertificateFilePath != "" && cd.BrokerClientKeyFilePath != "" {
+		cert, err := tls.LoadX509KeyPair(cd.BrokerClientCertificateFilePath, cd.BrokerClientKeyFilePath)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
 func newRemoteClient(cd api.ClusterData, log *slog.Logger) (*pulsarclient.Client, error) {
 	url := cd.BrokerServiceURL
 	if cd.BrokerClientTLSEnabled && cd.BrokerServiceURLTLS != "" {
@@ -98,24 +151,9 @@ func newRemoteClient(cd api.ClusterData, log *slog.Logger) (*pulsarclient.Client
 	// The lookups answer the URLs of the record's advertised listener ("": the internal one).
 	opts := pulsarclient.Options{URL: url, Logger: log, ListenerName: cd.ListenerName}
 	if strings.HasPrefix(url, "pulsar+ssl://") {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cd.TLSAllowInsecureConnection} //nolint:gosec // the record asks for it
-		if f := cd.BrokerClientTrustCertsFilePath; f != "" {
-			pem, err := os.ReadFile(f)
-			if err != nil {
-				return nil, fmt.Errorf("trust certificates: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("trust certificates %s: no PEM certificate", f)
-			}
-			tc.RootCAs = pool
-		}
-		if cd.BrokerClientCertificateFilePath != "" && cd.BrokerClientKeyFilePath != "" {
-			cert, err := tls.LoadX509KeyPair(cd.BrokerClientCertificateFilePath, cd.BrokerClientKeyFilePath)
-			if err != nil {
-				return nil, fmt.Errorf("client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
+		tc, err := clusterTLS(cd)
+		if err != nil {
+			return nil, err
 		}
 		opts.TLS = tc
 	}

@@ -36,8 +36,10 @@ type replicator struct {
 	topicName     string
 	log           topic.Log
 	rem           func(ctx context.Context) (Remote, error) // the remote cluster's client, asked at each connect
-	logger        *slog.Logger
-	cfg           replication.Config
+	// prepare runs before each connect (nil: nothing): the remote's partitioned metadata.
+	prepare func(ctx context.Context) error
+	logger  *slog.Logger
+	cfg     replication.Config
 	// subs is the topic's replicated subscriptions' controller (nil: off): it gets the
 	// markers this replicator reads that came from its remote cluster, and its connection.
 	subs *subsController
@@ -312,15 +314,23 @@ func (r *replicator) connect(c replication.Connect) {
 		defer cancel()
 		var p *pulsarclient.SessionProducer
 		rem, err := r.rem(ctx)
+		if err == nil && r.prepare != nil {
+			err = r.prepare(ctx)
+		}
 		if err == nil {
 			p, err = rem.CreateSessionProducer(ctx, pulsarclient.SessionProducerOptions{Topic: r.topicName, Name: c.ProducerName,
 				OnEnd: func(err error) {
-					r.post(func() { r.core.Disconnected(epoch, err) })
+					r.post(func() {
+						if r.producers[epoch] != nil {
+							r.logger.Warn("replicator disconnected from the remote cluster (reconnecting; unacknowledged sends go again)", "err", err)
+						}
+						r.core.Disconnected(epoch, err)
+					})
 				}})
 		}
 		if !r.post(func() {
 			if err != nil {
-				r.logger.Info("replicator not connected", "err", err)
+				r.logger.Warn("replicator not connected: the connect to the remote cluster failed (retried with backoff; the backlog grows)", "err", err)
 				r.core.ConnectFailed(epoch, err)
 				return
 			}
@@ -354,6 +364,9 @@ func (r *replicator) send(s *replication.Send) {
 	p.Send(meta, payload, s.Marker, func(id pulsarclient.MessageID, err error) {
 		r.post(func() {
 			if err != nil {
+				if r.producers[t.Epoch] != nil {
+					r.logger.Warn("replicator send refused by the remote cluster (reconnecting; the window goes again)", "err", err)
+				}
 				r.core.SendFailed(t, err)
 				return
 			}

@@ -90,29 +90,13 @@ func (h *Host) topicStats(ctx context.Context, t *topic.Topic) map[string]any {
 	return out
 }
 
-// Collector returns the replication metrics with Pulsar's names (pulsar_replication_*),
-// labelled cluster, namespace, topic and remote_cluster.
+// Collector returns the replicated subscriptions' metric with Pulsar's name
+// (pulsar_replicated_subscriptions_pending_snapshots). The pulsar_replication_* metrics are
+// exported by package broker/pulsarmetrics from the topics' stats (their replication
+// section, which Stats fills).
 func (h *Host) Collector() prometheus.Collector { return collector{h} }
 
 type collector struct{ h *Host }
-
-var metricDescs = func() map[string]*prometheus.Desc {
-	labels := []string{"cluster", "namespace", "topic", "remote_cluster"}
-	m := map[string]*prometheus.Desc{}
-	for name, help := range map[string]string{
-		"pulsar_replication_rate_in":          "Messages per second received from the remote cluster",
-		"pulsar_replication_rate_out":         "Messages per second replicated to the remote cluster",
-		"pulsar_replication_throughput_in":    "Bytes per second received from the remote cluster",
-		"pulsar_replication_throughput_out":   "Bytes per second replicated to the remote cluster",
-		"pulsar_replication_backlog":          "Entries of the replication cursor not yet replicated",
-		"pulsar_replication_connected_count":  "1 if the replicator's producer is connected to the remote cluster",
-		"pulsar_replication_rate_expired":     "Messages per second expired by the message TTL before replication",
-		"pulsar_replication_delay_in_seconds": "Age of the oldest message read and not yet on the remote cluster",
-	} {
-		m[name] = prometheus.NewDesc(name, help, labels, nil)
-	}
-	return m
-}()
 
 // pendingSnapshotsDesc is Pulsar's gauge of the replicated subscriptions' snapshots in
 // progress, summed over the loaded topics.
@@ -120,42 +104,18 @@ var pendingSnapshotsDesc = prometheus.NewDesc("pulsar_replicated_subscriptions_p
 	"Snapshots of replicated subscriptions in progress", []string{"cluster"}, nil)
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range metricDescs {
-		ch <- d
-	}
 	ch <- pendingSnapshotsDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if c.h.cfg.ReplSubs.Enabled {
-		c.h.mu.Lock()
-		pending := int64(0)
-		for _, s := range c.h.mu.subs {
-			pending += s.pending.Load()
-		}
-		c.h.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(pendingSnapshotsDesc, prometheus.GaugeValue, float64(pending), c.h.cfg.LocalCluster)
+	if !c.h.cfg.ReplSubs.Enabled {
+		return
 	}
-	c.h.Topics(func(t *topic.Topic) {
-		n := t.Name()
-		for remote, v := range c.h.topicStats(ctx, t) {
-			st := v.(ReplicatorStats)
-			lv := []string{c.h.cfg.LocalCluster, n.NamespaceName(), n.String(), remote}
-			conn := 0.0
-			if st.Connected {
-				conn = 1
-			}
-			for name, val := range map[string]float64{
-				"pulsar_replication_rate_in": st.MsgRateIn, "pulsar_replication_rate_out": st.MsgRateOut,
-				"pulsar_replication_throughput_in": st.MsgThroughputIn, "pulsar_replication_throughput_out": st.MsgThroughputOut,
-				"pulsar_replication_backlog": float64(st.ReplicationBacklog), "pulsar_replication_connected_count": conn,
-				"pulsar_replication_rate_expired":     st.MsgRateExpired,
-				"pulsar_replication_delay_in_seconds": float64(st.ReplicationDelayInSeconds),
-			} {
-				ch <- prometheus.MustNewConstMetric(metricDescs[name], prometheus.GaugeValue, val, lv...)
-			}
-		}
-	})
+	c.h.mu.Lock()
+	pending := int64(0)
+	for _, s := range c.h.mu.subs {
+		pending += s.pending.Load()
+	}
+	c.h.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(pendingSnapshotsDesc, prometheus.GaugeValue, float64(pending), c.h.cfg.LocalCluster)
 }
