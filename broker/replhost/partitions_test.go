@@ -17,7 +17,9 @@ type fakeAdmin struct {
 	createAs int
 }
 
-func (f *fakeAdmin) Partitions(_ context.Context, topic string) (int, error) { return f.parts[topic], nil }
+func (f *fakeAdmin) Partitions(_ context.Context, topic string) (int, error) {
+	return f.parts[topic], nil
+}
 
 func (f *fakeAdmin) CreatePartitioned(_ context.Context, topic string, n int) error {
 	f.created++
