@@ -54,7 +54,7 @@
 //     Client.Close.
 //   - Handle.step (one owner per writer Handle, run.go): the owner of the Writer core and
 //     its transport. It runs on a goroutine that exists only while the writer is busy
-//     (internal/inbox Owner; it ends a second, inbox.DefaultLinger, after the last work):
+//     (internal/inbox Owner; it ends 20 ms, inbox.DefaultLinger, after the last work):
 //     the append queue (AppendAsync queues under appendQueue.mu and
 //     waits only while MaxPendingAdds appends are queued or in flight), close requests, the
 //     transport's inbox (bookie answers, dial results, metadata results), the tick timer

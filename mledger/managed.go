@@ -90,7 +90,6 @@ func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLe
 	f.mu.open[name] = m
 	f.mu.Unlock()
 
-	go m.run()
 	m.in.Push(func() {
 		m.c.open(func(err error) {
 			m.openErr = err
@@ -98,6 +97,7 @@ func (f *Factory) Open(ctx context.Context, name string, cfg Config) (*ManagedLe
 			close(m.opened)
 		})
 	})
+	m.owner.Release()
 	select {
 	case <-m.opened:
 		if m.openErr != nil {
@@ -147,13 +147,19 @@ func (f *Factory) forget(m *ManagedLedger) {
 }
 
 // ManagedLedger is an open managed ledger: a named, append-only log made of a chain of
-// ledgers. It is safe for concurrent use; one owner goroutine runs its state machine and all
-// of its cursors (see doc.go).
+// ledgers. It is safe for concurrent use; one owner runs its state machine and all of its
+// cursors (see doc.go): step, on a goroutine that exists only while events come
+// (internal/inbox Owner: started by the first event, ended inbox.DefaultLinger after the
+// last), so an idle managed ledger — whose periodic timers (trim, cursor snapshot and
+// flush) are time.AfterFunc that post events — costs no goroutine.
 type ManagedLedger struct {
 	f       *Factory
 	name    string
-	c       *core // owned by the run goroutine
+	c       *core // owned by the owner (step)
 	in      *events
+	owner   *inbox.Owner // runs step while events come (no goroutine while idle)
+	batch   []func()     // owned by step: the events being run
+	ended   bool         // owned by step: the core closed and step ran its end
 	opened  chan struct{}
 	openErr error // set before opened closes
 	stopped chan struct{}
@@ -166,7 +172,9 @@ type ManagedLedger struct {
 }
 
 func newManagedLedger(f *Factory, name string, cfg Config) *ManagedLedger {
-	m := &ManagedLedger{f: f, name: name, in: inbox.New[func()](), opened: make(chan struct{}), stopped: make(chan struct{})}
+	m := &ManagedLedger{f: f, name: name, opened: make(chan struct{}), stopped: make(chan struct{})}
+	m.owner = inbox.NewOwner(m.step, inbox.DefaultLinger) // held until Factory.Open queued the open
+	m.in = inbox.NewOwned[func()](m.owner)
 	m.c = newCore(name, cfg, &liveEnv{in: m.in}, f.bk, f.ms, newToken(), f.log)
 	m.mirror.state = StateOpening
 	m.c.published = func(s State) {
@@ -183,24 +191,31 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// run is the owner goroutine: it runs every event of the core, in order, until the core is
-// Closed.
-func (m *ManagedLedger) run() {
-	defer close(m.stopped)
-	defer m.f.forget(m)
-	defer m.in.Close()
-	var batch []func()
-	for range m.in.Signal() {
-		batch = m.in.Drain(batch)
-		for i, fn := range batch {
-			fn()
-			batch[i] = nil
-		}
-		m.syncMirror()
-		if m.c.state == StateClosed {
-			return
-		}
+// maxIdleBatch is the capacity of the event slice a managed ledger keeps between bursts; a
+// larger one (after a burst) is dropped, so an idle managed ledger holds little.
+const maxIdleBatch = 64
+
+// step is the owner loop's body, run by m.owner whenever events are queued (never twice at
+// once, each run after the previous one: see inbox.Owner): it runs every queued event of
+// the core, in order, and once the core is Closed stops taking events.
+func (m *ManagedLedger) step() {
+	m.batch = m.in.Drain(m.batch)
+	for i, fn := range m.batch {
+		fn()
+		m.batch[i] = nil
 	}
+	if cap(m.batch) > maxIdleBatch {
+		m.batch = nil
+	}
+	m.syncMirror()
+	if m.c.state != StateClosed || m.ended {
+		return
+	}
+	m.ended = true
+	m.owner.Stop()
+	m.in.Close()
+	m.f.forget(m)
+	close(m.stopped)
 }
 
 func (m *ManagedLedger) syncMirror() {

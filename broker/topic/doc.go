@@ -26,7 +26,7 @@
 // Every stateful thing is a sans-I/O core owned by one goroutine, fed by one unbounded event
 // queue (internal/inbox) of closures:
 //
-//   - Topic.run owns the topic core (topicCore, topiccore.go): state, producers and access
+//   - Topic.step owns the topic core (topicCore, topiccore.go): state, producers and access
 //     modes, the topic epoch, deduplication, the publish pipeline, the publish rate (which
 //     SENDs are admitted, held and released) and the subscribe-rate windows. API calls,
 //     SENDs, policies, subscribes, add and property-write completions, terminate
@@ -37,8 +37,16 @@
 //     completions back tagged with what they were issued for (a timer with the time it
 //     was asked for); the core drops a stale one.
 //     The core is a field of Topic, changed only through its methods. Log I/O runs on
-//     helper goroutines that the topic tracks (spawn): run waits for them after it stops
-//     taking events, and Done, Close and Delete wait for run.
+//     helper goroutines that the topic tracks (spawn): the owner waits for them after it
+//     stops taking events, and Done, Close and Delete wait for that.
+//     The topic's goroutine exists only while the topic is busy (internal/inbox Owner):
+//     step runs everything queued; the goroutine waits for more for a moment
+//     (inbox.DefaultLinger, 20 ms) and then ends; the next event starts another. Owner
+//     runs step never twice at once, each run after the previous one, so step owns the
+//     core as a long-lived goroutine would, and every completion still comes back as a
+//     tagged event that the core checks against its state. The core's timers are
+//     time.AfterFunc that post an event, so an idle topic (no event queued, whatever its
+//     timers) has no goroutine and no stack.
 //   - Subscription.run owns one subscription: its lifecycle (SubState) and its dispatcher
 //     core (package dispatch), which decides every delivery. Flows, acks, redeliveries,
 //     seeks, consumer arrivals and departures, cursor read results and timers arrive as

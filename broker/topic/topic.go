@@ -55,12 +55,13 @@ const (
 	propEpoch = "magnetar.topic-epoch" // topic epoch of exclusive producers (decimal)
 )
 
-// Topic is a loaded persistent topic. One goroutine (run) owns it: the topic core (its
-// state, producers, epoch, deduplication, publish pipeline and rate decisions; see
-// topicCore), which it feeds inputs through the core's methods and whose effects it
-// performs, and the subscriptions' registry; each subscription has its own goroutine.
-// Helper goroutines do the blocking log I/O (spawn); run waits for them before the topic is
-// done. Methods are safe for concurrent use.
+// Topic is a loaded persistent topic. One owner (step, run by an inbox.Owner on a goroutine
+// that exists while events come) owns it: the topic core (its state, producers,
+// epoch, deduplication, publish pipeline and rate decisions; see topicCore), which it feeds
+// inputs through the core's methods and whose effects it performs, and the subscriptions'
+// registry; each subscription has its own goroutine. Helper goroutines do the blocking log
+// I/O (spawn); the owner waits for them before the topic is done. Methods are safe for
+// concurrent use.
 type Topic struct {
 	name    topicname.Name
 	cfg     Config
@@ -68,8 +69,9 @@ type Topic struct {
 	logger  *slog.Logger
 	m       *Metrics
 	in      *inbox.Queue[func()]
-	stopped chan struct{} // closed when run stops taking events
-	exited  chan struct{} // closed when run and every helper goroutine have ended
+	owner   *inbox.Owner  // runs step while events come (no goroutine while idle)
+	stopped chan struct{} // closed when the owner stops taking events
+	exited  chan struct{} // closed when the owner and every helper goroutine have ended
 	helpers sync.WaitGroup
 	created time.Time
 	// pubBudget bounds the bytes in flight; every Publish holds len(Data) of it until done.
@@ -81,7 +83,9 @@ type Topic struct {
 	// rsub is the topic's part of replicated subscriptions (replsub.go).
 	rsub replSubs
 
-	// Owned by the run goroutine.
+	// Owned by the owner (step).
+	batch         []func() // the events being run
+	ended         bool     // the topic closed: step ran its end
 	core          *topicCore
 	txn           *txnTopic // nil: transactions are off
 	subs          map[string]*Subscription
@@ -113,11 +117,14 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 	}
 	t := &Topic{
 		name: cfg.Name, cfg: cfg, log: cfg.Log, logger: cfg.Logger.With("topic", cfg.Name.String()),
-		m: cfg.Metrics, in: inbox.New[func()](), stopped: make(chan struct{}), exited: make(chan struct{}),
+		m: cfg.Metrics, stopped: make(chan struct{}), exited: make(chan struct{}),
 		created: time.Now(),
 		core:    newTopicCore(cfg.Name.String(), cfg.Dedup, cfg.DedupSnapshotEvery, cfg.Metrics),
 		subs:    map[string]*Subscription{}, opening: map[string][]func(*Subscription, error){},
 	}
+	// Open holds the owner (it loads the core) until it releases it below.
+	t.owner = inbox.NewOwner(t.step, inbox.DefaultLinger)
+	t.in = inbox.NewOwned[func()](t.owner)
 	t.pubBudget.limit = cfg.MaxPendingBytes
 	st, err := cfg.Log.Stats(ctx)
 	if err != nil {
@@ -136,7 +143,7 @@ func Open(ctx context.Context, cfg Config) (*Topic, error) {
 		t.performTxn()
 	}
 	t.m.topics.Inc()
-	go t.run()
+	t.owner.Release()
 	return t, nil
 }
 
@@ -146,28 +153,38 @@ func (t *Topic) Name() topicname.Name { return t.name }
 // Done is closed once the topic has closed and its goroutines have ended.
 func (t *Topic) Done() <-chan struct{} { return t.exited }
 
-func (t *Topic) run() {
-	defer close(t.exited)
-	defer t.helpers.Wait() // after stopped is closed: a helper's call to the topic fails then
-	defer close(t.stopped)
-	var batch []func()
-	for range t.in.Signal() {
-		batch = t.in.Drain(batch)
-		for i, fn := range batch {
-			fn()
-			batch[i] = nil
-			t.perform()
-		}
-		if t.core.state == StateClosed {
-			t.in.Close()
-			t.stopTimers()
-			t.m.topics.Dec()
-			if t.cfg.OnClosed != nil {
-				t.cfg.OnClosed(t)
-			}
-			return
-		}
+// maxIdleBatch is the capacity of the event slice a topic keeps between bursts; a larger
+// one (after a burst) is dropped, so an idle topic holds little.
+const maxIdleBatch = 64
+
+// step is the owner loop's body, run by t.owner whenever events are queued (never twice at
+// once, each run after the previous one: see inbox.Owner). It runs every queued event, in
+// order, performing the core's Ready after each; once the core is Closed it stops taking
+// events, waits for the helpers and reports the topic done.
+func (t *Topic) step() {
+	t.batch = t.in.Drain(t.batch)
+	for i, fn := range t.batch {
+		fn()
+		t.batch[i] = nil
+		t.perform()
 	}
+	if cap(t.batch) > maxIdleBatch {
+		t.batch = nil
+	}
+	if t.core.state != StateClosed || t.ended {
+		return
+	}
+	t.ended = true
+	t.owner.Stop()
+	t.in.Close()
+	t.stopTimers()
+	t.m.topics.Dec()
+	if t.cfg.OnClosed != nil {
+		t.cfg.OnClosed(t)
+	}
+	close(t.stopped)
+	t.helpers.Wait() // after stopped is closed: a helper's call to the topic fails then
+	close(t.exited)
 }
 
 // perform does what the core asked for: it hands adds to the log, starts property writes
@@ -274,8 +291,8 @@ func (t *Topic) tell(o *output) {
 // post runs fn on the topic goroutine; false if the topic has stopped.
 func (t *Topic) post(fn func()) bool { return t.in.Push(fn) }
 
-// spawn runs blocking I/O off the topic goroutine (called on it); run waits for it before
-// the topic is done.
+// spawn runs blocking I/O off the topic goroutine (called on it); the owner waits for it
+// before the topic is done.
 func (t *Topic) spawn(fn func()) {
 	t.helpers.Add(1)
 	go func() {

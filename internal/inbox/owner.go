@@ -28,9 +28,8 @@ type Owner struct {
 	linger time.Duration
 	// onPark, if set (SetParkHook), is called each time the owner gives up ownership.
 	onPark atomic.Pointer[func()]
-	// wake takes a Wake's token while the goroutine lingers (cap 1).
-	wake chan struct{}
-	// timer bounds a linger; used by the owner goroutine only (nil until the first linger).
+	// timer bounds a linger; used by the owner goroutine only, made at its first linger and
+	// dropped when it ends (an idle Owner holds none).
 	timer *time.Timer
 	mu    struct {
 		sync.Mutex // guards the fields below; a leaf lock, never held while running step
@@ -40,6 +39,9 @@ type Owner struct {
 		// lingering is set while the owner goroutine waits on wake; a Wake clears it.
 		// Invariant: lingering implies running.
 		lingering bool
+		// wake takes a Wake's token while the goroutine lingers (cap 1); made at the
+		// goroutine's first linger, dropped when it ends.
+		wake chan struct{}
 		// pending is set by Wake and cleared by the owner just before it runs step.
 		pending bool
 		// stopped is set by Stop: no run starts any more.
@@ -47,18 +49,16 @@ type Owner struct {
 	}
 }
 
-// DefaultLinger is the linger of the components' owners: a component with an event every
-// second or more often keeps its goroutine; an idle one gives it up a second after its
-// last event.
-const DefaultLinger = time.Second
+// DefaultLinger is the linger of the components' owners: a component with events every
+// few milliseconds (a topic being published to) keeps its goroutine, woken as a long-lived
+// one would be; one that is woken now and then (a periodic timer of an idle managed ledger)
+// holds a goroutine for no longer than this after each wake-up.
+const DefaultLinger = 20 * time.Millisecond
 
 // NewOwner returns an Owner that runs step, held by the caller until Release. After a run
 // finds no new work, its goroutine lingers for linger (0: it ends at once).
 func NewOwner(step func(), linger time.Duration) *Owner {
 	o := &Owner{step: step, linger: linger}
-	if linger > 0 {
-		o.wake = make(chan struct{}, 1)
-	}
 	o.mu.running = true
 	return o
 }
@@ -75,9 +75,10 @@ func (o *Owner) Wake() {
 	switch {
 	case o.mu.lingering:
 		o.mu.lingering = false
+		wake := o.mu.wake
 		o.mu.Unlock()
 		select {
-		case o.wake <- struct{}{}:
+		case wake <- struct{}{}:
 		default: // a token is there already
 		}
 		return
@@ -98,9 +99,10 @@ func (o *Owner) Stop() {
 	o.mu.pending = false
 	if o.mu.lingering {
 		o.mu.lingering = false
+		wake := o.mu.wake
 		o.mu.Unlock()
 		select {
-		case o.wake <- struct{}{}:
+		case wake <- struct{}{}:
 		default:
 		}
 		return
@@ -134,18 +136,22 @@ func (o *Owner) loop() {
 			continue
 		}
 		if o.linger <= 0 || o.mu.stopped {
-			o.mu.running = false
+			o.mu.running, o.mu.wake, o.timer = false, nil, nil
 			o.mu.Unlock()
 			o.parked()
 			return
 		}
+		if o.mu.wake == nil {
+			o.mu.wake = make(chan struct{}, 1)
+		}
+		wake := o.mu.wake
 		select { // a token left by a Wake that did not need it: stale
-		case <-o.wake:
+		case <-wake:
 		default:
 		}
 		o.mu.lingering = true
 		o.mu.Unlock()
-		if !o.lingerOnce() {
+		if !o.lingerOnce(wake) {
 			return
 		}
 	}
@@ -153,21 +159,21 @@ func (o *Owner) loop() {
 
 // lingerOnce waits for a Wake or the end of the linger period. It returns false after
 // giving up ownership (no Wake came).
-func (o *Owner) lingerOnce() bool {
+func (o *Owner) lingerOnce(wake chan struct{}) bool {
 	if o.timer == nil {
 		o.timer = time.NewTimer(o.linger)
 	} else {
 		o.timer.Reset(o.linger)
 	}
 	select {
-	case <-o.wake:
+	case <-wake:
 	case <-o.timer.C:
 	}
-	o.timer.Stop() // before giving up ownership: the next owner goroutine arms it anew
+	o.timer.Stop() // before giving up ownership
 	o.mu.Lock()
 	if o.mu.lingering { // no Wake came: give up ownership
 		o.mu.lingering = false
-		o.mu.running = false
+		o.mu.running, o.mu.wake, o.timer = false, nil, nil
 		o.mu.Unlock()
 		o.parked()
 		return false
