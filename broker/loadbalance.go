@@ -14,11 +14,14 @@ import (
 // another broker are redirected to it, package ownership) and moves and splits bundles through the
 // admin API of their owners (UnloadBundle with a destination, SplitBundle).
 
-// startLoadManager starts the load manager unless a BrokerSelector replaces it or it is
-// disabled. The broker is registered already (loadmgr's first obligation).
+// startLoadManager starts the load manager unless a BrokerSelector replaces it. Disabled
+// (loadBalancerEnabled=false), it only takes part in the leader election, as Pulsar's
+// leader election runs whatever the load balancer setting: it reports nothing, decides
+// nothing and assigns no bundle (loadBalancing). The broker is registered already
+// (loadmgr's first obligation).
 func (s *Service) startLoadManager(ctx context.Context) error {
 	lc := s.cfg.LoadManager
-	if s.cfg.BrokerSelector != nil || lc.Disabled {
+	if s.cfg.BrokerSelector != nil {
 		return nil
 	}
 	lc.Store, lc.SessionTTL = s.store, s.cfg.SessionTTL
@@ -54,7 +57,7 @@ func (s *Service) startLoadManager(ctx context.Context) error {
 // LoadReport returns this broker's last load report (GET /admin/v2/broker-stats/load-report);
 // ErrServiceNotReady if the load manager is off or has not reported yet.
 func (s *Service) LoadReport(ctx context.Context) (*loadmgr.Report, error) {
-	if s.lm == nil {
+	if !s.loadBalancing() {
 		return nil, errLoadManagerOff
 	}
 	r, err := s.lm.LocalReport(ctx)
@@ -70,11 +73,15 @@ func (s *Service) LoadReport(ctx context.Context) (*loadmgr.Report, error) {
 // LoadReports returns the load report of every broker as this broker's load manager sees
 // them, by broker id.
 func (s *Service) LoadReports(ctx context.Context) (map[string]*loadmgr.Report, error) {
-	if s.lm == nil {
+	if !s.loadBalancing() {
 		return nil, errLoadManagerOff
 	}
 	return s.lm.Reports(ctx)
 }
+
+// loadBalancing reports whether the load manager runs with load balancing on (it reports,
+// assigns unowned bundles and sheds load), not only for the leader election.
+func (s *Service) loadBalancing() bool { return s.lm != nil && !s.cfg.LoadManager.Disabled }
 
 var (
 	errLoadManagerOff = fmt.Errorf("%w: the load manager is disabled", ErrServiceNotReady)

@@ -44,15 +44,15 @@ func (h ownHost) Selector() BrokerSelector {
 	if h.s.cfg.BrokerSelector != nil {
 		return h.s.cfg.BrokerSelector
 	}
-	if h.s.lm != nil {
+	if h.s.loadBalancing() {
 		return h.s.lm
 	}
 	return nil
 }
 
 func (h ownHost) Leader() (string, bool) {
-	if h.s.lm == nil {
-		return "", false
+	if !h.s.loadBalancing() {
+		return "", false // elected for Pulsar's leaderBroker only: lookups are decided here
 	}
 	ld, ok := h.s.lm.Leader()
 	return ld.ID, ok

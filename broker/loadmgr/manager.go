@@ -51,7 +51,9 @@ type Config struct {
 	// and, on the leader, the leader key. Default 10s.
 	SessionTTL time.Duration
 	// Disabled turns reporting and the leader's decisions off (loadBalancerEnabled=false);
-	// SelectBroker still picks among the registered brokers.
+	// SelectBroker still picks among the registered brokers, and the manager still takes
+	// part in the leader election (Pulsar elects a leader broker whatever
+	// loadBalancerEnabled says; GET /admin/v2/brokers/leaderBroker names it).
 	Disabled bool
 	// Thresholds are the decision parameters. The zero value means DefaultThresholds().
 	Thresholds Thresholds
@@ -543,7 +545,7 @@ func (m *Manager) elect() {
 // session's, and follows if another session holds it. Other errors (the store unreachable)
 // leave the role as it is: a leader that cannot reach the store loses its session soon.
 func (m *Manager) claim() {
-	if m.cfg.Disabled || m.roleOwned == RoleStopped || m.electing || m.sess == nil {
+	if m.roleOwned == RoleStopped || m.electing || m.sess == nil {
 		return
 	}
 	sess := m.sess

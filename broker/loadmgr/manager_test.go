@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,6 +228,24 @@ func TestLeaderElection(t *testing.T) {
 		return true
 	})
 	t.Logf("leaders: %s, after revocation %s, after close %s", first.cfg.Self.ID, cur.cfg.Self.ID, next)
+}
+
+// TestDisabledLeads: with load balancing off (loadBalancerEnabled=false) the manager still
+// takes the leader key, as Pulsar elects a leader whatever the setting, and writes no load
+// report.
+func TestDisabledLeads(t *testing.T) {
+	eps := metadatatest.Embedded(t)
+	store := metadatatest.NewStore(t, eps)
+	changed := make(chan struct{}, 1)
+	m := startManager(t, Config{Store: store, Self: Broker{ID: "b1"}, Disabled: true, ReportInterval: 20 * time.Millisecond,
+		SheddingInterval: time.Hour, Resources: fixedResources, changed: changed})
+	waitUntil(t, changed, "the disabled manager leading", func() bool {
+		kv, err := store.Get(context.Background(), metadata.LoadBalanceLeaderKey)
+		return err == nil && m.Role() == RoleLeader && strings.Contains(string(kv.Value), `"b1"`)
+	})
+	if r := readReport(t, store, "b1"); r != nil {
+		t.Fatalf("a disabled manager wrote a load report: %+v", r)
+	}
 }
 
 // TestSelectBroker: an unowned bundle goes to the least loaded registered broker, and a
