@@ -31,6 +31,16 @@ func (l *Latencies) Percentiles() Percentiles {
 	return percentilesOf(l.mu.s)
 }
 
+// take returns the percentiles of the samples so far and forgets them (a window's).
+func (l *Latencies) take() Percentiles {
+	l.mu.Lock()
+	s := l.mu.s
+	l.mu.s = nil
+	l.mu.Unlock()
+	slices.Sort(s)
+	return percentilesOf(s)
+}
+
 // percentilesOf computes the percentiles of sorted samples: the p-th is the sample at index
 // floor(n*p), the last for p = 1.
 func percentilesOf(s []time.Duration) Percentiles {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +55,10 @@ type ProducerOptions struct {
 	BatchMax   int
 	BatchDelay time.Duration
 	InFlight   int // entries in flight per producer before a partial batch waits
+	// Keys is the number of distinct message keys (0: messages have none), spread over the
+	// producers: message n of producer p has key (p + n*Producers) mod Keys, so with as many
+	// keys as producers each producer sends one key, as an IoT device does.
+	Keys int
 }
 
 // Mode describes the send mode for the report.
@@ -88,6 +94,43 @@ type Options struct {
 	Subscribe func(ctx context.Context, i int, o pulsarclient.ConsumerOptions) (Consumer, error)
 	// Progress, if not nil, receives a report once a second from a goroutine of Run.
 	Progress func(Progress)
+	// Window, if positive, divides the measured time into windows of this length, as the
+	// OpenMessaging Benchmark reports: each has its rates and its own latency percentiles
+	// (Result.Windows), so a run at a fixed rate shows every window's tail, not only the
+	// whole run's.
+	Window time.Duration
+	// OnWindow, if not nil, receives each window's report as it closes, from a goroutine of
+	// Run; it must not block.
+	OnWindow func(WindowResult)
+}
+
+// WindowResult is one window of a run with Options.Window: the rates of publish
+// acknowledgements and of received messages in it, the backlog at its end (acknowledged but
+// not yet received; e2e), and the latencies of the publishes acknowledged and the messages
+// received in it.
+type WindowResult struct {
+	Start     float64            `json:"start"` // seconds after the warm-up
+	Seconds   float64            `json:"seconds"`
+	Published float64            `json:"publishedMsgPerSec"`
+	Received  float64            `json:"receivedMsgPerSec,omitempty"`
+	Backlog   int64              `json:"backlog,omitempty"`
+	Publish   map[string]float64 `json:"publishLatencyMs,omitempty"`
+	EndToEnd  map[string]float64 `json:"endToEndLatencyMs,omitempty"`
+}
+
+// String formats a window as one line of the text report.
+func (w WindowResult) String() string {
+	s := fmt.Sprintf("%6.0fs  pub %8.0f msg/s", w.Start+w.Seconds, w.Published)
+	if w.Received > 0 || w.EndToEnd != nil {
+		s += fmt.Sprintf("  recv %8.0f msg/s  backlog %d", w.Received, w.Backlog)
+	}
+	if w.Publish != nil {
+		s += fmt.Sprintf("  pub ms p50 %.2f p99 %.2f p99.9 %.2f max %.2f", w.Publish["p50"], w.Publish["p99"], w.Publish["p99.9"], w.Publish["max"])
+	}
+	if w.EndToEnd != nil {
+		s += fmt.Sprintf("  e2e ms p50 %.2f p99 %.2f p99.9 %.2f max %.2f", w.EndToEnd["p50"], w.EndToEnd["p99"], w.EndToEnd["p99.9"], w.EndToEnd["max"])
+	}
+	return s
 }
 
 // Result is a Pulsar benchmark's report (the JSON form of `magnetar perf ... -o json`).
@@ -113,6 +156,8 @@ type Result struct {
 	// above, which are counted from the scheduled times (Go timers fire no sooner than
 	// about 1 ms on Linux).
 	SendLateness map[string]float64 `json:"sendLatenessMs,omitempty"`
+	// Windows are the per-window reports of a run with Options.Window.
+	Windows []WindowResult `json:"windows,omitempty"`
 }
 
 // WriteText writes the report as text.
@@ -135,8 +180,17 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "  end-to-end latency (ms): %s\n", FormatMillis(r.EndToEnd))
 	}
 	if r.SendLateness != nil {
-		_, err := fmt.Fprintf(w, "  of which the generator's send lateness (ms): %s\n", FormatMillis(r.SendLateness))
-		return err
+		if _, err := fmt.Fprintf(w, "  of which the generator's send lateness (ms): %s\n", FormatMillis(r.SendLateness)); err != nil {
+			return err
+		}
+	}
+	for i, win := range r.Windows {
+		if i == 0 {
+			fmt.Fprintf(w, "  windows (end, rates, backlog, latencies of the window):\n")
+		}
+		if _, err := fmt.Fprintf(w, "  %s\n", win); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -164,6 +218,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Tool == E2E && o.Producer.Size < 8 {
 		return nil, errors.New("perf: e2e messages need at least 8 bytes")
 	}
+	if o.Window < 0 || o.Producer.Keys < 0 {
+		return nil, errors.New("perf: negative window or keys")
+	}
 	if o.Tool == Consume && o.Consumer.Messages > 0 {
 		o.Warmup = 0 // a backlog is measured from the subscription on
 	}
@@ -181,6 +238,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r := &run{o: &o, size: size, pubWin: window{start: start, end: end}, subWin: window{start: start, end: end},
 		received: make(chan struct{}, 1)}
+	for k := range o.Producer.Keys {
+		r.keys = append(r.keys, "key-"+strconv.Itoa(k))
+	}
 	switch o.Tool {
 	case Produce:
 		return r.produce(ctx)
@@ -197,7 +257,9 @@ func (r *run) produce(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	stopReport := r.report(ctx, &r.acked, "acked")
+	stopWindows := r.windows(ctx)
 	werr := wait()
+	stopWindows()
 	stopReport()
 	return r.result(), firstErr(r.err, werr)
 }
@@ -211,7 +273,9 @@ func (r *run) consume(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	stopReport := r.report(cctx, &r.nrecv, "received")
+	stopWindows := r.windows(cctx)
 	wait()
+	stopWindows()
 	stopReport()
 	res := r.result()
 	if limit > 0 && r.nrecv.Load() < limit {
@@ -236,7 +300,9 @@ func (r *run) e2e(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	stopReport := r.report(cctx, &r.nrecv, "received")
+	stopWindows := r.windows(ctx)
 	werr := wait()
+	stopWindows()
 	// Let the consumers receive what was acknowledged, for at most 10 s.
 	drain := time.NewTimer(10 * time.Second)
 drain:
@@ -314,8 +380,14 @@ type run struct {
 	pubLat   Latencies
 	e2eLat   Latencies
 	lateness Latencies // paced sends: handed to the client after the scheduled time by this much
-	errOnce  sync.Once
-	err      error
+	keys     []string  // ProducerOptions.Keys
+	// The current window's latencies (Options.Window), by completion time, and the
+	// finished windows.
+	winPub, winE2E Latencies
+	winMu          sync.Mutex
+	wins           []WindowResult // guarded by winMu
+	errOnce        sync.Once
+	err            error
 }
 
 func (r *run) fail(err error) {
@@ -351,7 +423,7 @@ func (r *run) report(ctx context.Context, count *atomic.Int64, what string) (sto
 // produceLoop publishes from one producer until ctx ends, the window closes, or the total
 // reaches limit (0: none). rate is this producer's msg/s (0: as fast as possible); stamp puts
 // the scheduled send time in the payload's first 8 bytes (for end-to-end latency).
-func (r *run) produceLoop(ctx context.Context, p Producer, f *ProducerOptions, rate float64, limit int64, stamp bool) {
+func (r *run) produceLoop(ctx context.Context, idx int, p Producer, f *ProducerOptions, rate float64, limit int64, stamp bool) {
 	payload := make([]byte, f.Size)
 	for i := range payload {
 		payload[i] = byte(i)
@@ -383,6 +455,9 @@ func (r *run) produceLoop(ctx context.Context, p Producer, f *ProducerOptions, r
 			binary.BigEndian.PutUint64(body, uint64(sched.UnixNano()))
 		}
 		msg := &pulsarclient.ProducerMessage{Payload: body}
+		if len(r.keys) > 0 {
+			msg.Key = r.keys[(int64(idx)+i*int64(f.Producers))%int64(len(r.keys))]
+		}
 		done := func(_ pulsarclient.MessageID, err error) {
 			if err != nil {
 				r.fail(err)
@@ -393,6 +468,9 @@ func (r *run) produceLoop(ctx context.Context, p Producer, f *ProducerOptions, r
 			r.pubWin.add(now)
 			if r.pubWin.in(sched) {
 				r.pubLat.Add(now.Sub(sched))
+			}
+			if r.o.Window > 0 && r.pubWin.in(now) {
+				r.winPub.Add(now.Sub(sched))
 			}
 		}
 		if f.Sync {
@@ -446,11 +524,11 @@ func (r *run) startProducers(ctx context.Context, stamp bool) (wait func() error
 		prods = append(prods, p)
 	}
 	var wg sync.WaitGroup
-	for _, p := range prods {
+	for i, p := range prods {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.produceLoop(ctx, p, f, f.Rate/float64(f.Producers), f.Messages, stamp)
+			r.produceLoop(ctx, i, p, f, f.Rate/float64(f.Producers), f.Messages, stamp)
 		}()
 	}
 	return func() error {
@@ -474,6 +552,9 @@ func (r *run) consumeLoop(ctx context.Context, cons Consumer, limit int64, stamp
 			sched := time.Unix(0, int64(binary.BigEndian.Uint64(m.Payload)))
 			if r.pubWin.in(sched) {
 				r.e2eLat.Add(now.Sub(sched))
+			}
+			if r.o.Window > 0 && r.subWin.in(now) {
+				r.winE2E.Add(now.Sub(sched))
 			}
 		}
 		if !r.o.Consumer.NoAck {
@@ -544,6 +625,9 @@ func (r *run) result() *Result {
 	res := &Result{Tool: string(o.Tool), Topic: o.Topic, Clients: clients, Size: r.size, Failed: r.failed.Load(),
 		Publish: r.pubLat.Percentiles().Millis(), EndToEnd: r.e2eLat.Percentiles().Millis(),
 		SendLateness: r.lateness.Percentiles().Millis()}
+	r.winMu.Lock()
+	res.Windows = slices.Clone(r.wins)
+	r.winMu.Unlock()
 	if o.Tool != Consume {
 		pf := &o.Producer
 		res.Mode, res.Batching, res.TargetRate = pf.Mode(), !pf.NoBatching, pf.Rate
@@ -562,4 +646,60 @@ func (r *run) result() *Result {
 		res.ReceivedMsgPerSec = float64(r.subWin.count.Load()) / r.subWin.seconds(now)
 	}
 	return res
+}
+
+// windows closes a window every Options.Window from the end of the warm-up until ctx ends or
+// the returned stop is called (which closes the last, partial window if it lasted a second
+// or more, and waits for the goroutine). Without a window it does nothing.
+func (r *run) windows(ctx context.Context) (stop func()) {
+	if r.o.Window <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		from := r.pubWin.start
+		var acked0, recv0 int64
+		closeWindow := func(to time.Time) {
+			acked, recv := r.acked.Load(), r.nrecv.Load()
+			secs := to.Sub(from).Seconds()
+			w := WindowResult{Start: from.Sub(r.pubWin.start).Seconds(), Seconds: secs,
+				Published: float64(acked-acked0) / secs, Publish: r.winPub.take().Millis(), EndToEnd: r.winE2E.take().Millis()}
+			if r.o.Tool != Produce {
+				w.Received = float64(recv-recv0) / secs
+			}
+			if r.o.Tool == E2E {
+				w.Backlog = acked - recv
+			}
+			r.winMu.Lock()
+			r.wins = append(r.wins, w)
+			r.winMu.Unlock()
+			if r.o.OnWindow != nil {
+				r.o.OnWindow(w)
+			}
+			from, acked0, recv0 = to, acked, recv
+		}
+		// The first window starts at the end of the warm-up: what came before is not counted.
+		if err := RealClock.Sleep(ctx, time.Until(from)); err != nil {
+			return
+		}
+		acked0, recv0 = r.acked.Load(), r.nrecv.Load()
+		r.winPub.take()
+		r.winE2E.take()
+		for {
+			next := from.Add(r.o.Window)
+			if err := RealClock.Sleep(ctx, time.Until(next)); err != nil {
+				if now := time.Now(); now.Sub(from) >= time.Second {
+					if !r.pubWin.end.IsZero() && now.After(r.pubWin.end) {
+						now = r.pubWin.end
+					}
+					closeWindow(now)
+				}
+				return
+			}
+			closeWindow(next)
+		}
+	}()
+	return func() { cancel(); <-done }
 }

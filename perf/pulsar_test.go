@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ type fakeTopic struct {
 	mu       sync.Mutex
 	opened   []string // "producer" / "consumer" per create
 	closed   int
+	keys     map[int][]string // the keys each producer sent, in order
 }
 
 func newFakeTopic() *fakeTopic { return &fakeTopic{q: make(chan *pulsarclient.Message, 100_000)} }
@@ -30,7 +32,7 @@ func (t *fakeTopic) newProducer(_ context.Context, _ int, o pulsarclient.Produce
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.opened = append(t.opened, "producer:"+o.Topic)
-	return fakeProducer{t}, nil
+	return fakeProducer{t, len(t.opened) - 1}, nil
 }
 
 func (t *fakeTopic) subscribe(_ context.Context, _ int, o pulsarclient.ConsumerOptions) (Consumer, error) {
@@ -47,7 +49,10 @@ func (t *fakeTopic) close() error {
 	return nil
 }
 
-type fakeProducer struct{ t *fakeTopic }
+type fakeProducer struct {
+	t *fakeTopic
+	i int // the order of its creation
+}
 
 func (p fakeProducer) Send(ctx context.Context, m *pulsarclient.ProducerMessage) (pulsarclient.MessageID, error) {
 	var id pulsarclient.MessageID
@@ -58,6 +63,14 @@ func (p fakeProducer) Send(ctx context.Context, m *pulsarclient.ProducerMessage)
 
 func (p fakeProducer) SendAsync(_ context.Context, m *pulsarclient.ProducerMessage, cb func(pulsarclient.MessageID, error)) error {
 	n := p.t.next.Add(1)
+	if m.Key != "" {
+		p.t.mu.Lock()
+		if p.t.keys == nil {
+			p.t.keys = map[int][]string{}
+		}
+		p.t.keys[p.i] = append(p.t.keys[p.i], m.Key)
+		p.t.mu.Unlock()
+	}
 	if p.t.failFrom > 0 && n >= p.t.failFrom {
 		cb(pulsarclient.MessageID{}, errors.New("topic fenced"))
 		return nil
@@ -204,5 +217,79 @@ func TestRunSetupError(t *testing.T) {
 		}})
 	if res != nil || err == nil || err.Error() != "not authorized" || ft.closed != 2 {
 		t.Fatalf("result %+v, err %v, %d closed", res, err, ft.closed)
+	}
+}
+
+// TestRunKeys: with Keys, producer p's n-th message has key (p + n*producers) mod keys: with
+// as many keys as producers each producer sends its own, with more they go round.
+func TestRunKeys(t *testing.T) {
+	for _, tc := range []struct{ producers, keys int }{{3, 5}, {4, 4}} {
+		ft := newFakeTopic()
+		po := producerOptions(tc.producers, 16, 0, 60)
+		po.Keys = tc.keys
+		if _, err := Run(context.Background(), Options{Tool: Produce, Topic: "t", Producer: po, NewProducer: ft.newProducer}); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for p, ks := range ft.keys {
+			for n, k := range ks {
+				if want := fmt.Sprintf("key-%d", (p+n*tc.producers)%tc.keys); k != want {
+					t.Fatalf("%+v: producer %d message %d has key %q, want %q", tc, p, n, k, want)
+				}
+				seen[k] = true
+			}
+		}
+		if len(seen) == 0 {
+			t.Fatalf("%+v: no key sent", tc)
+		}
+	}
+}
+
+// TestRunWindows: a run with a window reports each closed window (also to OnWindow): its
+// start follows the previous window's end, its rates count what was acknowledged and
+// received in it, and its latencies are its own samples.
+func TestRunWindows(t *testing.T) {
+	ft := newFakeTopic()
+	var mu sync.Mutex
+	var live []WindowResult
+	res, err := Run(context.Background(), Options{Tool: E2E, Topic: "t", Duration: 1200 * time.Millisecond,
+		Window: 300 * time.Millisecond, Producer: producerOptions(2, 16, 1000, 0),
+		Consumer:    ConsumerOptions{Consumers: 1, Options: pulsarclient.ConsumerOptions{Subscription: "s"}},
+		NewProducer: ft.newProducer, Subscribe: ft.subscribe,
+		OnWindow: func(w WindowResult) {
+			mu.Lock()
+			live = append(live, w)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Windows) == 0 || len(res.Windows) > 4 || len(live) != len(res.Windows) {
+		t.Fatalf("%d windows (%d reported live), want 1 to 4 of 300 ms in 1.2 s", len(res.Windows), len(live))
+	}
+	end := 0.0
+	var published float64
+	for i, w := range res.Windows {
+		if w.Start < end-1e-6 || w.Start > end+1e-6 || w.Seconds <= 0 {
+			t.Fatalf("window %d %+v does not start at the previous end %.3f", i, w, end)
+		}
+		end = w.Start + w.Seconds
+		if w.Published <= 0 || w.Received <= 0 || w.Publish["samples"] == 0 || w.EndToEnd["samples"] == 0 || w.Backlog < 0 {
+			t.Fatalf("window %d: %+v", i, w)
+		}
+		published += w.Published * w.Seconds
+	}
+	// The fake topic acknowledges at once: the windows count about what the run's window did
+	// over their span (1000 msg/s).
+	if published > float64(res.Messages)+10 {
+		t.Fatalf("windows count %.0f published, the run %d", published, res.Messages)
+	}
+	var b strings.Builder
+	if err := res.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "  windows (end, rates, backlog, latencies of the window):\n") ||
+		!strings.Contains(b.String(), " e2e ms p50 ") {
+		t.Fatalf("text %q", b.String())
 	}
 }

@@ -52,7 +52,7 @@ func newPerfCmd() *cobra.Command {
 		},
 	}
 	c.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	c.AddCommand(newPerfDiskCmd(), newPerfLedgerCmd(), newPerfProduceCmd(), newPerfConsumeCmd(), newPerfE2ECmd())
+	c.AddCommand(newPerfDiskCmd(), newPerfLedgerCmd(), newPerfProduceCmd(), newPerfConsumeCmd(), newPerfE2ECmd(), newPerfIoTCmd())
 	return c
 }
 

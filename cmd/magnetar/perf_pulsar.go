@@ -25,6 +25,7 @@ type perfClientFlags struct {
 	serviceFlags
 	duration time.Duration
 	warmup   time.Duration
+	window   time.Duration
 	out      outputFlag
 }
 
@@ -32,6 +33,7 @@ func (f *perfClientFlags) add(c *cobra.Command) {
 	addServiceFlags(c, &f.serviceFlags)
 	c.Flags().DurationVarP(&f.duration, "duration", "d", 10*time.Second, "measured time after the warm-up (with --messages: a limit, 0 = none)")
 	c.Flags().DurationVar(&f.warmup, "warmup", 2*time.Second, "time before the measurement starts")
+	c.Flags().DurationVar(&f.window, "window", 0, "report rates and latency percentiles per window of this length, as the OpenMessaging Benchmark does (0: none)")
 	f.out.add(c)
 }
 
@@ -41,6 +43,9 @@ func (f *perfClientFlags) validate(messages int64) error {
 	}
 	if f.warmup < 0 || f.duration < 0 || (f.duration == 0 && messages <= 0) {
 		return usageError{errors.New("--duration must be positive (or 0 with --messages), --warmup not negative")}
+	}
+	if f.window != 0 && f.window < time.Second {
+		return usageError{errors.New("--window must be at least 1s (or 0: none)")}
 	}
 	if messages < 0 {
 		return usageError{errors.New("--messages must not be negative")}
@@ -60,6 +65,7 @@ type perfProducerFlags struct {
 	batchMax   int
 	batchDelay time.Duration
 	inFlight   int
+	keys       int
 }
 
 func (f *perfProducerFlags) add(c *cobra.Command) {
@@ -73,6 +79,7 @@ func (f *perfProducerFlags) add(c *cobra.Command) {
 	c.Flags().IntVar(&f.batchMax, "batch-max-messages", 1000, "messages per batch entry at most")
 	c.Flags().DurationVar(&f.batchDelay, "batch-delay", time.Millisecond, "how long a batch waits for more messages")
 	c.Flags().IntVar(&f.inFlight, "batch-in-flight", pulsarclient.DefaultBatchingMaxInFlight, "entries in flight per producer before a partial batch waits to gather more")
+	c.Flags().IntVar(&f.keys, "keys", 0, "distinct message keys, spread over the producers (0: no keys)")
 }
 
 func (f *perfProducerFlags) validate(minSize int) error {
@@ -87,6 +94,8 @@ func (f *perfProducerFlags) validate(minSize int) error {
 		return usageError{errors.New("--max-pending must be at least 1")}
 	case f.batchMax < 1 || f.batchDelay <= 0 || f.inFlight < 1:
 		return usageError{errors.New("--batch-max-messages, --batch-delay and --batch-in-flight must be positive")}
+	case f.keys < 0:
+		return usageError{errors.New("--keys must not be negative")}
 	}
 	return nil
 }
@@ -94,7 +103,8 @@ func (f *perfProducerFlags) validate(minSize int) error {
 // options are the engine's producer options.
 func (f *perfProducerFlags) options() perf.ProducerOptions {
 	return perf.ProducerOptions{Producers: f.producers, Size: f.size, Rate: f.rate, MaxPending: f.maxPending, Sync: f.sync,
-		Messages: f.messages, NoBatching: f.noBatching, BatchMax: f.batchMax, BatchDelay: f.batchDelay, InFlight: f.inFlight}
+		Messages: f.messages, NoBatching: f.noBatching, BatchMax: f.batchMax, BatchDelay: f.batchDelay, InFlight: f.inFlight,
+		Keys: f.keys}
 }
 
 // perfClients opens n clients (one connection each, as separate Pulsar client processes
@@ -117,19 +127,53 @@ func perfClients(sf *serviceFlags, n int) ([]*pulsarclient.Client, func(), error
 	return cls, closeAll, nil
 }
 
-// perfRun runs one Pulsar benchmark on the clients: producer i on cls[i], consumer i on
-// cls[consumerOffset+i]. It prints the progress on stderr and the result on stdout.
-func perfRun(cmd *cobra.Command, f *perfClientFlags, cls []*pulsarclient.Client, consumerOffset int, o perf.Options) error {
+// How an e2e run spreads its producers and consumers over clients (connections): a client
+// each (as many single-producer processes), all in one client (one connection, as an IoT
+// gateway both publishing and consuming has), or one client for the producers and one for
+// the consumers (as two processes).
+const (
+	clientsEach     = "each"
+	clientsOne      = "one"
+	clientsSeparate = "separate"
+)
+
+// perfE2EClients opens the clients of an e2e run by mode and returns them with the index of
+// producer i's and consumer i's client.
+func perfE2EClients(sf *serviceFlags, mode string, producers, consumers int) (cls []*pulsarclient.Client,
+	prod, cons func(int) int, closeAll func(), err error) {
+	var n int
+	switch mode {
+	case clientsEach:
+		n = producers + consumers
+		prod, cons = func(i int) int { return i }, func(i int) int { return producers + i }
+	case clientsOne:
+		n = 1
+		prod, cons = func(int) int { return 0 }, func(int) int { return 0 }
+	case clientsSeparate:
+		n = 2
+		prod, cons = func(int) int { return 0 }, func(int) int { return 1 }
+	default:
+		return nil, nil, nil, nil, usageError{fmt.Errorf("--clients must be %s, %s or %s, not %q", clientsEach, clientsOne, clientsSeparate, mode)}
+	}
+	cls, closeAll, err = perfClients(sf, n)
+	return cls, prod, cons, closeAll, err
+}
+
+// perfRun runs one Pulsar benchmark on the clients: producer i on cls[prod(i)], consumer i
+// on cls[cons(i)]. It prints the progress (and each window) on stderr and the result on
+// stdout.
+func perfRun(cmd *cobra.Command, f *perfClientFlags, cls []*pulsarclient.Client, prod, cons func(int) int, o perf.Options) error {
 	sf := &f.serviceFlags
-	o.Duration, o.Warmup = f.duration, f.warmup
+	o.Duration, o.Warmup, o.Window = f.duration, f.warmup, f.window
 	o.NewProducer = func(ctx context.Context, i int, po pulsarclient.ProducerOptions) (perf.Producer, error) {
-		return createProducer(ctx, cls[i], sf, po)
+		return createProducer(ctx, cls[prod(i)], sf, po)
 	}
 	o.Subscribe = func(ctx context.Context, i int, co pulsarclient.ConsumerOptions) (perf.Consumer, error) {
-		return subscribe(ctx, cls[consumerOffset+i], sf, co, fmt.Sprintf("perf-%d-%d", os.Getpid(), i))
+		return subscribe(ctx, cls[cons(i)], sf, co, fmt.Sprintf("perf-%d-%d", os.Getpid(), i))
 	}
 	w := cmd.ErrOrStderr()
 	o.Progress = func(p perf.Progress) { fmt.Fprintln(w, p) }
+	o.OnWindow = func(win perf.WindowResult) { fmt.Fprintln(w, "window", win) }
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := perf.Run(ctx, o)
@@ -168,7 +212,7 @@ func newPerfProduceCmd() *cobra.Command {
 				return err
 			}
 			defer closeAll()
-			return perfRun(cmd, &f, cls, 0, perf.Options{Tool: perf.Produce, Topic: args[0], Producer: pf.options()})
+			return perfRun(cmd, &f, cls, identity, identity, perf.Options{Tool: perf.Produce, Topic: args[0], Producer: pf.options()})
 		},
 	}
 	f.add(c)
@@ -240,7 +284,7 @@ func newPerfConsumeCmd() *cobra.Command {
 				return err
 			}
 			defer closeAll()
-			return perfRun(cmd, &f, cls, 0, perf.Options{Tool: perf.Consume, Topic: args[0],
+			return perfRun(cmd, &f, cls, identity, identity, perf.Options{Tool: perf.Consume, Topic: args[0],
 				Consumer: perf.ConsumerOptions{Consumers: cf.consumers, Messages: messages, NoAck: cf.noAck, Options: opts}})
 		},
 	}
@@ -250,10 +294,19 @@ func newPerfConsumeCmd() *cobra.Command {
 	return clientTool(c)
 }
 
-func newPerfE2ECmd() *cobra.Command {
+func identity(i int) int { return i }
+
+// newPerfE2ECmd is `magnetar perf e2e`, and with iot set `magnetar perf iot`: the same run
+// with the defaults of Pulsar 5.0's "IoT telemetry" benchmark shape.
+func newPerfE2ECmd() *cobra.Command { return perfE2ECmd(false) }
+
+func newPerfIoTCmd() *cobra.Command { return perfE2ECmd(true) }
+
+func perfE2ECmd(iot bool) *cobra.Command {
 	var f perfClientFlags
 	var pf perfProducerFlags
 	var cf perfConsumerFlags
+	var clients string
 	c := &cobra.Command{
 		Use:   "e2e TOPIC",
 		Short: "Publish and consume together; report publish and end-to-end latency from the scheduled send time",
@@ -269,17 +322,43 @@ func newPerfE2ECmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cls, closeAll, err := perfClients(&f.serviceFlags, pf.producers+cf.consumers)
+			if iot && !cmd.Flags().Changed("keys") {
+				pf.keys = pf.producers // a key per device
+			}
+			cls, prod, cons, closeAll, err := perfE2EClients(&f.serviceFlags, clients, pf.producers, cf.consumers)
 			if err != nil {
 				return err
 			}
 			defer closeAll()
-			return perfRun(cmd, &f, cls, pf.producers, perf.Options{Tool: perf.E2E, Topic: args[0], Producer: pf.options(),
+			return perfRun(cmd, &f, cls, prod, cons, perf.Options{Tool: perf.E2E, Topic: args[0], Producer: pf.options(),
 				Consumer: perf.ConsumerOptions{Consumers: cf.consumers, NoAck: cf.noAck, Options: opts}})
 		},
 	}
 	f.add(c)
 	pf.add(c)
 	cf.add(c, "Latest")
+	c.Flags().StringVar(&clients, "clients", clientsEach, "how producers and consumers share clients (connections): each (a client each), one (all on one client), separate (one client for the producers, one for the consumers)")
+	if iot {
+		c.Use = "iot TOPIC"
+		c.Short = "The IoT telemetry shape: many producers of unbatched, keyed, small messages and Key_Shared consumers, by default all on one client"
+		c.Long = `The shape of Pulsar 5.0's "IoT telemetry" benchmark, as an e2e run with its defaults:
+500 producers sending unbatched 128-byte messages, each with a key of its own (--keys: as
+many as producers), 20 consumers on a Key_Shared subscription, all on one client (one
+connection, as an IoT gateway that both publishes and consumes has; --clients separate puts
+the consumers on a client of their own), reported per 10 s window (--window). The end-to-end
+latency is counted from the publish time stamped in each payload (the scheduled time with
+--rate). Compare the received rate with the published rate: consumers that keep up receive
+as much as is published in every window.`
+		for name, v := range map[string]string{"producers": "500", "size": "128", "disable-batching": "true",
+			"max-pending": "1000", "consumers": "20", "type": "Key_Shared", "clients": clientsOne, "window": "10s",
+			"duration": "60s", "warmup": "5s"} {
+			fl := c.Flags().Lookup(name)
+			if err := fl.Value.Set(v); err != nil {
+				panic(err) // a bad default above
+			}
+			fl.DefValue = v
+		}
+		c.Flags().Lookup("keys").Usage = "distinct message keys, spread over the producers (default: one per producer)"
+	}
 	return clientTool(c)
 }
