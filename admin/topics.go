@@ -288,6 +288,7 @@ func (p *PartitionedTopicStats) aggregate(s api.TopicStats) {
 	if a.MsgInCounter > 0 {
 		a.AverageMsgSize = float64(a.BytesInCounter) / float64(a.MsgInCounter)
 	}
+	aggregateReplication(a.Replication, s.Replication)
 	for name, ss := range s.Subscriptions {
 		t, seen := a.Subscriptions[name]
 		if !seen {

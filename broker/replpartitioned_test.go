@@ -53,8 +53,8 @@ type partitionedStatsJSON struct {
 // partition by partition: the first partition's replicator creates the partitioned topic
 // in west with east's partition count (through west's admin API, the cluster record's
 // serviceUrl, as Pulsar's createTopicToRemoteClusterForReplication), and each partition's
-// messages arrive in the same partition in west, in order; east's partitioned stats list
-// each partition's replication section (perPartition). A topic partitioned
+// messages arrive in the same partition in west, in order. East's partitioned stats sum
+// the partitions' replication sections (perPartition lists each). A topic partitioned
 // differently in the two clusters is not replicated: its replicators stay disconnected,
 // log why, and its backlog stays in east.
 func TestGeoReplicationPartitioned(t *testing.T) {
@@ -125,6 +125,9 @@ func TestGeoReplicationPartitioned(t *testing.T) {
 		if err := ac.PartitionedTopicStats(ctx, topic, true, &ps); err != nil {
 			return err
 		}
+		if r, ok := ps.Replication["west"]; !ok || !r.Connected || r.ReplicationBacklog != 0 {
+			return fmt.Errorf("replication section %+v", ps.Replication)
+		}
 		if len(ps.Partitions) != parts {
 			return fmt.Errorf("%d partitions listed", len(ps.Partitions))
 		}
@@ -157,6 +160,9 @@ func TestGeoReplicationPartitioned(t *testing.T) {
 	}
 	if r := ps.Partitions[part(other, 0)].Replication["west"]; r.Connected || r.ReplicationBacklog != n {
 		t.Fatalf("replication of the mismatched topic's partition 0: %+v, want not connected with a backlog of %d", r, n)
+	}
+	if r := ps.Replication["west"]; r.Connected || r.ReplicationBacklog != n {
+		t.Fatalf("replication of the mismatched topic: %+v, want not connected with a backlog of %d", r, n)
 	}
 	if md, err := g.west.PartitionedTopicMetadata(ctx, other); err != nil || md.Partitions != 2 {
 		t.Fatalf("west's mismatched topic: %+v, %v", md, err)
