@@ -89,7 +89,11 @@ func runSeed(t *testing.T, seed uint64, o Options) {
 		mu.Lock()
 		t.Log("progress:\n" + log.String())
 		mu.Unlock()
-		t.Fatalf("seed %d: %s (replay: scripts/chaos -seed %d -duration %v)", seed, r.Status(), seed, o.Duration)
+		geo := ""
+		if o.Clusters > 1 {
+			geo = fmt.Sprintf(" -clusters %d", o.Clusters)
+		}
+		t.Fatalf("seed %d: %s (replay: scripts/chaos%s -seed %d -duration %v)", seed, r.Status(), geo, seed, o.Duration)
 	}
 	if r.Verdict.Acked == 0 && r.Verdict.Txns == [3]int{} {
 		t.Fatalf("seed %d: nothing was acknowledged", seed)
