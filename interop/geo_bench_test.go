@@ -116,8 +116,14 @@ func TestBenchGeo(t *testing.T) {
 	drainStart := time.Now()
 	geoWaitDrained(t, 5*time.Minute, topic, east, west)
 	drained := time.Since(drainStart)
-	if got := msgIn(west, topic); got != int64(g.sent) {
-		t.Errorf("west stored %d messages of %d", got, g.sent)
+	// West's msgInCounter has been seen to exceed what was sent by ~0.015% while both logs
+	// below read back exactly once: the counter is reported, the logs are checked.
+	t.Logf("west's msgInCounter %d, %d messages sent", msgIn(west, topic), g.sent)
+	// Exactly once, in order, in both logs.
+	for _, s := range []*geoSite{east, west} {
+		if err := geoReadLog(t, s, map[*geoSite]pulsar.Client{east: ecl, west: wcl}[s], topic, map[string]int{g.name: g.sent}); err != nil {
+			t.Error(err)
+		}
 	}
 	pubRate, replRate := float64(acked)/el.Seconds(), float64(inWest)/el.Seconds()
 	satLine := fmt.Sprintf("saturation (1 KiB, unpaced, %v): published %.0f msg/s, replicated %.0f msg/s (ratio %.2f); the rest drained in %v",
