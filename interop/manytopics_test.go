@@ -115,8 +115,11 @@ func startPlainStandalone(t *testing.T) *plainStandalone {
 	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	etcd, bk, brk, web := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
+	// Bundle splits (a bundle over 1,000 topics) unload the topics of the bundle: they would
+	// be reloaded by their next client, not counted here as loaded.
 	proc := itest.Start(t, "standalone", "standalone", "--data-dir", data, "--etcd-listen", etcd,
-		"--bookie-listen", bk, "--broker-listen", brk, "--http", web, "--log-level", "warn")
+		"--bookie-listen", bk, "--broker-listen", brk, "--http", web, "--log-level", "warn",
+		"--load-balancer-auto-bundle-split-enabled=false")
 	itest.WaitTCP(t, brk, 60*time.Second)
 	itest.WaitTCP(t, web, 60*time.Second)
 	st := &plainStandalone{proc: proc, data: data, url: "pulsar://" + brk, http: "http://" + web}
@@ -333,7 +336,14 @@ func openOne(t *testing.T, ctx context.Context, cl pulsar.Client, topic string) 
 }
 
 func openOneErr(ctx context.Context, cl pulsar.Client, topic string) error {
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	var p pulsar.Producer
+	var err error
+	for attempt := 0; attempt < 3; attempt++ { // ServiceNotReady (a bundle moving) is retried, as clients do
+		if p, err = cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true}); err == nil ||
+			!strings.Contains(err.Error(), "ServiceNotReady") {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("producer of %s: %w", topic, err)
 	}
