@@ -25,7 +25,10 @@
 //
 // # Goroutines and ownership
 //
-// Each open managed ledger has one owner goroutine (ManagedLedger.run). It owns the core —
+// Each open managed ledger has one owner (ManagedLedger.step, run by an internal/inbox Owner
+// on a goroutine that exists only while events come and ends inbox.DefaultLinger after the
+// last: an idle managed ledger has none; each run is ordered after the previous one, so it
+// owns the core as one long-lived goroutine would). It owns the core —
 // the state machine of the log and all of its cursors (core, cursor, metaWriter, entryCache)
 // — and nothing else touches it. It is fed by one unbounded queue (inbox) of closures:
 //
@@ -40,9 +43,9 @@
 // rollover attempt, the metadata write's sequence number, the cursor ledger's generation —
 // and first checks the tag against the current state; a stale completion only cleans up (a
 // ledger created by a rollover that lost the race is deleted) and changes nothing else. The
-// goroutine exits once the core is Closed (Close waits for every port operation in flight).
+// owner stops once the core is Closed (Close waits for every port operation in flight).
 // Ports run their blocking work on their own goroutines (AsyncStore, BookieLedgers spawn one
-// per call and wait for them in Close); ledger.Handle runs its own owner goroutine.
+// per call and wait for them in Close); ledger.Handle has its own owner.
 //
 // Offloader calls (tiered storage) run on goroutines the owner spawns per call (asyncOffloader,
 // offload_adapter.go), never on the owner: at most one upload per managed ledger (cancelled at
