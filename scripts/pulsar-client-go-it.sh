@@ -19,7 +19,8 @@
 #   scripts/pulsar-client-go-it.sh [-run REGEXP] [PACKAGE...]   (default ./...)
 #
 # Tests that cannot run against a given standalone (SKIPPED) and known failures that crash
-# their package (KNOWN_CRASHES) are left out with -skip. The suite needs 6650, 6651, 8080 and
+# their package (KNOWN_CRASHES) are left out with -skip; FLAKY tests run alone after the rest,
+# each with a short timeout. The suite needs 6650, 6651, 8080 and
 # 8443 on localhost (its tests name them); the script refuses to start if one is taken. Exit 0
 # when every test that failed is in KNOWN_FAILURES and every listed test ran; 1 otherwise. Environment: MAGNETAR (binary; default: build bin/magnetar), PCG_VERSION,
 # PCG_WORK (work directory, default a new temporary one; kept when the run fails),
@@ -47,32 +48,25 @@ END
 # COMPAT.md has the causes). A failure not listed fails the run; a listed test that passes is
 # reported, not failed.
 KNOWN_FAILURES=$(cat <<'END'
-pulsar TestNegativeAckPrecisionBitCnt timing: redelivery within 150 ms of the nack delay; 22 and 44 ms late in two of four runs on a loaded 2-core machine
-pulsar TestBatchDelayMessage order: the consumer may get a message before its producer's SEND_RECEIPT (Pulsar's broker sends the receipt before it wakes the cursors); failed in two of four runs
-pulsaradmin/pkg/admin TestGetLeaderBroker no leader broker with loadBalancerEnabled=false (Pulsar elects one regardless): 503
-pulsaradmin/pkg/admin TestUpdateDynamicConfiguration no dynamic broker configuration (/admin/v2/brokers/configuration): 404
-pulsaradmin/pkg/admin TestSetTopicAutoCreation reasons differ from Pulsar's; a missing tenant answers 403 to a non-superuser where Pulsar answers 404 "Tenant does not exist"
-pulsaradmin/pkg/admin TestGetTopicAutoCreation an unset autoTopicCreation override reads as an object, Pulsar's as null
-pulsaradmin/pkg/admin TestRevokeSubPermission no subscription permissions (/namespaces/{t}/{ns}/permissions/subscription/{sub}): 404
-pulsaradmin/pkg/admin TestNamespaces_SetSchemaCompatibilityStrategy a missing tenant answers 403 to a non-superuser where Pulsar answers 404 "Tenant does not exist"
-pulsaradmin/pkg/admin TestNamespaces_Persistence an unset namespace persistence policy reads as an object, Pulsar's as null
-pulsaradmin/pkg/admin TestTopics_Properties topic properties (create with properties, update, remove) not kept
-pulsaradmin/pkg/admin TestPartitionState stats ignore excludePublishers/excludeConsumers; subscription fields differ
-pulsaradmin/pkg/admin TestNonPartitionState stats ignore excludePublishers/excludeConsumers
-pulsaradmin/pkg/admin TestSchemaValidationEnforced no topic-level schemaValidationEnforced: 404
-pulsaradmin/pkg/admin TestSchemaCompatibilityStrategy the namespace strategy set is not read back
-pulsaradmin/pkg/admin TestTopicStatsTimestamps stats lack topicCreationTimeStamp
+pulsaradmin/pkg/admin TestTopicStatsTimestamps stats lack topicCreationTimeStamp (the managed ledger keeps no creation time)
 pulsaradmin/pkg/admin TestPartitionedTopicStatsTimestamps stats lack topicCreationTimeStamp
+END
+)
+
+# FLAKY: tests that fail now and then, for a reason of the test itself or of its timing on a
+# loaded machine (docs/COMPAT.md has each one's), in the same form with a timeout after the
+# name: each runs alone after the rest of its package, with that timeout (a hang costs it,
+# not the package's 20 minutes). A failure is reported, not failed.
+FLAKY=$(cat <<'END'
+pulsar TestConsumerBatchCumulativeAck 3m races the client's batching timer: when the timer closes a batch right after message 100, c2's cumulative ack of it acks its whole entry and sub-2 resumes at 101 (Pulsar's broker does the same), and the test waits for a 200th message forever
+pulsar TestNegativeAckPrecisionBitCnt 3m timing: redelivery within 150 ms of the nack delay; 22 and 44 ms late in two of four runs on a loaded 2-core machine
+pulsar TestBatchDelayMessage 3m order: the consumer may get a message before its producer's SEND_RECEIPT (Pulsar's broker sends the receipt before it wakes the cursors); failed in two of four runs
 END
 )
 
 # KNOWN_CRASHES: known failures whose failure panics the test binary, so that the rest of
 # their package would not run; they are skipped until fixed, in the same form.
 KNOWN_CRASHES=$(cat <<'END'
-pulsar TestTxn_TCClient GET /admin/v3/transactions/transactionMetadata answers 403 to a non-superuser (Pulsar checks no role there); the test then indexes the missing body
-pulsar TestTxn_RegisterTopic as TestTxn_TCClient
-pulsaradmin/pkg/admin TestUpdateDynamicConfigurationWithCustomURL no dynamic broker configuration: 404, then the test reads the missing response
-pulsaradmin/pkg/admin TestNamespaces_BookieAffinityGroup no /namespaces/{t}/{ns}/persistence/bookieAffinity: 404, then the test reads the missing group
 END
 )
 
@@ -205,6 +199,10 @@ func main() {
 		return m
 	}
 	skipped, known, crashes := reasons(os.Args[3]), reasons(os.Args[4]), reasons(os.Args[5])
+	flaky := reasons(os.Args[7]) // the timeout, then the reason
+	for k, why := range flaky {
+		known[k] = why
+	}
 	var listed []string // every top-level test the packages have, from go test -list
 	if b, err := os.ReadFile(os.Args[6]); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -283,7 +281,7 @@ func main() {
 			if !isKnown {
 				unexpected = append(unexpected, k)
 			}
-		case r == "pass" && isKnown:
+		case r == "pass" && isKnown && flaky[k] == "":
 			fixed = append(fixed, k)
 		}
 	}
@@ -328,7 +326,9 @@ func main() {
 		fmt.Printf("skipped here: %s: %s\n", k, skipped[k])
 	}
 	for _, k := range failed {
-		if why, isKnown := known[k]; isKnown {
+		if why, isFlaky := flaky[k]; isFlaky {
+			fmt.Printf("flaky, failed this run: %s: timeout %s\n", k, why)
+		} else if why, isKnown := known[k]; isKnown {
 			fmt.Printf("known failure: %s: %s\n", k, why)
 		}
 	}
@@ -353,7 +353,7 @@ EOF
 
 race=-race
 [ "${PCG_RACE:-1}" = "1" ] || race=
-skip_re="^($(printf '%s\n%s\n' "$SKIPPED" "$KNOWN_CRASHES" | awk 'NF {print $2}' | paste -sd '|'))\$"
+skip_re="^($(printf '%s\n%s\n%s\n' "$SKIPPED" "$KNOWN_CRASHES" "$FLAKY" | awk 'NF {print $2}' | paste -sd '|'))\$"
 args=(-p 1 $race "-timeout=${PCG_TIMEOUT:-20m}" -skip "$skip_re")
 echo "listing the tests"
 (cd "$src" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go test -json $race -list "${run_re:-^Test}" "${pkgs[@]}") >"$work/list.json"
@@ -361,9 +361,30 @@ echo "listing the tests"
 echo "go test ${args[*]} ${pkgs[*]} (in $src)"
 start=$SECONDS
 rc=0
+# flaky_runs runs each FLAKY test of the packages asked for (and matching -run) alone.
+flaky_runs() {
+	local pkg name to rest p
+	while read -r pkg name to rest; do
+		[ -n "$pkg" ] || continue
+		for p in "${pkgs[@]}"; do
+			p=${p#./}
+			p=${p%/}
+			if [ "$p" = "..." ] || [ "$p" = "$pkg" ]; then
+				if [ -z "$run_re" ] || grep -Eq "$run_re" <<<"$name"; then
+					echo "go test -run ^$name\$ -timeout=$to ./$pkg (flaky, alone)" >&2
+					(cd "$src" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go test -json $race "-timeout=$to" -run "^$name\$" "./$pkg" 2>&1) || true
+				fi
+				break
+			fi
+		done
+	done <<<"$FLAKY"
+}
 # The tests' exit status is the summariser's to decide (known failures fail go test too).
-{ (cd "$src" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go test -json "${args[@]}" "${pkgs[@]}" 2>&1) || true; } |
-	(cd "$work" && GOFLAGS= go run ./summarise.go "$module" "$work/test.log" "$SKIPPED" "$KNOWN_FAILURES" "$KNOWN_CRASHES" "$work/list.json") || rc=$?
+{
+	(cd "$src" && CGO_ENABLED=1 GOFLAGS=-buildvcs=false go test -json "${args[@]}" "${pkgs[@]}" 2>&1) || true
+	flaky_runs
+} |
+	(cd "$work" && GOFLAGS= go run ./summarise.go "$module" "$work/test.log" "$SKIPPED" "$KNOWN_FAILURES" "$KNOWN_CRASHES" "$work/list.json" "$FLAKY") || rc=$?
 echo "suite time: $((SECONDS - start))s; log: $work/test.log; standalone log: $work/standalone.log"
 if [ $rc -eq 0 ] && [ -z "${PCG_WORK:-}" ]; then
 	stop
