@@ -97,10 +97,54 @@ func concat(ss ...[]string) []string {
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6d61676e65746172)) }
 
-var faultWeights = []struct {
+// faultWeight is how often a kind of fault is drawn, relative to the others of its table.
+type faultWeight struct {
 	kind FaultKind
 	w    int
-}{
+}
+
+// faultDraw draws a schedule's faults from its seed: how many (n), then each one's kind (by
+// weight) and start, and the choices of its targets and durations (pick, secs), always in
+// that order for the same seed.
+type faultDraw struct {
+	rng     *rand.Rand
+	weights []faultWeight
+	total   int
+	span    time.Duration
+	n       int
+}
+
+func newFaultDraw(seed uint64, weights []faultWeight, d time.Duration, minFaults, maxFaults int) *faultDraw {
+	dr := &faultDraw{rng: newRand(seed), weights: weights, span: max(d-5*time.Second, time.Second)}
+	for _, w := range weights {
+		dr.total += w.w
+	}
+	dr.n = minFaults + dr.rng.IntN(max(1, maxFaults-minFaults+1))
+	return dr
+}
+
+// next draws a fault's kind and its start, in [2 s, d−3 s].
+func (dr *faultDraw) next() Fault {
+	x := dr.rng.IntN(dr.total)
+	var kind FaultKind
+	for _, w := range dr.weights {
+		if x < w.w {
+			kind = w.kind
+			break
+		}
+		x -= w.w
+	}
+	return Fault{Kind: kind, At: 2*time.Second + time.Duration(dr.rng.Int64N(int64(dr.span))).Round(100*time.Millisecond)}
+}
+
+func (dr *faultDraw) pick(ss []string) string { return ss[dr.rng.IntN(len(ss))] }
+
+// secs draws a duration in [lo, hi) seconds, to 100 ms.
+func (dr *faultDraw) secs(lo, hi float64) time.Duration {
+	return time.Duration((lo + dr.rng.Float64()*(hi-lo)) * float64(time.Second)).Round(100 * time.Millisecond)
+}
+
+var faultWeights = []faultWeight{
 	{FaultKill, 6}, {FaultPause, 3}, {FaultEtcdCut, 2}, {FaultBookieCut, 2}, {FaultEtcdAlone, 1},
 	{FaultOneWay, 2}, {FaultDelay, 2}, {FaultLoss, 2}, {FaultStall, 2}, {FaultReset, 1}, {FaultDiskFull, 2},
 }
@@ -109,30 +153,12 @@ var faultWeights = []struct {
 // each starting in [2 s, d−3 s] of a workload of length d. The same seed, topology and
 // options give the same schedule.
 func Schedule(seed uint64, topo Topology, d, ttl time.Duration, minFaults, maxFaults int) []Fault {
-	rng := newRand(seed)
-	total := 0
-	for _, w := range faultWeights {
-		total += w.w
-	}
-	n := minFaults + rng.IntN(max(1, maxFaults-minFaults+1))
-	pick := func(ss []string) string { return ss[rng.IntN(len(ss))] }
-	secs := func(lo, hi float64) time.Duration {
-		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(time.Second)).Round(100 * time.Millisecond)
-	}
-	span := max(d-5*time.Second, time.Second)
+	dr := newFaultDraw(seed, faultWeights, d, minFaults, maxFaults)
+	rng, pick, secs := dr.rng, dr.pick, dr.secs
 	var out []Fault
-	for range n {
-		x := rng.IntN(total)
-		var kind FaultKind
-		for _, w := range faultWeights {
-			if x < w.w {
-				kind = w.kind
-				break
-			}
-			x -= w.w
-		}
-		f := Fault{Kind: kind, At: 2*time.Second + time.Duration(rng.Int64N(int64(span))).Round(100*time.Millisecond)}
-		switch kind {
+	for range dr.n {
+		f := dr.next()
+		switch f.Kind {
 		case FaultKill:
 			// Servers mostly; producers and the consumer too (a restarted producer resends).
 			if rng.IntN(4) == 0 {

@@ -73,10 +73,7 @@ func PlannedFaults(seed uint64, o Options) []Fault {
 }
 
 // geoFaultWeights: the faults between clusters weigh most; in-cluster faults are there too.
-var geoFaultWeights = []struct {
-	kind FaultKind
-	w    int
-}{
+var geoFaultWeights = []faultWeight{
 	{FaultGeoCut, 5}, {FaultGeoOneWay, 2}, {FaultGeoLoss, 2}, {FaultKillOwner, 5}, {FaultEtcdPause, 2},
 	{FaultKill, 3}, {FaultPause, 1}, {FaultDelay, 1}, {FaultLoss, 1}, {FaultStall, 1}, {FaultReset, 1},
 	{FaultBookieCut, 1}, {FaultEtcdCut, 1}, {FaultDiskFull, 1},
@@ -86,32 +83,14 @@ var geoFaultWeights = []struct {
 // Schedule does for one cluster: between minFaults and maxFaults, each starting in
 // [2 s, d−3 s].
 func ScheduleGeo(seed uint64, sites []Topology, d, ttl time.Duration, minFaults, maxFaults int) []Fault {
-	rng := newRand(seed)
-	total := 0
-	for _, w := range geoFaultWeights {
-		total += w.w
-	}
-	n := minFaults + rng.IntN(max(1, maxFaults-minFaults+1))
-	pick := func(ss []string) string { return ss[rng.IntN(len(ss))] }
-	secs := func(lo, hi float64) time.Duration {
-		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(time.Second)).Round(100 * time.Millisecond)
-	}
-	span := max(d-5*time.Second, time.Second)
+	dr := newFaultDraw(seed, geoFaultWeights, d, minFaults, maxFaults)
+	rng, pick, secs := dr.rng, dr.pick, dr.secs
 	var out []Fault
-	for range n {
-		x := rng.IntN(total)
-		var kind FaultKind
-		for _, w := range geoFaultWeights {
-			if x < w.w {
-				kind = w.kind
-				break
-			}
-			x -= w.w
-		}
-		f := Fault{Kind: kind, At: 2*time.Second + time.Duration(rng.Int64N(int64(span))).Round(100*time.Millisecond)}
+	for range dr.n {
+		f := dr.next()
 		perm := rng.Perm(len(sites))
 		s, peer := sites[perm[0]], sites[perm[1]]
-		switch kind {
+		switch f.Kind {
 		case FaultGeoCut:
 			f.Target, f.Peer = s.Cluster, peer.Cluster
 			f.For = secs(3, 20)
