@@ -1,27 +1,13 @@
 package admin
 
-import "encoding/json"
+import (
+	"encoding/json"
 
-// replicatorStats is one remote cluster's entry of a topic's replication section, Pulsar's
-// ReplicatorStats JSON (the broker's values are its replicator stats structs, or JSON
-// objects when a partition's stats came from another broker).
-type replicatorStats struct {
-	MsgRateIn                 float64 `json:"msgRateIn"`
-	MsgThroughputIn           float64 `json:"msgThroughputIn"`
-	MsgRateOut                float64 `json:"msgRateOut"`
-	MsgThroughputOut          float64 `json:"msgThroughputOut"`
-	MsgRateExpired            float64 `json:"msgRateExpired"`
-	ReplicationBacklog        int64   `json:"replicationBacklog"`
-	Connected                 bool    `json:"connected"`
-	ReplicationDelayInSeconds int64   `json:"replicationDelayInSeconds"`
-	InboundConnection         string  `json:"inboundConnection,omitempty"`
-	InboundConnectedSince     string  `json:"inboundConnectedSince,omitempty"`
-	OutboundConnection        string  `json:"outboundConnection,omitempty"`
-	OutboundConnectedSince    string  `json:"outboundConnectedSince,omitempty"`
-}
+	"github.com/magnetar-io/magnetar/broker/topic"
+)
 
 // aggregateReplication adds a partition's replication section (src) to the partitioned
-// topic's (dst, whose values are *replicatorStats), as Pulsar's ReplicatorStatsImpl.add:
+// topic's (dst, whose values are *topic.ReplicatorStats), as Pulsar's ReplicatorStatsImpl.add:
 // rates and backlogs summed, connected only while every partition's replicator is, the
 // delay the largest; the connection descriptions are the first partition's that has one.
 func aggregateReplication(dst, src map[string]any) {
@@ -30,11 +16,11 @@ func aggregateReplication(dst, src map[string]any) {
 		if err != nil {
 			continue
 		}
-		var s replicatorStats
+		var s topic.ReplicatorStats
 		if json.Unmarshal(b, &s) != nil {
 			continue
 		}
-		a, ok := dst[remote].(*replicatorStats)
+		a, ok := dst[remote].(*topic.ReplicatorStats)
 		if !ok {
 			dst[remote] = &s
 			continue

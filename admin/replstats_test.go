@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/magnetar-io/magnetar/broker/api"
+	"github.com/magnetar-io/magnetar/broker/topic"
 )
 
 // TestPartitionedStatsReplication: the partitioned stats' replication section sums the
@@ -12,7 +13,7 @@ import (
 // partition's replicator is, and has the largest delay, as Pulsar's ReplicatorStatsImpl.add;
 // a partition whose stats came from another broker (JSON objects) counts the same.
 func TestPartitionedStatsReplication(t *testing.T) {
-	type rs = replicatorStats
+	type rs = topic.ReplicatorStats
 	fromPeer := func(v rs) any {
 		b, _ := json.Marshal(v)
 		var m map[string]any
