@@ -347,14 +347,17 @@ func (r *replicator) connect(c replication.Connect) {
 func (r *replicator) send(s *replication.Send) {
 	p := r.producers[s.Ticket.Epoch]
 	t := s.Ticket
+	// A send that fails here fails as an event, like every other answer: called inside
+	// perform, the core's next Ready (its reconnect timer among others) would wait for an
+	// unrelated event to be performed, and with nothing else in flight it never comes.
 	if p == nil {
-		r.core.SendFailed(t, errors.New("replhost: no producer for the epoch"))
+		r.post(func() { r.core.SendFailed(t, errors.New("replhost: no producer for the epoch")) })
 		return
 	}
 	data, _, _ := topic.ClientEntry(s.Entry.Data)
 	meta, payload, err := pulsar.ParseHeadersAndPayload(data)
 	if err != nil {
-		r.core.SendFailed(t, err)
+		r.post(func() { r.core.SendFailed(t, err) })
 		return
 	}
 	meta.ReplicatedFrom = proto.String(r.local)
