@@ -87,9 +87,11 @@ func (h *handler) policyRoutes(route routeFunc, nsScope, topicScope func(r *http
 				if err != nil {
 					return err
 				}
-				if string(v) == "null" {
+				if string(v) == "null" && !applied {
 					// Not set: Pulsar answers its null with 204 and no body, which its
 					// clients read as "not configured" (a "null" body would be a value).
+					// An applied read answers what applies, as before: Pulsar's falls
+					// back to the broker's defaults and always has a body.
 					return noContent(w)
 				}
 				return ok(w, v)
